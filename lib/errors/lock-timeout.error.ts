@@ -1,0 +1,31 @@
+import { RedisLockError } from './redis-lock.error';
+
+/**
+ * A lock could not be acquired within `waitMs`.
+ * Over HTTP, the module's `LockInterceptor` turns it into `423 Locked` with `Retry-After`.
+ */
+export class LockTimeoutError extends RedisLockError {
+  /**
+   * @param keys the lock keys that were asked for
+   * @param waitedMs how long the caller waited, in ms
+   * @param holderRemainingMs the current holder's remaining TTL in ms, or `undefined` when unknown
+   *   (e.g. the lock was free but other waiters were first in line)
+   */
+  constructor(
+    readonly keys: readonly string[],
+    readonly waitedMs: number,
+    readonly holderRemainingMs: number | undefined,
+  ) {
+    super(
+      `lock ${keys.map((k) => `'${k}'`).join(', ')} not acquired within ${waitedMs} ms; ` +
+        (holderRemainingMs !== undefined && holderRemainingMs >= 0
+          ? `held by another owner for ${holderRemainingMs} ms more`
+          : 'other waiters were first in line'),
+    );
+  }
+
+  /** The first key asked for (the only one for a single-key lock). */
+  get key(): string {
+    return this.keys[0];
+  }
+}

@@ -1,0 +1,15 @@
+export { RedisLockModule } from './redis-lock.module';
+export { OPTIONS_TYPE, ASYNC_OPTIONS_TYPE } from './redis-lock.module-definition';
+export type {
+  RedisLockModuleOptions,
+  RedisConnectionOption,
+  RedisClusterConnectionOptions,
+  QueueDefaults,
+} from './interfaces/redis-lock-module-options.interface';
+export type { LockOptions, WithLockOptions } from './interfaces/lock-options.interface';
+export { LockService } from './lock/lock.service';
+export { Lock } from './lock/lock';
+export * from './queue';
+export * from './decorators';
+export * from './interceptors';
+export * from './errors';

@@ -1,0 +1,1 @@
+export { LockInterceptor } from './lock.interceptor';

@@ -1,0 +1,49 @@
+/** Options of one lock acquisition; unset fields fall back to the module's defaults. */
+export interface LockOptions {
+  /**
+   * How long the lock lives unless extended or released, in ms.
+   * @default 30000
+   */
+  ttlMs?: number;
+  /**
+   * How long to wait for the lock, in ms. `0` tries once.
+   * @default 0
+   */
+  waitMs?: number;
+  /**
+   * Fallback poll interval while waiting, in ms (jittered between 50 % and 100 %). Waiters are
+   * woken by pub/sub on release; the poll only bounds what a lost message can cost, and keeps a
+   * fair waiter's place in line alive.
+   * @default 100
+   */
+  retryIntervalMs?: number;
+  /**
+   * First come, first served: waiters line up in a FIFO line kept in Redis, a release hands the
+   * lock straight to the head of the line, and newcomers cannot barge ahead. `false` lets every
+   * waiter race for the lock when it is released (cheaper, no ordering).
+   * @default true
+   */
+  fair?: boolean;
+  /**
+   * Keep a per-key counter and return its new value as `lock.fence` on every acquisition.
+   * The counter is one small Redis key per distinct lock name that never expires.
+   * @default true
+   */
+  fencing?: boolean;
+  /**
+   * Prefix for the Redis keys of this lock (overrides the module's `keyPrefix`).
+   */
+  keyPrefix?: string;
+  /** Aborting this signal stops waiting: the call rejects with the signal's reason. */
+  signal?: AbortSignal;
+}
+
+/** Options of `LockService.withLock`. */
+export interface WithLockOptions extends LockOptions {
+  /**
+   * Extend the lock every `ttlMs / 3` while the callback runs. When an extension finds the lock
+   * gone, `lock.signal` aborts with a `LockLostError`.
+   * @default true
+   */
+  autoExtend?: boolean;
+}

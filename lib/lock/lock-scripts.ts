@@ -1,0 +1,12 @@
+import { join } from 'node:path';
+import { LuaScript } from '../redis/lua-script';
+
+const file = (name: string) => join(__dirname, 'scripts', `${name}.lua`);
+
+/** The lock's Lua scripts, read once per process. */
+export const LOCK_SCRIPTS = {
+  acquire: new LuaScript('lock acquire', file('acquire')),
+  release: new LuaScript('lock release', file('release')),
+  extend: new LuaScript('lock extend', file('extend')),
+  leaveLine: new LuaScript('lock leave-line', file('leave-line')),
+};

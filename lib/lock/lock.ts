@@ -1,0 +1,116 @@
+import { LockLostError } from '../errors/lock-lost.error';
+import type { LockRedisKeys } from './lock-keys';
+
+/** What a `Lock` handle needs from the service that created it. */
+export interface LockOwner {
+  releaseLock(lock: Lock): Promise<boolean>;
+  extendLock(lock: Lock, ttlMs: number): Promise<boolean>;
+  isHeldLock(lock: Lock): Promise<boolean>;
+}
+
+/**
+ * A lock held by this process: returned by `LockService.acquire`, passed to `withLock` callbacks.
+ * Ownership is the random `token`; only its holder can release or extend it.
+ */
+export class Lock {
+  /** The lock names, as given to `acquire`. */
+  readonly keys: readonly string[];
+  private readonly controller = new AbortController();
+  private expiryTimer?: NodeJS.Timeout;
+  private expiry: number;
+  private ended = false;
+
+  /** @internal created by LockService */
+  constructor(
+    private readonly owner: LockOwner,
+    /** @internal */ readonly redisKeys: readonly LockRedisKeys[],
+    /** Random value that identifies this acquisition in Redis. */
+    readonly token: string,
+    /**
+     * Fencing tokens, one per key (same order as `keys`): the per-key counter's value after this
+     * acquisition, so strictly greater than any earlier holder's. `0` when fencing is off.
+     */
+    readonly fences: readonly number[],
+    expiresAt: number,
+    /** @internal the TTL asked for; the default of `extend()` */
+    readonly ttlMs: number,
+  ) {
+    this.keys = redisKeys.map((k) => k.name);
+    this.expiry = expiresAt;
+    this.armExpiry();
+  }
+
+  /**
+   * The fencing token of the first key (the only one of a single-key lock): pass it to the
+   * resource you write so that it can refuse writes from an older holder. `0` when fencing is off.
+   */
+  get fence(): number {
+    return this.fences[0];
+  }
+
+  /**
+   * Epoch ms until which the lock is surely held (computed from when the request was sent, so
+   * network time is already subtracted). Moves forward on each successful extend.
+   */
+  get expiresAt(): number {
+    return this.expiry;
+  }
+
+  /**
+   * Aborts when the lock is known to be lost: its TTL ran out (by the local clock) or an
+   * extension found it gone. `signal.reason` is then a `LockLostError`. Releasing the lock does
+   * not abort it.
+   */
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  /** Releases the lock. Resolves `false` if it was no longer held by this token. */
+  release(): Promise<boolean> {
+    return this.owner.releaseLock(this);
+  }
+
+  /**
+   * Sets the lock's remaining TTL to `ttlMs` (default: the TTL it was acquired with), if still
+   * held. Resolves `false` (and aborts `signal`) when it is not.
+   */
+  extend(ttlMs: number = this.ttlMs): Promise<boolean> {
+    return this.owner.extendLock(this, ttlMs);
+  }
+
+  /** Asks Redis whether this token still holds every key of the lock. */
+  isHeld(): Promise<boolean> {
+    return this.owner.isHeldLock(this);
+  }
+
+  /** @internal */
+  setExpiresAt(expiresAt: number): void {
+    this.expiry = expiresAt;
+    this.armExpiry();
+  }
+
+  /**
+   * @internal the lock is not held any more: stops the expiry timer and, when it was lost
+   * (`reason` given) rather than released, aborts `signal` with `reason`
+   */
+  end(reason?: LockLostError): void {
+    clearTimeout(this.expiryTimer);
+    this.expiryTimer = undefined;
+    this.ended = true;
+    if (reason && !this.controller.signal.aborted) this.controller.abort(reason);
+  }
+
+  private armExpiry(): void {
+    clearTimeout(this.expiryTimer);
+    if (this.ended) return;
+    const ttl = this.expiry - Date.now();
+    this.expiryTimer = setTimeout(
+      () =>
+        this.end(
+          new LockLostError(this.keys, `its TTL ran out at ${new Date(this.expiry).toISOString()}`),
+        ),
+      Math.max(0, ttl),
+    );
+    this.expiryTimer.unref();
+  }
+}

@@ -1,0 +1,1 @@
+export { QueueService } from './queue.service';

@@ -1,0 +1,47 @@
+import { Inject, Module, OnApplicationShutdown } from '@nestjs/common';
+import { DiscoveryModule } from '@nestjs/core';
+import { LockInterceptor } from './interceptors/lock.interceptor';
+import { QueueService } from './queue/queue.service';
+import { LockService } from './lock/lock.service';
+import { resolveModuleOptions } from './options/resolve-options';
+import { RedisLockConnection } from './redis/redis-connection';
+import { REDIS_LOCK_RESOLVED_OPTIONS } from './redis-lock.constants';
+import { ConfigurableModuleClass, REDIS_LOCK_MODULE_OPTIONS } from './redis-lock.module-definition';
+import type { RedisLockModuleOptions } from './interfaces/redis-lock-module-options.interface';
+
+/**
+ * Provides `LockService` (and the queue services) on one Redis.
+ * @example
+ * RedisLockModule.forRoot({ redis: process.env.REDIS_URL, isGlobal: true })
+ * RedisLockModule.forRootAsync({ inject: [ConfigService], useFactory: (c) => ({ redis: c.get('REDIS_URL') }) })
+ */
+@Module({
+  imports: [DiscoveryModule],
+  providers: [
+    {
+      provide: REDIS_LOCK_RESOLVED_OPTIONS,
+      inject: [REDIS_LOCK_MODULE_OPTIONS],
+      useFactory: (options: RedisLockModuleOptions) => resolveModuleOptions(options),
+    },
+    {
+      provide: RedisLockConnection,
+      inject: [REDIS_LOCK_RESOLVED_OPTIONS],
+      useFactory: (options: ReturnType<typeof resolveModuleOptions>) =>
+        new RedisLockConnection(options),
+    },
+    LockService,
+    QueueService,
+    LockInterceptor,
+  ],
+  exports: [LockService, QueueService, LockInterceptor],
+})
+export class RedisLockModule extends ConfigurableModuleClass implements OnApplicationShutdown {
+  constructor(@Inject(RedisLockConnection) private readonly connection: RedisLockConnection) {
+    super();
+  }
+
+  /** Closes the connections the module opened (never a client passed in by the user). */
+  async onApplicationShutdown(): Promise<void> {
+    await this.connection.close();
+  }
+}

@@ -1,0 +1,100 @@
+import { Logger } from '@nestjs/common';
+import { Cluster, Redis } from 'ioredis';
+import type { ResolvedModuleOptions } from '../options/resolve-options';
+import type { RedisClusterConnectionOptions } from '../interfaces/redis-lock-module-options.interface';
+import { bounded } from './bounded';
+import type { LuaScript } from './lua-script';
+import { PubSubHub } from './pubsub-hub';
+
+type Client = Redis | Cluster;
+
+function isClient(value: unknown): value is Client {
+  // Duck-typed so that an instance from another copy of ioredis is still recognised.
+  const v = value as Partial<Redis> | null;
+  return (
+    typeof v === 'object' &&
+    v !== null &&
+    typeof v.evalsha === 'function' &&
+    typeof v.duplicate === 'function'
+  );
+}
+
+function isClusterOptions(value: unknown): value is RedisClusterConnectionOptions {
+  return typeof value === 'object' && value !== null && Array.isArray((value as any).cluster);
+}
+
+/**
+ * The module's Redis: the command client (created from the options, or the instance the user
+ * passed in), a lazily created subscriber connection for lock wake-ups, and bounded calls.
+ * Closes only what it created.
+ */
+export class RedisLockConnection {
+  readonly client: Client;
+  /** True when the module created the client and must close it. */
+  readonly owned: boolean;
+  readonly isCluster: boolean;
+  readonly hub: PubSubHub;
+  private readonly logger = new Logger('RedisLockModule');
+  private readonly extra = new Set<Client>();
+  private lastErrorLog = 0;
+
+  constructor(readonly options: ResolvedModuleOptions) {
+    const redis = options.redis;
+    if (isClient(redis)) {
+      this.client = redis;
+      this.owned = false;
+    } else if (isClusterOptions(redis)) {
+      this.client = new Cluster(redis.cluster, redis.options);
+      this.owned = true;
+    } else {
+      this.client = typeof redis === 'string' ? new Redis(redis) : new Redis(redis);
+      this.owned = true;
+    }
+    this.isCluster = (this.client as { isCluster?: boolean }).isCluster === true;
+    if (this.owned) this.client.on('error', (err: Error) => this.logError('connection', err));
+    this.hub = new PubSubHub(() => this.duplicate(), this.isCluster, options.commandTimeoutMs);
+  }
+
+  /** Runs a Lua script, bounded by `commandTimeoutMs`. */
+  run(script: LuaScript, keys: readonly string[], args: readonly (string | number)[]) {
+    return bounded(script.name, script.run(this.client, keys, args), this.options.commandTimeoutMs);
+  }
+
+  /** Runs any client call, bounded by `ms` (default `commandTimeoutMs`). */
+  call<T>(operation: string, fn: (client: Client) => Promise<T>, ms?: number): Promise<T> {
+    return bounded(operation, fn(this.client), ms ?? this.options.commandTimeoutMs);
+  }
+
+  /**
+   * A new connection to the same Redis, for subscriptions and blocking commands; closed with the
+   * module (it is ours even when the main client is the user's).
+   */
+  duplicate(): Client {
+    const copy = this.client.duplicate();
+    copy.on('error', (err: Error) => this.logError('extra connection', err));
+    this.extra.add(copy);
+    copy.once('end', () => this.extra.delete(copy));
+    return copy;
+  }
+
+  /** Closes the subscriber and extra connections, and the client if the module created it. */
+  async close(): Promise<void> {
+    this.hub.close();
+    for (const c of this.extra) c.disconnect();
+    this.extra.clear();
+    if (!this.owned) return;
+    try {
+      await bounded('QUIT', this.client.quit(), this.options.commandTimeoutMs);
+    } catch {
+      this.client.disconnect();
+    }
+  }
+
+  private logError(what: string, err: Error): void {
+    // Reconnect loops emit an error per attempt; one line per 5 s is enough to see the outage.
+    const now = Date.now();
+    if (now - this.lastErrorLog < 5_000) return;
+    this.lastErrorLog = now;
+    this.logger.warn(`Redis ${what} error: ${err.message}`);
+  }
+}

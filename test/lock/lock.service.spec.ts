@@ -1,0 +1,324 @@
+import 'reflect-metadata';
+import type { INestApplicationContext } from '@nestjs/common';
+import type { Redis } from 'ioredis';
+import {
+  Lock,
+  LockKeyError,
+  LockLostError,
+  LockService,
+  LockTimeoutError,
+  RedisLockOptionsError,
+} from '../../lib';
+import { createLockApp, redisClient, sleep, uniquePrefix, waitFor } from '../support/helpers';
+
+describe('LockService', () => {
+  const prefix = uniquePrefix('lock-service');
+  let app: INestApplicationContext;
+  let other: INestApplicationContext;
+  let locks: LockService;
+  let rival: LockService;
+  let redis: Redis;
+
+  beforeAll(async () => {
+    app = await createLockApp({ keyPrefix: prefix });
+    other = await createLockApp({ keyPrefix: prefix });
+    locks = app.get(LockService);
+    rival = other.get(LockService);
+    redis = redisClient();
+  });
+  afterAll(async () => {
+    await app.close();
+    await other.close();
+    redis.disconnect();
+  });
+
+  describe('acquire / release', () => {
+    it('takes a free lock with a random token, a TTL and a fence, and releases it', async () => {
+      const before = Date.now();
+      const lock = await locks.acquire('a', { ttlMs: 5_000 });
+      expect(lock).toBeInstanceOf(Lock);
+      expect(lock.keys).toEqual(['a']);
+      expect(lock.token).toMatch(/^[0-9a-f]{32}$/);
+      expect(lock.fence).toBeGreaterThan(0);
+      expect(lock.expiresAt).toBeGreaterThanOrEqual(before + 5_000);
+      expect(lock.expiresAt).toBeLessThanOrEqual(Date.now() + 5_000);
+      expect(await redis.get(`${prefix}lock:{a}`)).toBe(lock.token);
+      const pttl = await redis.pttl(`${prefix}lock:{a}`);
+      expect(pttl).toBeGreaterThan(4_000);
+      expect(pttl).toBeLessThanOrEqual(5_000);
+      expect(await lock.isHeld()).toBe(true);
+      expect(await locks.isLocked('a')).toBe(true);
+      expect(await lock.release()).toBe(true);
+      expect(await redis.exists(`${prefix}lock:{a}`)).toBe(0);
+      expect(await locks.isLocked('a')).toBe(false);
+      expect(await lock.release()).toBe(false);
+    });
+
+    it('gives every acquisition a fresh token and a higher fence', async () => {
+      const first = await locks.acquire('fresh');
+      await first.release();
+      const second = await locks.acquire('fresh');
+      await second.release();
+      expect(second.token).not.toBe(first.token);
+      expect(second.fence).toBe(first.fence + 1);
+    });
+
+    it('throws LockTimeoutError at once when held and waitMs is 0, naming key and holder TTL', async () => {
+      const held = await rival.acquire('busy', { ttlMs: 10_000 });
+      const err = await locks.acquire('busy').catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(LockTimeoutError);
+      const timeout = err as LockTimeoutError;
+      expect(timeout.name).toBe('LockTimeoutError');
+      expect(timeout.key).toBe('busy');
+      expect(timeout.waitedMs).toBe(0);
+      expect(timeout.holderRemainingMs).toBeGreaterThan(9_000);
+      expect(timeout.message).toMatch(
+        /lock 'busy' not acquired within 0 ms; held by another owner for \d+ ms more/,
+      );
+      await held.release();
+    });
+
+    it('waits up to waitMs, then throws LockTimeoutError with the time waited', async () => {
+      const held = await rival.acquire('slow', { ttlMs: 10_000 });
+      const started = Date.now();
+      const err = (await locks
+        .acquire('slow', { waitMs: 300 })
+        .catch((e) => e)) as LockTimeoutError;
+      expect(err).toBeInstanceOf(LockTimeoutError);
+      expect(Date.now() - started).toBeGreaterThanOrEqual(300);
+      expect(err.waitedMs).toBeGreaterThanOrEqual(300);
+      // It left the line: the holder's release finds nobody to hand the lock to.
+      expect(await redis.zcard(`${prefix}lock:{slow}:line`)).toBe(0);
+      await held.release();
+      expect(await redis.exists(`${prefix}lock:{slow}`)).toBe(0);
+    });
+
+    it('tryAcquire resolves null instead of throwing', async () => {
+      const held = await rival.acquire('try');
+      expect(await locks.tryAcquire('try')).toBeNull();
+      await held.release();
+      const lock = await locks.tryAcquire('try');
+      expect(lock).toBeInstanceOf(Lock);
+      await lock!.release();
+    });
+
+    it('a waiter gets the lock when the holder releases', async () => {
+      const held = await rival.acquire('handoff');
+      const waiting = locks.acquire('handoff', { waitMs: 5_000 });
+      await waitFor(
+        'waiter in line',
+        async () => (await redis.zcard(`${prefix}lock:{handoff}:line`)) === 1,
+      );
+      await held.release();
+      const lock = await waiting;
+      expect(await redis.get(`${prefix}lock:{handoff}`)).toBe(lock.token);
+      expect(lock.fence).toBe(held.fence + 1);
+      await lock.release();
+    });
+
+    it('a waiter gets the lock when the holder lets it expire', async () => {
+      const held = await rival.acquire('lapse', { ttlMs: 200 });
+      const lock = await locks.acquire('lapse', { waitMs: 5_000 });
+      expect(lock.fence).toBe(held.fence + 1);
+      await lock.release();
+    });
+
+    it('rejects with the signal reason when the wait is aborted, and leaves the line', async () => {
+      const held = await rival.acquire('abort');
+      const controller = new AbortController();
+      const waiting = locks.acquire('abort', { waitMs: 10_000, signal: controller.signal });
+      await waitFor(
+        'waiter in line',
+        async () => (await redis.zcard(`${prefix}lock:{abort}:line`)) === 1,
+      );
+      controller.abort(new Error('user gave up'));
+      await expect(waiting).rejects.toThrow('user gave up');
+      expect(await redis.zcard(`${prefix}lock:{abort}:line`)).toBe(0);
+      await held.release();
+    });
+  });
+
+  describe('expiry and ownership', () => {
+    it('a holder that never releases loses the lock after ttlMs; its release/extend then touch nothing', async () => {
+      const old = await rival.acquire('expire', { ttlMs: 150 });
+      const lost = new Promise((resolve) => old.signal.addEventListener('abort', resolve));
+      const next = await locks.acquire('expire', { waitMs: 5_000, ttlMs: 10_000 });
+      expect(next.fence).toBeGreaterThan(old.fence);
+      await lost;
+      expect(old.signal.reason).toBeInstanceOf(LockLostError);
+      expect(await old.release()).toBe(false);
+      expect(await old.extend(10_000)).toBe(false);
+      expect(await old.isHeld()).toBe(false);
+      expect(await redis.get(`${prefix}lock:{expire}`)).toBe(next.token);
+      expect(await next.isHeld()).toBe(true);
+      await next.release();
+    });
+
+    it('extend sets a new TTL only for the owner', async () => {
+      const lock = await locks.acquire('ext', { ttlMs: 1_000 });
+      expect(await lock.extend(20_000)).toBe(true);
+      expect(await redis.pttl(`${prefix}lock:{ext}`)).toBeGreaterThan(19_000);
+      expect(lock.expiresAt).toBeGreaterThan(Date.now() + 19_000);
+      expect(await locks.extend('ext', 30_000)).toBe(true);
+      expect(await rival.extend('ext', 30_000)).toBe(false);
+      await lock.release();
+    });
+
+    it('isHeld/release by key refer to what this instance holds', async () => {
+      const lock = await rival.acquire('bykey');
+      expect(await rival.isHeld('bykey')).toBe(true);
+      expect(await locks.isHeld('bykey')).toBe(false);
+      expect(await locks.release('bykey')).toBe(false);
+      expect(await locks.isLocked('bykey')).toBe(true);
+      expect(await rival.release('bykey')).toBe(true);
+      expect(await lock.isHeld()).toBe(false);
+    });
+
+    it('releaseAll releases every lock this instance holds and nothing else', async () => {
+      const mine = [await locks.acquire('all-1'), await locks.acquire('all-2')];
+      const theirs = await rival.acquire('all-3');
+      expect(await locks.releaseAll()).toBe(2);
+      for (const l of mine) expect(await l.isHeld()).toBe(false);
+      expect(await theirs.isHeld()).toBe(true);
+      await theirs.release();
+    });
+  });
+
+  describe('multi-key', () => {
+    it('takes all keys or none', async () => {
+      const b = await rival.acquire('m-b');
+      expect(await locks.tryAcquire(['m-a', 'm-b', 'm-c'])).toBeNull();
+      expect(await redis.exists(`${prefix}lock:{m-a}`, `${prefix}lock:{m-c}`)).toBe(0);
+      await b.release();
+      const all = await locks.acquire(['m-a', 'm-b', 'm-c']);
+      expect(all.keys).toEqual(['m-a', 'm-b', 'm-c']);
+      expect(all.fences).toHaveLength(3);
+      for (const k of ['m-a', 'm-b', 'm-c'])
+        expect(await redis.get(`${prefix}lock:{${k}}`)).toBe(all.token);
+      expect(await rival.tryAcquire('m-c')).toBeNull();
+      expect(await all.extend(10_000)).toBe(true);
+      expect(await all.release()).toBe(true);
+      expect(
+        await redis.exists(`${prefix}lock:{m-a}`, `${prefix}lock:{m-b}`, `${prefix}lock:{m-c}`),
+      ).toBe(0);
+    });
+
+    it('waits for every key', async () => {
+      const a = await rival.acquire('w-a');
+      const waiting = locks.acquire(['w-a', 'w-b'], { waitMs: 5_000 });
+      await sleep(50);
+      expect(await redis.exists(`${prefix}lock:{w-b}`)).toBe(0);
+      await a.release();
+      const both = await waiting;
+      await both.release();
+    });
+  });
+
+  describe('withLock', () => {
+    it('runs fn under the lock and releases it, passing fn result through', async () => {
+      const result = await locks.withLock('wl', async (lock) => {
+        expect(await redis.get(`${prefix}lock:{wl}`)).toBe(lock.token);
+        return 42;
+      });
+      expect(result).toBe(42);
+      expect(await redis.exists(`${prefix}lock:{wl}`)).toBe(0);
+    });
+
+    it('releases and rethrows when fn throws', async () => {
+      const boom = new Error('boom');
+      await expect(locks.withLock('wl-err', () => Promise.reject(boom))).rejects.toBe(boom);
+      expect(await redis.exists(`${prefix}lock:{wl-err}`)).toBe(0);
+    });
+
+    it("never hides fn's error behind a release error", async () => {
+      const boom = new Error('fn failed');
+      const err = await locks
+        .withLock('wl-release-err', async () => {
+          // Replace the lock's value by a hash: the release script now fails with WRONGTYPE.
+          await redis.del(`${prefix}lock:{wl-release-err}`);
+          await redis.hset(`${prefix}lock:{wl-release-err}`, 'x', '1');
+          throw boom;
+        })
+        .catch((e) => e);
+      expect(err).toBe(boom);
+      await redis.del(`${prefix}lock:{wl-release-err}`);
+    });
+
+    it('keeps the lock alive for 3x its TTL while fn runs', async () => {
+      const ttlMs = 300;
+      await locks.withLock(
+        'wl-extend',
+        async (lock) => {
+          await sleep(3 * ttlMs);
+          expect(lock.signal.aborted).toBe(false);
+          expect(await redis.get(`${prefix}lock:{wl-extend}`)).toBe(lock.token);
+          expect(await rival.tryAcquire('wl-extend')).toBeNull();
+        },
+        { ttlMs },
+      );
+    });
+
+    it('aborts lock.signal with LockLostError when the key is deleted from outside', async () => {
+      const reason = await locks.withLock(
+        'wl-lost',
+        async (lock) => {
+          await redis.del(`${prefix}lock:{wl-lost}`);
+          await new Promise((resolve) => lock.signal.addEventListener('abort', resolve));
+          return lock.signal.reason;
+        },
+        { ttlMs: 300 },
+      );
+      expect(reason).toBeInstanceOf(LockLostError);
+      expect((reason as LockLostError).message).toMatch(/'wl-lost' was lost/);
+    });
+
+    it('a nested withLock on the same key joins the held lock; others still wait', async () => {
+      const order: string[] = [];
+      await locks.withLock('reentrant', async (outer) => {
+        const inner = await locks.withLock('reentrant', async (lock) => {
+          order.push('inner');
+          return lock;
+        });
+        expect(inner).toBe(outer);
+        expect(locks.currentLock('reentrant')).toBe(outer);
+        expect(await rival.tryAcquire('reentrant')).toBeNull();
+        order.push('outer');
+      });
+      expect(order).toEqual(['inner', 'outer']);
+      expect(locks.currentLock()).toBeUndefined();
+    });
+  });
+
+  describe('bad input', () => {
+    it.each([
+      ['empty', '', /must not be empty/],
+      ['number', 42, /must be a string, got 42/],
+      ['null', null, /must be a string, got null/],
+      ['513 bytes', 'x'.repeat(513), /513 bytes long; the limit is 512/],
+      ['empty list', [], /list must not be empty/],
+      ['duplicate list', ['a', 'a'], /duplicates/],
+    ])('rejects a %s key with LockKeyError', async (_label, key, message) => {
+      const err = await locks.acquire(key as string).catch((e) => e);
+      expect(err).toBeInstanceOf(LockKeyError);
+      expect(err.name).toBe('LockKeyError');
+      expect(err.message).toMatch(message);
+    });
+
+    it.each([
+      [{ ttlMs: 0 }, "'ttlMs'"],
+      [{ ttlMs: -5 }, "'ttlMs'"],
+      [{ ttlMs: 1.5 }, "'ttlMs'"],
+      [{ waitMs: NaN }, "'waitMs'"],
+      [{ waitMs: Infinity }, "'waitMs'"],
+      [{ retryIntervalMs: '100' }, "'retryIntervalMs'"],
+      [{ fair: 'yes' }, "'fair'"],
+      [{ signal: {} }, "'signal'"],
+      [{ ttl: 1000 }, "'ttl'"],
+    ])('rejects options %p with RedisLockOptionsError naming %s', async (options, name) => {
+      const err = await locks.acquire('opt', options as never).catch((e) => e);
+      expect(err).toBeInstanceOf(RedisLockOptionsError);
+      expect(err.message).toContain(`invalid option ${name}`);
+      expect(await redis.exists(`${prefix}lock:{opt}`)).toBe(0);
+    });
+  });
+});
