@@ -303,14 +303,25 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
     const redisKeys: string[] = [];
     for (const k of keys) redisKeys.push(k.value, k.fence, k.line, k.entries);
     const sentAt = Date.now();
-    const reply = (await this.connection.run(LOCK_SCRIPTS.acquire, redisKeys, [
-      token,
-      o.ttlMs,
-      o.fencing ? 1 : 0,
-      o.fair ? 1 : 0,
-      join ? 1 : 0,
-      Math.max(1_000, 3 * o.retryIntervalMs),
-    ])) as number[];
+    let reply: number[];
+    try {
+      reply = (await this.connection.run(LOCK_SCRIPTS.acquire, redisKeys, [
+        token,
+        o.ttlMs,
+        o.fencing ? 1 : 0,
+        o.fair ? 1 : 0,
+        join ? 1 : 0,
+        Math.max(1_000, 3 * o.retryIntervalMs),
+      ])) as number[];
+    } catch (err) {
+      // The attempt may still run later (e.g. from the client's offline queue after a reconnect)
+      // and take the lock for a token nobody holds. A release queued behind it on the same
+      // connection undoes exactly that, instead of leaving the key blocked for a whole TTL.
+      this.connection
+        .run(LOCK_SCRIPTS.release, releaseKeys(keys), [token, this.connection.isCluster ? 1 : 0])
+        .catch(() => undefined);
+      throw err;
+    }
     return reply[0] === 1
       ? { granted: true, redisNow: reply[1], sentAt, fences: reply.slice(2), wait: 0 }
       : { granted: false, redisNow: reply[1], sentAt, fences: [], wait: reply[2] };

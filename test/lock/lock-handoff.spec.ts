@@ -1,0 +1,126 @@
+import 'reflect-metadata';
+import type { INestApplicationContext } from '@nestjs/common';
+import { Redis } from 'ioredis';
+import { LockService } from '../../lib';
+import { createLockApp, uniquePrefix, waitFor } from '../support/helpers';
+import { startRedisServer, type RedisServer } from '../support/redis-server';
+
+/** Calls per command since the last CONFIG RESETSTAT, from INFO commandstats. */
+async function commandCalls(redis: Redis): Promise<Record<string, number>> {
+  const info = await redis.info('commandstats');
+  const calls: Record<string, number> = {};
+  for (const m of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) calls[m[1]] = Number(m[2]);
+  return calls;
+}
+
+describe('LockService handoff and fairness', () => {
+  // A server of its own, so that its command counts are this file's alone.
+  let server: RedisServer;
+  let redis: Redis;
+  let holderApp: INestApplicationContext;
+  let waiterApp: INestApplicationContext;
+  let holder: LockService;
+  let waiter: LockService;
+  const prefix = uniquePrefix('handoff');
+
+  beforeAll(async () => {
+    server = await startRedisServer();
+    redis = new Redis(server.url);
+    holderApp = await createLockApp({ redis: server.url, keyPrefix: prefix });
+    // A poll interval far beyond the test: a waiter that gets the lock got it by the release message.
+    waiterApp = await createLockApp({
+      redis: server.url,
+      keyPrefix: prefix,
+      retryIntervalMs: 600_000,
+    });
+    holder = holderApp.get(LockService);
+    waiter = waiterApp.get(LockService);
+  });
+  afterAll(async () => {
+    await holderApp.close();
+    await waiterApp.close();
+    redis.disconnect();
+    await server.stop();
+  });
+
+  const lineLength = (key: string) => redis.zcard(`${prefix}lock:{${key}}:line`);
+
+  it('a blocked waiter is handed the lock by the release itself: no poll, no extra command', async () => {
+    const held = await holder.acquire('h');
+    await redis.config('RESETSTAT');
+    const waiting = waiter.acquire('h', { waitMs: 60_000 });
+    await waitFor('the waiter in line', async () => (await lineLength('h')) === 1);
+    const beforeRelease = await commandCalls(redis);
+    // One try, one attempt that joins the line (after subscribing).
+    expect(beforeRelease.evalsha).toBe(2);
+    expect(beforeRelease.subscribe).toBe(1);
+
+    await redis.config('RESETSTAT');
+    await held.release();
+    const lock = await waiting;
+    const afterRelease = await commandCalls(redis);
+    // Only the release ran: the waiter owned the lock when the release script ended.
+    expect(afterRelease.evalsha).toBe(1);
+    expect(await redis.get(`${prefix}lock:{h}`)).toBe(lock.token);
+    expect(lock.fence).toBe(held.fence + 1);
+    expect(lock.expiresAt).toBeGreaterThan(Date.now() + 25_000);
+    await lock.release();
+  });
+
+  it('serves 5 queued waiters first come, first served, also when the releaser asks again at once', async () => {
+    const first = await holder.acquire('fifo');
+    const order: string[] = [];
+    const done: Promise<void>[] = [];
+    for (let i = 1; i <= 5; i++) {
+      const service = i % 2 ? waiter : holder;
+      done.push(
+        service.acquire('fifo', { waitMs: 30_000 }).then(async (lock) => {
+          order.push(`w${i}`);
+          await lock.release();
+        }),
+      );
+      await waitFor(`waiter ${i} in line`, async () => (await lineLength('fifo')) === i);
+    }
+    await first.release();
+    done.push(
+      holder.acquire('fifo', { waitMs: 30_000 }).then(async (lock) => {
+        order.push('releaser');
+        await lock.release();
+      }),
+    );
+    await Promise.all(done);
+    expect(order).toEqual(['w1', 'w2', 'w3', 'w4', 'w5', 'releaser']);
+  });
+
+  it('a newcomer cannot barge past the line when the lock lapses without a release', async () => {
+    await holder.acquire('lapsed', { ttlMs: 1_500 });
+    const queued = waiter.acquire('lapsed', { waitMs: 30_000 });
+    await waitFor('the waiter in line', async () => (await lineLength('lapsed')) === 1);
+    // Expiry publishes nothing; deleting the key from outside does the same, at a known moment.
+    await redis.del(`${prefix}lock:{lapsed}`);
+    expect(await holder.tryAcquire('lapsed')).toBeNull();
+    const err = await holder.acquire('lapsed').catch((e: Error) => e);
+    expect(err.message).toMatch(/other waiters were first in line/);
+    // The waiter tries again when the holder's TTL it last saw runs out, and is first in line.
+    const lock = await queued;
+    expect(await lock.isHeld()).toBe(true);
+    await lock.release();
+  });
+
+  it('fair: false waiters race instead of lining up', async () => {
+    const held = await holder.acquire('unfair', { fair: false });
+    const waiting = waiter.acquire('unfair', { waitMs: 30_000, fair: false });
+    await waitFor('the waiter to subscribe', async () => {
+      const [, subs] = (await redis.pubsub('NUMSUB', `${prefix}lock:{unfair}:released`)) as [
+        string,
+        number,
+      ];
+      return subs === 1;
+    });
+    expect(await lineLength('unfair')).toBe(0);
+    await held.release();
+    const lock = await waiting;
+    expect(await lock.isHeld()).toBe(true);
+    await lock.release();
+  });
+});

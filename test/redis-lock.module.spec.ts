@@ -1,0 +1,156 @@
+import 'reflect-metadata';
+import { Injectable, Module } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+import { Redis } from 'ioredis';
+import {
+  LockService,
+  QueueService,
+  RedisLockModule,
+  RedisLockOptionsError,
+  type RedisLockModuleOptions,
+} from '../lib';
+import { testRedisUrl, uniquePrefix, waitFor } from './support/helpers';
+
+describe('RedisLockModule', () => {
+  const prefix = uniquePrefix('module');
+
+  async function acquireAndRelease(locks: LockService): Promise<void> {
+    const lock = await locks.acquire('probe');
+    expect(await lock.release()).toBe(true);
+  }
+
+  it('forRoot provides a working LockService and QueueService', async () => {
+    const ref = await Test.createTestingModule({
+      imports: [RedisLockModule.forRoot({ redis: testRedisUrl(), keyPrefix: prefix })],
+    }).compile();
+    const app = await ref.init();
+    await acquireAndRelease(app.get(LockService));
+    expect(app.get(QueueService)).toBeInstanceOf(QueueService);
+    await app.close();
+  });
+
+  it('forRootAsync with useFactory and inject', async () => {
+    @Injectable()
+    class Config {
+      url = testRedisUrl();
+    }
+    @Module({ providers: [Config], exports: [Config] })
+    class ConfigModule {}
+    const ref = await Test.createTestingModule({
+      imports: [
+        RedisLockModule.forRootAsync({
+          imports: [ConfigModule],
+          inject: [Config],
+          useFactory: (config: Config) => ({ redis: config.url, keyPrefix: prefix }),
+        }),
+      ],
+    }).compile();
+    const app = await ref.init();
+    await acquireAndRelease(app.get(LockService));
+    await app.close();
+  });
+
+  it('forRootAsync with useClass and useExisting', async () => {
+    @Injectable()
+    class OptionsFactory {
+      createRedisLockOptions(): RedisLockModuleOptions {
+        return { redis: testRedisUrl(), keyPrefix: prefix };
+      }
+    }
+    @Module({ providers: [OptionsFactory], exports: [OptionsFactory] })
+    class OptionsModule {}
+    for (const imports of [
+      [RedisLockModule.forRootAsync({ useClass: OptionsFactory })],
+      [
+        RedisLockModule.forRootAsync({
+          imports: [OptionsModule],
+          useExisting: OptionsFactory,
+        }),
+      ],
+    ]) {
+      const app = await (await Test.createTestingModule({ imports }).compile()).init();
+      await acquireAndRelease(app.get(LockService));
+      await app.close();
+    }
+  });
+
+  it('isGlobal makes LockService injectable in every module', async () => {
+    @Injectable()
+    class Consumer {
+      constructor(readonly locks: LockService) {}
+    }
+    @Module({ providers: [Consumer] })
+    class FeatureModule {}
+    const ref = await Test.createTestingModule({
+      imports: [
+        RedisLockModule.forRoot({ redis: testRedisUrl(), keyPrefix: prefix, isGlobal: true }),
+        FeatureModule,
+      ],
+    }).compile();
+    const app = await ref.init();
+    await acquireAndRelease(app.get(Consumer).locks);
+    await app.close();
+  });
+
+  it('leaves a Redis instance passed in open, and releases its locks on shutdown', async () => {
+    const client = new Redis(testRedisUrl());
+    const app = await (
+      await Test.createTestingModule({
+        imports: [RedisLockModule.forRoot({ redis: client, keyPrefix: prefix })],
+      }).compile()
+    ).init();
+    await app.get(LockService).acquire('held-at-shutdown', { ttlMs: 60_000 });
+    await app.close();
+    expect(client.status).toBe('ready');
+    expect(await client.exists(`${prefix}lock:{held-at-shutdown}`)).toBe(0);
+    client.disconnect();
+  });
+
+  it('closes the client it created on shutdown', async () => {
+    const watcher = new Redis(testRedisUrl());
+    const name = `owned-${prefix}`;
+    const app = await (
+      await Test.createTestingModule({
+        imports: [
+          RedisLockModule.forRoot({
+            redis: { ...urlOptions(), connectionName: name },
+            keyPrefix: prefix,
+          }),
+        ],
+      }).compile()
+    ).init();
+    await acquireAndRelease(app.get(LockService));
+    const connected = async () =>
+      ((await watcher.client('LIST')) as string).includes(`name=${name} `);
+    expect(await connected()).toBe(true);
+    await app.close();
+    await waitFor('the owned connection to close', async () => !(await connected()));
+    watcher.disconnect();
+  });
+
+  it.each([
+    [{ ttlMs: 0 }, "invalid option 'ttlMs'"],
+    [{ waitMs: -1 }, "invalid option 'waitMs'"],
+    [{ retryIntervalMs: 2.5 }, "invalid option 'retryIntervalMs'"],
+    [{ fair: 1 }, "invalid option 'fair'"],
+    [{ keyPrefix: 7 }, "invalid option 'keyPrefix'"],
+    [{ commandTimeoutMs: 0 }, "invalid option 'commandTimeoutMs'"],
+    [{ redis: 'localhost:6379' }, "invalid option 'redis'"],
+    [{ queue: { leaseMs: -1 } }, "invalid option 'queue.leaseMs'"],
+    [{ queue: { lease: 1 } }, "invalid option 'queue.lease'"],
+    [{ tllMs: 1000 }, "invalid option 'tllMs'"],
+  ])('fails at bootstrap on bad options %p', async (options, message) => {
+    const err = await Test.createTestingModule({
+      imports: [RedisLockModule.forRoot({ redis: testRedisUrl(), ...(options as object) })],
+    })
+      .compile()
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(RedisLockOptionsError);
+    expect((err as Error).message).toContain(message);
+  });
+});
+
+function urlOptions() {
+  const url = new URL(testRedisUrl());
+  return { host: url.hostname, port: Number(url.port) };
+}
