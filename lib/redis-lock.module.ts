@@ -1,5 +1,6 @@
 import { Inject, Module, OnApplicationShutdown } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
+import { WithLockExplorer } from './decorators/with-lock.explorer';
 import { LockInterceptor } from './interceptors/lock.interceptor';
 import { QueueService } from './queue/queue.service';
 import { LockService } from './lock/lock.service';
@@ -32,6 +33,7 @@ import type { RedisLockModuleOptions } from './interfaces/redis-lock-module-opti
     LockService,
     QueueService,
     LockInterceptor,
+    WithLockExplorer,
   ],
   exports: [LockService, QueueService, LockInterceptor],
 })

@@ -18,11 +18,15 @@ async function main(): Promise<void> {
   @Module({ imports: [RedisLockModule.forRoot({ redis: url, keyPrefix: 'sample:' })] })
   class SampleModule {}
 
-  const app = await NestFactory.createApplicationContext(SampleModule, { logger: ['warn', 'error'] });
+  const app = await NestFactory.createApplicationContext(SampleModule, {
+    logger: ['warn', 'error'],
+  });
   const locks = app.get(LockService);
 
   const lock = await locks.acquire('stock:phone', { ttlMs: 5_000 });
-  console.log(`acquired 'stock:phone': fence ${lock.fence}, expires in ${lock.expiresAt - Date.now()} ms`);
+  console.log(
+    `acquired 'stock:phone': fence ${lock.fence}, expires in ${lock.expiresAt - Date.now()} ms`,
+  );
   try {
     await locks.acquire('stock:phone');
   } catch (err) {
@@ -33,7 +37,9 @@ async function main(): Promise<void> {
   const released = Date.now();
   await lock.release();
   const next = await waiting;
-  console.log(`released; the waiting buyer got it ${Date.now() - released} ms later with fence ${next.fence}`);
+  console.log(
+    `released; the waiting buyer got it ${Date.now() - released} ms later with fence ${next.fence}`,
+  );
   await next.release();
 
   await app.close();

@@ -1,1 +1,2 @@
-export {};
+export { WithLock, type WithLockDecoratorOptions } from './with-lock.decorator';
+export type { WithLockKey } from './with-lock-key';

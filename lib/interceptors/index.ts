@@ -1,1 +1,1 @@
-export { LockInterceptor } from './lock.interceptor';
+export { LockInterceptor, type LockedResponseBody } from './lock.interceptor';

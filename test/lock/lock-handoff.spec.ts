@@ -99,7 +99,7 @@ describe('LockService handoff and fairness', () => {
     // Expiry publishes nothing; deleting the key from outside does the same, at a known moment.
     await redis.del(`${prefix}lock:{lapsed}`);
     expect(await holder.tryAcquire('lapsed')).toBeNull();
-    const err = await holder.acquire('lapsed').catch((e: Error) => e);
+    const err = (await holder.acquire('lapsed').catch((e: unknown) => e)) as Error;
     expect(err.message).toMatch(/other waiters were first in line/);
     // The waiter tries again when the holder's TTL it last saw runs out, and is first in line.
     const lock = await queued;

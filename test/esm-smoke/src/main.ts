@@ -30,13 +30,22 @@ class AppModule {}
 const app = await NestFactory.createApplicationContext(AppModule, { logger: ['error'] });
 const orders = app.get(Orders);
 const fences = await Promise.all([orders.settle('42'), orders.settle('42')]);
-const expected = [`start ${fences[0]}`, `end ${fences[0]}`, `start ${fences[1]}`, `end ${fences[1]}`];
-const serialized = JSON.stringify([...orders.log].sort()) === JSON.stringify([...expected].sort()) &&
-  orders.log[0].startsWith('start') && orders.log[1].startsWith('end');
+const expected = [
+  `start ${fences[0]}`,
+  `end ${fences[0]}`,
+  `start ${fences[1]}`,
+  `end ${fences[1]}`,
+];
+const serialized =
+  JSON.stringify([...orders.log].sort()) === JSON.stringify([...expected].sort()) &&
+  orders.log[0].startsWith('start') &&
+  orders.log[1].startsWith('end');
 const stillLocked = await app.get(LockService).isLocked('order:42');
 await app.close();
 if (!serialized || stillLocked) {
   console.error(`esm-smoke: FAILED log=${JSON.stringify(orders.log)} stillLocked=${stillLocked}`);
   process.exit(1);
 }
-console.log(`esm-smoke: ok (Nest ${(await import('@nestjs/core/package.json', { with: { type: 'json' } })).default.version}, fences ${fences.join(', ')})`);
+console.log(
+  `esm-smoke: ok (Nest ${(await import('@nestjs/core/package.json', { with: { type: 'json' } })).default.version}, fences ${fences.join(', ')})`,
+);

@@ -1,0 +1,70 @@
+import type { LockService } from '../lock/lock.service';
+
+/** @internal One running `RedisLockModule`, as the registry sees it (its `WithLockExplorer`). */
+export interface LockServiceSource {
+  readonly lockService: LockService;
+  /** Binds the decorated instances of its application that it serves (see `WithLockExplorer`). */
+  bindInstances(): void;
+  /** Whether `bindInstances` has run after the application was fully instantiated. */
+  readonly bound: boolean;
+}
+
+/**
+ * @internal Which `LockService` a `@WithLock` method uses, per instance. Explorers bind the
+ * instances Nest manages at bootstrap; a call on any other `this` falls back to the class's last
+ * binding, then to the only running `LockService` of the process.
+ */
+class LockServiceRegistry {
+  private readonly sources = new Set<LockServiceSource>();
+  private readonly instances = new WeakMap<object, LockService>();
+  private readonly classes = new WeakMap<object, LockService>();
+
+  join(source: LockServiceSource): void {
+    this.sources.add(source);
+  }
+
+  leave(source: LockServiceSource): void {
+    this.sources.delete(source);
+  }
+
+  /** Binds an instance (or, for static methods, a class) Nest manages. */
+  bindInstance(instance: object, service: LockService): void {
+    this.instances.set(instance, service);
+  }
+
+  /** Binds the instances of a class Nest creates per request or per consumer. */
+  bindClass(type: object, service: LockService): void {
+    this.classes.set(type, service);
+  }
+
+  /** The `LockService` serving `self`, or `undefined` when none can be told. */
+  find(self: unknown): LockService | undefined {
+    if (self !== null && (typeof self === 'object' || typeof self === 'function')) {
+      let found = this.instances.get(self);
+      if (!found) {
+        // A call before the explorers ran (e.g. from another provider's onModuleInit).
+        for (const source of this.sources) if (!source.bound) source.bindInstances();
+        found = this.instances.get(self);
+      }
+      if (found) return found;
+      const type = typeof self === 'function' ? self : self.constructor;
+      found = type ? this.classes.get(type) : undefined;
+      if (found && this.isLive(found)) return found;
+    }
+    if (this.sources.size === 1) return [...this.sources][0].lockService;
+    return undefined;
+  }
+
+  /** How many `RedisLockModule`s are running in this process. */
+  get size(): number {
+    return this.sources.size;
+  }
+
+  private isLive(service: LockService): boolean {
+    for (const source of this.sources) if (source.lockService === service) return true;
+    return false;
+  }
+}
+
+/** @internal */
+export const lockServiceRegistry = new LockServiceRegistry();

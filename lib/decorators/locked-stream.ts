@@ -1,0 +1,128 @@
+import { AsyncResource } from 'node:async_hooks';
+import {
+  from,
+  isObservable,
+  mergeMap,
+  Observable,
+  of,
+  type Observer,
+  type Subscriber,
+  type Subscription,
+} from 'rxjs';
+import { LockLostError } from '../errors/lock-lost.error';
+import type { Lock } from '../lock/lock';
+import type { LockService } from '../lock/lock.service';
+import type { WithLockOptions } from '../interfaces/lock-options.interface';
+
+/** An Observable that holds a lock, and a promise that settles when the lock may be released. */
+export interface HeldStream {
+  readonly observable: Observable<unknown>;
+  readonly ended: Promise<void>;
+}
+
+/**
+ * Keeps `lock` while `source` runs: for its first subscription, until it completes, errors or is
+ * unsubscribed (`ended` then resolves, and the caller's `withLock` releases the lock). The
+ * subscription runs in the lock's async context, so nested `@WithLock` calls join the lock.
+ * Completion and errors reach the subscriber once `released` has resolved. Not subscribed within
+ * the lock's TTL, it lets the lock go; a later (or a second) subscription errors with
+ * `LockLostError`.
+ */
+export function holdWhileSubscribed(
+  source: Observable<unknown>,
+  lock: Lock,
+  where: string,
+  released: Promise<void>,
+): HeldStream {
+  const inLockContext = AsyncResource.bind(<T>(fn: () => T): T => fn());
+  let end!: () => void;
+  const ended = new Promise<void>((r) => (end = r));
+  let state: 'waiting' | 'subscribed' | 'abandoned' = 'waiting';
+  // Nobody subscribed (e.g. a service dropped the Observable): don't extend the lock for ever.
+  const timer = setTimeout(() => {
+    state = 'abandoned';
+    end();
+  }, lock.ttlMs);
+  timer.unref();
+  const observable = new Observable<unknown>((subscriber) => {
+    if (state !== 'waiting') {
+      subscriber.error(
+        new LockLostError(
+          lock.keys,
+          state === 'subscribed'
+            ? `the Observable returned by ${where} holds it for one subscription only; call ${where} again`
+            : `it was released because the Observable returned by ${where} was not subscribed within ${lock.ttlMs} ms`,
+        ),
+      );
+      return undefined;
+    }
+    state = 'subscribed';
+    clearTimeout(timer);
+    const inner = inLockContext(() => source.subscribe(relay(subscriber, () => (end(), released))));
+    return () => {
+      inner.unsubscribe();
+      end();
+    };
+  });
+  return { observable, ended };
+}
+
+/**
+ * For a method declared to return an Observable: on each subscription, takes the lock (through
+ * `withLock`), calls `run` inside it and relays what it returns (an Observable, or a value or a
+ * Promise, emitted once), keeping the lock until that completes, errors or is unsubscribed.
+ * Unsubscribing while waiting for the lock stops the wait.
+ */
+export function runLockedStream(
+  locks: LockService,
+  names: string[],
+  options: WithLockOptions | undefined,
+  run: () => unknown,
+): Observable<unknown> {
+  return new Observable<unknown>((subscriber) => {
+    const abort = new AbortController();
+    let inner: Subscription | undefined;
+    let end!: () => void;
+    const ended = new Promise<void>((r) => (end = r));
+    let markReleased!: () => void;
+    const released = new Promise<void>((r) => (markReleased = r));
+    locks
+      .withLock(
+        names,
+        () => {
+          if (subscriber.closed) return undefined;
+          inner = toObservable(run()).subscribe(relay(subscriber, () => (end(), released)));
+          return ended;
+        },
+        { ...options, signal: abort.signal },
+      )
+      .then(markReleased, (err: unknown) => {
+        markReleased();
+        subscriber.error(err);
+      });
+    return () => {
+      abort.abort();
+      inner?.unsubscribe();
+      end();
+    };
+  });
+}
+
+/**
+ * Passes values through at once; completion and errors once `finish()` (which lets the lock go)
+ * has resolved, so that whoever sees the end can take the lock again straight away.
+ */
+function relay(subscriber: Subscriber<unknown>, finish: () => Promise<void>): Observer<unknown> {
+  return {
+    next: (value) => subscriber.next(value),
+    error: (err: unknown) => void finish().then(() => subscriber.error(err)),
+    complete: () => void finish().then(() => subscriber.complete()),
+  };
+}
+
+function toObservable(result: unknown): Observable<unknown> {
+  if (isObservable(result)) return result;
+  return from(Promise.resolve(result)).pipe(
+    mergeMap((value) => (isObservable(value) ? value : of(value))),
+  );
+}

@@ -1,0 +1,80 @@
+import { LockKeyError } from '../errors/lock-key.error';
+import { describeValue } from '../errors/describe-value';
+import { checkLockNames } from '../lock/lock-keys';
+import { parseKeyTemplate, renderKeyTemplate, type KeyTemplate } from './key-template';
+
+/**
+ * What `@WithLock` locks: a key template (`'stock:<0>'`), an array of them (all keys or none), or
+ * a function of the method's arguments returning the key or keys (called with the instance as
+ * `this`).
+ */
+export type WithLockKey = string | readonly string[] | ((...args: any[]) => string | string[]);
+
+/** Builds the lock names of one call from the instance and the method's arguments. */
+export type LockKeyBuilder = (self: unknown, args: readonly unknown[]) => string[];
+
+/**
+ * Validates `key` once, when the method is decorated, and returns the builder used on every
+ * call. Templates are parsed here; one naming an argument index at or beyond `declaredParams`
+ * throws `LockKeyError`. Every message starts with `@WithLock on <where>`.
+ */
+export function compileLockKey(
+  key: WithLockKey,
+  where: string,
+  declaredParams: number,
+): LockKeyBuilder {
+  if (typeof key === 'function') {
+    return (self, args) => {
+      const names = (key as (...a: unknown[]) => unknown).apply(self, args as unknown[]);
+      if (typeof names !== 'string' && !Array.isArray(names)) {
+        throw new LockKeyError(
+          `@WithLock on ${where}: the key function returned ${describeValue(names)}; ` +
+            'expected a string or an array of strings',
+          names,
+        );
+      }
+      return named(where, () => checkLockNames(distinct(names)));
+    };
+  }
+  const sources: readonly unknown[] = Array.isArray(key) ? key : [key];
+  if (sources.length === 0) {
+    throw new LockKeyError(`@WithLock on ${where}: the key template list is empty`, key);
+  }
+  const templates = sources.map((source) => named(where, () => parseKeyTemplate(source)));
+  for (const t of templates) {
+    if (sources.indexOf(t.source) !== sources.lastIndexOf(t.source)) {
+      throw new LockKeyError(
+        `@WithLock on ${where}: key template '${t.source}' is listed twice`,
+        key,
+      );
+    }
+    if (t.maxIndex >= declaredParams) {
+      throw new LockKeyError(
+        `@WithLock on ${where}: key template '${t.source}' names argument ${t.maxIndex}, ` +
+          `but the method declares ${declaredParams} parameter${declaredParams === 1 ? '' : 's'}`,
+        t.source,
+      );
+    }
+  }
+  return (_self, args) =>
+    named(where, () =>
+      checkLockNames(distinct(templates.map((t: KeyTemplate) => renderKeyTemplate(t, args)))),
+    );
+}
+
+/** The same keys once each, in order: a transfer from an account to itself locks it once. */
+function distinct(names: unknown): unknown {
+  return Array.isArray(names) ? [...new Set(names)] : names;
+}
+
+/** Runs `fn`, prefixing the message of a `LockKeyError` with the decorated method. */
+function named<T>(where: string, fn: () => T): T {
+  try {
+    return fn();
+  } catch (err) {
+    if (err instanceof LockKeyError) {
+      throw new LockKeyError(`@WithLock on ${where}: ${err.message}`, err.key);
+    }
+    throw err;
+  }
+}

@@ -1,0 +1,204 @@
+import { isObservable, Observable, throwError } from 'rxjs';
+import { RedisLockError } from '../errors/redis-lock.error';
+import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
+import type { WithLockOptions } from '../interfaces/lock-options.interface';
+import type { LockService } from '../lock/lock.service';
+import { resolveLockOptions, type ResolvedLockOptions } from '../options/resolve-options';
+import { lockServiceRegistry } from './lock-service.registry';
+import { holdWhileSubscribed, runLockedStream } from './locked-stream';
+import { WITH_LOCK_METHODS } from './with-lock.constants';
+import { compileLockKey, type LockKeyBuilder, type WithLockKey } from './with-lock-key';
+
+/**
+ * Options of `@WithLock`; unset ones fall back to the module's defaults (`ttlMs` 30000,
+ * `waitMs` 0, `retryIntervalMs` 100, `fair` and `fencing` on, the module's `keyPrefix`).
+ * `autoExtend` (default on) extends the lock every `ttlMs / 3` while the method runs.
+ */
+export type WithLockDecoratorOptions = Omit<WithLockOptions, 'signal'>;
+
+/** @internal Everything a wrapped method needs on each call, fixed when it is decorated. */
+export interface LockedMethod {
+  readonly original: (...args: unknown[]) => unknown;
+  readonly keys: LockKeyBuilder;
+  readonly options: WithLockDecoratorOptions | undefined;
+  /** `Class.method`, for messages. */
+  readonly where: string;
+  readonly className: string;
+}
+
+/** Any valid lock options: only used to validate the decorator's options when decorated. */
+const VALIDATION_BASE: ResolvedLockOptions = {
+  ttlMs: 30_000,
+  waitMs: 0,
+  retryIntervalMs: 100,
+  fair: true,
+  fencing: true,
+  keyPrefix: '',
+  autoExtend: true,
+};
+
+/**
+ * Runs the method while holding a Redis lock whose key is built from its arguments (through
+ * `LockService.withLock`: auto-extended, reentrant within one async call chain, always released).
+ *
+ * `key` is a template (`'stock:<0>'`: `<N>` is the N-th argument as the method receives it, after
+ * pipes for a handler; `<N.a.b>` a field of it; `<<` a literal `<`), an array of templates (all
+ * keys or none), or a function of the arguments returning the key or keys. Templates and options
+ * are checked here, when the class is defined (`LockKeyError`, `RedisLockOptionsError`); at call
+ * time a missing, empty or non-scalar value throws `LockKeyError` before any lock is taken.
+ *
+ * Decorate async methods: the decorated method returns a Promise of its result (or, when it is
+ * declared to return an Observable, an Observable that takes the lock on each subscription). An
+ * Observable result keeps the lock until it completes, errors or is unsubscribed. Contention
+ * rejects with `LockTimeoutError`; over HTTP, `LockInterceptor` turns that into `423 Locked`.
+ * Other decorators keep working written above or below this one (or composed with it by
+ * `applyDecorators`); the method keeps its `name` and `length`.
+ *
+ * The `LockService` is found without injection: the one of the nearest `RedisLockModule` the
+ * class's module imports (a global one counts), else the application's only one, else, for an
+ * instance Nest does not manage, the process's only one.
+ * @param key template, templates, or `(...args) => string | string[]`
+ * @param options lock options; unset ones come from the module
+ * @example
+ * ```ts
+ * @Post(':sku/buy')
+ * @WithLock('stock:<0>', { waitMs: 2000, ttlMs: 5000 })
+ * async buy(@Param('sku') sku: string, @Body() dto: BuyDto) { … }
+ *
+ * @WithLock(['account:<0.from>', 'account:<0.to>']) // multi-key, all-or-nothing
+ * async transfer(cmd: TransferCommand) { … }
+ *
+ * @WithLock((order: Order) => `order:${order.id}`, { autoExtend: true })
+ * async settle(order: Order) { … }
+ * ```
+ */
+export function WithLock(key: WithLockKey, options?: WithLockDecoratorOptions): MethodDecorator {
+  const lockOptions = checkDecoratorOptions(options);
+  return <T>(
+    target: object,
+    propertyKey: string | symbol,
+    descriptor: TypedPropertyDescriptor<T>,
+  ): TypedPropertyDescriptor<T> => {
+    const className =
+      typeof target === 'function' ? target.name : (target.constructor?.name ?? 'anonymous');
+    const where = `${className}.${String(propertyKey)}`;
+    const original = descriptor.value as unknown;
+    if (typeof original !== 'function') {
+      throw new RedisLockError(`@WithLock on ${where}: only methods can be decorated`);
+    }
+    const paramtypes: unknown = Reflect.getMetadata('design:paramtypes', target, propertyKey);
+    const declared = Math.max(original.length, Array.isArray(paramtypes) ? paramtypes.length : 0);
+    const method: LockedMethod = {
+      original: original as LockedMethod['original'],
+      keys: compileLockKey(key, where, declared),
+      options: lockOptions,
+      where,
+      className,
+    };
+    const wrapper = isObservableType(Reflect.getMetadata('design:returntype', target, propertyKey))
+      ? function (this: unknown, ...args: unknown[]) {
+          return lockedStream(method, this, args);
+        }
+      : function (this: unknown, ...args: unknown[]) {
+          return lockedCall(method, this, args);
+        };
+    // Decorators written below this one have put their metadata on the original already.
+    for (const k of Reflect.getOwnMetadataKeys(original)) {
+      Reflect.defineMetadata(k, Reflect.getOwnMetadata(k, original), wrapper);
+    }
+    Object.defineProperty(wrapper, 'name', { value: original.name, configurable: true });
+    Object.defineProperty(wrapper, 'length', { value: original.length, configurable: true });
+    const marked: unknown[] = Reflect.getOwnMetadata(WITH_LOCK_METHODS, target) ?? [];
+    Reflect.defineMetadata(WITH_LOCK_METHODS, [...marked, propertyKey], target);
+    descriptor.value = wrapper as unknown as T;
+    return descriptor;
+  };
+}
+
+/** A method returning a Promise (or a plain value): the result arrives after the release. */
+function lockedCall(method: LockedMethod, self: unknown, args: unknown[]): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    const names = method.keys(self, args);
+    const locks = lockServiceOf(method, self);
+    let streamed = false;
+    const released = settledSignal();
+    locks
+      .withLock(
+        names,
+        async (lock) => {
+          const result = await method.original.apply(self, args);
+          if (!isObservable(result)) return result;
+          // An Observable (e.g. from an async handler): hand it out now, keep the lock until it ends.
+          streamed = true;
+          const held = holdWhileSubscribed(result, lock, method.where, released.promise);
+          resolve(held.observable);
+          await held.ended;
+          return undefined;
+        },
+        method.options,
+      )
+      .then(
+        (value) => {
+          released.done();
+          if (!streamed) resolve(value);
+        },
+        (err: unknown) => {
+          released.done();
+          reject(err);
+        },
+      );
+  });
+}
+
+/** A method declared to return an Observable: the lock is taken on each subscription. */
+function lockedStream(method: LockedMethod, self: unknown, args: unknown[]): Observable<unknown> {
+  let names: string[];
+  let locks: LockService;
+  try {
+    names = method.keys(self, args);
+    locks = lockServiceOf(method, self);
+  } catch (err) {
+    return throwError(() => err);
+  }
+  return runLockedStream(locks, names, method.options, () => method.original.apply(self, args));
+}
+
+function lockServiceOf(method: LockedMethod, self: unknown): LockService {
+  const found = lockServiceRegistry.find(self);
+  if (found) return found;
+  const running = lockServiceRegistry.size;
+  throw new RedisLockError(
+    `@WithLock on ${method.where}: no LockService — import RedisLockModule.forRoot() in the ` +
+      `module that provides ${method.className}` +
+      (running > 1
+        ? ` (${running} RedisLockModules are running and none is known to serve this instance)`
+        : ''),
+  );
+}
+
+function checkDecoratorOptions(
+  options: WithLockDecoratorOptions | undefined,
+): WithLockDecoratorOptions | undefined {
+  if (options !== null && typeof options === 'object' && 'signal' in options) {
+    throw new RedisLockOptionsError(
+      'signal',
+      (options as WithLockOptions).signal,
+      'no signal: @WithLock has no per-call options (use LockService.withLock)',
+    );
+  }
+  resolveLockOptions(VALIDATION_BASE, options);
+  return options === undefined ? undefined : Object.freeze({ ...options });
+}
+
+function isObservableType(type: unknown): boolean {
+  return (
+    typeof type === 'function' && (type === Observable || type.prototype instanceof Observable)
+  );
+}
+
+/** A promise resolved by `done()`: "withLock has settled, so the lock is released". */
+function settledSignal(): { promise: Promise<void>; done: () => void } {
+  let done!: () => void;
+  const promise = new Promise<void>((r) => (done = r));
+  return { promise, done };
+}

@@ -1,0 +1,237 @@
+import 'reflect-metadata';
+import { request as httpRequest } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import {
+  BadRequestException,
+  Body,
+  Controller,
+  Get,
+  Injectable,
+  type INestApplication,
+  Param,
+  Post,
+  UseInterceptors,
+  type CallHandler,
+  type ExecutionContext,
+} from '@nestjs/common';
+import { APP_INTERCEPTOR } from '@nestjs/core';
+import { Test } from '@nestjs/testing';
+import { lastValueFrom, Observable, Subject, throwError } from 'rxjs';
+import request from 'supertest';
+import {
+  LockInterceptor,
+  LockService,
+  LockTimeoutError,
+  RedisLockModule,
+  WithLock,
+} from '../../lib';
+import { testRedisUrl, uniquePrefix, waitFor } from '../support/helpers';
+
+interface BuyDto {
+  qty: number;
+}
+
+@Injectable()
+class OrderService {
+  @WithLock('order:<0>')
+  async place(id: string): Promise<string> {
+    return `placed ${id}`;
+  }
+}
+
+/** Streams the handlers return, by id, and which handlers are running. */
+const feeds = new Map<string, Subject<string>>();
+const running = new Set<string>();
+
+@Controller('stock')
+@UseInterceptors(LockInterceptor)
+class StockController {
+  constructor(private readonly orders: OrderService) {}
+
+  @Post(':sku/buy')
+  @WithLock('stock:<0>', { waitMs: 200, ttlMs: 5_000 })
+  async buy(@Param('sku') sku: string, @Body() dto: BuyDto): Promise<string> {
+    return `bought ${dto.qty} of ${sku}`;
+  }
+
+  @Post('orders/:id')
+  order(@Param('id') id: string): Promise<string> {
+    return this.orders.place(id);
+  }
+
+  @Get('bad')
+  bad(): never {
+    throw new BadRequestException('no such thing');
+  }
+
+  @Get('broken')
+  @WithLock('broken')
+  async broken(): Promise<never> {
+    throw new Error('broken handler');
+  }
+
+  @Get('feed/:id')
+  @WithLock('feed:<0>')
+  feed(@Param('id') id: string): Observable<string> {
+    running.add(`feed:${id}`);
+    return feeds.get(id)!.asObservable();
+  }
+
+  @Get('later/:id')
+  @WithLock('later:<0>')
+  async later(@Param('id') id: string): Promise<Observable<string>> {
+    running.add(`later:${id}`);
+    return feeds.get(id)!.asObservable();
+  }
+}
+
+@Controller('bare')
+class BareController {
+  @Post(':sku')
+  @WithLock('stock:<0>')
+  async buy(@Param('sku') sku: string): Promise<string> {
+    return sku;
+  }
+}
+
+describe('LockInterceptor', () => {
+  const prefix = uniquePrefix('interceptor');
+  let app: INestApplication;
+  let locks: LockService;
+  const http = () => request(app.getHttpServer());
+
+  beforeAll(async () => {
+    const moduleRef = await Test.createTestingModule({
+      imports: [RedisLockModule.forRoot({ redis: testRedisUrl(), keyPrefix: prefix })],
+      controllers: [StockController, BareController],
+      providers: [OrderService],
+    }).compile();
+    app = moduleRef.createNestApplication({ logger: false });
+    await app.listen(0, '127.0.0.1');
+    locks = app.get(LockService);
+  });
+  afterAll(() => app.close());
+
+  describe('contention over HTTP', () => {
+    it('answers 423 Locked with Retry-After and a JSON body while the key is held; 2xx after release', async () => {
+      const held = await locks.acquire('stock:sku-1', { ttlMs: 10_000 });
+      const res = await http().post('/stock/sku-1/buy').send({ qty: 1 });
+      expect(res.status).toBe(423);
+      expect(res.headers['retry-after']).toMatch(/^\d+$/);
+      const retryAfter = Number(res.headers['retry-after']);
+      expect(retryAfter).toBeGreaterThanOrEqual(1);
+      expect(retryAfter).toBeLessThanOrEqual(10);
+      // Whole seconds rounded up from the holder's remaining TTL.
+      expect(retryAfter * 1000).toBeGreaterThanOrEqual(held.expiresAt - Date.now());
+      expect(res.body).toEqual({
+        statusCode: 423,
+        error: 'Locked',
+        message: expect.stringMatching(
+          /^lock 'stock:sku-1' not acquired within \d+ ms; held by another owner for \d+ ms more$/,
+        ),
+        key: 'stock:sku-1',
+      });
+      await held.release();
+      const after = await http().post('/stock/sku-1/buy').send({ qty: 2 });
+      expect(after.status).toBe(201);
+      expect(after.text).toBe('bought 2 of sku-1');
+    });
+
+    it('maps a LockTimeoutError from a decorated service the handler calls', async () => {
+      const held = await locks.acquire('order:9', { ttlMs: 3_000 });
+      const res = await http().post('/stock/orders/9');
+      expect(res.status).toBe(423);
+      expect(res.body.key).toBe('order:9');
+      expect(Number(res.headers['retry-after'])).toBeLessThanOrEqual(3);
+      await held.release();
+      expect((await http().post('/stock/orders/9')).text).toBe('placed 9');
+    });
+
+    it('leaves other errors alone', async () => {
+      const bad = await http().get('/stock/bad');
+      expect(bad.status).toBe(400);
+      expect(bad.body.message).toBe('no such thing');
+      const broken = await http().get('/stock/broken');
+      expect(broken.status).toBe(500);
+      expect(broken.headers['retry-after']).toBeUndefined();
+    });
+
+    it('without the interceptor, contention is a plain server error', async () => {
+      const held = await locks.acquire('stock:bare', { ttlMs: 3_000 });
+      const res = await http().post('/bare/bare');
+      expect(res.status).toBe(500);
+      await held.release();
+    });
+  });
+
+  describe('Observable handlers', () => {
+    it.each([
+      ['an Observable', 'feed'],
+      ['a Promise of an Observable (flattened)', 'later'],
+    ])('a handler returning %s holds the lock until the stream completes', async (_what, route) => {
+      const subject = new Subject<string>();
+      feeds.set(route, subject);
+      const response = http()
+        .get(`/stock/${route}/${route}`)
+        .then((res) => res);
+      await waitFor('the handler to run', () => running.has(`${route}:${route}`));
+      expect(await locks.isLocked(`${route}:${route}`)).toBe(true);
+      subject.next('first');
+      subject.next('last');
+      expect(await locks.isLocked(`${route}:${route}`)).toBe(true);
+      subject.complete();
+      const res = await response;
+      expect(res.status).toBe(200);
+      expect(res.text).toBe('last');
+      expect(await locks.isLocked(`${route}:${route}`)).toBe(false);
+    });
+
+    it('releases the lock when the client goes away (the stream is unsubscribed)', async () => {
+      feeds.set('gone', new Subject<string>());
+      const { port } = app.getHttpServer().address() as AddressInfo;
+      const req = httpRequest({ port, host: '127.0.0.1', path: '/stock/feed/gone' });
+      req.on('error', () => undefined);
+      req.end();
+      await waitFor('the handler to run', () => running.has('feed:gone'));
+      expect(await locks.isLocked('feed:gone')).toBe(true);
+      req.destroy();
+      await waitFor('the lock to be released', async () => !(await locks.isLocked('feed:gone')));
+    });
+  });
+
+  describe('outside HTTP', () => {
+    it('passes LockTimeoutError through unchanged in rpc and ws contexts', async () => {
+      const interceptor = new LockInterceptor();
+      const error = new LockTimeoutError(['k'], 0, 1_000);
+      for (const type of ['rpc', 'ws']) {
+        const context = { getType: () => type } as unknown as ExecutionContext;
+        const next: CallHandler = { handle: () => throwError(() => error) };
+        await expect(lastValueFrom(interceptor.intercept(context, next))).rejects.toBe(error);
+      }
+    });
+  });
+});
+
+describe('LockInterceptor registered globally (APP_INTERCEPTOR)', () => {
+  it('answers 423 for every controller', async () => {
+    const moduleRef = await Test.createTestingModule({
+      imports: [
+        RedisLockModule.forRoot({ redis: testRedisUrl(), keyPrefix: uniquePrefix('global') }),
+      ],
+      controllers: [BareController],
+      providers: [{ provide: APP_INTERCEPTOR, useClass: LockInterceptor }],
+    }).compile();
+    const app = moduleRef.createNestApplication({ logger: false });
+    await app.init();
+    try {
+      const held = await app.get(LockService).acquire('stock:g', { ttlMs: 2_000 });
+      const res = await request(app.getHttpServer()).post('/bare/g');
+      expect(res.status).toBe(423);
+      expect(res.headers['retry-after']).toMatch(/^[12]$/);
+      await held.release();
+      expect((await request(app.getHttpServer()).post('/bare/g')).status).toBe(201);
+    } finally {
+      await app.close();
+    }
+  });
+});
