@@ -15,7 +15,7 @@ tarball=$(npm pack --silent --pack-destination "$work" 2>/dev/null | tail -n 1)
 cp -r test/esm-smoke/package.json test/esm-smoke/tsconfig.json test/esm-smoke/src "$work/"
 cd "$work"
 npm install --no-audit --no-fund --loglevel=error "./$tarball" \
-  @nestjs/common@^12 @nestjs/core@^12 ioredis@^5 reflect-metadata@^0.2 rxjs@^7 @types/node@^20 >/dev/null
+  @nestjs/common@^12 @nestjs/core@^12 ioredis@^6 reflect-metadata@^0.2 rxjs@^7 @types/node@^20 >/dev/null
 node "$root/node_modules/typescript/bin/tsc" -p tsconfig.json
 
 port=$(node -e "const s=require('net').createServer().listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})")
