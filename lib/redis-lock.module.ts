@@ -3,7 +3,9 @@ import { DiscoveryModule } from '@nestjs/core';
 import { WithLockExplorer } from './decorators/with-lock.explorer';
 import { LockInterceptor } from './interceptors/lock.interceptor';
 import { QueueService } from './queue/queue.service';
+import { QueueWorkerExplorer } from './queue/queue-worker.explorer';
 import { LockService } from './lock/lock.service';
+import { FencedStore } from './fencing/fenced-store';
 import { resolveModuleOptions } from './options/resolve-options';
 import { RedisLockConnection } from './redis/redis-connection';
 import { REDIS_LOCK_RESOLVED_OPTIONS } from './redis-lock.constants';
@@ -31,11 +33,13 @@ import type { RedisLockModuleOptions } from './interfaces/redis-lock-module-opti
         new RedisLockConnection(options),
     },
     LockService,
+    FencedStore,
     QueueService,
+    QueueWorkerExplorer,
     LockInterceptor,
     WithLockExplorer,
   ],
-  exports: [LockService, QueueService, LockInterceptor],
+  exports: [LockService, FencedStore, QueueService, LockInterceptor],
 })
 export class RedisLockModule extends ConfigurableModuleClass implements OnApplicationShutdown {
   constructor(@Inject(RedisLockConnection) private readonly connection: RedisLockConnection) {

@@ -1,0 +1,50 @@
+/** A task id as given to `enqueue`: a non-empty string, or a finite number (stored as its string). */
+export type QueueTaskId = string | number;
+
+/** A queued task, as returned by `pop` and `top`. */
+export interface Task<P = unknown> {
+  /** The queue it belongs to. */
+  readonly queue: string;
+  /** The id given to `enqueue` (a number id comes back as its string). */
+  readonly id: string;
+  /** Due time: epoch ms on the Redis clock. Pass it to `dequeue` for compare-and-remove. */
+  readonly score: number;
+  /** The payload given to `enqueue`, after a JSON round trip; absent when none was given. */
+  readonly payload?: P;
+}
+
+/** A task leased by `claim` (or by a worker): only its holder can `ack`, `nack` or extend it. */
+export interface LeasedTask<P = unknown> extends Task<P> {
+  /** Identifies this lease; `ack`/`nack`/`extendLease`/`release` with an older one do nothing. */
+  readonly leaseToken: string;
+  /** Which attempt this is: 1 on the first claim, +1 on every later one. */
+  readonly attempt: number;
+  /** When the lease expires unless extended: epoch ms on the Redis clock. */
+  readonly leaseExpiresAt: number;
+}
+
+/** A task in the dead-letter set, as returned by `deadLetters`. */
+export interface DeadTask<P = unknown> {
+  readonly queue: string;
+  readonly id: string;
+  /** When it was moved to the dead-letter set: epoch ms on the Redis clock. */
+  readonly diedAt: number;
+  /** Attempts it used. */
+  readonly attempts: number;
+  readonly payload?: P;
+}
+
+/** Task counts of one queue, taken at one instant. */
+export interface QueueStats {
+  /** Due now (waiting for a worker). */
+  ready: number;
+  /** Due later (`delayMs`, or retry backoff). */
+  delayed: number;
+  /** Leased by a worker, including expired leases not yet returned by a `claim`. */
+  leased: number;
+  /** In the dead-letter set. */
+  dead: number;
+}
+
+/** What `nack` did: `'retried'` (queued again), `'dead'` (dead letter) or `false` (stale lease). */
+export type NackResult = 'retried' | 'dead' | false;

@@ -1,0 +1,154 @@
+import { describeValue } from '../errors/describe-value';
+import { QueueError } from '../errors/queue.error';
+import { MAX_TIMER_MS } from '../options/validate';
+import type { LeasedTask } from './interfaces/task.interface';
+import { checkQueueName } from './queue-keys';
+import { MAX_DELAY_MS, MAX_QUEUE_BATCH } from './queue.constants';
+
+const ID_EXPECTED = 'a non-empty string or a finite number';
+
+function toId(id: unknown): string | undefined {
+  if (typeof id === 'string' && id.length > 0) return id;
+  if (typeof id === 'number' && Number.isFinite(id)) return String(id);
+  return undefined;
+}
+
+/** Validates `id | id[]` (at most `MAX_QUEUE_BATCH`) and returns the ids as strings. */
+export function checkIds(ids: unknown): string[] {
+  if (!Array.isArray(ids)) return [checkTaskId(ids)];
+  if (ids.length === 0 || ids.length > MAX_QUEUE_BATCH) {
+    throw QueueError.invalid('ids', ids, `an array of 1 to ${MAX_QUEUE_BATCH} ids`);
+  }
+  return ids.map((id: unknown, i) => {
+    const valid = toId(id);
+    if (valid !== undefined) return valid;
+    throw new QueueError(
+      `invalid argument 'ids': expected ${ID_EXPECTED} at index ${i}, got ${describeValue(id)}`,
+      'ids',
+    );
+  });
+}
+
+/** Validates one id and returns it as a string. */
+export function checkTaskId(id: unknown): string {
+  const valid = toId(id);
+  if (valid === undefined) throw QueueError.invalid('id', id, ID_EXPECTED);
+  return valid;
+}
+
+/** Throws unless `value` is an integer in [min, max]. */
+export function checkIntArgument(argument: string, value: unknown, min: number, max: number) {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    throw QueueError.invalid(argument, value, `an integer from ${min} to ${max}`);
+  }
+  return value;
+}
+
+/** A batch size: an integer from 1 to `MAX_QUEUE_BATCH`. */
+export function checkCount(count: unknown): number {
+  return checkIntArgument('count', count, 1, MAX_QUEUE_BATCH);
+}
+
+/** A delay: an integer number of ms from 0 to `MAX_DELAY_MS`. */
+export function checkDelay(argument: string, value: unknown): number {
+  return checkIntArgument(argument, value, 0, MAX_DELAY_MS);
+}
+
+/** A lease length: an integer number of ms from 1 to the longest timer Node supports. */
+export function checkLeaseMs(argument: string, value: unknown): number {
+  return checkIntArgument(argument, value, 1, MAX_TIMER_MS);
+}
+
+/** An attempt limit: an integer from 1 to 1,000,000. */
+export function checkMaxAttempts(argument: string, value: unknown): number {
+  return checkIntArgument(argument, value, 1, 1_000_000);
+}
+
+/** Throws unless `value` is a finite number (a score read from `top`/`pop`). */
+export function checkScore(value: unknown): number {
+  if (typeof value !== 'number' || !Number.isFinite(value)) {
+    throw QueueError.invalid('score', value, 'a finite number');
+  }
+  return value;
+}
+
+/** Throws unless `value` is `undefined` or an object with only `known` keys. */
+export function checkOptionKeys(
+  argument: string,
+  value: unknown,
+  known: readonly string[],
+): Record<string, unknown> {
+  if (value === undefined) return {};
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw QueueError.invalid(argument, value, 'an options object');
+  }
+  for (const key of Object.keys(value)) {
+    if (!known.includes(key)) {
+      throw QueueError.invalid(
+        key,
+        (value as Record<string, unknown>)[key],
+        `one of ${known.join(', ')}`,
+      );
+    }
+  }
+  return value as Record<string, unknown>;
+}
+
+/**
+ * The JSON text of a payload, or `undefined` when there is none. Functions, symbols, BigInt,
+ * non-finite numbers and cycles are rejected with a `QueueError` naming `payload` (JSON would
+ * silently drop or change them).
+ */
+export function serializePayload(payload: unknown): string | undefined {
+  if (payload === undefined) return undefined;
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(payload, (key, value: unknown) => {
+      if (typeof value === 'function' || typeof value === 'symbol') {
+        throw QueueError.invalid('payload', value, `a JSON value (at '${key}')`);
+      }
+      if (typeof value === 'number' && !Number.isFinite(value)) {
+        throw QueueError.invalid('payload', value, `a JSON value (at '${key}')`);
+      }
+      return value;
+    });
+  } catch (err) {
+    if (err instanceof QueueError) throw err;
+    throw new QueueError(
+      `invalid argument 'payload': expected a JSON value, got one that JSON.stringify rejects: ${(err as Error).message}`,
+      'payload',
+    );
+  }
+  if (json === undefined) throw QueueError.invalid('payload', payload, 'a JSON value');
+  return json;
+}
+
+/** The payload stored as JSON text, or `undefined` when the task has none. */
+export function parsePayload(json: string | null | undefined): unknown {
+  return json === null || json === undefined ? undefined : JSON.parse(json);
+}
+
+/** Validates a `LeasedTask` handed back to `ack`/`nack`/`extendLease`/`release`. */
+export function checkLeasedTask(task: unknown): LeasedTask {
+  const t = task as Partial<LeasedTask> | null;
+  if (
+    typeof t !== 'object' ||
+    t === null ||
+    typeof t.id !== 'string' ||
+    t.id.length === 0 ||
+    typeof t.leaseToken !== 'string' ||
+    t.leaseToken.length === 0
+  ) {
+    throw QueueError.invalid(
+      'task',
+      task,
+      'a LeasedTask returned by claim (with id and leaseToken)',
+    );
+  }
+  try {
+    checkQueueName(t.queue);
+  } catch {
+    throw QueueError.invalid('task', task, "a LeasedTask whose 'queue' is a valid queue name");
+  }
+  return t as LeasedTask;
+}

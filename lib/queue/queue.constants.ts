@@ -1,0 +1,17 @@
+/** Most ids one `enqueue` takes, and most tasks one `pop`/`top`/`claim`/`deadLetters` returns. */
+export const MAX_QUEUE_BATCH = 1_000;
+
+/** Longest queue name accepted, in bytes (UTF-8). */
+export const MAX_QUEUE_NAME_BYTES = 512;
+
+/** Longest `delayMs` accepted: ten years. */
+export const MAX_DELAY_MS = 315_360_000_000;
+
+/** Cap of a worker's retry backoff (before jitter): one hour. */
+export const MAX_BACKOFF_MS = 3_600_000;
+
+/** Longest an idle worker blocks before it looks at the queue again on its own, in ms. */
+export const MAX_IDLE_MS = 5_000;
+
+/** Metadata key under which `@QueueWorker` stores its registrations on a method. */
+export const QUEUE_WORKER_METADATA = 'nestjs-redis-lock:queue-worker';

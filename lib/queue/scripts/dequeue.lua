@@ -1,0 +1,17 @@
+-- Compare-and-remove: removes a queued (not leased) task only if its due time is still `score`,
+-- i.e. nobody re-enqueued (replaced) it since the caller read it.
+--
+-- KEYS[1] due       zset: id -> due time (ms)
+-- KEYS[2] payload   hash: id -> JSON payload
+-- KEYS[3] attempts  hash: id -> claims so far
+-- ARGV[1] id
+-- ARGV[2] score     the due time the caller saw
+--
+-- Returns 1 when removed, 0 when the task is absent or has another score.
+
+local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not score or tonumber(score) ~= tonumber(ARGV[2]) then return 0 end
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('HDEL', KEYS[2], ARGV[1])
+redis.call('HDEL', KEYS[3], ARGV[1])
+return 1

@@ -1,0 +1,25 @@
+-- Takes up to `count` ready tasks (due <= now), lowest due time first, and removes them with
+-- their payload: at-most-once delivery.
+--
+-- KEYS[1] due       zset: id -> due time (ms)
+-- KEYS[2] payload   hash: id -> JSON payload
+-- KEYS[3] attempts  hash: id -> claims so far
+-- ARGV[1] count
+--
+-- Returns {id_1, score_1, payload_1, ..., id_n, score_n, payload_n}; a payload is false when the
+-- task has none.
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ready = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[1]))
+local result = {}
+for i = 1, #ready, 2 do
+  local id = ready[i]
+  redis.call('ZREM', KEYS[1], id)
+  result[#result + 1] = id
+  result[#result + 1] = ready[i + 1]
+  result[#result + 1] = redis.call('HGET', KEYS[2], id)
+  redis.call('HDEL', KEYS[2], id)
+  redis.call('HDEL', KEYS[3], id)
+end
+return result

@@ -1,0 +1,460 @@
+import 'reflect-metadata';
+import { Injectable, type INestApplicationContext } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+import type { Redis } from 'ioredis';
+import {
+  QueueError,
+  QueueService,
+  QueueWorker,
+  RedisLockModule,
+  RedisLockOptionsError,
+  type LeasedTask,
+} from '../../lib';
+import { retryDelayMs } from '../../lib/queue/queue-backoff';
+import {
+  createLockApp,
+  redisClient,
+  sleep,
+  testRedisUrl,
+  uniquePrefix,
+  waitFor,
+} from '../support/helpers';
+import { startRedisServer, type RedisServer } from '../support/redis-server';
+
+/** A promise with its resolve function, for handlers that wait for the test. */
+function gate(): { promise: Promise<void>; open: () => void } {
+  let open!: () => void;
+  const promise = new Promise<void>((resolve) => (open = resolve));
+  return { promise, open };
+}
+
+describe('QueueService workers', () => {
+  const prefix = uniquePrefix('queue-worker');
+  let app: INestApplicationContext;
+  let queues: QueueService;
+  let redis: Redis;
+  let n = 0;
+  const fresh = () => `w${++n}`;
+  const unhandled: unknown[] = [];
+  const onUnhandled = (reason: unknown) => unhandled.push(reason);
+
+  beforeAll(async () => {
+    process.on('unhandledRejection', onUnhandled);
+    app = await createLockApp({ keyPrefix: prefix });
+    queues = app.get(QueueService);
+    redis = redisClient();
+  });
+  afterAll(async () => {
+    await app.close();
+    redis.disconnect();
+    process.off('unhandledRejection', onUnhandled);
+    expect(unhandled).toEqual([]);
+  });
+
+  describe('process', () => {
+    it('runs the handler on each task with its payload and acks it', async () => {
+      const q = fresh();
+      const seen: LeasedTask[] = [];
+      const worker = queues.process(q, async (task) => void seen.push(task), { concurrency: 3 });
+      await queues.enqueue(q, ['a', 'b', 'c'], { payload: { n: 1 } });
+      await waitFor('three tasks', () => seen.length === 3);
+      expect(seen.map((t) => t.id).sort()).toEqual(['a', 'b', 'c']);
+      expect(seen[0]).toMatchObject({ queue: q, attempt: 1, payload: { n: 1 } });
+      await waitFor('acks', async () => (await queues.stats(q)).leased === 0);
+      expect(await queues.stats(q)).toEqual({ ready: 0, delayed: 0, leased: 0, dead: 0 });
+      await worker.close();
+    });
+
+    it('after close() claims nothing more', async () => {
+      const q = fresh();
+      let runs = 0;
+      const worker = queues.process(q, () => void runs++);
+      await worker.close();
+      await worker.close();
+      await queues.enqueue(q, 'x');
+      // A second worker proves the task was claimable all along.
+      const seen = gate();
+      const other = queues.process(q, () => seen.open());
+      await seen.promise;
+      expect(runs).toBe(0);
+      await other.close();
+    });
+
+    it('rejects bad options naming the option, and a bad queue or handler with QueueError', () => {
+      const handler = () => undefined;
+      expect(() => queues.process('', handler)).toThrow(QueueError);
+      expect(() => queues.process('q', 'nope' as never)).toThrow(QueueError);
+      const cases: Array<[Record<string, unknown>, string]> = [
+        [{ concurrency: 0 }, 'concurrency'],
+        [{ leaseMs: 0 }, 'leaseMs'],
+        [{ maxAttempts: 1.5 }, 'maxAttempts'],
+        [{ backoffMs: -1 }, 'backoffMs'],
+        [{ drainTimeoutMs: 'soon' }, 'drainTimeoutMs'],
+        [{ concurency: 2 }, 'concurency'],
+      ];
+      for (const [options, option] of cases) {
+        let err: unknown;
+        try {
+          queues.process('q', handler, options as never);
+        } catch (e) {
+          err = e;
+        }
+        expect(err).toBeInstanceOf(RedisLockOptionsError);
+        expect((err as RedisLockOptionsError).option).toBe(option);
+      }
+    });
+  });
+
+  describe('retries and dead letter', () => {
+    it('computes backoff as backoffMs * 2^(attempt-1), capped at one hour, jittered to 50-100 %', () => {
+      expect(retryDelayMs(1_000, 1, 0)).toBe(500);
+      expect(retryDelayMs(1_000, 1, 0.999999)).toBe(1_000);
+      expect(retryDelayMs(1_000, 3, 0)).toBe(2_000);
+      expect(retryDelayMs(1_000, 3, 0.999999)).toBe(4_000);
+      expect(retryDelayMs(1_000, 40, 0)).toBe(1_800_000);
+      expect(retryDelayMs(1_000, 40, 0.999999)).toBeLessThanOrEqual(3_600_000);
+      expect(retryDelayMs(1_000, 40, 0.999999)).toBeGreaterThan(3_599_990);
+      expect(retryDelayMs(0, 5, 0.5)).toBe(0);
+    });
+
+    it('retries a failing task with backoff, dead-letters it after maxAttempts, and runs it again after requeueDead', async () => {
+      const q = fresh();
+      const attempts: Record<string, LeasedTask[]> = { flaky: [], bad: [] };
+      let healed = false;
+      const worker = queues.process(
+        q,
+        async (task) => {
+          attempts[task.id].push(task);
+          if (task.id === 'flaky' && task.attempt < 3) throw new Error('flaky failure');
+          if (task.id === 'bad' && !healed) throw new Error('bad failure');
+        },
+        { maxAttempts: 3, backoffMs: 40, leaseMs: 5_000, concurrency: 2 },
+      );
+      await queues.enqueue(q, ['flaky', 'bad'], { payload: 'p' });
+      await waitFor('flaky to succeed and bad to die', async () => {
+        const s = await queues.stats(q);
+        return s.dead === 1 && s.ready + s.delayed + s.leased === 0;
+      });
+      expect(attempts.flaky.map((t) => t.attempt)).toEqual([1, 2, 3]);
+      expect(attempts.bad.map((t) => t.attempt)).toEqual([1, 2, 3]);
+      // Each retry was due no sooner than the jittered backoff after the failed attempt's claim.
+      for (const list of [attempts.flaky, attempts.bad]) {
+        for (let i = 1; i < list.length; i++) {
+          const claimedAt = list[i - 1].leaseExpiresAt - 5_000;
+          expect(list[i].score - claimedAt).toBeGreaterThanOrEqual(retryDelayMs(40, i, 0));
+        }
+      }
+      const [dead] = await queues.deadLetters(q);
+      expect(dead).toMatchObject({ id: 'bad', attempts: 3, payload: 'p' });
+
+      healed = true;
+      expect(await queues.requeueDead(q)).toBe(1);
+      await waitFor('bad to succeed', async () => {
+        const s = await queues.stats(q);
+        return attempts.bad.length === 4 && s.leased + s.ready + s.dead === 0;
+      });
+      expect(attempts.bad[3].attempt).toBe(1);
+      await worker.close();
+    });
+  });
+
+  describe('leases', () => {
+    it('renews the lease while a handler outlives leaseMs, so no other worker runs the task', async () => {
+      const q = fresh();
+      const runs: string[] = [];
+      const options = { leaseMs: 150, concurrency: 2 };
+      const slow = async (task: LeasedTask) => {
+        runs.push(task.id);
+        await sleep(600);
+      };
+      const workers = [queues.process(q, slow, options), queues.process(q, slow, options)];
+      await queues.enqueue(q, 'long');
+      await waitFor('done', async () => runs.length > 0 && (await queues.stats(q)).leased === 0);
+      expect(runs).toEqual(['long']);
+      await Promise.all(workers.map((w) => w.close()));
+    });
+
+    it('aborts the handler signal with a QueueError when the lease is lost', async () => {
+      const q = fresh();
+      const reasons: unknown[] = [];
+      const worker = queues.process(
+        q,
+        (_task, signal) =>
+          new Promise<void>((resolve) =>
+            signal.addEventListener('abort', () => {
+              reasons.push(signal.reason);
+              resolve();
+            }),
+          ),
+        { leaseMs: 90 },
+      );
+      await queues.enqueue(q, 'lost');
+      await waitFor('claimed', async () => (await queues.stats(q)).leased === 1);
+      // Someone else's claim took it over: the token in Redis is no longer the worker's.
+      await redis.hset(`${prefix}queue:{${q}}:tokens`, 'lost', 'someone-else');
+      await waitFor('abort', () => reasons.length === 1);
+      expect(reasons[0]).toBeInstanceOf(QueueError);
+      expect((reasons[0] as Error).message).toMatch(/lease of task 'lost' was lost/);
+      // Its ack was refused: the task is still leased under the other token.
+      expect(await redis.hget(`${prefix}queue:{${q}}:tokens`, 'lost')).toBe('someone-else');
+      await worker.close();
+    });
+  });
+
+  describe('concurrency', () => {
+    it('4 workers x concurrency 4 on two apps never run the same task at the same time', async () => {
+      const q = fresh();
+      const other = await createLockApp({ keyPrefix: prefix });
+      const running = new Set<string>();
+      const runs = new Map<string, number>();
+      let overlaps = 0;
+      let maxParallel = 0;
+      const handler = async (task: LeasedTask) => {
+        if (running.has(task.id)) overlaps++;
+        running.add(task.id);
+        maxParallel = Math.max(maxParallel, running.size);
+        runs.set(task.id, (runs.get(task.id) ?? 0) + 1);
+        // Some handlers outlive the 200 ms lease: only renewal keeps them exclusive.
+        await sleep(task.id.endsWith('7') ? 300 : Math.random() * 5);
+        running.delete(task.id);
+      };
+      const options = { concurrency: 4, leaseMs: 200 };
+      const services = [queues, queues, other.get(QueueService), other.get(QueueService)];
+      const workers = services.map((s) => s.process(q, handler, options));
+      const ids = Array.from({ length: 400 }, (_, i) => `t${i}`);
+      await queues.enqueue(q, ids);
+      await waitFor(
+        'all tasks acked',
+        async () => runs.size === 400 && (await queues.stats(q)).leased === 0,
+        20_000,
+      );
+      expect(overlaps).toBe(0);
+      expect([...runs.values()].every((count) => count === 1)).toBe(true);
+      expect(maxParallel).toBeGreaterThan(4);
+      expect(maxParallel).toBeLessThanOrEqual(16);
+      await Promise.all(workers.map((w) => w.close()));
+      await other.close();
+    }, 30_000);
+  });
+
+  describe('@QueueWorker', () => {
+    it('checks the queue name and options when decorating', () => {
+      expect(() => QueueWorker('')).toThrow(QueueError);
+      expect(() => QueueWorker('ok', { concurrency: 0 })).toThrow(RedisLockOptionsError);
+      expect(() => QueueWorker('ok', { leaseMs: 5, unknown: 1 } as never)).toThrow(
+        /invalid option 'unknown'/,
+      );
+    });
+
+    it('starts a worker per decorated provider method at bootstrap, bound to its instance', async () => {
+      const q = fresh();
+      @Injectable()
+      class OrderWorker {
+        readonly seen: string[] = [];
+        readonly other: string[] = [];
+
+        @QueueWorker(q, { concurrency: 2 })
+        async create(task: LeasedTask<{ sku: string }>) {
+          this.seen.push(`${task.id}:${task.payload!.sku}`);
+        }
+
+        @QueueWorker(`${q}-a`)
+        @QueueWorker(`${q}-b`)
+        async both(task: LeasedTask) {
+          this.other.push(`${task.queue}/${task.id}`);
+        }
+
+        notAWorker() {
+          return 1;
+        }
+      }
+      const moduleRef = await Test.createTestingModule({
+        imports: [RedisLockModule.forRoot({ redis: testRedisUrl(), keyPrefix: prefix })],
+        providers: [OrderWorker],
+      }).compile();
+      const decorated = await moduleRef.init();
+      const service = decorated.get(QueueService);
+      const worker = decorated.get(OrderWorker);
+      await service.enqueue(q, ['1', '2'], { payload: { sku: 'phone' } });
+      await service.enqueue(`${q}-a`, 'x');
+      await service.enqueue(`${q}-b`, 'y');
+      await waitFor(
+        'decorated handlers',
+        () => worker.seen.length === 2 && worker.other.length === 2,
+      );
+      expect(worker.seen.sort()).toEqual(['1:phone', '2:phone']);
+      expect(worker.other.sort()).toEqual([`${q}-a/x`, `${q}-b/y`]);
+      await decorated.close();
+    });
+  });
+
+  describe('graceful shutdown', () => {
+    it('stops claiming, waits for running handlers, and gives back those past drainTimeoutMs without counting the attempt', async () => {
+      const q = fresh();
+      const closing = await createLockApp({ keyPrefix: prefix });
+      const quick = gate();
+      const started = new Set<string>();
+      const finished: string[] = [];
+      const reasons: unknown[] = [];
+      closing.get(QueueService).process(
+        q,
+        async (task, signal) => {
+          started.add(task.id);
+          if (task.id === 'quick') await quick.promise;
+          else
+            await new Promise<void>((resolve) =>
+              signal.addEventListener('abort', () => {
+                reasons.push(signal.reason);
+                resolve();
+              }),
+            );
+          finished.push(task.id);
+        },
+        { concurrency: 2, drainTimeoutMs: 400 },
+      );
+      await queues.enqueue(q, ['quick', 'stuck']);
+      await waitFor('both running', () => started.size === 2);
+
+      let closed = false;
+      const closingDone = closing.close().then(() => (closed = true));
+      await queues.enqueue(q, 'late');
+      quick.open();
+      await waitFor('quick acked', async () => finished.includes('quick'));
+      expect(closed).toBe(false);
+      await closingDone;
+
+      expect(reasons).toHaveLength(1);
+      expect(reasons[0]).toBeInstanceOf(QueueError);
+      // quick was acked; stuck was given back (attempt not counted); late was never claimed.
+      expect(await queues.stats(q)).toEqual({ ready: 2, delayed: 0, leased: 0, dead: 0 });
+      expect(await redis.hgetall(`${prefix}queue:{${q}}:attempts`)).toEqual({});
+      expect(started.has('late')).toBe(false);
+      const [first] = await queues.claim(q, 2);
+      expect(first.attempt).toBe(1);
+    });
+
+    it('app.close() waits for handlers that finish within drainTimeoutMs', async () => {
+      const q = fresh();
+      const closing = await createLockApp({ keyPrefix: prefix, queue: { drainTimeoutMs: 10_000 } });
+      const release = gate();
+      let done = false;
+      closing.get(QueueService).process(q, async () => {
+        await release.promise;
+        await sleep(50);
+        done = true;
+      });
+      await queues.enqueue(q, 'drain');
+      await waitFor('running', async () => (await queues.stats(q)).leased === 1);
+      const closed = closing.close();
+      release.open();
+      await closed;
+      expect(done).toBe(true);
+      expect(await queues.stats(q)).toEqual({ ready: 0, delayed: 0, leased: 0, dead: 0 });
+    });
+  });
+});
+
+describe('QueueService workers: wake-ups and reconnects (dedicated redis-server)', () => {
+  let server: RedisServer;
+  let app: INestApplicationContext;
+  let queues: QueueService;
+  let probe: Redis;
+
+  /** Script calls (EVALSHA + EVAL) the server has run so far. */
+  const scriptCalls = async () => {
+    const info = await probe.info('commandstats');
+    let calls = 0;
+    for (const m of info.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)) calls += Number(m[1]);
+    return calls;
+  };
+  const blockedClients = async () =>
+    Number(/blocked_clients:(\d+)/.exec(await probe.info('clients'))![1]);
+
+  beforeAll(async () => {
+    server = await startRedisServer();
+    app = await createLockApp({ redis: server.url, commandTimeoutMs: 1_000 });
+    queues = app.get(QueueService);
+    probe = redisClient(server.url);
+    // Load the scripts, so that no NOSCRIPT retry is counted below.
+    await queues.enqueue('warm-up', 'x', { payload: 1 });
+    await queues.pop('warm-up');
+  });
+  afterAll(async () => {
+    await app.close();
+    probe.disconnect();
+    await server.stop();
+  });
+
+  it('an idle worker blocks without polling and wakes within one round trip of an enqueue', async () => {
+    const ran = gate();
+    let callsWhenRun = 0;
+    const worker = queues.process('wake', async () => {
+      callsWhenRun = await scriptCalls();
+      ran.open();
+    });
+    await waitFor('the worker blocked', async () => (await blockedClients()) === 1);
+    const idleFrom = await scriptCalls();
+    await sleep(1_000);
+    // Idle for a second: at most one look at the queue (its bounded wait may end in between).
+    expect((await scriptCalls()) - idleFrom).toBeLessThanOrEqual(1);
+
+    const before = await scriptCalls();
+    await queues.enqueue('wake', 'now');
+    await ran.promise;
+    // The enqueue itself and exactly one claim: the wake-up cost one round trip.
+    expect(callsWhenRun - before).toBe(2);
+    await worker.close();
+  });
+
+  it('a delayed task wakes the idle worker when it is due, not by polling', async () => {
+    const ran = gate();
+    let callsWhenRun = 0;
+    const worker = queues.process('delayed', async () => {
+      callsWhenRun = await scriptCalls();
+      ran.open();
+    });
+    await waitFor('the worker blocked', async () => (await blockedClients()) === 1);
+    const before = await scriptCalls();
+    await queues.enqueue('delayed', 'soon', { delayMs: 500 });
+    await ran.promise;
+    // enqueue + the claim woken by its marker (nothing due yet) + the claim when it is due.
+    expect(callsWhenRun - before).toBeLessThanOrEqual(4);
+    await worker.close();
+  });
+
+  it('a burst wakes every idle worker, each woken by the claim before it', async () => {
+    const running = new Set<number>();
+    const hits = new Set<number>();
+    const release = gate();
+    const workers = [0, 1, 2].map((i) =>
+      queues.process('burst', async () => {
+        running.add(i);
+        hits.add(i);
+        await release.promise;
+        running.delete(i);
+      }),
+    );
+    await waitFor('three workers blocked', async () => (await blockedClients()) === 3);
+    await queues.enqueue('burst', ['a', 'b', 'c']);
+    await waitFor('all three busy', () => running.size === 3);
+    release.open();
+    expect(hits.size).toBe(3);
+    await Promise.all(workers.map((w) => w.close()));
+  });
+
+  it('keeps working after Redis restarts', async () => {
+    const seen: string[] = [];
+    const worker = queues.process('restart', async (task) => void seen.push(task.id));
+    await queues.enqueue('restart', 'before');
+    await waitFor('before', () => seen.includes('before'));
+    await server.restart();
+    await waitFor(
+      'the enqueue after the restart',
+      async () => (await queues.enqueue('restart', 'after').catch(() => -1)) === 1,
+      15_000,
+      100,
+    );
+    await waitFor('after', () => seen.includes('after'), 15_000);
+    await worker.close();
+  }, 40_000);
+});
