@@ -1,13 +1,16 @@
 import { Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
+import { wrappersServedBy } from '../discovery/served-wrappers';
 import type { LeasedTask } from './interfaces/task.interface';
 import type { QueueWorkerMetadata } from './queue-worker.decorator';
 import { QUEUE_WORKER_METADATA } from './queue.constants';
 import { QueueService } from './queue.service';
 
 /**
- * Finds `@QueueWorker` methods on providers and controllers when the application bootstraps and
- * starts a worker for each (through `QueueService.process`, so they drain on shutdown).
+ * Finds `@QueueWorker` methods on the providers and controllers its `RedisLockModule` serves (see
+ * `wrappersServedBy`: each is served by one module, even when the module is imported in several
+ * places) when the application bootstraps, and starts a worker for each through that module's
+ * `QueueService.process`, so they drain on shutdown.
  */
 @Injectable()
 export class QueueWorkerExplorer implements OnApplicationBootstrap {
@@ -21,7 +24,7 @@ export class QueueWorkerExplorer implements OnApplicationBootstrap {
   ) {}
 
   onApplicationBootstrap(): void {
-    for (const wrapper of [...this.discovery.getProviders(), ...this.discovery.getControllers()]) {
+    for (const wrapper of wrappersServedBy(this.discovery, QueueWorkerExplorer, this)) {
       const instance = wrapper.instance as Record<string, unknown> | undefined;
       if (!instance || typeof instance !== 'object') continue;
       const prototype = Object.getPrototypeOf(instance) as object | null;
