@@ -1,49 +1,35 @@
-// Minimal sample (the full flash-sale app replaces it): acquires and releases a lock, and shows a
-// second caller waiting for it. Uses REDIS_URL, or a private redis-server it starts itself.
+// `npm run sample`: the flash sale and the task desk on REDIS_URL, or on a private redis-server
+// started here (and stopped with the app on Ctrl-C / SIGTERM). See docs/sample.md.
 import 'reflect-metadata';
-import { Module } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
-import { LockService, LockTimeoutError, RedisLockModule } from '../lib';
+import type { AddressInfo } from 'node:net';
 import { startRedisServer, type RedisServer } from '../scripts/redis-server';
+import { loadSampleConfig, redactRedisUrl } from './config/sample-config';
+import { createSampleApp } from './sample-app';
+import { tryItText } from './try-it';
 
 async function main(): Promise<void> {
+  const env = { ...process.env };
   let server: RedisServer | undefined;
-  let url = process.env.REDIS_URL;
-  if (!url) {
+  if (!env.REDIS_URL) {
     server = await startRedisServer();
-    url = server.url;
-    console.log(`started a private redis-server at ${url} (set REDIS_URL to use yours)`);
+    env.REDIS_URL = server.url;
+    // startRedisServer kills its server when this process exits: after the app has closed.
+    process.once('exit', () => console.log(`stopped the private redis-server at ${server!.url}`));
   }
+  const config = loadSampleConfig(env);
+  const app = await createSampleApp(config);
+  // On SIGINT/SIGTERM: release locks, drain the queue workers, close Redis connections, exit.
+  app.enableShutdownHooks(['SIGINT', 'SIGTERM'], { useProcessExit: true });
+  await app.listen(config.port, config.host);
 
-  @Module({ imports: [RedisLockModule.forRoot({ redis: url, keyPrefix: 'sample:' })] })
-  class SampleModule {}
-
-  const app = await NestFactory.createApplicationContext(SampleModule, {
-    logger: ['warn', 'error'],
-  });
-  const locks = app.get(LockService);
-
-  const lock = await locks.acquire('stock:phone', { ttlMs: 5_000 });
-  console.log(
-    `acquired 'stock:phone': fence ${lock.fence}, expires in ${lock.expiresAt - Date.now()} ms`,
-  );
-  try {
-    await locks.acquire('stock:phone');
-  } catch (err) {
-    if (err instanceof LockTimeoutError) console.log(`a second buyer is refused: ${err.message}`);
-    else throw err;
-  }
-  const waiting = locks.acquire('stock:phone', { waitMs: 2_000 });
-  const released = Date.now();
-  await lock.release();
-  const next = await waiting;
-  console.log(
-    `released; the waiting buyer got it ${Date.now() - released} ms later with fence ${next.fence}`,
-  );
-  await next.release();
-
-  await app.close();
-  await server?.stop();
+  const { port } = app.getHttpServer().address() as AddressInfo;
+  const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
+  const baseUrl = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  const redis = server
+    ? `a private redis-server at ${config.redisUrl} (set REDIS_URL to use yours)`
+    : redactRedisUrl(config.redisUrl);
+  console.log(`sample listening on ${baseUrl}, Redis: ${redis}; Ctrl-C stops it\n`);
+  console.log(tryItText(baseUrl, config.deskLeaseMs));
 }
 
 main().catch((err) => {

@@ -1,0 +1,43 @@
+import { type DynamicModule, Module } from '@nestjs/common';
+import { APP_FILTER, APP_INTERCEPTOR } from '@nestjs/core';
+import { LockInterceptor, RedisLockModule } from '../lib';
+import { SampleErrorFilter } from './common/sample-error.filter';
+import { redisLockOptionsFactory } from './config/redis-lock-options.factory';
+import { SampleConfig } from './config/sample-config';
+import { SampleConfigModule } from './config/sample-config.module';
+import { FlashSaleModule } from './flash-sale/flash-sale.module';
+import { SampleRedisModule } from './redis/sample-redis';
+import { TaskDeskModule } from './task-desk/task-desk.module';
+
+/**
+ * The sample application: the flash sale and the task desk on one Redis.
+ * `RedisLockModule` is configured through `forRootAsync` from the injected `SampleConfig`;
+ * `LockInterceptor` is global, so a lock that can't be had in time answers `423 Locked`.
+ * @example
+ * const app = await NestFactory.create(SampleAppModule.forRoot(loadSampleConfig(process.env)));
+ */
+@Module({})
+export class SampleAppModule {
+  static forRoot(config: SampleConfig): DynamicModule {
+    const configModule = SampleConfigModule.forRoot(config);
+    return {
+      module: SampleAppModule,
+      imports: [
+        configModule,
+        RedisLockModule.forRootAsync({
+          imports: [configModule],
+          inject: [SampleConfig],
+          useFactory: redisLockOptionsFactory,
+          isGlobal: true,
+        }),
+        SampleRedisModule,
+        FlashSaleModule,
+        TaskDeskModule,
+      ],
+      providers: [
+        { provide: APP_INTERCEPTOR, useClass: LockInterceptor },
+        { provide: APP_FILTER, useClass: SampleErrorFilter },
+      ],
+    };
+  }
+}

@@ -1,0 +1,105 @@
+/** What the sample app is configured with (from the environment by `loadSampleConfig`). */
+export interface SampleConfigValues {
+  /**
+   * The Redis the app uses for its locks, its queues and its own data.
+   * @default 'redis://127.0.0.1:6379' (`npm run sample` starts a private server when unset)
+   */
+  redisUrl: string;
+  /**
+   * HTTP port (`0`: any free port).
+   * @default 3000
+   */
+  port: number;
+  /**
+   * Address the HTTP server listens on (`0.0.0.0` for every interface).
+   * @default '127.0.0.1'
+   */
+  host: string;
+  /**
+   * Prefix of every key of the sample: its data, and the locks and queues of the library.
+   * @default 'sample:'
+   */
+  keyPrefix: string;
+  /**
+   * How long an editor of the task desk may hold a task before it returns to the pool, in ms.
+   * @default 30000
+   */
+  deskLeaseMs: number;
+  /**
+   * Claims after which a task whose leases keep running out goes to the desk's dead-letter set.
+   * @default 5
+   */
+  deskMaxAttempts: number;
+}
+
+/**
+ * The sample's configuration, injectable by its class (`constructor(config: SampleConfig)`).
+ * @example
+ * new SampleConfig({ redisUrl: 'redis://127.0.0.1:6379', keyPrefix: 'shop:' })
+ */
+export class SampleConfig implements SampleConfigValues {
+  readonly redisUrl: string;
+  readonly port: number;
+  readonly host: string;
+  readonly keyPrefix: string;
+  readonly deskLeaseMs: number;
+  readonly deskMaxAttempts: number;
+
+  constructor(values: Partial<SampleConfigValues> = {}) {
+    this.redisUrl = values.redisUrl ?? 'redis://127.0.0.1:6379';
+    this.port = checkInteger('port', values.port ?? 3000, 0, 65_535);
+    this.host = values.host ?? '127.0.0.1';
+    this.keyPrefix = values.keyPrefix ?? 'sample:';
+    this.deskLeaseMs = checkInteger('deskLeaseMs', values.deskLeaseMs ?? 30_000, 1, 86_400_000);
+    this.deskMaxAttempts = checkInteger('deskMaxAttempts', values.deskMaxAttempts ?? 5, 1, 1_000);
+    if (!/^rediss?:\/\//.test(this.redisUrl)) {
+      throw new Error(
+        `sample config: redisUrl must be a redis:// or rediss:// URL, got '${this.redisUrl}'`,
+      );
+    }
+  }
+}
+
+/**
+ * Reads the configuration from environment variables: `REDIS_URL`, `PORT`, `HOST`, `KEY_PREFIX`,
+ * `DESK_LEASE_MS`, `DESK_MAX_ATTEMPTS`. An unset or empty variable takes the default.
+ * @example
+ * const config = loadSampleConfig(process.env);
+ */
+export function loadSampleConfig(env: NodeJS.ProcessEnv): SampleConfig {
+  const text = (name: string) =>
+    env[name] === undefined || env[name] === '' ? undefined : env[name];
+  const number = (name: string) => {
+    const value = text(name);
+    if (value === undefined) return undefined;
+    if (!/^\d+$/.test(value))
+      throw new Error(`sample config: ${name} must be a whole number, got '${value}'`);
+    return Number(value);
+  };
+  return new SampleConfig({
+    redisUrl: text('REDIS_URL'),
+    port: number('PORT'),
+    host: text('HOST'),
+    keyPrefix: text('KEY_PREFIX'),
+    deskLeaseMs: number('DESK_LEASE_MS'),
+    deskMaxAttempts: number('DESK_MAX_ATTEMPTS'),
+  });
+}
+
+function checkInteger(name: string, value: number, min: number, max: number): number {
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new Error(
+      `sample config: ${name} must be an integer from ${min} to ${max}, got ${value}`,
+    );
+  }
+  return value;
+}
+
+/**
+ * The Redis URL with its password hidden, for logs.
+ * @example
+ * redactRedisUrl('redis://:secret@host:6379') // 'redis://:***@host:6379'
+ */
+export function redactRedisUrl(url: string): string {
+  return url.replace(/^(rediss?:\/\/[^:@/]*:)[^@/]*@/, '$1***@');
+}

@@ -1,0 +1,48 @@
+import { SampleError } from '../common/sample.error';
+
+/** No sale has this sku (HTTP 404). */
+export class SaleNotFoundError extends SampleError {
+  readonly kind = 'not-found';
+
+  constructor(readonly sku: string) {
+    super(`no flash sale '${sku}'`, { sku });
+  }
+}
+
+/** `POST /flash-sales` for a sku that already has a sale (HTTP 409). */
+export class SaleExistsError extends SampleError {
+  readonly kind = 'conflict';
+
+  constructor(readonly sku: string) {
+    super(`flash sale '${sku}' exists already`, { sku });
+  }
+}
+
+/** The stock is 0 (HTTP 410 Gone: it will not come back). */
+export class SoldOutError extends SampleError {
+  readonly kind = 'gone';
+
+  constructor(
+    readonly sku: string,
+    readonly sold: number,
+  ) {
+    super(`flash sale '${sku}' is sold out: all ${sold} units are sold`, { sku, sold });
+  }
+}
+
+/** The user bought a unit of this sale already: one per buyer (HTTP 409, naming their order). */
+export class AlreadyBoughtError extends SampleError {
+  readonly kind = 'conflict';
+
+  constructor(
+    readonly sku: string,
+    readonly userId: string,
+    readonly orderId: string,
+  ) {
+    super(`user '${userId}' already bought '${sku}' (order ${orderId}); one unit per buyer`, {
+      sku,
+      userId,
+      orderId,
+    });
+  }
+}

@@ -1,0 +1,142 @@
+import { Injectable } from '@nestjs/common';
+import { type Lock, LockService, QueueService } from '../../lib';
+import { SampleRedis } from '../redis/sample-redis';
+import type { CreateSaleRequest, Order, SaleStatus } from './flash-sale.dto';
+import {
+  AlreadyBoughtError,
+  SaleExistsError,
+  SaleNotFoundError,
+  SoldOutError,
+} from './flash-sale.errors';
+import { ORDERS_QUEUE, saleKeys, stockLockKey, type SaleKeys } from './flash-sale-keys';
+
+/**
+ * The flash sale: stock, buyers and orders of each sale live in Redis. Every change of a sale's
+ * stock runs under the lock `stock:<sku>` (taken by the controller's `@WithLock`), so the checks
+ * and the decrement can be plain commands: 10 units never become 11 orders. Order creation, the
+ * slow part, is handed to the `orders` queue.
+ */
+@Injectable()
+export class FlashSaleService {
+  constructor(
+    private readonly redis: SampleRedis,
+    private readonly queues: QueueService,
+    private readonly locks: LockService,
+  ) {}
+
+  /**
+   * Opens a sale. Runs under the lock `stock:<sku>`.
+   * @throws SaleExistsError when the sku has a sale already
+   */
+  async create(request: CreateSaleRequest): Promise<SaleStatus> {
+    const { sku, stock, price } = request;
+    const k = this.keys(sku);
+    this.requireLock(sku, 'create');
+    if (await this.redis.client.exists(k.sale)) throw new SaleExistsError(sku);
+    await this.redis.client.hset(k.sale, { stock, sold: 0, price });
+    return { sku, stock, sold: 0, orders: 0, pending: 0 };
+  }
+
+  /**
+   * Sells one unit to `userId`: checks the sale, the buyer and the stock, decrements the stock,
+   * records the buyer and enqueues the order (task id = order id). Runs under the lock
+   * `stock:<sku>`.
+   * @throws SaleNotFoundError, AlreadyBoughtError (one unit per buyer), SoldOutError
+   */
+  async buy(sku: string, userId: string): Promise<Order> {
+    const k = this.keys(sku);
+    const lock = this.requireLock(sku, 'buy');
+    const [sale, orderOfUser] = (await this.redis.exec(
+      this.redis.client.pipeline().hmget(k.sale, 'stock', 'sold', 'price').hget(k.buyers, userId),
+    )) as [(string | null)[], string | null];
+    const [stock, sold, price] = sale;
+    if (stock === null) throw new SaleNotFoundError(sku);
+    if (orderOfUser !== null) throw new AlreadyBoughtError(sku, userId, orderOfUser);
+    if (Number(stock) <= 0) throw new SoldOutError(sku, Number(sold));
+
+    const order: Order = {
+      orderId: `${sku}-${Number(sold) + 1}`,
+      sku,
+      userId,
+      price: Number(price),
+      fence: lock.fence,
+      boughtAt: new Date().toISOString(),
+    };
+    // Past this point we write: if the lock was lost (e.g. Redis stalled beyond its TTL), another
+    // buyer may be inside the critical section, so stop (the client gets a 500 and may retry).
+    lock.signal.throwIfAborted();
+    await this.redis.exec(
+      this.redis.client
+        .multi()
+        .hincrby(k.sale, 'stock', -1)
+        .hincrby(k.sale, 'sold', 1)
+        .hset(k.buyers, userId, order.orderId),
+    );
+    await this.queues.enqueue(ORDERS_QUEUE, order.orderId, { payload: order });
+    return order;
+  }
+
+  /**
+   * Fast refusal before the lock (used by `SoldOutGuard`): stock only goes down, so a sale seen
+   * sold out stays sold out. A sale that is not sold out (or does not exist) passes; `buy`
+   * decides under the lock.
+   * @throws SoldOutError
+   */
+  async refuseIfSoldOut(sku: string): Promise<void> {
+    const [stock, sold] = await this.redis.client.hmget(this.keys(sku).sale, 'stock', 'sold');
+    if (stock !== null && Number(stock) <= 0) throw new SoldOutError(sku, Number(sold));
+  }
+
+  /**
+   * Creates the order of a purchase (the `orders` worker's job) once: a second delivery of the
+   * same task finds the order there and changes nothing.
+   * @returns whether this call created it
+   */
+  async createOrder(order: Order): Promise<boolean> {
+    const created = await this.redis.client.hsetnx(
+      this.keys(order.sku).orders,
+      order.orderId,
+      JSON.stringify(order),
+    );
+    return created === 1;
+  }
+
+  /** `{ sku, stock, sold, orders, pending }` of a sale. @throws SaleNotFoundError */
+  async status(sku: string): Promise<SaleStatus> {
+    const k = this.keys(sku);
+    const [sale, orders] = (await this.redis.exec(
+      this.redis.client.multi().hmget(k.sale, 'stock', 'sold').hlen(k.orders),
+    )) as [(string | null)[], number];
+    if (sale[0] === null) throw new SaleNotFoundError(sku);
+    const stock = Number(sale[0]);
+    const sold = Number(sale[1]);
+    return { sku, stock, sold, orders, pending: sold - orders };
+  }
+
+  /** The orders created so far, by order id. @throws SaleNotFoundError */
+  async orders(sku: string): Promise<Order[]> {
+    const k = this.keys(sku);
+    const [exists, values] = (await this.redis.exec(
+      this.redis.client.multi().exists(k.sale).hvals(k.orders),
+    )) as [number, string[]];
+    if (!exists) throw new SaleNotFoundError(sku);
+    return values
+      .map((json) => JSON.parse(json) as Order)
+      .sort((a, b) => a.orderId.localeCompare(b.orderId, 'en', { numeric: true }));
+  }
+
+  private keys(sku: string): SaleKeys {
+    return saleKeys(this.redis.prefix, sku);
+  }
+
+  /** The stock lock this call runs under; its absence is a wiring bug, not a client error. */
+  private requireLock(sku: string, method: string): Lock {
+    const lock = this.locks.currentLock(stockLockKey(sku));
+    if (!lock) {
+      throw new Error(
+        `FlashSaleService.${method} must run under the lock '${stockLockKey(sku)}' (@WithLock)`,
+      );
+    }
+    return lock;
+  }
+}

@@ -1,0 +1,73 @@
+import { Global, Injectable, Logger, Module, type OnApplicationShutdown } from '@nestjs/common';
+import { type ChainableCommander, Redis } from 'ioredis';
+import { redactRedisUrl, SampleConfig } from '../config/sample-config';
+
+/** Bound of every command of the sample's own client, in ms. */
+const COMMAND_TIMEOUT_MS = 2_000;
+
+/**
+ * The sample's own Redis client, for its data (sales, buyers, orders, desk holders). The library
+ * keeps its own connection for locks and queues; both use the same URL and key prefix. Every
+ * command is bounded (`commandTimeout`); the client is closed on application shutdown, after the
+ * queue workers that use it have drained.
+ */
+@Injectable()
+export class SampleRedis implements OnApplicationShutdown {
+  readonly client: Redis;
+  /** The configured `keyPrefix`, put before every key of the sample. */
+  readonly prefix: string;
+  private readonly logger = new Logger('SampleRedis');
+  private lastErrorLog = 0;
+
+  constructor(config: SampleConfig) {
+    this.prefix = config.keyPrefix;
+    this.client = new Redis(config.redisUrl, {
+      commandTimeout: COMMAND_TIMEOUT_MS,
+      maxRetriesPerRequest: 1,
+    });
+    this.client.on('error', (err: Error) => {
+      // One line per 5 s at most: a Redis that is down makes ioredis report every retry.
+      if (Date.now() - this.lastErrorLog < 5_000) return;
+      this.lastErrorLog = Date.now();
+      this.logger.warn(`Redis ${redactRedisUrl(config.redisUrl)}: ${err.message}`);
+    });
+  }
+
+  /** `keyPrefix` + the given name. */
+  key(name: string): string {
+    return this.prefix + name;
+  }
+
+  /**
+   * Sends a `multi()` or `pipeline()` and resolves with the replies in order; rejects with the
+   * first command error (or when the transaction was aborted).
+   * @example
+   * const [stock, sold] = await redis.exec(redis.client.multi().hget(k, 'stock').hget(k, 'sold'));
+   */
+  async exec(chain: ChainableCommander): Promise<unknown[]> {
+    const replies = await chain.exec();
+    if (!replies) throw new Error('Redis transaction aborted');
+    return replies.map(([err, reply]) => {
+      if (err) throw err;
+      return reply;
+    });
+  }
+
+  /** The Redis clock, in epoch ms (the clock the queue's leases are measured with). */
+  async now(): Promise<number> {
+    const [seconds, micros] = await this.client.time();
+    return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    const quit = this.client.quit().catch(() => undefined);
+    const timeout = new Promise((resolve) => setTimeout(resolve, COMMAND_TIMEOUT_MS).unref());
+    await Promise.race([quit, timeout]);
+    this.client.disconnect();
+  }
+}
+
+/** Provides `SampleRedis` to every module of the sample. */
+@Global()
+@Module({ providers: [SampleRedis], exports: [SampleRedis] })
+export class SampleRedisModule {}

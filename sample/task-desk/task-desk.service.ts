@@ -1,0 +1,132 @@
+import { Injectable } from '@nestjs/common';
+import { type LeasedTask, LockService, QueueService } from '../../lib';
+import { SampleConfig } from '../config/sample-config';
+import { SampleRedis } from '../redis/sample-redis';
+import type { AddTasksResult, DeskStatus, DeskTask, SubmitResult } from './task-desk.dto';
+import { EditorBusyError, LeaseLostError, NoTaskHeldError } from './task-desk.errors';
+import { DESK_QUEUE, deskKeys, editorLockKey, type DeskKeys } from './task-desk-keys';
+
+/**
+ * The task desk: a pool of articles (the `desk` queue) and editors who take one at a time.
+ * `claim` leases a task to one editor; `ack` on submit finishes it; a lease that runs out puts
+ * the task back in the pool at the next claim of anyone, with no janitor. Which editor holds which
+ * lease is kept in Redis, so any app instance can serve any editor; an editor's calls run under
+ * the lock `editor:<id>` (the controller's `@WithLock`), so two at once can't both take a task.
+ */
+@Injectable()
+export class TaskDeskService {
+  private readonly keys: DeskKeys;
+
+  constructor(
+    private readonly redis: SampleRedis,
+    private readonly queues: QueueService,
+    private readonly locks: LockService,
+    private readonly config: SampleConfig,
+  ) {
+    this.keys = deskKeys(redis.prefix);
+  }
+
+  /** Puts tasks in the pool; an id already there (or being edited) is not added twice. */
+  async addTasks(ids: string[]): Promise<AddTasksResult> {
+    const added = await this.queues.enqueue(DESK_QUEUE, ids);
+    return { added, ids };
+  }
+
+  /**
+   * Hands the editor the next task of the pool for `deskLeaseMs`, or `null` when none is ready.
+   * Runs under the lock `editor:<editor>`.
+   * @throws EditorBusyError while the editor's current lease still runs
+   */
+  async next(editor: string): Promise<DeskTask | null> {
+    this.requireLock(editor, 'next');
+    const held = await this.heldTask(editor);
+    if (held) {
+      const leftMs = held.leaseExpiresAt - (await this.redis.now());
+      if (leftMs > 0) throw new EditorBusyError(editor, held.id, leftMs);
+      // Its lease ran out: the task is back in the pool (this very claim may return it).
+      await this.redis.client.hdel(this.keys.holders, editor);
+    }
+    const [task] = await this.queues.claim(DESK_QUEUE, 1, {
+      leaseMs: this.config.deskLeaseMs,
+      maxAttempts: this.config.deskMaxAttempts,
+    });
+    if (!task) return null;
+    await this.redis.client.hset(this.keys.holders, editor, JSON.stringify(task));
+    return {
+      id: task.id,
+      attempt: task.attempt,
+      claimedAt: task.leaseExpiresAt - this.config.deskLeaseMs,
+      leaseExpiresAt: task.leaseExpiresAt,
+    };
+  }
+
+  /**
+   * Finishes the editor's task (acks the lease). Runs under the lock `editor:<editor>`.
+   * @throws NoTaskHeldError when the editor holds none; LeaseLostError when the lease ran out
+   *   and the task was handed out again
+   */
+  async submit(editor: string): Promise<SubmitResult> {
+    this.requireLock(editor, 'submit');
+    const held = await this.heldTask(editor);
+    if (!held) throw new NoTaskHeldError(editor);
+    await this.redis.client.hdel(this.keys.holders, editor);
+    // A stale lease token changes nothing and answers false: someone else has the task now.
+    if (!(await this.queues.ack(held))) throw new LeaseLostError(editor, held.id);
+    await this.redis.exec(
+      this.redis.client
+        .multi()
+        .hset(this.keys.submittedBy, held.id, editor)
+        .hincrby(this.keys.submissions, held.id, 1),
+    );
+    return { editor, taskId: held.id, attempt: held.attempt };
+  }
+
+  /** The pool's counts, who holds what, and what was submitted by whom. */
+  async status(): Promise<DeskStatus> {
+    const [pool, now, replies] = await Promise.all([
+      this.queues.stats(DESK_QUEUE),
+      this.redis.now(),
+      this.redis.exec(
+        this.redis.client
+          .multi()
+          .hgetall(this.keys.holders)
+          .hgetall(this.keys.submittedBy)
+          .hgetall(this.keys.submissions),
+      ),
+    ]);
+    const [holders, submittedBy, submissions] = replies as Record<string, string>[];
+    const submitted: DeskStatus['submitted'] = {};
+    for (const [taskId, by] of Object.entries(submittedBy)) {
+      submitted[taskId] = { by, times: Number(submissions[taskId] ?? 0) };
+    }
+    return {
+      pool,
+      holders: Object.entries(holders)
+        .map(([editor, json]) => {
+          const task = JSON.parse(json) as LeasedTask;
+          return {
+            editor,
+            taskId: task.id,
+            attempt: task.attempt,
+            leaseExpiresInMs: task.leaseExpiresAt - now,
+          };
+        })
+        .sort((a, b) => a.editor.localeCompare(b.editor)),
+      submitted,
+    };
+  }
+
+  private async heldTask(editor: string): Promise<LeasedTask | null> {
+    const json = await this.redis.client.hget(this.keys.holders, editor);
+    return json === null ? null : (JSON.parse(json) as LeasedTask);
+  }
+
+  /** An editor's calls must not interleave; running without the lock is a wiring bug. */
+  private requireLock(editor: string, method: string): void {
+    if (!this.locks.currentLock(editorLockKey(editor))) {
+      throw new Error(
+        `TaskDeskService.${method} must run under the lock '${editorLockKey(editor)}' (@WithLock)`,
+      );
+    }
+  }
+}

@@ -1,0 +1,161 @@
+import 'reflect-metadata';
+import { Agent } from 'node:http';
+import request from 'supertest';
+import { LockService } from '../../lib';
+import type { Order, SaleStatus } from '../../sample/flash-sale/flash-sale.dto';
+import { uniquePrefix, waitFor } from '../support/helpers';
+import { mapConcurrently, sendJson, startSample, type RunningSample } from './support/sample-app';
+
+/** Answers a buyer may get besides 202: bought already, sold out, lock wait ran out. */
+const REFUSALS = new Set([409, 410, 423]);
+
+describe('sample: flash sale on two app instances sharing one Redis', () => {
+  let a: RunningSample;
+  let b: RunningSample;
+  let agent: Agent;
+
+  beforeAll(async () => {
+    const keyPrefix = uniquePrefix('sample-flash');
+    [a, b] = await Promise.all([startSample({ keyPrefix }), startSample({ keyPrefix })]);
+    agent = new Agent({ keepAlive: true, maxSockets: 50 });
+  });
+
+  afterAll(async () => {
+    agent?.destroy();
+    await Promise.all([a?.app.close(), b?.app.close()]);
+  });
+
+  async function createSale(sku: string, stock: number): Promise<void> {
+    await request(a.url).post('/flash-sales').send({ sku, stock, price: 199 }).expect(201, {
+      sku,
+      stock,
+      sold: 0,
+      orders: 0,
+      pending: 0,
+    });
+  }
+
+  async function statusOf(app: RunningSample, sku: string): Promise<SaleStatus> {
+    return (await request(app.url).get(`/flash-sales/${sku}`).expect(200)).body as SaleStatus;
+  }
+
+  /** Polls until the workers created every order of the units sold, then returns the status. */
+  async function settledStatus(sku: string): Promise<SaleStatus> {
+    await waitFor(
+      `the orders of '${sku}' to be created`,
+      async () => (await statusOf(a, sku)).pending === 0,
+      15_000,
+      20,
+    );
+    return statusOf(b, sku);
+  }
+
+  it('sells exactly 10 phones to 1,000 concurrent buyers spread over both instances, and the workers create 10 orders', async () => {
+    await createSale('phone', 10);
+    const buyers = Array.from({ length: 1_000 }, (_, i) => `buyer-${i}`);
+    const answers = await mapConcurrently(buyers, 100, (userId, i) =>
+      sendJson<Order>(agent, 'POST', `${i % 2 ? b.url : a.url}/flash-sales/phone/buy`, {
+        userId,
+      }),
+    );
+
+    const bought = answers.filter((r) => r.status === 202);
+    const others = answers.filter((r) => r.status !== 202);
+    expect(bought).toHaveLength(10);
+    expect(others.filter((r) => !REFUSALS.has(r.status))).toEqual([]);
+    expect(new Set(bought.map((r) => r.body.orderId))).toEqual(
+      new Set(Array.from({ length: 10 }, (_, i) => `phone-${i + 1}`)),
+    );
+
+    expect(await settledStatus('phone')).toEqual({
+      sku: 'phone',
+      stock: 0,
+      sold: 10,
+      orders: 10,
+      pending: 0,
+    });
+    const orders = (await request(b.url).get('/flash-sales/phone/orders').expect(200))
+      .body as Order[];
+    // Exactly the accepted purchases became orders: none oversold, none lost, none doubled.
+    expect(orders.map((o) => o.userId).sort()).toEqual(bought.map((r) => r.body.userId).sort());
+    expect(new Set(orders.map((o) => o.fence)).size).toBe(10);
+  });
+
+  it('gives a user who presses buy 20 times at once, on both instances, exactly one order', async () => {
+    await createSale('tablet', 5);
+    const answers = await mapConcurrently(Array.from({ length: 20 }), 20, (_, i) =>
+      sendJson(agent, 'POST', `${i % 2 ? b.url : a.url}/flash-sales/tablet/buy`, {
+        userId: 'alice',
+      }),
+    );
+    const statuses = answers.map((r) => r.status);
+    expect(statuses.filter((s) => s === 202)).toHaveLength(1);
+    expect(statuses.filter((s) => s !== 202 && s !== 409 && s !== 423)).toEqual([]);
+    const orderId = answers.find((r) => r.status === 202)!.body.orderId;
+    for (const refused of answers.filter((r) => r.status === 409)) {
+      expect(refused.body).toMatchObject({ userId: 'alice', orderId });
+    }
+
+    // Later, the same user is still refused with the same order; someone else still buys.
+    const again = await request(b.url).post('/flash-sales/tablet/buy').send({ userId: 'alice' });
+    expect(again.status).toBe(409);
+    expect(again.body).toMatchObject({ error: 'Conflict', orderId });
+    await request(a.url).post('/flash-sales/tablet/buy').send({ userId: 'bob' }).expect(202);
+
+    expect(await settledStatus('tablet')).toMatchObject({ stock: 3, sold: 2, orders: 2 });
+    const orders = (await request(a.url).get('/flash-sales/tablet/orders').expect(200))
+      .body as Order[];
+    expect(orders.map((o) => o.userId).sort()).toEqual(['alice', 'bob']);
+  });
+
+  it('answers 423 Locked with Retry-After when the stock lock stays taken past the 2 s wait', async () => {
+    await createSale('watch', 3);
+    // Another instance holds the stock lock (e.g. a slow purchase).
+    const held = await a.app.get(LockService).acquire('stock:watch', { ttlMs: 10_000 });
+    try {
+      const answer = await request(b.url).post('/flash-sales/watch/buy').send({ userId: 'carol' });
+      expect(answer.status).toBe(423);
+      expect(Number(answer.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+      expect(answer.body).toMatchObject({ statusCode: 423, error: 'Locked', key: 'stock:watch' });
+    } finally {
+      await held.release();
+    }
+    await request(b.url).post('/flash-sales/watch/buy').send({ userId: 'carol' }).expect(202);
+    expect(await settledStatus('watch')).toMatchObject({ stock: 2, sold: 1, orders: 1 });
+  });
+
+  it('answers 410 Gone once sold out, 404 for an unknown sale, 409 for a sale opened twice and 400 for bad input', async () => {
+    await createSale('lamp', 1);
+    await request(a.url).post('/flash-sales/lamp/buy').send({ userId: 'dan' }).expect(202);
+    const gone = await request(b.url).post('/flash-sales/lamp/buy').send({ userId: 'erin' });
+    expect(gone.status).toBe(410);
+    expect(gone.body).toMatchObject({ error: 'Gone', sku: 'lamp', sold: 1 });
+    expect(gone.body.message).toBe("flash sale 'lamp' is sold out: all 1 units are sold");
+
+    const missing = await request(a.url).post('/flash-sales/nothing/buy').send({ userId: 'dan' });
+    expect(missing.status).toBe(404);
+    expect(missing.body.message).toBe("no flash sale 'nothing'");
+    await request(a.url).get('/flash-sales/nothing').expect(404);
+
+    const twice = await request(b.url)
+      .post('/flash-sales')
+      .send({ sku: 'lamp', stock: 5, price: 1 });
+    expect(twice.status).toBe(409);
+    expect(twice.body.message).toBe("flash sale 'lamp' exists already");
+
+    const bad = [
+      request(a.url).post('/flash-sales').send({ sku: 'x', stock: -1, price: 1 }),
+      request(a.url).post('/flash-sales').send({ sku: 'x', stock: 1.5, price: 1 }),
+      request(a.url).post('/flash-sales').send({ sku: 'has space', stock: 1, price: 1 }),
+      request(a.url).post('/flash-sales').send({ sku: 'x', stock: 1, price: 1, extra: true }),
+      request(a.url).post('/flash-sales').send([1, 2]),
+      request(a.url).post('/flash-sales/lamp2/buy').send({ userId: 42 }),
+      request(a.url).post('/flash-sales/lamp2/buy').send({}),
+    ];
+    const answers = await Promise.all(bad);
+    expect(answers.map((r) => r.status)).toEqual([400, 400, 400, 400, 400, 400, 400]);
+    expect(answers[0].body.message).toBe('stock must be an integer from 0 to 1000000, got -1');
+    expect(answers[5].body).toMatchObject({ field: 'userId', error: 'Bad Request' });
+    await request(a.url).get('/flash-sales/x').expect(404); // nothing was created
+  });
+});

@@ -1,0 +1,147 @@
+import 'reflect-metadata';
+import { Agent } from 'node:http';
+import { connect } from 'node:net';
+import type { ChildProcess } from 'node:child_process';
+import { exited, spawnTs } from '../support/child';
+import { uniquePrefix, waitFor } from '../support/helpers';
+import { sendJson, startSample } from './support/sample-app';
+
+/** Collects a child's stdout and stderr as they come. */
+function output(child: ChildProcess): { stdout: () => string; stderr: () => string } {
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  return { stdout: () => stdout, stderr: () => stderr };
+}
+
+/** Whether something accepts TCP connections on 127.0.0.1:`port`. */
+function listening(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+}
+
+/** A printed `curl` line as a request: method, URL, JSON body. */
+function parseCurl(line: string): { method: 'GET' | 'POST'; url: string; body?: unknown } {
+  const url = /(http:\/\/\S+)/.exec(line)![1];
+  const data = /-d '([^']*)'/.exec(line);
+  return {
+    method: / -X POST /.test(line) ? 'POST' : 'GET',
+    url,
+    body: data ? JSON.parse(data[1]) : undefined,
+  };
+}
+
+describe('npm run sample (sample/main.ts)', () => {
+  it('starts a private redis-server when REDIS_URL is unset, prints curl commands that work, and stops both on SIGTERM', async () => {
+    const child = spawnTs('sample/main.ts', [], { PORT: '0', REDIS_URL: '', KEY_PREFIX: '' });
+    const out = output(child);
+    const agent = new Agent({ keepAlive: false });
+    try {
+      await waitFor(
+        'the sample to print its curl commands',
+        () => /curl -s http:\/\/\S+\/tasks\n/.test(out.stdout()) || child.exitCode !== null,
+        30_000,
+        50,
+      );
+      const stdout = out.stdout();
+      expect({ exitCode: child.exitCode, stderr: out.stderr() }).toEqual({
+        exitCode: null,
+        stderr: expect.any(String) as string,
+      });
+      const redisPort = Number(
+        /private redis-server at redis:\/\/127\.0\.0\.1:(\d+)/.exec(stdout)![1],
+      );
+      const curls = stdout
+        .split('\n')
+        .filter((line) => line.trimStart().startsWith('curl '))
+        .map(parseCurl);
+      expect(curls.map((c) => `${c.method} ${new URL(c.url).pathname}`)).toEqual([
+        'POST /flash-sales',
+        'POST /flash-sales/phone/buy',
+        'GET /flash-sales/phone',
+        'GET /flash-sales/phone/orders',
+        'POST /tasks',
+        'POST /editors/ann/next',
+        'POST /editors/ann/submit',
+        'GET /tasks',
+      ]);
+      const statuses: number[] = [];
+      for (const curl of curls) {
+        statuses.push((await sendJson(agent, curl.method, curl.url, curl.body)).status);
+      }
+      expect(statuses).toEqual([201, 202, 200, 200, 201, 200, 200, 200]);
+      await waitFor(
+        'the order of the printed purchase',
+        async () => (await sendJson(agent, 'GET', curls[2].url)).body.orders === 1,
+        10_000,
+        20,
+      );
+
+      child.kill('SIGTERM');
+      expect(await exited(child)).toBe(0);
+      expect(out.stdout()).toContain(
+        `stopped the private redis-server at redis://127.0.0.1:${redisPort}`,
+      );
+      await waitFor('the private redis-server to stop', async () => !(await listening(redisPort)));
+      expect(out.stderr()).not.toMatch(/error/i);
+    } finally {
+      agent.destroy();
+      // SIGTERM, not SIGKILL: the sample then stops its private redis-server too.
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+    }
+  }, 60_000);
+});
+
+describe('npm run sample:load (sample/load/flash-sale-load.ts)', () => {
+  it('fires a flash sale with autocannon and reports sold units, orders, no oversold and no duplicate buyer', async () => {
+    const sample = await startSample({ keyPrefix: uniquePrefix('sample-load') });
+    try {
+      const child = spawnTs(
+        'sample/load/flash-sale-load.ts',
+        ['--stock', '5', '--buyers', '200', '--connections', '20', '--presses', '2'],
+        { SAMPLE_URL: sample.url },
+      );
+      const out = output(child);
+      expect(await exited(child)).toBe(0);
+      const report = out.stdout();
+      expect(report).toMatch(/stock 5, 200 buyers pressing 2 times each, 20 connections/);
+      expect(report).toMatch(/^requests +400 in [\d.]+ s = \d+ requests\/s$/m);
+      expect(report).toMatch(/^latency +p50 \d+ ms +p99 \d+ ms/m);
+      expect(report).toMatch(/^status codes +202: 5 /m);
+      expect(report).toMatch(/^units sold +5 of 5 /m);
+      expect(report).toMatch(/^orders created +5 /m);
+      expect(report).toMatch(/^oversold +0$/m);
+      expect(report).toMatch(/^duplicate buyers +0$/m);
+      expect(report).toMatch(/^ +\d+–\d+ ms \| █+ \d+$/m);
+      expect(report).toMatch(/^OK$/m);
+    } finally {
+      await sample.app.close();
+    }
+  });
+
+  it('exits 1 with a hint when no sample is running at SAMPLE_URL', async () => {
+    const child = spawnTs('sample/load/flash-sale-load.ts', [], {
+      SAMPLE_URL: 'http://127.0.0.1:9',
+    });
+    const out = output(child);
+    expect(await exited(child)).toBe(1);
+    expect(out.stderr()).toContain('cannot reach the sample at http://127.0.0.1:9');
+    expect(out.stderr()).toContain('npm run sample');
+  });
+
+  it('rejects an option that is not a positive integer, naming it', async () => {
+    const child = spawnTs('sample/load/flash-sale-load.ts', ['--buyers', 'many']);
+    const out = output(child);
+    expect(await exited(child)).toBe(1);
+    expect(out.stderr()).toContain(
+      "--buyers (LOAD_BUYERS) must be an integer from 1 to 10000000, got 'many'",
+    );
+  });
+});

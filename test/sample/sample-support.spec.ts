@@ -1,0 +1,108 @@
+import { loadSampleConfig, redactRedisUrl } from '../../sample/config/sample-config';
+import { latencyHistogram } from '../../sample/load/latency-histogram';
+import { loadOptions } from '../../sample/load/load-options';
+
+describe('sample configuration from the environment', () => {
+  it('takes the defaults for unset and empty variables', () => {
+    expect({ ...loadSampleConfig({ REDIS_URL: '', PORT: '' }) }).toEqual({
+      redisUrl: 'redis://127.0.0.1:6379',
+      port: 3000,
+      host: '127.0.0.1',
+      keyPrefix: 'sample:',
+      deskLeaseMs: 30_000,
+      deskMaxAttempts: 5,
+    });
+  });
+
+  it('reads REDIS_URL, PORT, HOST, KEY_PREFIX, DESK_LEASE_MS and DESK_MAX_ATTEMPTS', () => {
+    expect({
+      ...loadSampleConfig({
+        REDIS_URL: 'rediss://cache:6380/2',
+        PORT: '0',
+        HOST: '0.0.0.0',
+        KEY_PREFIX: 'shop:',
+        DESK_LEASE_MS: '500',
+        DESK_MAX_ATTEMPTS: '3',
+      }),
+    }).toEqual({
+      redisUrl: 'rediss://cache:6380/2',
+      port: 0,
+      host: '0.0.0.0',
+      keyPrefix: 'shop:',
+      deskLeaseMs: 500,
+      deskMaxAttempts: 3,
+    });
+  });
+
+  it('refuses bad values, naming the variable and the value', () => {
+    expect(() => loadSampleConfig({ PORT: 'http' })).toThrow(
+      "sample config: PORT must be a whole number, got 'http'",
+    );
+    expect(() => loadSampleConfig({ PORT: '70000' })).toThrow(
+      'sample config: port must be an integer from 0 to 65535, got 70000',
+    );
+    expect(() => loadSampleConfig({ DESK_LEASE_MS: '0' })).toThrow(/deskLeaseMs/);
+    expect(() => loadSampleConfig({ REDIS_URL: 'localhost:6379' })).toThrow(
+      "sample config: redisUrl must be a redis:// or rediss:// URL, got 'localhost:6379'",
+    );
+  });
+
+  it('hides the password of a Redis URL in logs', () => {
+    expect(redactRedisUrl('redis://:secret@cache:6379/0')).toBe('redis://:***@cache:6379/0');
+    expect(redactRedisUrl('rediss://app:secret@cache:6380')).toBe('rediss://app:***@cache:6380');
+    expect(redactRedisUrl('redis://cache:6379')).toBe('redis://cache:6379');
+  });
+});
+
+describe('sample:load options', () => {
+  it('defaults to stock 100, 5,000 buyers, 200 connections against 127.0.0.1:3000', () => {
+    expect(loadOptions([], {})).toEqual({
+      url: 'http://127.0.0.1:3000',
+      stock: 100,
+      buyers: 5_000,
+      connections: 200,
+      presses: 1,
+    });
+  });
+
+  it('takes flags over environment variables', () => {
+    expect(
+      loadOptions(['--stock', '10', '--url', 'http://10.0.0.5:8080/'], {
+        LOAD_STOCK: '7',
+        LOAD_BUYERS: '50',
+        SAMPLE_URL: 'http://127.0.0.1:1',
+      }),
+    ).toEqual({ url: 'http://10.0.0.5:8080', stock: 10, buyers: 50, connections: 200, presses: 1 });
+  });
+
+  it('refuses bad values and unknown flags', () => {
+    expect(() => loadOptions(['--connections', '0'], {})).toThrow(
+      "--connections (LOAD_CONNECTIONS) must be an integer from 1 to 10000000, got '0'",
+    );
+    expect(() => loadOptions([], { SAMPLE_URL: 'http://host/path' })).toThrow(
+      "--url (SAMPLE_URL) must be http(s)://host:port, got 'http://host/path'",
+    );
+    expect(() => loadOptions(['--rate', '5'], {})).toThrow(/rate/);
+  });
+});
+
+describe('latencyHistogram', () => {
+  it('draws one bar per 1-2-5 bucket from the fastest to the slowest, scaled to the fullest', () => {
+    expect(latencyHistogram([3, 4, 4, 4, 12, 250], 8)).toBe(
+      [
+        '        2–5 ms | ████████ 4',
+        '       5–10 ms | 0',
+        '      10–20 ms | ██ 1',
+        '      20–50 ms | 0',
+        '     50–100 ms | 0',
+        '    100–200 ms | 0',
+        '    200–500 ms | ██ 1',
+      ].join('\n'),
+    );
+  });
+
+  it('puts 10 s and more in an open bucket, and says so when there is nothing', () => {
+    expect(latencyHistogram([0, 12_000], 4)).toMatch(/\n {4}≥ 10000 ms \| ████ 1$/);
+    expect(latencyHistogram([])).toBe('(no responses)');
+  });
+});

@@ -1,0 +1,178 @@
+import 'reflect-metadata';
+import { Agent } from 'node:http';
+import request from 'supertest';
+import type { DeskStatus, DeskTask, NextTaskResult } from '../../sample/task-desk/task-desk.dto';
+import { uniquePrefix, waitFor } from '../support/helpers';
+import { sendJson, startSample, type RunningSample } from './support/sample-app';
+
+/** Short enough to watch a lease run out in a test, long enough for one edit on a busy machine. */
+const LEASE_MS = 1_000;
+
+describe('sample: task desk on two app instances sharing one Redis', () => {
+  let a: RunningSample;
+  let b: RunningSample;
+  let agent: Agent;
+
+  beforeEach(async () => {
+    const keyPrefix = uniquePrefix('sample-desk');
+    [a, b] = await Promise.all([
+      startSample({ keyPrefix, deskLeaseMs: LEASE_MS }),
+      startSample({ keyPrefix, deskLeaseMs: LEASE_MS }),
+    ]);
+    agent = new Agent({ keepAlive: true, maxSockets: 10 });
+  });
+
+  afterEach(async () => {
+    agent.destroy();
+    await Promise.all([a.app.close(), b.app.close()]);
+  });
+
+  const next = (app: RunningSample, editor: string) =>
+    sendJson<NextTaskResult>(agent, 'POST', `${app.url}/editors/${editor}/next`);
+  const submit = (app: RunningSample, editor: string) =>
+    sendJson(agent, 'POST', `${app.url}/editors/${editor}/submit`);
+  const desk = async () => (await request(a.url).get('/tasks').expect(200)).body as DeskStatus;
+
+  it('three editors, ten tasks: one editor per task at a time, a lapsed lease goes to another editor, every task submitted exactly once', async () => {
+    const ids = Array.from({ length: 10 }, (_, i) => `article-${String(i + 1).padStart(2, '0')}`);
+    await request(a.url).post('/tasks').send({ ids }).expect(201, { added: 10, ids });
+
+    /** Every task handed out, by task id: who got it and the lease's span (Redis clock). */
+    const claims = new Map<string, { editor: string; task: DeskTask }[]>();
+    const record = (editor: string, task: DeskTask) =>
+      claims.set(task.id, [...(claims.get(task.id) ?? []), { editor, task }]);
+
+    // Cleo takes a task and never submits it; she can't take a second one meanwhile.
+    const cleo = await next(a, 'cleo');
+    expect(cleo.status).toBe(200);
+    const abandoned = cleo.body.task!;
+    expect(abandoned).toMatchObject({ id: 'article-01', attempt: 1 });
+    record('cleo', abandoned);
+    const busy = await next(b, 'cleo');
+    expect(busy.status).toBe(409);
+    expect(busy.body).toMatchObject({ editor: 'cleo', taskId: 'article-01' });
+
+    // Ann (on instance a) and Ben (on instance b) work until every task is submitted.
+    const submittedBy = new Map<string, string[]>();
+    const work = async (app: RunningSample, editor: string) => {
+      const deadline = Date.now() + 20_000;
+      while (Date.now() < deadline) {
+        const status = await desk();
+        const live = status.holders.filter((h) => h.leaseExpiresInMs > 0).map((h) => h.taskId);
+        expect(new Set(live).size).toBe(live.length); // no task held by two editors
+        if (Object.keys(status.submitted).length === ids.length) return;
+        const answer = await next(app, editor);
+        expect(answer.status).toBe(200);
+        const task = answer.body.task;
+        if (!task) {
+          await new Promise((r) => setTimeout(r, 20)); // pool empty: cleo's task isn't back yet
+          continue;
+        }
+        record(editor, task);
+        const done = await submit(app, editor);
+        if (done.status === 410) continue; // this machine was too slow for the lease: it's back in the pool
+        expect(done.status).toBe(200);
+        expect(done.body).toEqual({ editor, taskId: task.id, attempt: task.attempt });
+        submittedBy.set(task.id, [...(submittedBy.get(task.id) ?? []), editor]);
+      }
+      throw new Error(`${editor} did not see every task submitted within 20 s`);
+    };
+    await Promise.all([work(a, 'ann'), work(b, 'ben')]);
+
+    // Cleo's lease ran out and her task went to Ann or Ben; her late submit is refused.
+    const late = await submit(b, 'cleo');
+    expect(late.status).toBe(410);
+    expect(late.body).toMatchObject({ editor: 'cleo', taskId: 'article-01' });
+    const retaken = claims.get('article-01')!;
+    expect(retaken[0]).toMatchObject({ editor: 'cleo' });
+    expect(retaken.length).toBeGreaterThanOrEqual(2);
+    expect(['ann', 'ben']).toContain(retaken[1].editor);
+    expect(retaken[1].task.attempt).toBe(2);
+
+    // No two leases of one task overlapped in time (Redis clock).
+    const overlaps: string[] = [];
+    for (const [id, list] of claims) {
+      const spans = list.map((c) => c.task).sort((x, y) => x.claimedAt - y.claimedAt);
+      for (let i = 1; i < spans.length; i++) {
+        if (spans[i].claimedAt < spans[i - 1].leaseExpiresAt) {
+          overlaps.push(
+            `${id}: claimed at ${spans[i].claimedAt}, before ${spans[i - 1].leaseExpiresAt}`,
+          );
+        }
+      }
+    }
+    expect(overlaps).toEqual([]);
+
+    // Every task submitted exactly once, by whoever held its live lease.
+    expect([...submittedBy.keys()].sort()).toEqual(ids);
+    for (const editors of submittedBy.values()) expect(editors).toHaveLength(1);
+    const final = await desk();
+    expect(Object.keys(final.submitted).sort()).toEqual(ids);
+    for (const id of ids) {
+      expect(final.submitted[id]).toEqual({ by: submittedBy.get(id)![0], times: 1 });
+    }
+    expect(final.pool).toEqual({ ready: 0, delayed: 0, leased: 0, dead: 0 });
+  });
+
+  it('gives an editor who asks twice at once, on both instances, one task (409 for the other call)', async () => {
+    await request(b.url)
+      .post('/tasks')
+      .send({ ids: ['story-1', 'story-2'] })
+      .expect(201);
+    const answers = await Promise.all([next(a, 'dora'), next(b, 'dora')]);
+    expect(answers.map((r) => r.status).sort()).toEqual([200, 409]);
+    const status = await desk();
+    expect(status.pool).toMatchObject({ ready: 1, leased: 1 });
+    expect(status.holders).toEqual([
+      {
+        editor: 'dora',
+        taskId: 'story-1',
+        attempt: 1,
+        leaseExpiresInMs: expect.any(Number) as number,
+      },
+    ]);
+  });
+
+  it('answers task null when the pool is empty, 409 for a submit without a task, 400 for bad ids', async () => {
+    const empty = await next(a, 'eve');
+    expect(empty).toMatchObject({ status: 200, body: { editor: 'eve', task: null } });
+    const nothing = await submit(b, 'eve');
+    expect(nothing.status).toBe(409);
+    expect(nothing.body.message).toBe(
+      "editor 'eve' holds no task; ask for one with POST /editors/eve/next",
+    );
+
+    const bad = await Promise.all([
+      request(a.url).post('/tasks').send({ ids: [] }),
+      request(a.url)
+        .post('/tasks')
+        .send({ ids: ['ok', ''] }),
+      request(a.url).post('/tasks').send({ id: 'x' }),
+      request(a.url).post('/editors/bad%20name/next'),
+    ]);
+    expect(bad.map((r) => r.status)).toEqual([400, 400, 400, 400]);
+    expect(bad[1].body.message).toBe(
+      `ids[1] must be an id of 1 to 64 letters, digits, ".", "_", ":" or "-" that starts with a letter or digit, got ''`,
+    );
+    expect((await desk()).pool).toEqual({ ready: 0, delayed: 0, leased: 0, dead: 0 });
+  });
+
+  it('puts a task whose lease ran out back in the pool for anyone, its first holder included', async () => {
+    await request(a.url)
+      .post('/tasks')
+      .send({ ids: ['memo'] })
+      .expect(201);
+    const first = await next(a, 'finn');
+    expect(first.body.task).toMatchObject({ id: 'memo', attempt: 1 });
+    await waitFor(
+      'the lease on memo to run out',
+      async () => (await desk()).holders.every((h) => h.leaseExpiresInMs <= 0),
+      10_000,
+      50,
+    );
+    const again = await next(b, 'finn');
+    expect(again.status).toBe(200);
+    expect(again.body.task).toMatchObject({ id: 'memo', attempt: 2 });
+    expect((await submit(a, 'finn')).status).toBe(200);
+  });
+});
