@@ -1,0 +1,57 @@
+import type { LockLibrary } from './lock-adapter';
+import { OriginalDesignAdapter } from './original-design.adapter';
+import { OursLockAdapter } from './ours-lock.adapter';
+import { RedisSemaphoreAdapter } from './redis-semaphore.adapter';
+import { RedlockAdapter } from './redlock.adapter';
+import { SesamecareRedlockAdapter } from './sesamecare-redlock.adapter';
+import { packageVersion } from '../support/package-version';
+
+/**
+ * Every row of the lock tables, ours first. The order here is only the first round's: the run
+ * rotates it every round so that no library always goes first (or right after a heavy one).
+ */
+export const LOCK_LIBRARIES: readonly LockLibrary[] = [
+  {
+    id: 'ours',
+    label: 'nestjs-redis-lock',
+    ours: true,
+    create: (url) => OursLockAdapter.create(url, true),
+  },
+  {
+    id: 'ours-unfair',
+    label: 'nestjs-redis-lock (fair: false)',
+    ours: true,
+    create: (url) => OursLockAdapter.create(url, false),
+  },
+  {
+    id: 'redlock',
+    label: `redlock ${packageVersion('redlock')}`,
+    ours: false,
+    create: (url) => RedlockAdapter.create(url),
+  },
+  {
+    id: 'sesamecare-redlock',
+    label: `@sesamecare-oss/redlock ${packageVersion('@sesamecare-oss/redlock')}`,
+    ours: false,
+    create: (url) => SesamecareRedlockAdapter.create(url),
+  },
+  {
+    id: 'redis-semaphore',
+    label: `redis-semaphore ${packageVersion('redis-semaphore')} Mutex`,
+    ours: false,
+    create: (url) => RedisSemaphoreAdapter.create(url),
+  },
+  {
+    id: 'original',
+    label: 'original design (SET NX PX, 100 ms poll)',
+    ours: false,
+    create: (url) => OriginalDesignAdapter.create(url),
+  },
+];
+
+/** The library with this id; throws for an unknown id. */
+export function lockLibrary(id: string): LockLibrary {
+  const found = LOCK_LIBRARIES.find((l) => l.id === id);
+  if (!found) throw new Error(`unknown lock library '${id}'`);
+  return found;
+}

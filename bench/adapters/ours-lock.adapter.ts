@@ -1,0 +1,41 @@
+import 'reflect-metadata';
+import type { INestApplicationContext } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { Lock, LockService, RedisLockModule } from '../../lib';
+import { BENCH_WAIT_MS, type HeldLock, type LockAdapter } from './lock-adapter';
+
+/**
+ * nestjs-redis-lock through its public API only: a Nest application context with
+ * `RedisLockModule.forRoot`, then `LockService.acquire` and `Lock.release`. Default options except
+ * `waitMs` (ours tries once by default) and, for the second row, `fair`.
+ */
+export class OursLockAdapter implements LockAdapter {
+  private constructor(
+    private readonly app: INestApplicationContext,
+    private readonly locks: LockService,
+  ) {}
+
+  /**
+   * @param url the bench Redis
+   * @param fair `true` (the default of the library) or `false`
+   */
+  static async create(url: string, fair: boolean): Promise<OursLockAdapter> {
+    const app = await NestFactory.createApplicationContext(
+      RedisLockModule.forRoot({ redis: url, waitMs: BENCH_WAIT_MS, fair }),
+      { logger: false },
+    );
+    return new OursLockAdapter(app, app.get(LockService));
+  }
+
+  acquire(key: string): Promise<HeldLock> {
+    return this.locks.acquire(key);
+  }
+
+  async release(lock: HeldLock): Promise<void> {
+    await (lock as Lock).release();
+  }
+
+  close(): Promise<void> {
+    return this.app.close();
+  }
+}

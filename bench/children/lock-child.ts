@@ -1,0 +1,74 @@
+/**
+ * Entry point of the bench's child processes (started by `BenchChild.start`): holds one lock
+ * adapter at a time and runs one side of the contended and handoff shapes on request.
+ */
+import 'reflect-metadata';
+import { Redis } from 'ioredis';
+import type { LockAdapter } from '../adapters/lock-adapter';
+import { lockLibrary } from '../adapters/lock-libraries';
+import { runContended, type ContendedParams } from '../shapes/contended.child';
+import { HandoffRole } from '../shapes/handoff.child';
+import { PubSubFloorRole } from '../shapes/pubsub-floor.child';
+import type { ChildReply, ChildRequest } from '../support/bench-child';
+import { monotonicMs } from '../support/monotonic-clock';
+import { installRequestCounter, uncountedClient } from '../support/request-counter';
+
+installRequestCounter();
+
+let adapter: LockAdapter | undefined;
+let marker: Redis | undefined;
+let role: HandoffRole | undefined;
+const floor = new PubSubFloorRole();
+
+function ready(): { adapter: LockAdapter; marker: Redis; role: HandoffRole } {
+  if (!adapter || !marker || !role) throw new Error('no library set up');
+  return { adapter, marker, role };
+}
+
+async function teardown(): Promise<void> {
+  const closing = [adapter?.close(), marker?.quit()];
+  adapter = marker = role = undefined;
+  await Promise.allSettled(closing);
+}
+
+const operations: Record<string, (args: any) => unknown> = {
+  async setup({ library, url }: { library: string; url: string }) {
+    await teardown();
+    adapter = await lockLibrary(library).create(url);
+    marker = uncountedClient(new Redis(url));
+    role = new HandoffRole(adapter);
+    await marker.ping();
+  },
+  teardown,
+  clock: () => monotonicMs(),
+  contended: (params: ContendedParams) => runContended(ready().adapter, ready().marker, params),
+  hold: ({ key }: { key: string }) => ready().role.hold(key),
+  release: ({ delayMs }: { delayMs: number }) => ready().role.release(delayMs),
+  startWait: ({ key }: { key: string }) => ready().role.startWait(key),
+  finishWait: () => ready().role.finishWait(),
+  floorSubscribe: ({ url, channel }: { url: string; channel: string }) =>
+    floor.subscribe(url, channel),
+  floorExpect: () => floor.expect(),
+  floorReceived: () => floor.received(),
+  floorPublish: ({ url, channel, delayMs }: { url: string; channel: string; delayMs: number }) =>
+    floor.publish(url, channel, delayMs),
+  floorClose: () => floor.close(),
+};
+
+process.on('message', async (request: ChildRequest) => {
+  let reply: ChildReply;
+  try {
+    const operation = operations[request.op];
+    if (!operation) throw new Error(`unknown operation '${request.op}'`);
+    reply = { id: request.id, ok: true, result: (await operation(request.args)) ?? null };
+  } catch (err) {
+    reply = { id: request.id, ok: false, error: (err as Error).stack ?? String(err) };
+  }
+  process.send?.(reply);
+});
+
+process.once('disconnect', () => {
+  void Promise.allSettled([teardown(), floor.close()]).finally(() => process.exit(0));
+});
+
+process.send?.({ ready: true });

@@ -1,0 +1,115 @@
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { Redis } from 'ioredis';
+import { percentile } from '../support/bench-stats';
+import { monotonicMs } from '../support/monotonic-clock';
+import { uncountedClient } from '../support/request-counter';
+import type { Metrics, Shape, ShapeContext } from './shape';
+
+const run = promisify(execFile);
+
+/** One way of measuring a single round trip to the bench server. */
+export interface FloorProbe {
+  readonly id: string;
+  readonly label: string;
+  measure(ctx: ShapeContext): Promise<Metrics>;
+}
+
+/**
+ * `redis-benchmark -c 1 -t set`: one connection, one request in flight, so one request is one
+ * round trip through a C client. Metrics: `requestsPerSec`, `p50Ms` (its latency percentile).
+ */
+const redisBenchmark: FloorProbe = {
+  id: 'redis-benchmark',
+  label: 'redis-benchmark -c 1 -t set',
+  async measure({ url, config }) {
+    const { port } = new URL(url);
+    const { stdout } = await run('redis-benchmark', [
+      ...['-h', '127.0.0.1', '-p', port, '-c', '1'],
+      ...['-n', String(config.floorRequests), '-t', 'set', '--csv'],
+    ]);
+    // "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms",...
+    const row = stdout
+      .trim()
+      .split('\n')
+      .map((line) => line.replace(/"/g, '').split(','))
+      .find((cells) => cells[0] === 'SET');
+    if (!row) throw new Error(`unexpected redis-benchmark output:\n${stdout}`);
+    return { requestsPerSec: Number(row[1]), p50Ms: Number(row[4]) };
+  },
+};
+
+/**
+ * The same from Node: one ioredis client, `SET` awaited one at a time for `throughputMs`. The
+ * difference to redis-benchmark is the Node client's own cost per request, which every library
+ * here pays on each of its requests.
+ */
+const ioredisRoundTrip: FloorProbe = {
+  id: 'ioredis',
+  label: 'ioredis SET, one client, awaited',
+  async measure({ url, config }) {
+    const client = uncountedClient(new Redis(url));
+    try {
+      for (let i = 0; i < 200; i++) await client.set('bench:floor', 'x');
+      const latencies: number[] = [];
+      const started = monotonicMs();
+      const end = started + config.throughputMs;
+      while (monotonicMs() < end) {
+        const sent = monotonicMs();
+        await client.set('bench:floor', 'x');
+        latencies.push(monotonicMs() - sent);
+      }
+      return {
+        requestsPerSec: (latencies.length / (monotonicMs() - started)) * 1000,
+        p50Ms: percentile(latencies, 50),
+      };
+    } finally {
+      await client.quit();
+    }
+  },
+};
+
+/**
+ * The floor of a wake-up handoff: plain `PUBLISH` in one child process to `SUBSCRIBE` in another,
+ * with the same idle gaps and the same clock as the handoff shape. Metrics: `p50Ms`, `p99Ms`
+ * (publish call to message received).
+ */
+const pubSubDelivery: FloorProbe = {
+  id: 'pubsub',
+  label: 'PUBLISH → SUBSCRIBE across processes (ioredis)',
+  async measure({ url, config, children, round }) {
+    const [publisher, subscriber] = children;
+    const channel = `bench:floor:pubsub:${round}`;
+    await subscriber.call('floorSubscribe', { url, channel });
+    try {
+      const latencies: number[] = [];
+      const [low, high] = config.handoffDelayMs;
+      for (let i = 0; i < config.handoffRounds; i++) {
+        await subscriber.call('floorExpect');
+        const delayMs = low + Math.random() * (high - low);
+        const [sentAt, receivedAt] = await Promise.all([
+          publisher.call<number>('floorPublish', { url, channel, delayMs }),
+          subscriber.call<number>('floorReceived'),
+        ]);
+        latencies.push(receivedAt - sentAt);
+      }
+      return { p50Ms: percentile(latencies, 50), p99Ms: percentile(latencies, 99) };
+    } finally {
+      await Promise.all([publisher.call('floorClose'), subscriber.call('floorClose')]);
+    }
+  },
+};
+
+/** Every floor probe, in table order. */
+export const FLOOR_PROBES: readonly FloorProbe[] = [
+  redisBenchmark,
+  ioredisRoundTrip,
+  pubSubDelivery,
+];
+
+/** Shape 5: the physical floor, one round trip, measured in the same run on the same server. */
+export const physicalFloorShape: Shape<FloorProbe> = {
+  id: 'floor',
+  title: 'physical floor: one round trip',
+  run: (probe, ctx) => probe.measure(ctx),
+};
