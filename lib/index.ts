@@ -12,4 +12,5 @@ export { Lock } from './lock/lock';
 export * from './queue';
 export * from './decorators';
 export * from './interceptors';
+export * from './fencing';
 export * from './errors';

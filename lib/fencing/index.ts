@@ -1,0 +1,2 @@
+export { FencedStore } from './fenced-store';
+export type { FencedValue } from './interfaces/fenced-value.interface';
