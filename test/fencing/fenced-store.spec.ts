@@ -112,7 +112,7 @@ describe('FencedStore', () => {
     const badFences: unknown[] = [0, -1, 1.5, NaN, Infinity, -Infinity, 2 ** 53, '1', null, {}];
     const badValues: unknown[] = [undefined, null, 1, true, {}, ['a'], Symbol('v'), 10n];
 
-    it('rejects an invalid resource name with LockKeyError, before touching Redis', async () => {
+    it('rejects an invalid resource name with LockKeyError naming the problem', async () => {
       for (const name of [...badNames, 'x'.repeat(513), 'é'.repeat(257)]) {
         await expect(store.write(name as string, 1, 'v')).rejects.toBeInstanceOf(LockKeyError);
         await expect(store.read(name as string)).rejects.toBeInstanceOf(LockKeyError);
