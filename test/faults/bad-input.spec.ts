@@ -556,24 +556,18 @@ describe(`Fault: bad input fuzz (fast-check, ${RUNS} runs per call family, profi
     expect((end.get('evalsha') ?? 0) - (start.get('evalsha') ?? 0)).toBeGreaterThanOrEqual(1);
   });
 
-  describe('known bugs (reported; turn into it() once fixed)', () => {
-    it.failing(
-      'withLock with a callback that is not a function rejects with a typed error before taking the lock',
-      async () => {
-        const fenceKey = `${prefix}lock:{not-a-function}:fence`;
-        const err = await locks.withLock('not-a-function', undefined as never).catch((e) => e);
-        expect(err).toBeInstanceOf(RedisLockOptionsError);
-        // Today: TypeError 'fn is not a function', after the lock was taken (fence incremented).
-        expect(await redis.exists(fenceKey)).toBe(0);
-      },
-    );
+  describe('bugs this suite found (fixed)', () => {
+    it('withLock with a callback that is not a function rejects with a typed error before taking the lock', async () => {
+      const fenceKey = `${prefix}lock:{not-a-function}:fence`;
+      const err = await locks.withLock('not-a-function', undefined as never).catch((e) => e);
+      expect(err).toBeInstanceOf(RedisLockOptionsError);
+      // Was: TypeError 'fn is not a function', after the lock was taken (fence incremented).
+      expect(await redis.exists(fenceKey)).toBe(0);
+    });
 
-    it.failing(
-      'extend of a key this instance does not hold rejects an invalid TTL like extend of a held lock',
-      async () => {
-        // Today: resolves false without looking at the TTL.
-        await expect(locks.extend('not-held', NaN)).rejects.toBeInstanceOf(RedisLockOptionsError);
-      },
-    );
+    it('extend of a key this instance does not hold rejects an invalid TTL like extend of a held lock', async () => {
+      // Was: resolved false without looking at the TTL.
+      await expect(locks.extend('not-held', NaN)).rejects.toBeInstanceOf(RedisLockOptionsError);
+    });
   });
 });
