@@ -6,7 +6,11 @@ export type {
   RedisClusterConnectionOptions,
   QueueDefaults,
 } from './interfaces/redis-lock-module-options.interface';
-export type { LockOptions, WithLockOptions } from './interfaces/lock-options.interface';
+export type {
+  LockOptions,
+  WaitForReplicasOptions,
+  WithLockOptions,
+} from './interfaces/lock-options.interface';
 export { LockService } from './lock/lock.service';
 export { Lock } from './lock/lock';
 export * from './queue';

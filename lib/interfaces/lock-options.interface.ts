@@ -1,3 +1,11 @@
+/** How many replicas must acknowledge a lock before it counts as acquired (Redis `WAIT`). */
+export interface WaitForReplicasOptions {
+  /** Replicas that must acknowledge the lock's write (at least 1). */
+  replicas: number;
+  /** How long `WAIT` may block for them, in ms (at least 1; `WAIT 0` would block forever). */
+  timeoutMs: number;
+}
+
 /** Options of one lock acquisition; unset fields fall back to the module's defaults. */
 export interface LockOptions {
   /**
@@ -34,6 +42,18 @@ export interface LockOptions {
    * Prefix for the Redis keys of this lock (overrides the module's `keyPrefix`).
    */
   keyPrefix?: string;
+  /**
+   * Make the lock survive a failover to a replica: after it is acquired (and after every
+   * extension), wait until `replicas` replicas acknowledged its write (Redis `WAIT`, sent right
+   * behind it on the same connection), for at most `timeoutMs`. When fewer acknowledge in time an
+   * acquisition releases the lock and throws `LockReplicationError`; an extension throws it and
+   * leaves the lock held. Not available in quorum mode (`nodes`).
+   * @default undefined (no wait: a lock acknowledged by a master that dies before replicating it
+   *   can be lost)
+   * @example
+   * await locks.acquire('payout:7', { waitForReplicas: { replicas: 1, timeoutMs: 100 } });
+   */
+  waitForReplicas?: WaitForReplicasOptions;
   /** Aborting this signal stops waiting: the call rejects with the signal's reason. */
   signal?: AbortSignal;
 }

@@ -1,4 +1,5 @@
 import type { Cluster, ClusterNode, ClusterOptions, Redis, RedisOptions } from 'ioredis';
+import type { WaitForReplicasOptions } from './lock-options.interface';
 
 /** Creates an ioredis `Cluster` client for the module (closed by the module on shutdown). */
 export interface RedisClusterConnectionOptions {
@@ -42,12 +43,33 @@ export interface QueueDefaults {
 /** Options of `RedisLockModule.forRoot` / `forRootAsync`. */
 export interface RedisLockModuleOptions {
   /**
-   * The Redis to use: a URL (`redis://host:6379/0`), ioredis options, an ioredis `Redis` or
-   * `Cluster` instance, or `{ cluster: nodes, options }`. An instance you pass in is never closed
-   * by the module; a client the module creates is closed on application shutdown.
+   * The Redis to use: a URL (`redis://host:6379/0`), ioredis options (including Sentinel:
+   * `{ sentinels: [{ host, port }], name: 'mymaster' }`), an ioredis `Redis` or `Cluster`
+   * instance, or `{ cluster: nodes, options }`. An instance you pass in is never closed by the
+   * module; a client the module creates is closed on application shutdown.
+   * With `nodes` set, locks use `nodes` and only the queue uses `redis`.
    * @default 'redis://127.0.0.1:6379'
+   * @example
+   * redis: { cluster: [{ host: '10.0.0.1', port: 7000 }], options: { redisOptions: { password } } }
+   * redis: { sentinels: [{ host: '10.0.0.5', port: 26379 }], name: 'mymaster' }
    */
   redis?: RedisConnectionOption;
+  /**
+   * Redlock (quorum mode): three or more independent Redis masters (each given like `redis`).
+   * Every lock is taken on all of them in parallel and granted when a majority
+   * (`floor(n / 2) + 1`) granted it within its validity time; `fair` and `fencing` do not apply
+   * (`lock.fence` is `0`). The queue keeps using `redis`.
+   * @default undefined (locks use `redis`)
+   * @example
+   * nodes: ['redis://10.0.0.1:6379', 'redis://10.0.0.2:6379', 'redis://10.0.0.3:6379']
+   */
+  nodes?: RedisConnectionOption[];
+  /**
+   * Quorum mode: the clock drift allowed between this process and the nodes, as a fraction of the
+   * TTL. A lock's validity is `ttl - elapsed - (clockDriftFactor * ttl + 2 ms)`.
+   * @default 0.01
+   */
+  clockDriftFactor?: number;
   /**
    * Prefix of every Redis key and channel the module uses.
    * @default ''
@@ -69,6 +91,11 @@ export interface RedisLockModuleOptions {
   fair?: boolean;
   /** Default fencing (per-key counter returned as `lock.fence`). @default true */
   fencing?: boolean;
+  /**
+   * Default `waitForReplicas` of locks (Redis `WAIT` after acquire and extend); see `LockOptions`.
+   * @default undefined (no wait)
+   */
+  waitForReplicas?: WaitForReplicasOptions;
   /** Defaults of the queue and its workers. */
   queue?: QueueDefaults;
 }

@@ -1,5 +1,6 @@
 import { LockKeyError } from '../errors/lock-key.error';
 import { describeValue } from '../errors/describe-value';
+import { clusterKeySlot } from '../redis/cluster-slot';
 
 /** Longest lock name accepted, in bytes (UTF-8). */
 export const MAX_KEY_BYTES = 512;
@@ -75,4 +76,20 @@ export function lockRedisKeys(prefix: string, name: string): LockRedisKeys {
     entries: `${value}:entries`,
     channel: `${value}:released`,
   };
+}
+
+/**
+ * On Redis Cluster a multi-key lock runs as one script, so all its keys must live in one hash
+ * slot: throws `LockKeyError` naming each key and its slot when they do not.
+ */
+export function checkOneSlot(keys: readonly LockRedisKeys[]): void {
+  if (keys.length < 2) return;
+  const slots = keys.map((k) => clusterKeySlot(k.value));
+  if (slots.every((slot) => slot === slots[0])) return;
+  throw new LockKeyError(
+    `lock keys ${keys.map((k, i) => `${describeValue(k.name)} (slot ${slots[i]})`).join(', ')} ` +
+      'map to different Redis Cluster slots; a multi-key lock needs one slot: give the keys a ' +
+      "common hash tag, e.g. '{order:42}:stock' and '{order:42}:payment'",
+    keys.map((k) => k.name),
+  );
 }

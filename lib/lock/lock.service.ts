@@ -2,31 +2,31 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
 import { BeforeApplicationShutdown, Injectable, Logger } from '@nestjs/common';
 import { LockLostError } from '../errors/lock-lost.error';
+import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
+import { LockQuorumError } from '../errors/lock-quorum.error';
+import { LockReplicationError } from '../errors/lock-replication.error';
 import { LockTimeoutError } from '../errors/lock-timeout.error';
-import type { LockOptions, WithLockOptions } from '../interfaces/lock-options.interface';
+import type {
+  LockOptions,
+  WaitForReplicasOptions,
+  WithLockOptions,
+} from '../interfaces/lock-options.interface';
 import { resolveLockOptions, type ResolvedLockOptions } from '../options/resolve-options';
 import { RedisLockConnection } from '../redis/redis-connection';
 import { Lock, type LockOwner } from './lock';
 import { checkLockNames, lockRedisKeys, type LockRedisKeys } from './lock-keys';
-import { LOCK_SCRIPTS } from './lock-scripts';
+import type { LockAttempt, LockStore } from './lock-store';
+import { QuorumLockStore } from './quorum-lock-store';
+import { SingleNodeLockStore } from './single-node-lock-store';
 import { WakeSignal } from './wake-signal';
 
-/** One answer of acquire.lua / leave-line.lua, with when the request was sent. */
-interface Attempt {
-  granted: boolean;
-  fences: number[];
-  /** Redis clock (ms) when the script ran. */
-  redisNow: number;
-  /** Local clock (ms) when the request was sent. */
-  sentAt: number;
-  /** Holder's PTTL; -1 holder without TTL; -2 free but others first in line. */
-  wait: number;
-}
+const newToken = () => randomBytes(16).toString('hex');
 
 /**
  * Distributed locks on Redis: token-owned, atomic (one Lua script per operation), fair by default
  * (FIFO line with direct handoff, woken by pub/sub), fenced, and extended automatically while a
- * `withLock` callback runs.
+ * `withLock` callback runs. With the module's `nodes` option, locks use quorum mode (Redlock) on
+ * independent masters instead: same API, not fair, no fences.
  */
 @Injectable()
 export class LockService implements LockOwner, BeforeApplicationShutdown {
@@ -34,15 +34,22 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
   private readonly held = new Map<string, Lock>();
   private readonly context = new AsyncLocalStorage<ReadonlyMap<string, Lock>>();
   private readonly defaults: ResolvedLockOptions;
+  private readonly store: LockStore;
 
   constructor(private readonly connection: RedisLockConnection) {
     this.defaults = connection.options.lock;
+    this.store =
+      connection.nodes.length > 0
+        ? new QuorumLockStore(connection.nodes, connection.options.clockDriftFactor)
+        : new SingleNodeLockStore(connection);
   }
 
   /**
    * Acquires the lock on `key` (or on every key of an array, all or nothing), waiting up to
    * `waitMs` (default: the module's, `0` = try once).
    * @throws LockTimeoutError when it could not be had in time
+   * @throws LockQuorumError in quorum mode, when fewer nodes than a majority answered
+   * @throws LockReplicationError when `waitForReplicas` was not satisfied (the lock is released)
    * @example
    * const lock = await locks.acquire(`stock:${sku}`, { waitMs: 2000, ttlMs: 5000 });
    * try { ... } finally { await lock.release(); }
@@ -76,6 +83,9 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
     fn: (lock: Lock) => T | Promise<T>,
     options?: WithLockOptions,
   ): Promise<T> {
+    // Checked before the lock is taken: calling a non-function after acquiring wrote to Redis
+    // (SET + INCR fence) and rejected with a plain TypeError.
+    if (typeof fn !== 'function') throw new RedisLockOptionsError('fn', fn, 'a function');
     const o = resolveLockOptions(this.defaults, options);
     const keys = checkLockNames(key).map((name) => lockRedisKeys(o.keyPrefix, name));
     const current = this.context.getStore();
@@ -128,6 +138,8 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
 
   /** Sets the remaining TTL of a lock this instance holds; `false` when it is not held any more. */
   async extend(lockOrKey: Lock | string, ttlMs: number): Promise<boolean> {
+    // Validated whether or not the lock is held, so that a bad TTL never passes silently.
+    resolveLockOptions(this.defaults, { ttlMs });
     const lock = this.find(lockOrKey);
     return lock ? this.extendLock(lock, ttlMs) : false;
   }
@@ -138,11 +150,10 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
     return lock ? this.isHeldLock(lock) : false;
   }
 
-  /** Whether anyone holds the lock on `key` (checked in Redis). */
+  /** Whether anyone holds the lock on `key` (checked in Redis; by a majority in quorum mode). */
   async isLocked(key: string, options?: Pick<LockOptions, 'keyPrefix'>): Promise<boolean> {
     const o = resolveLockOptions(this.defaults, options);
-    const { value } = lockRedisKeys(o.keyPrefix, checkLockNames(key)[0]);
-    return (await this.connection.call('lock EXISTS', (c) => c.exists(value))) === 1;
+    return this.store.isLocked(lockRedisKeys(o.keyPrefix, checkLockNames(key)[0]));
   }
 
   /** Releases every lock this instance holds; resolves how many were still held. */
@@ -162,24 +173,31 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
   async releaseLock(lock: Lock): Promise<boolean> {
     this.held.delete(lock.token);
     lock.end();
-    const released = await this.connection.run(LOCK_SCRIPTS.release, releaseKeys(lock.redisKeys), [
-      lock.token,
-      this.connection.isCluster ? 1 : 0,
-    ]);
-    return released === lock.redisKeys.length;
+    return this.store.release(lock.redisKeys, lock.token);
   }
 
-  /** @internal */
+  /**
+   * @internal
+   * @throws LockReplicationError when the lock's `waitForReplicas` was not satisfied (the lock
+   *   stays held and extended on the master)
+   */
   async extendLock(lock: Lock, ttlMs: number): Promise<boolean> {
     const ttl = resolveLockOptions(this.defaults, { ttlMs }).ttlMs;
-    const sentAt = Date.now();
-    const ok = await this.connection.run(
-      LOCK_SCRIPTS.extend,
-      lock.redisKeys.map((k) => k.value),
-      [lock.token, ttl],
-    );
-    if (ok === 1) {
-      lock.setExpiresAt(sentAt + ttl);
+    const w = lock.waitForReplicas;
+    const extension = await this.store.extend(lock.redisKeys, lock.token, ttl, w);
+    if (extension.held) {
+      if (w && extension.acknowledged! < w.replicas) {
+        // Held on the master, but not durably: `expiresAt` stays at the last acknowledged
+        // extension, so auto-extension aborts the signal if none is acknowledged before it.
+        throw new LockReplicationError(
+          lock.keys,
+          'extend',
+          extension.acknowledged!,
+          w.replicas,
+          w.timeoutMs,
+        );
+      }
+      lock.setExpiresAt(extension.expiresAt);
       return true;
     }
     this.held.delete(lock.token);
@@ -189,10 +207,7 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
 
   /** @internal */
   async isHeldLock(lock: Lock): Promise<boolean> {
-    const values = await this.connection.call('lock MGET', (c) =>
-      c.mget(...lock.redisKeys.map((k) => k.value)),
-    );
-    return values.every((v) => v === lock.token);
+    return this.store.isHeld(lock.redisKeys, lock.token);
   }
 
   private find(lockOrKey: Lock | string): Lock | undefined {
@@ -210,13 +225,64 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
     const o = resolveLockOptions(this.defaults, options);
     const names = checkLockNames(key);
     const keys = names.map((name) => lockRedisKeys(o.keyPrefix, name));
+    this.store.check(keys, o);
     o.signal?.throwIfAborted();
-    const token = randomBytes(16).toString('hex');
+    const token = newToken();
     const started = Date.now();
-    const first = await this.attempt(keys, token, o, false);
-    if (first.granted) return this.grant(keys, token, o, first.fences, first.sentAt + o.ttlMs);
-    if (o.waitMs === 0) return new LockTimeoutError(names, 0, holderMs(first));
-    return this.wait(keys, token, o, started);
+    const first = await this.store.attempt(keys, token, o, false);
+    const result = first.granted
+      ? this.grant(keys, token, o, first.fences, first.expiresAt)
+      : o.waitMs === 0
+        ? this.gaveUp(keys, first, 0)
+        : await this.wait(keys, token, o, started);
+    if (result instanceof Lock && o.waitForReplicas) {
+      await this.confirmReplicated(result, o.waitForReplicas);
+    }
+    return result;
+  }
+
+  /**
+   * `waitForReplicas`: extends the new lock to its full TTL with `WAIT` right behind it (the
+   * extension is a write of this connection, whichever way the lock was granted). When too few
+   * replicas acknowledge, the lock is released and the acquisition fails.
+   */
+  private async confirmReplicated(lock: Lock, w: WaitForReplicasOptions): Promise<void> {
+    let failure: unknown;
+    try {
+      if (await this.extendLock(lock, lock.ttlMs)) return;
+      failure = new LockLostError(lock.keys, 'it expired before its replication was confirmed');
+    } catch (err) {
+      failure =
+        err instanceof LockReplicationError
+          ? new LockReplicationError(
+              lock.keys,
+              'acquire',
+              err.acknowledged,
+              w.replicas,
+              w.timeoutMs,
+            )
+          : err;
+    }
+    await this.releaseLock(lock).catch(() => undefined);
+    throw failure;
+  }
+
+  /** The wait is over without the lock: contention (returned) or too few nodes (thrown). */
+  private gaveUp(keys: LockRedisKeys[], last: LockAttempt, waited: number): LockTimeoutError {
+    const names = keys.map((k) => k.name);
+    const short = last.shortOf;
+    if (short) {
+      throw new LockQuorumError(
+        names,
+        'acquire',
+        short.nodes,
+        short.answered,
+        short.granted,
+        short.needed,
+        waited,
+      );
+    }
+    return new LockTimeoutError(names, waited, holderMs(last));
   }
 
   /**
@@ -230,23 +296,26 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
     o: ResolvedLockOptions,
     started: number,
   ): Promise<Lock | LockTimeoutError> {
-    const inLine = o.fair && keys.length === 1;
+    const inLine = this.store.lines && o.fair && keys.length === 1;
     const deadline = started + o.waitMs;
     const wake = new WakeSignal(token);
     const unlisten: Array<() => void> = [];
-    let last: Attempt | undefined;
+    let last: LockAttempt | undefined;
     try {
       for (const k of keys) {
         try {
-          unlisten.push(await this.connection.hub.listen(k.channel, wake.push));
+          unlisten.push(await this.store.listen(k.channel, wake.push));
         } catch {
           // No subscription: the poll timer alone paces this waiter (at most one interval late).
         }
       }
       for (;;) {
         wake.clear();
-        last = await this.attempt(keys, token, o, inLine);
-        if (last.granted) return this.grant(keys, token, o, last.fences, last.sentAt + o.ttlMs);
+        // Outside the line every attempt has a fresh token: one that failed (or timed out and
+        // may still run somewhere) is never confused with the one that succeeds.
+        const attemptToken = inLine ? token : newToken();
+        last = await this.store.attempt(keys, attemptToken, o, inLine);
+        if (last.granted) return this.grant(keys, attemptToken, o, last.fences, last.expiresAt);
         const left = deadline - Date.now();
         if (left <= 0) break;
         const poll = o.retryIntervalMs * (0.5 + Math.random() / 2);
@@ -263,14 +332,10 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
         }
       }
       if (inLine) {
-        const left = await this.leaveLine(keys[0], token);
+        const left = await this.store.leaveLine(keys[0], token);
         if (left.granted) return this.grant(keys, token, o, left.fences, left.sentAt + o.ttlMs);
       }
-      return new LockTimeoutError(
-        keys.map((k) => k.name),
-        Date.now() - started,
-        last ? holderMs(last) : undefined,
-      );
+      return this.gaveUp(keys, last, Date.now() - started);
     } catch (err) {
       if (inLine) await this.abandon(keys, token, o);
       throw err;
@@ -286,55 +351,12 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
     o: ResolvedLockOptions,
   ): Promise<void> {
     try {
-      const left = await this.leaveLine(keys[0], token);
+      const left = await this.store.leaveLine(keys[0], token);
       if (left.granted)
         await this.releaseLock(this.grant(keys, token, o, left.fences, left.sentAt));
     } catch {
       // Redis is unreachable: the entry lapses by its deadline, a handed lock by its TTL.
     }
-  }
-
-  private async attempt(
-    keys: LockRedisKeys[],
-    token: string,
-    o: ResolvedLockOptions,
-    join: boolean,
-  ): Promise<Attempt> {
-    const redisKeys: string[] = [];
-    for (const k of keys) redisKeys.push(k.value, k.fence, k.line, k.entries);
-    const sentAt = Date.now();
-    let reply: number[];
-    try {
-      reply = (await this.connection.run(LOCK_SCRIPTS.acquire, redisKeys, [
-        token,
-        o.ttlMs,
-        o.fencing ? 1 : 0,
-        o.fair ? 1 : 0,
-        join ? 1 : 0,
-        Math.max(1_000, 3 * o.retryIntervalMs),
-      ])) as number[];
-    } catch (err) {
-      // The attempt may still run later (e.g. from the client's offline queue after a reconnect)
-      // and take the lock for a token nobody holds. A release queued behind it on the same
-      // connection undoes exactly that, instead of leaving the key blocked for a whole TTL.
-      this.connection
-        .run(LOCK_SCRIPTS.release, releaseKeys(keys), [token, this.connection.isCluster ? 1 : 0])
-        .catch(() => undefined);
-      throw err;
-    }
-    return reply[0] === 1
-      ? { granted: true, redisNow: reply[1], sentAt, fences: reply.slice(2), wait: 0 }
-      : { granted: false, redisNow: reply[1], sentAt, fences: [], wait: reply[2] };
-  }
-
-  private async leaveLine(k: LockRedisKeys, token: string): Promise<Attempt> {
-    const sentAt = Date.now();
-    const reply = (await this.connection.run(
-      LOCK_SCRIPTS.leaveLine,
-      [k.value, k.fence, k.line, k.entries],
-      [token],
-    )) as number[];
-    return { granted: reply[0] === 1, redisNow: reply[1], sentAt, fences: reply.slice(2), wait: 0 };
   }
 
   private grant(
@@ -351,6 +373,7 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
       o.fencing ? fences : fences.map(() => 0),
       expiresAt,
       o.ttlMs,
+      o.waitForReplicas,
     );
     this.held.set(token, lock);
     return lock;
@@ -391,12 +414,6 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
   }
 }
 
-function holderMs(attempt: Attempt): number | undefined {
+function holderMs(attempt: LockAttempt): number | undefined {
   return attempt.wait >= 0 ? attempt.wait : undefined;
-}
-
-function releaseKeys(keys: readonly LockRedisKeys[]): string[] {
-  const out: string[] = [];
-  for (const k of keys) out.push(k.value, k.fence, k.line, k.entries, k.channel);
-  return out;
 }

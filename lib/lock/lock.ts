@@ -1,4 +1,5 @@
 import { LockLostError } from '../errors/lock-lost.error';
+import type { WaitForReplicasOptions } from '../interfaces/lock-options.interface';
 import type { LockRedisKeys } from './lock-keys';
 
 /** What a `Lock` handle needs from the service that created it. */
@@ -34,6 +35,8 @@ export class Lock {
     expiresAt: number,
     /** @internal the TTL asked for; the default of `extend()` */
     readonly ttlMs: number,
+    /** @internal replicas every extension waits for (`waitForReplicas`) */
+    readonly waitForReplicas?: WaitForReplicasOptions,
   ) {
     this.keys = redisKeys.map((k) => k.name);
     this.expiry = expiresAt;
@@ -42,7 +45,8 @@ export class Lock {
 
   /**
    * The fencing token of the first key (the only one of a single-key lock): pass it to the
-   * resource you write so that it can refuse writes from an older holder. `0` when fencing is off.
+   * resource you write so that it can refuse writes from an older holder. `0` when fencing is off,
+   * and always `0` in quorum mode (`nodes`): Redlock cannot produce a safe fencing token.
    */
   get fence(): number {
     return this.fences[0];

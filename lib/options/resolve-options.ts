@@ -1,4 +1,8 @@
-import type { LockOptions, WithLockOptions } from '../interfaces/lock-options.interface';
+import type {
+  LockOptions,
+  WaitForReplicasOptions,
+  WithLockOptions,
+} from '../interfaces/lock-options.interface';
 import type {
   QueueDefaults,
   RedisConnectionOption,
@@ -17,6 +21,7 @@ export interface ResolvedLockOptions {
   keyPrefix: string;
   autoExtend: boolean;
   signal?: AbortSignal;
+  waitForReplicas?: WaitForReplicasOptions;
 }
 
 /** Module options with every default applied. */
@@ -26,6 +31,9 @@ export interface ResolvedModuleOptions {
   commandTimeoutMs: number;
   lock: ResolvedLockOptions;
   queue: Required<QueueDefaults>;
+  /** Quorum mode's independent masters; empty when locks use `redis`. */
+  nodes: RedisConnectionOption[];
+  clockDriftFactor: number;
 }
 
 const MODULE_KEYS = [
@@ -37,7 +45,10 @@ const MODULE_KEYS = [
   'retryIntervalMs',
   'fair',
   'fencing',
+  'waitForReplicas',
   'queue',
+  'nodes',
+  'clockDriftFactor',
 ] as const;
 const QUEUE_KEYS = [
   'leaseMs',
@@ -55,10 +66,40 @@ const LOCK_KEYS = [
   'keyPrefix',
   'signal',
   'autoExtend',
+  'waitForReplicas',
 ] as const;
+const WAIT_FOR_REPLICAS_KEYS = ['replicas', 'timeoutMs'] as const;
 
 /** Upper bound of a lock TTL and a wait: one day. */
 const MAX_LOCK_MS = 86_400_000;
+
+/** Fewest nodes of quorum mode: with fewer, a majority is not worth having. */
+const MIN_QUORUM_NODES = 3;
+
+/** Throws unless `value` can be a Redis connection option (URL, options object or instance). */
+function checkRedisOption(option: string, value: unknown): RedisConnectionOption {
+  if (typeof value !== 'string' && (value === null || typeof value !== 'object')) {
+    throw new RedisLockOptionsError(
+      option,
+      value,
+      'a URL string, ioredis options, a Redis or Cluster instance, or { cluster: nodes }',
+    );
+  }
+  if (typeof value === 'string' && !/^rediss?:\/\//.test(value)) {
+    throw new RedisLockOptionsError(option, value, "a URL starting with 'redis://' or 'rediss://'");
+  }
+  return value as RedisConnectionOption;
+}
+
+function checkWaitForReplicas(option: string, value: unknown): WaitForReplicasOptions | undefined {
+  if (value === undefined) return undefined;
+  checkKnownKeys(option, value, WAIT_FOR_REPLICAS_KEYS);
+  const w = value as Partial<WaitForReplicasOptions>;
+  return {
+    replicas: checkInt(`${option}.replicas`, w.replicas, 1, 1_000),
+    timeoutMs: checkInt(`${option}.timeoutMs`, w.timeoutMs, 1, MAX_LOCK_MS),
+  };
+}
 
 /** Validates the module options and applies defaults; throws `RedisLockOptionsError`. */
 export function resolveModuleOptions(
@@ -66,19 +107,32 @@ export function resolveModuleOptions(
 ): ResolvedModuleOptions {
   const options = raw ?? {};
   checkKnownKeys('', options, MODULE_KEYS);
-  const redis = options.redis ?? 'redis://127.0.0.1:6379';
-  if (typeof redis !== 'string' && (redis === null || typeof redis !== 'object')) {
+  const redis = checkRedisOption('redis', options.redis ?? 'redis://127.0.0.1:6379');
+  const nodes: RedisConnectionOption[] = options.nodes ?? [];
+  if (
+    options.nodes !== undefined &&
+    (!Array.isArray(options.nodes) || options.nodes.length < MIN_QUORUM_NODES)
+  ) {
     throw new RedisLockOptionsError(
-      'redis',
-      redis,
-      'a URL string, ioredis options, a Redis or Cluster instance, or { cluster: nodes }',
+      'nodes',
+      options.nodes,
+      `an array of at least ${MIN_QUORUM_NODES} independent Redis masters (quorum mode)`,
     );
   }
-  if (typeof redis === 'string' && !/^rediss?:\/\//.test(redis)) {
+  nodes.forEach((node, i) => checkRedisOption(`nodes[${i}]`, node));
+  const clockDriftFactor = options.clockDriftFactor ?? 0.01;
+  if (typeof clockDriftFactor !== 'number' || !(clockDriftFactor >= 0 && clockDriftFactor < 0.5)) {
     throw new RedisLockOptionsError(
-      'redis',
-      redis,
-      "a URL starting with 'redis://' or 'rediss://'",
+      'clockDriftFactor',
+      clockDriftFactor,
+      'a number from 0 to less than 0.5',
+    );
+  }
+  if (nodes.length > 0 && options.waitForReplicas !== undefined) {
+    throw new RedisLockOptionsError(
+      'waitForReplicas',
+      options.waitForReplicas,
+      'no value with nodes (in quorum mode every node is an independent master)',
     );
   }
   const keyPrefix = checkPrefix('keyPrefix', options.keyPrefix ?? '');
@@ -97,6 +151,7 @@ export function resolveModuleOptions(
     retryIntervalMs: options.retryIntervalMs,
     fair: options.fair,
     fencing: options.fencing,
+    waitForReplicas: options.waitForReplicas,
   });
   checkKnownKeys('queue', options.queue, QUEUE_KEYS);
   const q = options.queue ?? {};
@@ -113,6 +168,8 @@ export function resolveModuleOptions(
     commandTimeoutMs: checkMs('commandTimeoutMs', options.commandTimeoutMs ?? 5_000, 1),
     lock,
     queue,
+    nodes,
+    clockDriftFactor,
   };
 }
 
@@ -145,5 +202,9 @@ export function resolveLockOptions(
     autoExtend:
       o.autoExtend === undefined ? defaults.autoExtend : checkBoolean('autoExtend', o.autoExtend),
     signal,
+    waitForReplicas:
+      o.waitForReplicas === undefined
+        ? defaults.waitForReplicas
+        : checkWaitForReplicas('waitForReplicas', o.waitForReplicas),
   };
 }

@@ -3,7 +3,7 @@ import { RedisCommandError } from '../errors/redis-command.error';
 import { RedisUnavailableError } from '../errors/redis-unavailable.error';
 
 const CONNECTION_FAILURE =
-  /Connection is closed|ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|EHOSTUNREACH|Stream isn't writeable|enableOfflineQueue|max retries per request|MaxRetriesPerRequest|CLUSTERDOWN|TRYAGAIN|LOADING|READONLY|MASTERDOWN|Failed to refresh slots cache|None of startup nodes/i;
+  /Connection is closed|ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|EHOSTUNREACH|Stream isn't writeable|enableOfflineQueue|max retries per request|MaxRetriesPerRequest|CLUSTERDOWN|TRYAGAIN|LOADING|READONLY|MASTERDOWN|Failed to refresh slots cache|None of startup nodes|Too many Cluster redirections/i;
 
 /** Turns whatever a Redis call rejected with into a typed error of this library. */
 export function toRedisError(operation: string, err: unknown): RedisLockError {

@@ -34,4 +34,30 @@ export class LuaScript {
       throw err;
     }
   }
+
+  /**
+   * Runs the script and, right behind it in one pipeline (so on the same connection, and on
+   * Cluster on the node of its keys), `WAIT replicas timeoutMs`: resolves with the script's reply
+   * and the number of replicas that acknowledged every write sent so far on that connection.
+   */
+  async runThenWait(
+    client: Redis | Cluster,
+    keys: readonly string[],
+    args: readonly (string | number)[],
+    replicas: number,
+    timeoutMs: number,
+  ): Promise<[reply: unknown, acknowledged: number]> {
+    const send = async (byEval: boolean) => {
+      const pipeline = client.pipeline();
+      if (byEval) pipeline.eval(this.source, keys.length, ...keys, ...args);
+      else pipeline.evalsha(this.sha, keys.length, ...keys, ...args);
+      pipeline.wait(replicas, timeoutMs);
+      return (await pipeline.exec()) ?? [];
+    };
+    let results = await send(false);
+    const first = results[0]?.[0];
+    if (first instanceof Error && first.message.startsWith('NOSCRIPT')) results = await send(true);
+    for (const [err] of results) if (err) throw err;
+    return [results[0][1], Number(results[1][1])];
+  }
 }

@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import { Cluster, Redis } from 'ioredis';
+import { Cluster, Redis, type ClusterOptions } from 'ioredis';
 import type { ResolvedModuleOptions } from '../options/resolve-options';
 import type { RedisClusterConnectionOptions } from '../interfaces/redis-lock-module-options.interface';
 import { bounded } from './bounded';
@@ -7,6 +7,13 @@ import type { LuaScript } from './lua-script';
 import { PubSubHub } from './pubsub-hub';
 
 type Client = Redis | Cluster;
+
+/**
+ * The subscriber of a Cluster: SSUBSCRIBE needs a connection to the master of each channel's
+ * slot (`shardedSubscribers`), and after a failover ioredis moves the subscriptions to the new
+ * masters only when it refreshes its slot map, which the periodic refresh makes sure of.
+ */
+const CLUSTER_SUBSCRIBER_OPTIONS = { shardedSubscribers: true, slotsRefreshInterval: 1_000 };
 
 function isClient(value: unknown): value is Client {
   // Duck-typed so that an instance from another copy of ioredis is still recognised.
@@ -34,9 +41,12 @@ export class RedisLockConnection {
   readonly owned: boolean;
   readonly isCluster: boolean;
   readonly hub: PubSubHub;
+  /** Quorum mode: one connection per independent master of the `nodes` option (else empty). */
+  readonly nodes: readonly RedisLockConnection[];
   private readonly logger = new Logger('RedisLockModule');
   private readonly extra = new Set<Client>();
   private lastErrorLog = 0;
+  private wasReady: boolean;
 
   constructor(readonly options: ResolvedModuleOptions) {
     const redis = options.redis;
@@ -52,12 +62,48 @@ export class RedisLockConnection {
     }
     this.isCluster = (this.client as { isCluster?: boolean }).isCluster === true;
     if (this.owned) this.client.on('error', (err: Error) => this.logError('connection', err));
-    this.hub = new PubSubHub(() => this.duplicate(), this.isCluster, options.commandTimeoutMs);
+    this.wasReady = this.client.status === 'ready';
+    if (!this.wasReady) this.client.once('ready', () => (this.wasReady = true));
+    this.hub = new PubSubHub(
+      () => this.duplicate(this.isCluster ? CLUSTER_SUBSCRIBER_OPTIONS : undefined),
+      this.isCluster,
+      options.commandTimeoutMs,
+    );
+    this.nodes = options.nodes.map(
+      (node) => new RedisLockConnection({ ...options, redis: node, nodes: [] }),
+    );
+  }
+
+  /**
+   * True when the client was connected once and is not now (it is reconnecting): a command would
+   * only wait in the offline queue. Quorum mode counts such a node as failed at once.
+   */
+  get disconnected(): boolean {
+    return this.wasReady && this.client.status !== 'ready';
   }
 
   /** Runs a Lua script, bounded by `commandTimeoutMs`. */
   run(script: LuaScript, keys: readonly string[], args: readonly (string | number)[]) {
     return bounded(script.name, script.run(this.client, keys, args), this.options.commandTimeoutMs);
+  }
+
+  /**
+   * Runs a Lua script followed by `WAIT replicas timeoutMs` on the same connection; resolves with
+   * the script's reply and how many replicas acknowledged. Bounded by `timeoutMs` plus
+   * `commandTimeoutMs`.
+   */
+  runThenWait(
+    script: LuaScript,
+    keys: readonly string[],
+    args: readonly (string | number)[],
+    replicas: number,
+    timeoutMs: number,
+  ): Promise<[reply: unknown, acknowledged: number]> {
+    return bounded(
+      `${script.name} + WAIT`,
+      script.runThenWait(this.client, keys, args, replicas, timeoutMs),
+      timeoutMs + this.options.commandTimeoutMs,
+    );
   }
 
   /** Runs any client call, bounded by `ms` (default `commandTimeoutMs`). */
@@ -68,17 +114,24 @@ export class RedisLockConnection {
   /**
    * A new connection to the same Redis, for subscriptions and blocking commands; closed with the
    * module (it is ours even when the main client is the user's).
+   * @param clusterOptions on Cluster, options that override the client's for the copy
    */
-  duplicate(): Client {
-    const copy = this.client.duplicate();
+  duplicate(clusterOptions?: ClusterOptions): Client {
+    const copy = this.isCluster
+      ? (this.client as Cluster).duplicate([], clusterOptions)
+      : this.client.duplicate();
     copy.on('error', (err: Error) => this.logError('extra connection', err));
     this.extra.add(copy);
     copy.once('end', () => this.extra.delete(copy));
     return copy;
   }
 
-  /** Closes the subscriber and extra connections, and the client if the module created it. */
+  /**
+   * Closes the subscriber and extra connections, the quorum nodes' connections, and the client if
+   * the module created it.
+   */
   async close(): Promise<void> {
+    await Promise.all(this.nodes.map((node) => node.close()));
     this.hub.close();
     for (const c of this.extra) c.disconnect();
     this.extra.clear();

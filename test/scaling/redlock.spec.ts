@@ -1,0 +1,251 @@
+import 'reflect-metadata';
+import type { ChildProcess } from 'node:child_process';
+import type { INestApplicationContext } from '@nestjs/common';
+import type { Redis } from 'ioredis';
+import {
+  LockQuorumError,
+  LockService,
+  LockTimeoutError,
+  QueueService,
+  RedisLockOptionsError,
+  type Lock,
+} from '../../lib';
+import { exited, lineFrom, spawnTs } from '../support/child';
+import {
+  createLockApp,
+  redisClient,
+  testRedisUrl,
+  uniquePrefix,
+  waitFor,
+} from '../support/helpers';
+import { startRedisServer, type RedisServer } from '../support/redis-server';
+
+describe('Redlock quorum mode (nodes): 3 independent redis-server masters', () => {
+  const prefix = uniquePrefix('redlock');
+  let servers: RedisServer[];
+  let clients: Redis[];
+  let app: INestApplicationContext;
+  let other: INestApplicationContext;
+  let locks: LockService;
+  let rival: LockService;
+  const children = new Set<ChildProcess>();
+  const valueKey = (name: string) => `${prefix}lock:{${name}}`;
+  /** The lock's value on each node (null where free or unreachable). */
+  const values = (name: string) =>
+    Promise.all(clients.map((c) => c.get(valueKey(name)).catch(() => null)));
+
+  beforeAll(async () => {
+    servers = await Promise.all([startRedisServer(), startRedisServer(), startRedisServer()]);
+    clients = servers.map((s) => redisClient(s.url));
+    for (const c of clients) c.on('error', () => undefined);
+    const options = {
+      keyPrefix: prefix,
+      nodes: servers.map((s) => s.url),
+      commandTimeoutMs: 1_000,
+    };
+    app = await createLockApp(options);
+    other = await createLockApp(options);
+    locks = app.get(LockService);
+    rival = other.get(LockService);
+  }, 30_000);
+  afterAll(async () => {
+    for (const child of children) child.kill('SIGKILL');
+    await app?.close();
+    await other?.close();
+    for (const c of clients ?? []) c.disconnect();
+    await Promise.all((servers ?? []).map((s) => s.stop()));
+  });
+
+  it('takes the lock on every node with one token, expiring by ttl - drift, fence 0, and releases it on all', async () => {
+    const before = Date.now();
+    const lock = await locks.acquire('a', { ttlMs: 10_000 });
+    // Granted once two nodes said yes; the third answers a moment later.
+    expect((await values('a')).filter((v) => v === lock.token).length).toBeGreaterThanOrEqual(2);
+    await waitFor('the third node', async () => (await values('a')).every((v) => v === lock.token));
+    // drift = 0.01 * 10000 + 2 ms
+    expect(lock.expiresAt).toBeGreaterThanOrEqual(before + 10_000 - 102);
+    expect(lock.expiresAt).toBeLessThanOrEqual(Date.now() + 10_000 - 102);
+    expect(lock.fence).toBe(0);
+    expect(await clients[0].exists(`${valueKey('a')}:fence`)).toBe(0);
+    expect(await lock.isHeld()).toBe(true);
+    expect(await rival.isLocked('a')).toBe(true);
+    expect(await lock.extend(20_000)).toBe(true);
+    expect(await clients[2].pttl(valueKey('a'))).toBeGreaterThan(15_000);
+    expect(await lock.release()).toBe(true);
+    // Released once two nodes confirmed; the third follows.
+    await waitFor('released on every node', async () =>
+      (await values('a')).every((v) => v === null),
+    );
+    expect(await rival.isLocked('a')).toBe(false);
+  });
+
+  it('a majority decides: a foreign value on one node does not block, on two it does (LockTimeoutError)', async () => {
+    await clients[0].set(valueKey('m'), 'someone', 'PX', 10_000);
+    const lock = await locks.acquire('m');
+    expect(await values('m')).toEqual(['someone', lock.token, lock.token]);
+    expect(await lock.isHeld()).toBe(true);
+    expect(await lock.release()).toBe(true);
+
+    await clients[1].set(valueKey('m'), 'someone', 'PX', 10_000);
+    const err = await locks.acquire('m', { waitMs: 300 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(LockTimeoutError);
+    // The failed attempts were undone on the node that granted them.
+    await waitFor('the grants undone', async () => (await values('m'))[2] === null);
+    expect(await values('m')).toEqual(['someone', 'someone', null]);
+    await clients[0].del(valueKey('m'));
+    await clients[1].del(valueKey('m'));
+  });
+
+  it('rejects a TTL that can never outlast the clock drift, naming ttlMs', async () => {
+    const err = await locks.acquire('tiny', { ttlMs: 2 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(RedisLockOptionsError);
+    expect((err as RedisLockOptionsError).option).toBe('ttlMs');
+    expect(await values('tiny')).toEqual([null, null, null]);
+  });
+
+  it('a waiter is woken by the release message of the nodes, not by polling', async () => {
+    const held = await rival.acquire('w', { ttlMs: 60_000 });
+    // Poll interval and holder TTL far beyond the wait: only a message can let the waiter in.
+    const waiter = locks.acquire('w', { waitMs: 8_000, retryIntervalMs: 60_000 });
+    await waitFor('the waiter subscribed on every node', async () => {
+      for (const c of clients) {
+        const [, n] = (await c.pubsub('NUMSUB', `${valueKey('w')}:released`)) as [string, number];
+        if (n < 1) return false;
+      }
+      return true;
+    });
+    await held.release();
+    const lock: Lock = await waiter;
+    expect(await values('w')).toEqual([lock.token, lock.token, lock.token]);
+    await lock.release();
+  });
+
+  it('one node stopped: locks are still granted and released by the other two; two stopped: LockQuorumError within the wait; restarted: back to normal', async () => {
+    await servers[2].stop();
+    const lock = await locks.acquire('n', { waitMs: 2_000 });
+    expect((await values('n')).slice(0, 2)).toEqual([lock.token, lock.token]);
+    expect(await rival.tryAcquire('n')).toBeNull();
+    expect(await lock.extend()).toBe(true);
+    expect(await lock.isHeld()).toBe(true);
+    expect(await lock.release()).toBe(true);
+
+    await servers[1].stop();
+    const started = Date.now();
+    const err = await locks.acquire('n', { waitMs: 1_000 }).catch((e: unknown) => e);
+    const waited = Date.now() - started;
+    expect(err).toBeInstanceOf(LockQuorumError);
+    expect(err).toMatchObject({
+      nodes: 3,
+      answered: 1,
+      granted: 1,
+      needed: 2,
+      operation: 'acquire',
+    });
+    expect((err as Error).message).toMatch(
+      /^lock 'n': acquire failed within \d+ ms: only 1 of 3 Redis nodes answered \(1 granted\); a quorum needs 2$/,
+    );
+    // waitMs plus at most one bounded attempt (commandTimeoutMs) and scheduling slack.
+    expect(waited).toBeLessThan(1_000 + 1_000 + 1_500);
+    console.log(
+      `redlock: LockQuorumError with 2 of 3 nodes stopped after ${waited} ms (waitMs 1000)`,
+    );
+    // The attempts were undone on the node that granted them.
+    expect(await clients[0].get(valueKey('n'))).toBeNull();
+    await expect(locks.tryAcquire('n')).rejects.toBeInstanceOf(LockQuorumError);
+    await expect(locks.isLocked('n')).rejects.toBeInstanceOf(LockQuorumError);
+
+    await Promise.all([servers[1].restart(), servers[2].restart()]);
+    const restartedAt = Date.now();
+    let back: Lock | undefined;
+    await waitFor(
+      'a lock granted on all three nodes again',
+      async () => {
+        const lock = await locks.acquire('n').catch(() => undefined);
+        if (!lock) return false;
+        const held = await values('n');
+        if (held.every((v) => v === lock.token)) back = lock;
+        else await lock.release().catch(() => undefined);
+        return back !== undefined;
+      },
+      20_000,
+      100,
+    );
+    console.log(`redlock: all 3 nodes granting again ${Date.now() - restartedAt} ms after restart`);
+    expect(await back!.release()).toBe(true);
+    await waitFor('released on every node', async () =>
+      (await values('n')).every((v) => v === null),
+    );
+  }, 60_000);
+
+  it('mutual exclusion: 2 processes x 150 read-modify-write sections leave an exact counter', async () => {
+    const env = {
+      REDIS_URL: testRedisUrl(),
+      PREFIX: prefix,
+      MODE: 'sections',
+      SECTIONS: '150',
+      MODULE_OPTIONS_JSON: JSON.stringify({ nodes: servers.map((s) => s.url) }),
+    };
+    const kids = [0, 1].map(() => {
+      const child = spawnTs('test/fixtures/lock-child.ts', [], env);
+      children.add(child);
+      return child;
+    });
+    const codes = await Promise.all(
+      kids.map(async (child) => {
+        await lineFrom(child, /^done 150$/, 90_000);
+        return exited(child);
+      }),
+    );
+    expect(codes).toEqual([0, 0]);
+    const counter = redisClient();
+    try {
+      expect(Number(await counter.get(`${prefix}counter`))).toBe(300);
+      expect(await counter.get(`${prefix}violations`)).toBeNull();
+    } finally {
+      counter.disconnect();
+    }
+  }, 120_000);
+
+  it('the queue keeps using `redis`', async () => {
+    const queues = app.get(QueueService);
+    await queues.enqueue('q', 'x');
+    const probe = redisClient();
+    try {
+      expect(await probe.zcard(`${prefix}queue:{q}:due`)).toBe(1);
+    } finally {
+      probe.disconnect();
+    }
+    expect((await queues.pop('q')).map((t) => t.id)).toEqual(['x']);
+  });
+
+  describe('options', () => {
+    it.each([
+      [{ nodes: ['redis://a:1', 'redis://b:1'] }, 'nodes'],
+      [{ nodes: 'redis://a:1' }, 'nodes'],
+      [{ nodes: ['redis://a:1', 'http://b', 'redis://c:1'] }, 'nodes[1]'],
+      [
+        { nodes: ['redis://a:1', 'redis://b:1', 'redis://c:1'], clockDriftFactor: 0.5 },
+        'clockDriftFactor',
+      ],
+      [
+        {
+          nodes: ['redis://a:1', 'redis://b:1', 'redis://c:1'],
+          waitForReplicas: { replicas: 1, timeoutMs: 10 },
+        },
+        'waitForReplicas',
+      ],
+    ])('rejects module options %j naming %s', async (options, option) => {
+      const err = await createLockApp(options as never).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(RedisLockOptionsError);
+      expect((err as RedisLockOptionsError).option).toBe(option);
+    });
+
+    it('rejects waitForReplicas per call in quorum mode', async () => {
+      const err = await locks
+        .acquire('x', { waitForReplicas: { replicas: 1, timeoutMs: 10 } })
+        .catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(RedisLockOptionsError);
+      expect((err as RedisLockOptionsError).option).toBe('waitForReplicas');
+    });
+  });
+});
