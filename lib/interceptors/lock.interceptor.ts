@@ -7,7 +7,10 @@ import {
   NestInterceptor,
 } from '@nestjs/common';
 import { catchError, isObservable, mergeMap, type Observable, of, throwError } from 'rxjs';
+import { LockQuorumError } from '../errors/lock-quorum.error';
+import { LockReplicationError } from '../errors/lock-replication.error';
 import { LockTimeoutError } from '../errors/lock-timeout.error';
+import { RedisUnavailableError } from '../errors/redis-unavailable.error';
 
 /** The JSON body of a `423 Locked` answer. */
 export interface LockedResponseBody {
@@ -23,7 +26,10 @@ export interface LockedResponseBody {
  * The HTTP side of `@WithLock`: when a handler (or anything it awaits) rejects with
  * `LockTimeoutError`, the client gets `423 Locked` with a `Retry-After` header (whole seconds
  * until the holder's lock expires, at least 1) and a JSON body
- * `{ statusCode: 423, error: 'Locked', message, key }`. Every other error, and every error in
+ * `{ statusCode: 423, error: 'Locked', message, key }`. When the lock's Redis is out of reach
+ * (`RedisUnavailableError`, `LockQuorumError`, `LockReplicationError`) it answers
+ * `503 Service Unavailable` with `Retry-After: 1` and `{ statusCode: 503, error, message }`: an
+ * outage, not contention, and not a bug of the handler. Every other error, and every error in
  * non-HTTP contexts (microservices, websockets), passes through unchanged. A handler result that
  * is a Promise of an Observable is flattened, so that the stream's lifetime drives the lock.
  *
@@ -44,7 +50,13 @@ export class LockInterceptor implements NestInterceptor {
     if (context.getType() !== 'http') return result;
     return result.pipe(
       catchError((err: unknown) =>
-        throwError(() => (err instanceof LockTimeoutError ? locked(err, context) : err)),
+        throwError(() =>
+          err instanceof LockTimeoutError
+            ? locked(err, context)
+            : isOutage(err)
+              ? unavailable(err, context)
+              : err,
+        ),
       ),
     );
   }
@@ -61,6 +73,24 @@ function locked(err: LockTimeoutError, context: ExecutionContext): HttpException
     key: err.key,
   };
   return new HttpException(body, HttpStatus.LOCKED, { cause: err });
+}
+
+function isOutage(err: unknown): err is Error {
+  return (
+    err instanceof RedisUnavailableError ||
+    err instanceof LockQuorumError ||
+    err instanceof LockReplicationError
+  );
+}
+
+/** Builds the 503 for an error that says Redis (or a quorum of it) is out of reach. */
+function unavailable(err: Error, context: ExecutionContext): HttpException {
+  setHeader(context.switchToHttp().getResponse(), 'Retry-After', '1');
+  return new HttpException(
+    { statusCode: 503, error: 'Service Unavailable', message: err.message },
+    HttpStatus.SERVICE_UNAVAILABLE,
+    { cause: err },
+  );
 }
 
 /** Express responses and Fastify replies both have `header(name, value)`; raw Node ones `setHeader`. */

@@ -21,8 +21,10 @@ import request from 'supertest';
 import {
   LockInterceptor,
   LockService,
+  LockQuorumError,
   LockTimeoutError,
   RedisLockModule,
+  RedisUnavailableError,
   WithLock,
 } from '../../lib';
 import { testRedisUrl, uniquePrefix, waitFor } from '../support/helpers';
@@ -57,6 +59,13 @@ class StockController {
   @Post('orders/:id')
   order(@Param('id') id: string): Promise<string> {
     return this.orders.place(id);
+  }
+
+  @Get('outage/:kind')
+  outage(@Param('kind') kind: string): never {
+    throw kind === 'quorum'
+      ? new LockQuorumError(['stock:x'], 'acquire', 3, 1, 1, 2, 100)
+      : new RedisUnavailableError('lock acquire', 'no answer within 5000 ms');
   }
 
   @Get('bad')
@@ -146,6 +155,19 @@ describe('LockInterceptor', () => {
       await held.release();
       expect((await http().post('/stock/orders/9')).text).toBe('placed 9');
     });
+
+    it.each(['redis', 'quorum'])(
+      'answers 503 with Retry-After when the lock store is out of reach (%s)',
+      async (kind) => {
+        const res = await http().get(`/stock/outage/${kind}`);
+        expect(res.status).toBe(503);
+        expect(res.headers['retry-after']).toBe('1');
+        expect(res.body).toMatchObject({ statusCode: 503, error: 'Service Unavailable' });
+        expect(res.body.message).toMatch(
+          kind === 'quorum' ? /only 1 of 3 Redis nodes/ : /no answer/,
+        );
+      },
+    );
 
     it('leaves other errors alone', async () => {
       const bad = await http().get('/stock/bad');
