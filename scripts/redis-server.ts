@@ -45,8 +45,48 @@ export function freePort(): Promise<number> {
   });
 }
 
+/**
+ * Spawns `binary args` and resolves once its output contains `readyText`; rejects (and kills it)
+ * when it exits first or is not ready within 10 s. `what` names it in errors.
+ */
+export function spawnUntilReady(
+  binary: string,
+  args: readonly string[],
+  readyText: string,
+  what: string,
+): Promise<ChildProcess> {
+  const child = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  return new Promise((resolve, reject) => {
+    let output = '';
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`${what} did not start within 10 s:\n${output}`));
+    }, 10_000);
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      if (output.includes(readyText)) {
+        clearTimeout(timer);
+        child.stdout?.off('data', onData);
+        child.stdout?.resume();
+        child.stderr?.resume();
+        resolve(child);
+      }
+    };
+    child.stdout?.on('data', onData);
+    child.stderr?.on('data', (c: Buffer) => (output += c.toString()));
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`${what} exited with ${code} before it was ready:\n${output}`));
+    });
+    child.once('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+  });
+}
+
 function launch(port: number, dir: string, args: readonly string[]): Promise<ChildProcess> {
-  const child = spawn(
+  return spawnUntilReady(
     redisServerBinary(),
     [
       '--port',
@@ -63,35 +103,9 @@ function launch(port: number, dir: string, args: readonly string[]): Promise<Chi
       dir,
       ...args,
     ],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
+    'Ready to accept connections',
+    `redis-server on port ${port}`,
   );
-  return new Promise((resolve, reject) => {
-    let output = '';
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`redis-server on port ${port} did not start within 10 s:\n${output}`));
-    }, 10_000);
-    const onData = (chunk: Buffer) => {
-      output += chunk.toString();
-      if (output.includes('Ready to accept connections')) {
-        clearTimeout(timer);
-        child.stdout?.off('data', onData);
-        child.stdout?.resume();
-        child.stderr?.resume();
-        resolve(child);
-      }
-    };
-    child.stdout?.on('data', onData);
-    child.stderr?.on('data', (c: Buffer) => (output += c.toString()));
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`redis-server exited with ${code} before it was ready:\n${output}`));
-    });
-    child.once('error', (err) => {
-      clearTimeout(timer);
-      reject(err);
-    });
-  });
 }
 
 function stopProcess(child: ChildProcess): Promise<void> {

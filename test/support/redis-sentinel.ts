@@ -1,10 +1,16 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { waitFor } from './helpers';
-import { freePort, redisServerBinary, startRedisServer, type RedisServer } from './redis-server';
+import {
+  freePort,
+  redisServerBinary,
+  spawnUntilReady,
+  startRedisServer,
+  type RedisServer,
+} from './redis-server';
 
 /** A master, its replica and three `redis-sentinel` processes watching them. */
 export interface RedisSentinelProcesses {
@@ -55,32 +61,12 @@ async function ask(port: number, ...args: Array<string | number>): Promise<unkno
 }
 
 function startSentinel(port: number, config: string): Promise<ChildProcess> {
-  const child = spawn(redisServerBinary('redis-sentinel'), [config], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  return new Promise((resolve, reject) => {
-    let output = '';
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`redis-sentinel on port ${port} did not start within 10 s:\n${output}`));
-    }, 10_000);
-    const onData = (chunk: Buffer) => {
-      output += chunk.toString();
-      if (output.includes('+monitor master')) {
-        clearTimeout(timer);
-        child.stdout?.off('data', onData);
-        child.stdout?.resume();
-        child.stderr?.resume();
-        resolve(child);
-      }
-    };
-    child.stdout?.on('data', onData);
-    child.stderr?.on('data', (c: Buffer) => (output += c.toString()));
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`redis-sentinel exited with ${code} before it was ready:\n${output}`));
-    });
-  });
+  return spawnUntilReady(
+    redisServerBinary('redis-sentinel'),
+    [config],
+    '+monitor master',
+    `redis-sentinel on port ${port}`,
+  );
 }
 
 /**
