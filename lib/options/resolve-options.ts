@@ -9,6 +9,7 @@ import type {
   RedisLockModuleOptions,
 } from '../interfaces/redis-lock-module-options.interface';
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
+import { MAX_ATTEMPTS, MAX_CONCURRENCY } from '../queue/queue.constants';
 import { checkBoolean, checkInt, checkKnownKeys, checkMs, checkPrefix } from './validate';
 
 /** Lock options with every default applied. */
@@ -153,21 +154,12 @@ export function resolveModuleOptions(
     fencing: options.fencing,
     waitForReplicas: options.waitForReplicas,
   });
-  checkKnownKeys('queue', options.queue, QUEUE_KEYS);
-  const q = options.queue ?? {};
-  const queue: Required<QueueDefaults> = {
-    leaseMs: checkMs('queue.leaseMs', q.leaseMs ?? 30_000, 1),
-    maxAttempts: checkInt('queue.maxAttempts', q.maxAttempts ?? 5, 1, 1_000_000),
-    backoffMs: checkMs('queue.backoffMs', q.backoffMs ?? 1_000, 0),
-    concurrency: checkInt('queue.concurrency', q.concurrency ?? 1, 1, 10_000),
-    drainTimeoutMs: checkMs('queue.drainTimeoutMs', q.drainTimeoutMs ?? 10_000, 0),
-  };
   return {
     redis,
     keyPrefix,
     commandTimeoutMs: checkMs('commandTimeoutMs', options.commandTimeoutMs ?? 5_000, 1),
     lock,
-    queue,
+    queue: resolveQueueOptions(QUEUE_DEFAULTS, options.queue, 'queue'),
     nodes,
     clockDriftFactor,
   };
@@ -206,5 +198,45 @@ export function resolveLockOptions(
       o.waitForReplicas === undefined
         ? defaults.waitForReplicas
         : checkWaitForReplicas('waitForReplicas', o.waitForReplicas),
+  };
+}
+
+/** Defaults of the queue and its workers (module `queue` option). */
+export const QUEUE_DEFAULTS: Required<QueueDefaults> = {
+  leaseMs: 30_000,
+  maxAttempts: 5,
+  backoffMs: 1_000,
+  concurrency: 1,
+  drainTimeoutMs: 10_000,
+};
+
+/**
+ * Validates queue or worker options (the module's `queue`, `@QueueWorker`, `process`) and fills
+ * unset ones from `defaults`; throws `RedisLockOptionsError` naming the option, prefixed by
+ * `option` (e.g. `queue.leaseMs`).
+ */
+export function resolveQueueOptions(
+  defaults: Required<QueueDefaults>,
+  options: QueueDefaults | undefined,
+  option = '',
+): Required<QueueDefaults> {
+  const o = checkKnownKeys(option, options, QUEUE_KEYS) as QueueDefaults;
+  const name = (key: string) => (option ? `${option}.${key}` : key);
+  return {
+    leaseMs: o.leaseMs === undefined ? defaults.leaseMs : checkMs(name('leaseMs'), o.leaseMs, 1),
+    maxAttempts:
+      o.maxAttempts === undefined
+        ? defaults.maxAttempts
+        : checkInt(name('maxAttempts'), o.maxAttempts, 1, MAX_ATTEMPTS),
+    backoffMs:
+      o.backoffMs === undefined ? defaults.backoffMs : checkMs(name('backoffMs'), o.backoffMs, 0),
+    concurrency:
+      o.concurrency === undefined
+        ? defaults.concurrency
+        : checkInt(name('concurrency'), o.concurrency, 1, MAX_CONCURRENCY),
+    drainTimeoutMs:
+      o.drainTimeoutMs === undefined
+        ? defaults.drainTimeoutMs
+        : checkMs(name('drainTimeoutMs'), o.drainTimeoutMs, 0),
   };
 }

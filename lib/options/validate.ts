@@ -3,28 +3,41 @@ import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
 /** Largest timer delay Node accepts (about 24.8 days); longer values would fire at once. */
 export const MAX_TIMER_MS = 2_147_483_647;
 
-/** Throws unless `value` is an integer in [min, MAX_TIMER_MS]. */
-export function checkMs(option: string, value: unknown, min: number): number {
-  if (
-    typeof value !== 'number' ||
-    !Number.isInteger(value) ||
-    value < min ||
-    value > MAX_TIMER_MS
-  ) {
-    throw new RedisLockOptionsError(
-      option,
-      value,
-      `an integer number of ms from ${min} to ${MAX_TIMER_MS}`,
-    );
+/**
+ * Builds the error for an invalid value from the name of the option (or argument), the value and
+ * what was expected: `RedisLockOptionsError` for options, `QueueError.invalid` for queue arguments.
+ */
+export type InvalidValue = (name: string, value: unknown, expected: string) => Error;
+
+const invalidOption: InvalidValue = (name, value, expected) =>
+  new RedisLockOptionsError(name, value, expected);
+
+function isIntIn(value: unknown, min: number, max: number): value is number {
+  return typeof value === 'number' && Number.isInteger(value) && value >= min && value <= max;
+}
+
+/** Throws unless `value` is an integer number of ms in [min, MAX_TIMER_MS]. */
+export function checkMs(
+  option: string,
+  value: unknown,
+  min: number,
+  invalid: InvalidValue = invalidOption,
+): number {
+  if (!isIntIn(value, min, MAX_TIMER_MS)) {
+    throw invalid(option, value, `an integer number of ms from ${min} to ${MAX_TIMER_MS}`);
   }
   return value;
 }
 
 /** Throws unless `value` is an integer in [min, max]. */
-export function checkInt(option: string, value: unknown, min: number, max: number): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    throw new RedisLockOptionsError(option, value, `an integer from ${min} to ${max}`);
-  }
+export function checkInt(
+  option: string,
+  value: unknown,
+  min: number,
+  max: number,
+  invalid: InvalidValue = invalidOption,
+): number {
+  if (!isIntIn(value, min, max)) throw invalid(option, value, `an integer from ${min} to ${max}`);
   return value;
 }
 
@@ -40,19 +53,28 @@ export function checkPrefix(option: string, value: unknown): string {
   return value;
 }
 
-/** Throws unless `value` is a plain object whose keys are all in `known`. */
-export function checkKnownKeys(option: string, value: unknown, known: readonly string[]): void {
-  if (value === undefined) return;
+/**
+ * Throws unless `value` is `undefined` or a plain object whose keys are all in `known`; returns
+ * it (`{}` for `undefined`). An unknown key is named `option.key` (or just `key` at top level).
+ */
+export function checkKnownKeys(
+  option: string,
+  value: unknown,
+  known: readonly string[],
+  invalid: InvalidValue = invalidOption,
+): Record<string, unknown> {
+  if (value === undefined) return {};
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-    throw new RedisLockOptionsError(option, value, 'an object');
+    throw invalid(option, value, 'an object');
   }
   for (const key of Object.keys(value)) {
     if (!known.includes(key)) {
-      throw new RedisLockOptionsError(
+      throw invalid(
         option ? `${option}.${key}` : key,
         (value as Record<string, unknown>)[key],
         `a known option (one of ${known.join(', ')})`,
       );
     }
   }
+  return value as Record<string, unknown>;
 }

@@ -1,9 +1,9 @@
 import { describeValue } from '../errors/describe-value';
 import { QueueError } from '../errors/queue.error';
-import { MAX_TIMER_MS } from '../options/validate';
+import { checkInt, checkKnownKeys, checkMs } from '../options/validate';
 import type { LeasedTask } from './interfaces/task.interface';
 import { checkQueueName } from './queue-keys';
-import { MAX_DELAY_MS, MAX_QUEUE_BATCH } from './queue.constants';
+import { MAX_ATTEMPTS, MAX_DELAY_MS, MAX_QUEUE_BATCH } from './queue.constants';
 
 const ID_EXPECTED = 'a non-empty string or a finite number';
 
@@ -36,32 +36,24 @@ export function checkTaskId(id: unknown): string {
   return valid;
 }
 
-/** Throws unless `value` is an integer in [min, max]. */
-export function checkIntArgument(argument: string, value: unknown, min: number, max: number) {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    throw QueueError.invalid(argument, value, `an integer from ${min} to ${max}`);
-  }
-  return value;
-}
-
 /** A batch size: an integer from 1 to `MAX_QUEUE_BATCH`. */
 export function checkCount(count: unknown): number {
-  return checkIntArgument('count', count, 1, MAX_QUEUE_BATCH);
+  return checkInt('count', count, 1, MAX_QUEUE_BATCH, QueueError.invalid);
 }
 
 /** A delay: an integer number of ms from 0 to `MAX_DELAY_MS`. */
 export function checkDelay(argument: string, value: unknown): number {
-  return checkIntArgument(argument, value, 0, MAX_DELAY_MS);
+  return checkInt(argument, value, 0, MAX_DELAY_MS, QueueError.invalid);
 }
 
 /** A lease length: an integer number of ms from 1 to the longest timer Node supports. */
 export function checkLeaseMs(argument: string, value: unknown): number {
-  return checkIntArgument(argument, value, 1, MAX_TIMER_MS);
+  return checkMs(argument, value, 1, QueueError.invalid);
 }
 
 /** An attempt limit: an integer from 1 to 1,000,000. */
 export function checkMaxAttempts(argument: string, value: unknown): number {
-  return checkIntArgument(argument, value, 1, 1_000_000);
+  return checkInt(argument, value, 1, MAX_ATTEMPTS, QueueError.invalid);
 }
 
 /** Throws unless `value` is a finite number (a score read from `top`/`pop`). */
@@ -72,26 +64,15 @@ export function checkScore(value: unknown): number {
   return value;
 }
 
-/** Throws unless `value` is `undefined` or an object with only `known` keys. */
-export function checkOptionKeys(
-  argument: string,
-  value: unknown,
-  known: readonly string[],
-): Record<string, unknown> {
-  if (value === undefined) return {};
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-    throw QueueError.invalid(argument, value, 'an options object');
+/** Throws a `QueueError` unless `value` is `undefined` or an object with only `known` keys. */
+export function checkOptionKeys(value: unknown, known: readonly string[]): Record<string, unknown> {
+  if (
+    value !== undefined &&
+    (value === null || typeof value !== 'object' || Array.isArray(value))
+  ) {
+    throw QueueError.invalid('options', value, 'an options object');
   }
-  for (const key of Object.keys(value)) {
-    if (!known.includes(key)) {
-      throw QueueError.invalid(
-        key,
-        (value as Record<string, unknown>)[key],
-        `one of ${known.join(', ')}`,
-      );
-    }
-  }
-  return value as Record<string, unknown>;
+  return checkKnownKeys('', value, known, QueueError.invalid);
 }
 
 /**

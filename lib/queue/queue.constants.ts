@@ -15,3 +15,9 @@ export const MAX_IDLE_MS = 5_000;
 
 /** Metadata key under which `@QueueWorker` stores its registrations on a method. */
 export const QUEUE_WORKER_METADATA = 'nestjs-redis-lock:queue-worker';
+
+/** Largest `maxAttempts` accepted. */
+export const MAX_ATTEMPTS = 1_000_000;
+
+/** Largest worker `concurrency` accepted. */
+export const MAX_CONCURRENCY = 10_000;

@@ -80,7 +80,7 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
   ): Promise<number> {
     const k = this.keys(queue);
     const ids = checkIds(id);
-    const o = checkOptionKeys('options', options, ['delayMs', 'payload', 'replace']);
+    const o = checkOptionKeys(options, ['delayMs', 'payload', 'replace']);
     const delayMs = o.delayMs === undefined ? 0 : checkDelay('delayMs', o.delayMs);
     if (o.replace !== undefined && typeof o.replace !== 'boolean') {
       throw QueueError.invalid('replace', o.replace, 'true or false');
@@ -150,7 +150,7 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
   ): Promise<LeasedTask<P>[]> {
     const k = this.keys(queue);
     const n = checkCount(count);
-    const o = checkOptionKeys('options', options, ['leaseMs', 'maxAttempts']);
+    const o = checkOptionKeys(options, ['leaseMs', 'maxAttempts']);
     const leaseMs =
       o.leaseMs === undefined ? this.defaults.leaseMs : checkLeaseMs('leaseMs', o.leaseMs);
     const maxAttempts =
@@ -223,7 +223,7 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
   async nack(task: LeasedTask, options?: NackOptions): Promise<NackResult> {
     const t = checkLeasedTask(task);
     const k = this.keys(t.queue);
-    const o = checkOptionKeys('options', options, ['delayMs', 'maxAttempts']);
+    const o = checkOptionKeys(options, ['delayMs', 'maxAttempts']);
     const delayMs = o.delayMs === undefined ? 0 : checkDelay('delayMs', o.delayMs);
     const maxAttempts =
       o.maxAttempts === undefined
