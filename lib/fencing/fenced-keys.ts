@@ -1,7 +1,6 @@
-import { describeValue } from '../errors/describe-value';
-import { LockKeyError } from '../errors/lock-key.error';
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
-import { hasHashTag, MAX_KEY_BYTES } from '../lock/lock-keys';
+import { checkKeyName } from '../lock/lock-keys';
+import { taggedKey } from '../redis/tagged-key';
 
 /**
  * The Redis key of fenced resource `name`: `<prefix>fenced:{<name>}`, a hash of `fence` and
@@ -9,26 +8,12 @@ import { hasHashTag, MAX_KEY_BYTES } from '../lock/lock-keys';
  * of the lock `'{order:42}'`.
  */
 export function fencedRedisKey(prefix: string, name: string): string {
-  return `${prefix}fenced:${hasHashTag(name) ? name : `{${name}}`}`;
+  return taggedKey(prefix, 'fenced', name);
 }
 
-/** Throws `LockKeyError` unless `name` is a usable resource name (a non-empty string ≤ 512 bytes). */
+/** Throws `LockKeyError` unless `name` is a usable resource name (the rules of lock keys). */
 export function checkResourceName(name: unknown): string {
-  if (typeof name !== 'string') {
-    throw new LockKeyError(
-      `fenced resource name must be a string, got ${describeValue(name)}`,
-      name,
-    );
-  }
-  if (name.length === 0) throw new LockKeyError('fenced resource name must not be empty', name);
-  const bytes = Buffer.byteLength(name);
-  if (bytes > MAX_KEY_BYTES) {
-    throw new LockKeyError(
-      `fenced resource name ${describeValue(name)} is ${bytes} bytes long; the limit is ${MAX_KEY_BYTES}`,
-      name,
-    );
-  }
-  return name;
+  return checkKeyName(name, 'fenced resource name');
 }
 
 /**

@@ -1,6 +1,7 @@
 import { LockKeyError } from '../errors/lock-key.error';
 import { describeValue } from '../errors/describe-value';
 import { clusterKeySlot } from '../redis/cluster-slot';
+import { taggedKey } from '../redis/tagged-key';
 
 /** Longest lock name accepted, in bytes (UTF-8). */
 export const MAX_KEY_BYTES = 512;
@@ -22,26 +23,18 @@ export interface LockRedisKeys {
 }
 
 /**
- * True when Redis would hash `key` by a `{tag}` inside it: the first `{` followed later by a `}`
- * with at least one character between them.
+ * Throws `LockKeyError` unless `name` is a non-empty string of at most `MAX_KEY_BYTES` bytes;
+ * `what` names it in the message (`'lock key'`, `'fenced resource name'`).
  */
-export function hasHashTag(key: string): boolean {
-  const open = key.indexOf('{');
-  if (open < 0) return false;
-  const close = key.indexOf('}', open + 1);
-  return close > open + 1;
-}
-
-/** Throws `LockKeyError` unless `name` is a usable lock name. */
-export function checkLockName(name: unknown): string {
+export function checkKeyName(name: unknown, what = 'lock key'): string {
   if (typeof name !== 'string') {
-    throw new LockKeyError(`lock key must be a string, got ${describeValue(name)}`, name);
+    throw new LockKeyError(`${what} must be a string, got ${describeValue(name)}`, name);
   }
-  if (name.length === 0) throw new LockKeyError('lock key must not be empty', name);
+  if (name.length === 0) throw new LockKeyError(`${what} must not be empty`, name);
   const bytes = Buffer.byteLength(name);
   if (bytes > MAX_KEY_BYTES) {
     throw new LockKeyError(
-      `lock key ${describeValue(name)} is ${bytes} bytes long; the limit is ${MAX_KEY_BYTES}`,
+      `${what} ${describeValue(name)} is ${bytes} bytes long; the limit is ${MAX_KEY_BYTES}`,
       name,
     );
   }
@@ -52,14 +45,14 @@ export function checkLockName(name: unknown): string {
 export function checkLockNames(key: unknown): string[] {
   if (Array.isArray(key)) {
     if (key.length === 0) throw new LockKeyError('lock key list must not be empty', key);
-    const names = key.map(checkLockName);
+    const names = key.map((k) => checkKeyName(k));
     const distinct = [...new Set(names)];
     if (distinct.length !== names.length) {
       throw new LockKeyError(`lock key list has duplicates: ${names.join(', ')}`, key);
     }
     return distinct;
   }
-  return [checkLockName(key)];
+  return [checkKeyName(key)];
 }
 
 /**
@@ -67,7 +60,7 @@ export function checkLockNames(key: unknown): string[] {
  * `{tag}` keeps it, so that locks sharing a tag share a Cluster slot (needed for multi-key locks).
  */
 export function lockRedisKeys(prefix: string, name: string): LockRedisKeys {
-  const value = `${prefix}lock:${hasHashTag(name) ? name : `{${name}}`}`;
+  const value = taggedKey(prefix, 'lock', name);
   return {
     name,
     value,

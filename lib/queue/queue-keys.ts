@@ -1,6 +1,6 @@
 import { describeValue } from '../errors/describe-value';
 import { QueueError } from '../errors/queue.error';
-import { hasHashTag } from '../lock/lock-keys';
+import { taggedKey } from '../redis/tagged-key';
 import { MAX_QUEUE_NAME_BYTES } from './queue.constants';
 
 /** The Redis keys of one queue; all share one hash tag, so one Cluster slot. */
@@ -43,7 +43,7 @@ export function checkQueueName(name: unknown): string {
  * it, so that queues sharing a tag share a Cluster slot.
  */
 export function queueRedisKeys(prefix: string, name: string): QueueRedisKeys {
-  const base = `${prefix}queue:${hasHashTag(name) ? name : `{${name}}`}`;
+  const base = taggedKey(prefix, 'queue', name);
   return {
     name,
     due: `${base}:due`,
