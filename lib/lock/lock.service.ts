@@ -1,5 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { randomBytes } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { BeforeApplicationShutdown, Injectable, Logger } from '@nestjs/common';
 import { LockLostError } from '../errors/lock-lost.error';
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
@@ -20,7 +20,8 @@ import { QuorumLockStore } from './quorum-lock-store';
 import { SingleNodeLockStore } from './single-node-lock-store';
 import { WakeSignal } from './wake-signal';
 
-const newToken = () => randomBytes(16).toString('hex');
+/** A fresh acquisition token: 122 random bits as 32 hex digits (randomUUID draws on a cached pool). */
+const newToken = () => randomUUID().replace(/-/g, '');
 
 /**
  * Distributed locks on Redis: token-owned, atomic (one Lua script per operation), fair by default
@@ -55,7 +56,8 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
    * try { ... } finally { await lock.release(); }
    */
   async acquire(key: string | string[], options?: LockOptions): Promise<Lock> {
-    const result = await this.obtain(key, options);
+    const { o, keys } = this.resolve(key, options);
+    const result = await this.obtain(keys, o);
     if (result instanceof LockTimeoutError) throw result;
     return result;
   }
@@ -65,7 +67,8 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
    * `waitMs` (default `0`: one try).
    */
   async tryAcquire(key: string | string[], options?: LockOptions): Promise<Lock | null> {
-    const result = await this.obtain(key, options);
+    const { o, keys } = this.resolve(key, options);
+    const result = await this.obtain(keys, o);
     return result instanceof LockTimeoutError ? null : result;
   }
 
@@ -86,13 +89,13 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
     // Checked before the lock is taken: calling a non-function after acquiring wrote to Redis
     // (SET + INCR fence) and rejected with a plain TypeError.
     if (typeof fn !== 'function') throw new RedisLockOptionsError('fn', fn, 'a function');
-    const o = resolveLockOptions(this.defaults, options);
-    const keys = checkLockNames(key).map((name) => lockRedisKeys(o.keyPrefix, name));
+    const { o, keys } = this.resolve(key, options);
     const current = this.context.getStore();
     const joined = current && keys.every((k) => current.has(k.value)) && current.get(keys[0].value);
     if (joined) return fn(joined);
 
-    const lock = await this.acquire(key, options);
+    const lock = await this.obtain(keys, o);
+    if (lock instanceof LockTimeoutError) throw lock;
     const stopExtending = o.autoExtend ? this.keepExtended(lock) : undefined;
     const store = new Map(current);
     for (const k of keys) store.set(k.value, lock);
@@ -217,15 +220,22 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
     return undefined;
   }
 
+  /** Validates the keys and options of a call (typed errors) and applies the defaults. */
+  private resolve(
+    key: string | string[],
+    options: LockOptions | WithLockOptions | undefined,
+  ): { o: ResolvedLockOptions; keys: LockRedisKeys[] } {
+    const o = resolveLockOptions(this.defaults, options);
+    const keys = checkLockNames(key).map((name) => lockRedisKeys(o.keyPrefix, name));
+    this.store.check(keys, o);
+    return { o, keys };
+  }
+
   /** Acquires, or returns the timeout error (not thrown, so tryAcquire needs no try/catch). */
   private async obtain(
-    key: string | string[],
-    options?: LockOptions,
+    keys: LockRedisKeys[],
+    o: ResolvedLockOptions,
   ): Promise<Lock | LockTimeoutError> {
-    const o = resolveLockOptions(this.defaults, options);
-    const names = checkLockNames(key);
-    const keys = names.map((name) => lockRedisKeys(o.keyPrefix, name));
-    this.store.check(keys, o);
     o.signal?.throwIfAborted();
     const token = newToken();
     const started = Date.now();
@@ -337,7 +347,7 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
       }
       return this.gaveUp(keys, last, Date.now() - started);
     } catch (err) {
-      if (inLine) await this.abandon(keys, token, o);
+      if (inLine) await this.abandon(keys, token);
       throw err;
     } finally {
       for (const stop of unlisten) stop();
@@ -345,15 +355,10 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
   }
 
   /** After an error or abort while in line: leave it, and release the lock if it was handed to us. */
-  private async abandon(
-    keys: LockRedisKeys[],
-    token: string,
-    o: ResolvedLockOptions,
-  ): Promise<void> {
+  private async abandon(keys: LockRedisKeys[], token: string): Promise<void> {
     try {
       const left = await this.store.leaveLine(keys[0], token);
-      if (left.granted)
-        await this.releaseLock(this.grant(keys, token, o, left.fences, left.sentAt));
+      if (left.granted) await this.store.release(keys, token);
     } catch {
       // Redis is unreachable: the entry lapses by its deadline, a handed lock by its TTL.
     }

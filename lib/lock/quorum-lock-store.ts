@@ -120,7 +120,7 @@ export class QuorumLockStore implements LockStore {
 
   async release(keys: readonly LockRedisKeys[], token: string): Promise<boolean> {
     const outcomes = await this.gather(
-      (node) => node.run(LOCK_SCRIPTS.release, releaseKeys(keys), [token, node.isCluster ? 1 : 0]),
+      (node) => releaseOn(node, keys, token),
       (released) => released === keys.length,
       undefined,
       true,
@@ -284,11 +284,18 @@ export class QuorumLockStore implements LockStore {
       const granted = o.state === 'answered' && o.value[0] === 1;
       const unknown = o.state === 'pending' || (o.state === 'failed' && o.sent);
       if (!granted && !unknown) continue;
-      const release = node
-        .run(LOCK_SCRIPTS.release, releaseKeys(keys), [token, node.isCluster ? 1 : 0])
-        .catch(() => undefined);
+      const release = releaseOn(node, keys, token).catch(() => undefined);
       if (granted) waits.push(release);
     }
     await Promise.all(waits);
   }
+}
+
+/** Runs the release script for `token` on one node. */
+function releaseOn(
+  node: RedisLockConnection,
+  keys: readonly LockRedisKeys[],
+  token: string,
+): Promise<unknown> {
+  return node.run(LOCK_SCRIPTS.release, releaseKeys(keys), [token, node.isCluster ? 1 : 0]);
 }

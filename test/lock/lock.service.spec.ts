@@ -63,6 +63,17 @@ describe('LockService', () => {
       expect(second.fence).toBe(first.fence + 1);
     });
 
+    it('fencing: false keeps no fence counter and reports fence 0', async () => {
+      const lock = await locks.acquire('unfenced', { fencing: false });
+      expect(lock.fence).toBe(0);
+      expect(lock.fences).toEqual([0]);
+      expect(await redis.exists(`${prefix}lock:{unfenced}:fence`)).toBe(0);
+      await lock.release();
+      const fenced = await locks.acquire('unfenced');
+      expect(fenced.fence).toBe(1);
+      await fenced.release();
+    });
+
     it('throws LockTimeoutError at once when held and waitMs is 0, naming key and holder TTL', async () => {
       const held = await rival.acquire('busy', { ttlMs: 10_000 });
       const err = await locks.acquire('busy').catch((e: unknown) => e);
@@ -256,6 +267,19 @@ describe('LockService', () => {
         },
         { ttlMs },
       );
+    });
+
+    it('autoExtend: false lets the lock lapse after ttlMs while fn runs, aborting lock.signal', async () => {
+      const reason = await locks.withLock(
+        'wl-no-extend',
+        async (lock) => {
+          await new Promise((resolve) => lock.signal.addEventListener('abort', resolve));
+          expect(await redis.exists(`${prefix}lock:{wl-no-extend}`)).toBe(0);
+          return lock.signal.reason;
+        },
+        { ttlMs: 200, autoExtend: false },
+      );
+      expect(reason).toBeInstanceOf(LockLostError);
     });
 
     it('aborts lock.signal with LockLostError when the key is deleted from outside', async () => {
