@@ -11,12 +11,24 @@ if [ -n "${REDIS_SERVER_BIN:-}" ]; then
   echo "REDIS_SERVER_BIN=$REDIS_SERVER_BIN is not an executable file" >&2
   exit 1
 fi
-if have redis-server && have redis-cli && have redis-sentinel; then exit 0; fi
+# Redis >= 6.2 is required; Cluster tests and sharded pub/sub need 7.0.
+check_version() {
+  local v
+  v=$(redis-server --version | sed -n 's/.*v=\([0-9]*\.[0-9]*\).*/\1/p')
+  case "$v" in
+    "" ) return 0 ;;
+    [0-5].* | 6.[01]) echo "redis-server $v is too old: Redis >= 6.2 is required" >&2; return 1 ;;
+    6.*) echo "ensure-redis: redis-server $v works, but Redis Cluster support needs >= 7.0" >&2 ;;
+  esac
+  return 0
+}
+
+if have redis-server && have redis-cli && have redis-sentinel; then check_version; exit $?; fi
 
 if have apt-get; then
   SUDO=""
   if [ "$(id -u)" != "0" ]; then
-    if have sudo; then SUDO="sudo -n"; else
+    if have sudo && sudo -n true 2>/dev/null; then SUDO="sudo -n"; else
       echo "redis-server is missing and installing it needs root: run 'sudo apt-get install redis-server redis-tools redis-sentinel'" >&2
       exit 1
     fi
@@ -25,9 +37,11 @@ if have apt-get; then
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq >/dev/null
   $SUDO apt-get install -y -qq redis-server redis-tools redis-sentinel >/dev/null
-  # Debian's package may start a system-wide server on 6379; we never use it, stop it if it runs.
+  # Debian's packages may start a system-wide server (6379) and sentinel (26379); we never use
+  # them, stop them if they run.
   (have service && $SUDO service redis-server stop >/dev/null 2>&1) || true
-  have redis-server && exit 0
+  (have service && $SUDO service redis-sentinel stop >/dev/null 2>&1) || true
+  have redis-server && check_version && exit 0
 fi
 echo "redis-server was not found and could not be installed. Install Redis >= 6.2" \
   "(Debian/Ubuntu: 'apt-get install redis-server redis-tools redis-sentinel'; macOS: 'brew install redis')" \

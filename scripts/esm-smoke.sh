@@ -19,7 +19,14 @@ npm install --no-audit --no-fund --loglevel=error "./$tarball" \
 node "$root/node_modules/typescript/bin/tsc" -p tsconfig.json
 
 port=$(node -e "const s=require('net').createServer().listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})")
-"${REDIS_SERVER_BIN:-redis-server}" --port "$port" --bind 127.0.0.1 --save '' --appendonly no >/dev/null &
+"${REDIS_SERVER_BIN:-redis-server}" --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+  --logfile "$work/redis.log" &
 redis_pid=$!
-for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.05; done
+# Ready when its own log says so (no redis-cli needed); fail with the log if it died or stalled.
+for _ in $(seq 100); do
+  grep -q 'Ready to accept connections' "$work/redis.log" 2>/dev/null && break
+  kill -0 "$redis_pid" 2>/dev/null || { echo "esm-smoke: redis-server exited:" >&2; cat "$work/redis.log" >&2; exit 1; }
+  sleep 0.05
+done
+grep -q 'Ready to accept connections' "$work/redis.log" || { echo "esm-smoke: redis-server not ready in 5 s" >&2; exit 1; }
 REDIS_URL="redis://127.0.0.1:$port" node dist/main.js

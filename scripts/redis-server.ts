@@ -1,8 +1,8 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 
 /** A redis-server process started on a free loopback port (tests, sample, benchmarks). */
 export interface RedisServer {
@@ -19,12 +19,22 @@ const INSTALL_HINT =
   "redis-server was not found. Run 'npm run ensure-redis' (installs Debian's redis-server with " +
   'apt-get), install Redis >= 6.2 yourself, or set REDIS_SERVER_BIN to a redis-server binary.';
 
-/** The redis-server binary: `REDIS_SERVER_BIN`, or the one on PATH. Throws how to get one. */
+/**
+ * A Redis binary (`redis-server`, `redis-cli`, `redis-sentinel`, `redis-benchmark`): with
+ * `REDIS_SERVER_BIN` set, that file for redis-server and its siblings in the same folder for the
+ * others (when they exist there); else the one on PATH. Throws how to get one.
+ */
 export function redisServerBinary(name = 'redis-server'): string {
-  if (name === 'redis-server' && process.env.REDIS_SERVER_BIN) return process.env.REDIS_SERVER_BIN;
+  const custom = process.env.REDIS_SERVER_BIN;
+  if (custom) {
+    if (name === 'redis-server') return custom;
+    const sibling = join(dirname(custom), name);
+    if (existsSync(sibling)) return sibling;
+  }
   const found = spawnSync('sh', ['-c', `command -v ${name}`], { encoding: 'utf8' });
   const path = found.stdout.trim();
-  if (found.status !== 0 || !path) throw new Error(INSTALL_HINT);
+  if (found.status !== 0 || !path)
+    throw new Error(INSTALL_HINT.replace('redis-server was', `${name} was`));
   return path;
 }
 
@@ -67,13 +77,15 @@ export function spawnUntilReady(
       if (output.includes(readyText)) {
         clearTimeout(timer);
         child.stdout?.off('data', onData);
+        child.stderr?.off('data', onErr);
         child.stdout?.resume();
         child.stderr?.resume();
         resolve(child);
       }
     };
+    const onErr = (c: Buffer) => (output += c.toString());
     child.stdout?.on('data', onData);
-    child.stderr?.on('data', (c: Buffer) => (output += c.toString()));
+    child.stderr?.on('data', onErr);
     child.once('exit', (code) => {
       clearTimeout(timer);
       reject(new Error(`${what} exited with ${code} before it was ready:\n${output}`));
@@ -120,36 +132,45 @@ function stopProcess(child: ChildProcess): Promise<void> {
   });
 }
 
+/** Servers still running, killed (and their folders removed) when this process exits. */
+const live = new Set<{ child: () => ChildProcess; dir: string }>();
+process.once('exit', () => {
+  for (const server of live) {
+    server.child().kill('SIGKILL');
+    rmSync(server.dir, { recursive: true, force: true });
+  }
+});
+
 /** Starts a private redis-server (no persistence) on a free port; extra `args` go to its command line. */
 export async function startRedisServer(args: readonly string[] = []): Promise<RedisServer> {
   const dir = mkdtempSync(join(tmpdir(), 'redis-lock-test-'));
   for (let tries = 0; ; tries++) {
     const port = await freePort();
+    let child: ChildProcess;
     try {
-      let child = await launch(port, dir, args);
-      const server: RedisServer = {
-        port,
-        url: `redis://127.0.0.1:${port}`,
-        get process() {
-          return child;
-        },
-        async stop() {
-          await stopProcess(child);
-        },
-        async restart() {
-          await stopProcess(child);
-          child = await launch(port, dir, args);
-        },
-      };
-      child.once('exit', () => undefined);
-      process.once('exit', () => {
-        child.kill('SIGKILL');
-        rmSync(dir, { recursive: true, force: true });
-      });
-      return server;
+      child = await launch(port, dir, args);
     } catch (err) {
-      // Another process may have taken the port between freePort() and launch(): try another.
-      if (tries >= 3) throw err;
+      // Another process may have taken the port between freePort() and launch(): try another
+      // port then, and only then.
+      if (tries < 3 && String((err as Error).message).includes('Address already in use')) continue;
+      rmSync(dir, { recursive: true, force: true });
+      throw err;
     }
+    const entry = { child: () => child, dir };
+    live.add(entry);
+    return {
+      port,
+      url: `redis://127.0.0.1:${port}`,
+      get process() {
+        return child;
+      },
+      async stop() {
+        await stopProcess(child);
+      },
+      async restart() {
+        await stopProcess(child);
+        child = await launch(port, dir, args);
+      },
+    };
   }
 }
