@@ -2,6 +2,7 @@ import type { Logger } from '@nestjs/common';
 import type { Cluster, Redis } from 'ioredis';
 import { QueueError } from '../errors/queue.error';
 import { bounded } from '../redis/bounded';
+import { ThrottledWarning } from '../redis/throttled-warning';
 import type { RedisLockConnection } from '../redis/redis-connection';
 import type { QueueHandler, QueueWorkerHandle } from './interfaces/queue-options.interface';
 import type { LeasedTask, NackResult } from './interfaces/task.interface';
@@ -37,8 +38,6 @@ interface RunningTask {
 const MIN_IDLE_MS = 2;
 /** Longest pause after a failed Redis call, in ms (the pause doubles from 100 ms). */
 const MAX_ERROR_PAUSE_MS = 5_000;
-/** At most one log line per this many ms for Redis failures of one worker. */
-const LOG_EVERY_MS = 5_000;
 
 /**
  * The loop behind `QueueService.process`: claims as many tasks as it has free slots, runs the
@@ -55,7 +54,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
   private blocker?: Redis | Cluster;
   private slotFreed?: () => void;
   private errorPause = 0;
-  private lastLog = 0;
+  private readonly failures: ThrottledWarning;
 
   constructor(
     readonly queue: string,
@@ -66,7 +65,9 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
     private readonly connection: RedisLockConnection,
     private readonly logger: Logger,
     private readonly onClosed: () => void,
-  ) {}
+  ) {
+    this.failures = new ThrottledWarning(logger);
+  }
 
   /** Starts the claim loop (once). */
   start(): void {
@@ -296,10 +297,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
   }
 
   private logFailure(operation: string, err: unknown): void {
-    const now = Date.now();
-    if (now - this.lastLog < LOG_EVERY_MS) return;
-    this.lastLog = now;
     const message = err instanceof Error ? err.message : String(err);
-    this.logger.warn(`queue '${this.queue}': worker ${operation} failed: ${message}`);
+    this.failures.warn(`queue '${this.queue}': worker ${operation} failed: ${message}`);
   }
 }

@@ -5,6 +5,7 @@ import type { RedisClusterConnectionOptions } from '../interfaces/redis-lock-mod
 import { bounded } from './bounded';
 import type { LuaScript } from './lua-script';
 import { PubSubHub } from './pubsub-hub';
+import { ThrottledWarning } from './throttled-warning';
 
 type Client = Redis | Cluster;
 
@@ -43,9 +44,8 @@ export class RedisLockConnection {
   readonly hub: PubSubHub;
   /** Quorum mode: one connection per independent master of the `nodes` option (else empty). */
   readonly nodes: readonly RedisLockConnection[];
-  private readonly logger = new Logger('RedisLockModule');
+  private readonly errors = new ThrottledWarning(new Logger('RedisLockModule'));
   private readonly extra = new Set<Client>();
-  private lastErrorLog = 0;
   private wasReady: boolean;
 
   constructor(readonly options: ResolvedModuleOptions) {
@@ -144,10 +144,6 @@ export class RedisLockConnection {
   }
 
   private logError(what: string, err: Error): void {
-    // Reconnect loops emit an error per attempt; one line per 5 s is enough to see the outage.
-    const now = Date.now();
-    if (now - this.lastErrorLog < 5_000) return;
-    this.lastErrorLog = now;
-    this.logger.warn(`Redis ${what} error: ${err.message}`);
+    this.errors.warn(`Redis ${what} error: ${err.message}`);
   }
 }
