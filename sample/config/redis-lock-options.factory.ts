@@ -11,7 +11,8 @@ export function redisLockOptionsFactory(config: SampleConfig): RedisLockModuleOp
   return {
     redis: config.redisUrl,
     keyPrefix: config.keyPrefix,
-    // A purchase holds the stock lock for a few round trips: default TTL short, no default wait.
+    // The TTL of every lock of the sample (stock, editor): each is held for a few round trips
+    // and auto-extended while its handler runs, so a short one; no default wait.
     ttlMs: 5_000,
   };
 }

@@ -1,16 +1,26 @@
 /** The queue the purchases hand their orders to. */
 export const ORDERS_QUEUE = 'orders';
 
-/** The lock every stock change of `sku` runs under (the `@WithLock('stock:<0>')` key). */
+/**
+ * `@WithLock` key template of the stock lock: `stock:` + the handler's first argument, the sku.
+ * The one place the lock's name is written; `stockLockKey` fills it in.
+ */
+export const STOCK_LOCK_TEMPLATE = 'stock:<0>';
+
+/** The lock every stock change of `sku` runs under: `STOCK_LOCK_TEMPLATE` for `sku`. */
 export function stockLockKey(sku: string): string {
-  return `stock:${sku}`;
+  // A function replacer, so that nothing in `sku` is read as a `$` pattern.
+  return STOCK_LOCK_TEMPLATE.replace('<0>', () => sku);
 }
 
 /** Redis keys of one flash sale (one hash tag, so a Cluster keeps them in one slot). */
 export interface SaleKeys {
   /** HASH: `stock` (units left), `sold`, `price`. */
   sale: string;
-  /** HASH: userId → orderId of the unit that user bought. */
+  /**
+   * HASH: userId → JSON of the `Order` of the unit that user bought, kept so that a retry can
+   * enqueue the order again if enqueueing it failed after the sale.
+   */
   buyers: string;
   /** HASH: orderId → order JSON, written once by the `orders` worker. */
   orders: string;

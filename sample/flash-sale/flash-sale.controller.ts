@@ -19,13 +19,15 @@ import {
   type SaleStatus,
 } from './flash-sale.dto';
 import { FlashSaleService } from './flash-sale.service';
+import { STOCK_LOCK_TEMPLATE } from './flash-sale-keys';
 import { SoldOutGuard } from './sold-out.guard';
 
 /**
  * The stock lock of every sale change: buyers wait up to 2 s in a first-come-first-served line
- * (then 423 Locked); the lock lives 5 s unless the purchase is still running (auto-extended).
+ * (then 423 Locked). Its TTL is the module's (`redisLockOptionsFactory`), auto-extended while
+ * the purchase runs.
  */
-const STOCK_LOCK = { waitMs: 2_000, ttlMs: 5_000 } as const;
+const STOCK_LOCK = { waitMs: 2_000 } as const;
 
 /**
  * The flash sale over HTTP:
@@ -40,15 +42,19 @@ export class FlashSaleController {
   constructor(private readonly sales: FlashSaleService) {}
 
   @Post()
-  @WithLock('stock:<0.sku>', STOCK_LOCK)
-  create(@Body(new ParsePipe(parseCreateSale)) sale: CreateSaleRequest): Promise<SaleStatus> {
+  @WithLock(STOCK_LOCK_TEMPLATE, STOCK_LOCK)
+  create(
+    // The sku on its own, first: the argument the lock's template (`stock:<0>`) names.
+    @Body('sku', new IdPipe('sku')) sku: string,
+    @Body(new ParsePipe(parseCreateSale)) sale: CreateSaleRequest,
+  ): Promise<SaleStatus> {
     return this.sales.create(sale);
   }
 
   @Post(':sku/buy')
   @HttpCode(HttpStatus.ACCEPTED)
   @UseGuards(SoldOutGuard)
-  @WithLock('stock:<0>', STOCK_LOCK)
+  @WithLock(STOCK_LOCK_TEMPLATE, STOCK_LOCK)
   buy(
     @Param('sku', new IdPipe('sku')) sku: string,
     @Body(new ParsePipe(parseBuy)) body: BuyRequest,

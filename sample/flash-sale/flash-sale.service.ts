@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
-import { type Lock, LockService, QueueService } from '../../lib';
+import { LockService, QueueService } from '../../lib';
+import { requireLock } from '../common/require-lock';
 import { SampleRedis } from '../redis/sample-redis';
 import type { CreateSaleRequest, Order, SaleStatus } from './flash-sale.dto';
 import {
@@ -31,7 +32,7 @@ export class FlashSaleService {
   async create(request: CreateSaleRequest): Promise<SaleStatus> {
     const { sku, stock, price } = request;
     const k = this.keys(sku);
-    this.requireLock(sku, 'create');
+    requireLock(this.locks, stockLockKey(sku), 'FlashSaleService.create');
     if (await this.redis.client.exists(k.sale)) throw new SaleExistsError(sku);
     await this.redis.client.hset(k.sale, { stock, sold: 0, price });
     return { sku, stock, sold: 0, orders: 0, pending: 0 };
@@ -39,19 +40,28 @@ export class FlashSaleService {
 
   /**
    * Sells one unit to `userId`: checks the sale, the buyer and the stock, decrements the stock,
-   * records the buyer and enqueues the order (task id = order id). Runs under the lock
-   * `stock:<sku>`.
+   * records the buyer with the order and enqueues the order (task id = order id). Runs under
+   * the lock `stock:<sku>`.
+   *
+   * A user who bought already is refused; if their order was never created, it is enqueued
+   * again first. So when the enqueue failed after the sale (the buyer got an error), the
+   * buyer's retry repairs it: enqueueing an id twice adds it once, and `createOrder` creates an
+   * order once.
    * @throws SaleNotFoundError, AlreadyBoughtError (one unit per buyer), SoldOutError
    */
   async buy(sku: string, userId: string): Promise<Order> {
     const k = this.keys(sku);
-    const lock = this.requireLock(sku, 'buy');
+    const lock = requireLock(this.locks, stockLockKey(sku), 'FlashSaleService.buy');
     const [sale, orderOfUser] = (await this.redis.exec(
       this.redis.client.pipeline().hmget(k.sale, 'stock', 'sold', 'price').hget(k.buyers, userId),
     )) as [(string | null)[], string | null];
     const [stock, sold, price] = sale;
     if (stock === null) throw new SaleNotFoundError(sku);
-    if (orderOfUser !== null) throw new AlreadyBoughtError(sku, userId, orderOfUser);
+    if (orderOfUser !== null) {
+      const bought = JSON.parse(orderOfUser) as Order;
+      await this.enqueueIfNotCreated(bought);
+      throw new AlreadyBoughtError(sku, userId, bought.orderId);
+    }
     if (Number(stock) <= 0) throw new SoldOutError(sku, Number(sold));
 
     const order: Order = {
@@ -70,8 +80,10 @@ export class FlashSaleService {
         .multi()
         .hincrby(k.sale, 'stock', -1)
         .hincrby(k.sale, 'sold', 1)
-        .hset(k.buyers, userId, order.orderId),
+        .hset(k.buyers, userId, JSON.stringify(order)),
     );
+    // If this fails, the unit is sold and the order is in the buyers record: the buyer's retry
+    // enqueues it again (see above).
     await this.queues.enqueue(ORDERS_QUEUE, order.orderId, { payload: order });
     return order;
   }
@@ -129,14 +141,13 @@ export class FlashSaleService {
     return saleKeys(this.redis.prefix, sku);
   }
 
-  /** The stock lock this call runs under; its absence is a wiring bug, not a client error. */
-  private requireLock(sku: string, method: string): Lock {
-    const lock = this.locks.currentLock(stockLockKey(sku));
-    if (!lock) {
-      throw new Error(
-        `FlashSaleService.${method} must run under the lock '${stockLockKey(sku)}' (@WithLock)`,
-      );
-    }
-    return lock;
+  /**
+   * Enqueues `order` again unless the worker created it already: safe however often it runs,
+   * since the task id is the order id (a queued or leased id is not added twice) and
+   * `createOrder` creates an order once.
+   */
+  private async enqueueIfNotCreated(order: Order): Promise<void> {
+    if (await this.redis.client.hexists(this.keys(order.sku).orders, order.orderId)) return;
+    await this.queues.enqueue(ORDERS_QUEUE, order.orderId, { payload: order });
   }
 }

@@ -12,6 +12,11 @@ import { loadOptions, type LoadOptions } from './load-options';
 const EXPECTED_STATUSES = new Set([202, 409, 410, 423]);
 /** How long to wait for the workers to create the orders of the units sold. */
 const ORDERS_DEADLINE_MS = 60_000;
+/**
+ * Bound of each request besides the load itself (opening the sale, polling it, reading the
+ * orders), so that a sample that stops answering can't stall the run past its deadline.
+ */
+const REQUEST_TIMEOUT_MS = 5_000;
 
 async function main(): Promise<void> {
   const options = loadOptions(process.argv.slice(2), process.env);
@@ -102,10 +107,15 @@ async function createSale(options: LoadOptions, sku: string): Promise<void> {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ sku, stock: options.stock, price: 99 }),
+      signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
     });
   } catch (err) {
+    const why =
+      (err as Error).name === 'TimeoutError'
+        ? `no answer within ${REQUEST_TIMEOUT_MS} ms`
+        : ((err as Error).cause ?? err);
     throw new Error(
-      `cannot reach the sample at ${options.url} (${(err as Error).cause ?? err}): start it with ` +
+      `cannot reach the sample at ${options.url} (${why}): start it with ` +
         '`npm run sample` (or set SAMPLE_URL / --url)',
       { cause: err },
     );
@@ -125,11 +135,19 @@ async function waitForOrders(options: LoadOptions, sku: string): Promise<SaleSta
   }
 }
 
+/** GETs `path` and parses the JSON, within `REQUEST_TIMEOUT_MS` (body included). */
 async function getJson<T>(options: LoadOptions, path: string): Promise<T> {
-  const response = await fetch(`${options.url}${path}`);
-  if (!response.ok)
-    throw new Error(`GET ${path} answered ${response.status}: ${await response.text()}`);
-  return (await response.json()) as T;
+  try {
+    const response = await fetch(`${options.url}${path}`, {
+      signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+    });
+    if (!response.ok)
+      throw new Error(`GET ${path} answered ${response.status}: ${await response.text()}`);
+    return (await response.json()) as T;
+  } catch (err) {
+    if ((err as Error).name !== 'TimeoutError') throw err;
+    throw new Error(`GET ${path} got no answer within ${REQUEST_TIMEOUT_MS} ms`, { cause: err });
+  }
 }
 
 main().catch((err: unknown) => {

@@ -3,9 +3,13 @@ import { WithLock } from '../../lib';
 import { IdPipe } from '../common/parse.pipe';
 import type { NextTaskResult, SubmitResult } from './task-desk.dto';
 import { TaskDeskService } from './task-desk.service';
+import { EDITOR_LOCK_TEMPLATE } from './task-desk-keys';
 
-/** One editor's calls run one at a time, on whichever app instance they reach. */
-const EDITOR_LOCK = { waitMs: 2_000, ttlMs: 5_000 } as const;
+/**
+ * One editor's calls run one at a time, on whichever app instance they reach: a call waits up
+ * to 2 s for the editor's previous one (then 423 Locked). Its TTL is the module's.
+ */
+const EDITOR_LOCK = { waitMs: 2_000 } as const;
 
 /**
  * The editors:
@@ -20,14 +24,14 @@ export class EditorsController {
 
   @Post(':id/next')
   @HttpCode(HttpStatus.OK)
-  @WithLock('editor:<0>', EDITOR_LOCK)
+  @WithLock(EDITOR_LOCK_TEMPLATE, EDITOR_LOCK)
   async next(@Param('id', new IdPipe('editor')) editor: string): Promise<NextTaskResult> {
     return { editor, task: await this.desk.next(editor) };
   }
 
   @Post(':id/submit')
   @HttpCode(HttpStatus.OK)
-  @WithLock('editor:<0>', EDITOR_LOCK)
+  @WithLock(EDITOR_LOCK_TEMPLATE, EDITOR_LOCK)
   submit(@Param('id', new IdPipe('editor')) editor: string): Promise<SubmitResult> {
     return this.desk.submit(editor);
   }

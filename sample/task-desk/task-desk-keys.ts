@@ -1,9 +1,16 @@
 /** The queue that is the desk's pool of tasks. */
 export const DESK_QUEUE = 'desk';
 
+/**
+ * `@WithLock` key template of the editor lock: `editor:` + the handler's first argument, the
+ * editor. The one place the lock's name is written; `editorLockKey` fills it in.
+ */
+export const EDITOR_LOCK_TEMPLATE = 'editor:<0>';
+
 /** The lock an editor's requests run under, so that one editor's calls never interleave. */
 export function editorLockKey(editor: string): string {
-  return `editor:${editor}`;
+  // A function replacer, so that nothing in `editor` is read as a `$` pattern.
+  return EDITOR_LOCK_TEMPLATE.replace('<0>', () => editor);
 }
 
 /** Redis keys of the task desk (one hash tag, so a Cluster keeps them in one slot). */

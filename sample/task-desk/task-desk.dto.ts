@@ -1,9 +1,6 @@
-import type { QueueStats } from '../../lib';
+import { MAX_QUEUE_BATCH, type QueueStats } from '../../lib';
 import { InvalidInputError } from '../common/sample.error';
 import { requireId, requireObject } from '../common/validate';
-
-/** Tasks one `POST /tasks` adds at most (the queue's batch cap). */
-export const MAX_TASKS_PER_REQUEST = 1_000;
 
 /** Body of `POST /tasks`: the ids of the articles to edit. */
 export interface AddTasksRequest {
@@ -51,11 +48,14 @@ export interface DeskStatus {
   submitted: Record<string, { by: string; times: number }>;
 }
 
-/** Checks a `POST /tasks` body: `{ "ids": ["article-1", ...] }` with 1 to 1,000 ids. */
+/**
+ * Checks a `POST /tasks` body: `{ "ids": ["article-1", ...] }` with 1 to `MAX_QUEUE_BATCH`
+ * (1,000) ids, what one `enqueue` takes.
+ */
 export function parseAddTasks(body: unknown): AddTasksRequest {
   const o = requireObject(body, ['ids']);
-  if (!Array.isArray(o.ids) || o.ids.length === 0 || o.ids.length > MAX_TASKS_PER_REQUEST) {
-    throw new InvalidInputError('ids', o.ids, `an array of 1 to ${MAX_TASKS_PER_REQUEST} ids`);
+  if (!Array.isArray(o.ids) || o.ids.length === 0 || o.ids.length > MAX_QUEUE_BATCH) {
+    throw new InvalidInputError('ids', o.ids, `an array of 1 to ${MAX_QUEUE_BATCH} ids`);
   }
   return { ids: o.ids.map((id, i) => requireId(`ids[${i}]`, id)) };
 }

@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { type LeasedTask, LockService, QueueService } from '../../lib';
+import { requireLock } from '../common/require-lock';
 import { SampleConfig } from '../config/sample-config';
 import { SampleRedis } from '../redis/sample-redis';
 import type { AddTasksResult, DeskStatus, DeskTask, SubmitResult } from './task-desk.dto';
@@ -38,7 +39,7 @@ export class TaskDeskService {
    * @throws EditorBusyError while the editor's current lease still runs
    */
   async next(editor: string): Promise<DeskTask | null> {
-    this.requireLock(editor, 'next');
+    requireLock(this.locks, editorLockKey(editor), 'TaskDeskService.next');
     const held = await this.heldTask(editor);
     if (held) {
       const leftMs = held.leaseExpiresAt - (await this.redis.now());
@@ -61,20 +62,25 @@ export class TaskDeskService {
   }
 
   /**
-   * Finishes the editor's task (acks the lease). Runs under the lock `editor:<editor>`.
+   * Finishes the editor's task (acks the lease), then forgets that the editor holds it. Runs
+   * under the lock `editor:<editor>`. When the ack fails (e.g. a Redis timeout), the editor
+   * still holds the task and may submit again while the lease runs.
    * @throws NoTaskHeldError when the editor holds none; LeaseLostError when the lease ran out
    *   and the task was handed out again
    */
   async submit(editor: string): Promise<SubmitResult> {
-    this.requireLock(editor, 'submit');
+    requireLock(this.locks, editorLockKey(editor), 'TaskDeskService.submit');
     const held = await this.heldTask(editor);
     if (!held) throw new NoTaskHeldError(editor);
-    await this.redis.client.hdel(this.keys.holders, editor);
     // A stale lease token changes nothing and answers false: someone else has the task now.
-    if (!(await this.queues.ack(held))) throw new LeaseLostError(editor, held.id);
+    if (!(await this.queues.ack(held))) {
+      await this.redis.client.hdel(this.keys.holders, editor);
+      throw new LeaseLostError(editor, held.id);
+    }
     await this.redis.exec(
       this.redis.client
         .multi()
+        .hdel(this.keys.holders, editor)
         .hset(this.keys.submittedBy, held.id, editor)
         .hincrby(this.keys.submissions, held.id, 1),
     );
@@ -119,14 +125,5 @@ export class TaskDeskService {
   private async heldTask(editor: string): Promise<LeasedTask | null> {
     const json = await this.redis.client.hget(this.keys.holders, editor);
     return json === null ? null : (JSON.parse(json) as LeasedTask);
-  }
-
-  /** An editor's calls must not interleave; running without the lock is a wiring bug. */
-  private requireLock(editor: string, method: string): void {
-    if (!this.locks.currentLock(editorLockKey(editor))) {
-      throw new Error(
-        `TaskDeskService.${method} must run under the lock '${editorLockKey(editor)}' (@WithLock)`,
-      );
-    }
   }
 }

@@ -1,7 +1,8 @@
 import 'reflect-metadata';
 import { Agent } from 'node:http';
+import { Logger } from '@nestjs/common';
 import request from 'supertest';
-import { LockService } from '../../lib';
+import { LockService, QueueService } from '../../lib';
 import type { Order, SaleStatus } from '../../sample/flash-sale/flash-sale.dto';
 import { uniquePrefix, waitFor } from '../support/helpers';
 import { mapConcurrently, sendJson, startSample, type RunningSample } from './support/sample-app';
@@ -19,6 +20,8 @@ describe('sample: flash sale on two app instances sharing one Redis', () => {
     [a, b] = await Promise.all([startSample({ keyPrefix }), startSample({ keyPrefix })]);
     agent = new Agent({ keepAlive: true, maxSockets: 50 });
   });
+
+  afterEach(() => jest.restoreAllMocks());
 
   afterAll(async () => {
     agent?.destroy();
@@ -106,6 +109,53 @@ describe('sample: flash sale on two app instances sharing one Redis', () => {
     const orders = (await request(a.url).get('/flash-sales/tablet/orders').expect(200))
       .body as Order[];
     expect(orders.map((o) => o.userId).sort()).toEqual(['alice', 'bob']);
+  });
+
+  it("repairs a sale whose order could not be enqueued: the buyer's retry enqueues it, and one order is created", async () => {
+    await createSale('camera', 2);
+    // The enqueue after the sale fails once on instance a, the way a Redis timeout fails it (the
+    // test double stands in for the sample's QueueService; Redis itself is real).
+    const enqueue = jest
+      .spyOn(a.app.get(QueueService), 'enqueue')
+      .mockRejectedValueOnce(new Error('Command timed out'));
+    const logged = jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
+    const failed = await request(a.url).post('/flash-sales/camera/buy').send({ userId: 'frank' });
+    logged.mockRestore();
+    expect(failed.status).toBe(500);
+    expect(enqueue).toHaveBeenCalledTimes(1);
+    // The unit is sold to frank, but no order is on its way.
+    expect(await statusOf(b, 'camera')).toEqual({
+      sku: 'camera',
+      stock: 1,
+      sold: 1,
+      orders: 0,
+      pending: 1,
+    });
+
+    // Frank retries, on the other instance: refused as a buyer already, with his order, which
+    // is enqueued again and created.
+    const retry = await request(b.url).post('/flash-sales/camera/buy').send({ userId: 'frank' });
+    expect(retry.status).toBe(409);
+    expect(retry.body).toMatchObject({ error: 'Conflict', userId: 'frank', orderId: 'camera-1' });
+    expect(await settledStatus('camera')).toMatchObject({ stock: 1, sold: 1, orders: 1 });
+    const orders = (await request(a.url).get('/flash-sales/camera/orders').expect(200))
+      .body as Order[];
+    expect(orders).toEqual([
+      {
+        orderId: 'camera-1',
+        sku: 'camera',
+        userId: 'frank',
+        price: 199,
+        fence: expect.any(Number) as number,
+        boughtAt: expect.any(String) as string,
+      },
+    ]);
+
+    // Once the order exists, a retry enqueues nothing.
+    const enqueueOnB = jest.spyOn(b.app.get(QueueService), 'enqueue');
+    await request(b.url).post('/flash-sales/camera/buy').send({ userId: 'frank' }).expect(409);
+    expect(enqueueOnB).not.toHaveBeenCalled();
+    expect(await statusOf(a, 'camera')).toMatchObject({ sold: 1, orders: 1, pending: 0 });
   });
 
   it('answers 423 Locked with Retry-After when the stock lock stays taken past the 2 s wait', async () => {

@@ -1,6 +1,14 @@
+import 'reflect-metadata';
+import type { INestApplicationContext } from '@nestjs/common';
+import fc from 'fast-check';
+import { LockService } from '../../lib';
+import { requireLock } from '../../sample/common/require-lock';
 import { loadSampleConfig, redactRedisUrl } from '../../sample/config/sample-config';
+import { STOCK_LOCK_TEMPLATE, stockLockKey } from '../../sample/flash-sale/flash-sale-keys';
 import { latencyHistogram } from '../../sample/load/latency-histogram';
 import { loadOptions } from '../../sample/load/load-options';
+import { EDITOR_LOCK_TEMPLATE, editorLockKey } from '../../sample/task-desk/task-desk-keys';
+import { createLockApp, uniquePrefix } from '../support/helpers';
 
 describe('sample configuration from the environment', () => {
   it('takes the defaults for unset and empty variables', () => {
@@ -104,5 +112,48 @@ describe('latencyHistogram', () => {
   it('puts 10 s and more in an open bucket, and says so when there is nothing', () => {
     expect(latencyHistogram([0, 12_000], 4)).toMatch(/\n {4}≥ 10000 ms \| ████ 1$/);
     expect(latencyHistogram([])).toBe('(no responses)');
+  });
+});
+
+describe('sample lock keys', () => {
+  it('builds the names the @WithLock templates give for a first argument', () => {
+    expect([STOCK_LOCK_TEMPLATE, EDITOR_LOCK_TEMPLATE]).toEqual(['stock:<0>', 'editor:<0>']);
+    fc.assert(
+      fc.property(fc.string(), (id) => {
+        expect(stockLockKey(id)).toBe(`stock:${id}`);
+        expect(editorLockKey(id)).toBe(`editor:${id}`);
+      }),
+    );
+  });
+});
+
+describe('requireLock', () => {
+  let app: INestApplicationContext;
+  let locks: LockService;
+
+  beforeAll(async () => {
+    app = await createLockApp({ keyPrefix: uniquePrefix('sample-require-lock') });
+    locks = app.get(LockService);
+  });
+
+  afterAll(() => app?.close());
+
+  it('returns the lock the call runs under', async () => {
+    const key = stockLockKey('phone');
+    await locks.withLock(key, (held) => {
+      expect(requireLock(locks, key, 'FlashSaleService.buy')).toBe(held);
+    });
+  });
+
+  it('throws a plain Error naming the method and the lock when the call holds no such lock', async () => {
+    expect(() => requireLock(locks, stockLockKey('phone'), 'FlashSaleService.buy')).toThrow(
+      new Error("FlashSaleService.buy must run under the lock 'stock:phone' (@WithLock)"),
+    );
+    // Another lock held does not count.
+    await locks.withLock(editorLockKey('ann'), () => {
+      expect(() => requireLock(locks, stockLockKey('phone'), 'FlashSaleService.buy')).toThrow(
+        "must run under the lock 'stock:phone'",
+      );
+    });
   });
 });

@@ -1,6 +1,8 @@
 import 'reflect-metadata';
 import { Agent } from 'node:http';
+import { Logger } from '@nestjs/common';
 import request from 'supertest';
+import { QueueService } from '../../lib';
 import type { DeskStatus, DeskTask, NextTaskResult } from '../../sample/task-desk/task-desk.dto';
 import { uniquePrefix, waitFor } from '../support/helpers';
 import { sendJson, startSample, type RunningSample } from './support/sample-app';
@@ -174,5 +176,69 @@ describe('sample: task desk on two app instances sharing one Redis', () => {
     expect(again.status).toBe(200);
     expect(again.body.task).toMatchObject({ id: 'memo', attempt: 2 });
     expect((await submit(a, 'finn')).status).toBe(200);
+  });
+});
+
+describe('sample: task desk when the queue fails to ack a submit', () => {
+  let app: RunningSample;
+  let agent: Agent;
+
+  beforeEach(async () => {
+    // A lease long enough that it can't run out during the test, even on a busy machine.
+    app = await startSample({ keyPrefix: uniquePrefix('sample-desk-ack'), deskLeaseMs: 30_000 });
+    agent = new Agent({ keepAlive: true, maxSockets: 2 });
+  });
+
+  afterEach(async () => {
+    jest.restoreAllMocks();
+    agent.destroy();
+    await app.app.close();
+  });
+
+  const desk = async () => (await request(app.url).get('/tasks').expect(200)).body as DeskStatus;
+
+  it('keeps the task with its editor when the ack throws, so that submitting again finishes it once', async () => {
+    await request(app.url)
+      .post('/tasks')
+      .send({ ids: ['draft'] })
+      .expect(201);
+    const taken = await sendJson<NextTaskResult>(agent, 'POST', `${app.url}/editors/gus/next`);
+    expect(taken.body.task).toMatchObject({ id: 'draft', attempt: 1 });
+
+    // The ack fails once the way a Redis timeout fails it (the test double stands in for the
+    // sample's QueueService; Redis itself is real). The error is answered 500 and logged.
+    const ack = jest
+      .spyOn(app.app.get(QueueService), 'ack')
+      .mockRejectedValueOnce(new Error('Command timed out'));
+    const logged = jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
+    const failed = await sendJson(agent, 'POST', `${app.url}/editors/gus/submit`);
+    logged.mockRestore();
+    expect(failed.status).toBe(500);
+    expect(ack).toHaveBeenCalledTimes(1);
+
+    // Gus still holds the task, its lease still runs, and nothing counts as submitted.
+    const between = await desk();
+    expect(between.holders).toEqual([
+      {
+        editor: 'gus',
+        taskId: 'draft',
+        attempt: 1,
+        leaseExpiresInMs: expect.any(Number) as number,
+      },
+    ]);
+    expect(between.holders[0].leaseExpiresInMs).toBeGreaterThan(0);
+    expect(between.pool).toEqual({ ready: 0, delayed: 0, leased: 1, dead: 0 });
+    expect(between.submitted).toEqual({});
+
+    // His retry is acked: the work is kept, submitted once.
+    const retried = await sendJson(agent, 'POST', `${app.url}/editors/gus/submit`);
+    expect(retried).toMatchObject({
+      status: 200,
+      body: { editor: 'gus', taskId: 'draft', attempt: 1 },
+    });
+    const after = await desk();
+    expect(after.holders).toEqual([]);
+    expect(after.submitted).toEqual({ draft: { by: 'gus', times: 1 } });
+    expect(after.pool).toEqual({ ready: 0, delayed: 0, leased: 0, dead: 0 });
   });
 });
