@@ -10,33 +10,31 @@ import 'reflect-metadata';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Redis } from 'ioredis';
-import { startRedisServer } from '../test/support/redis-server';
+import { startRedisServer } from '../scripts/redis-server';
 import type { LockLibrary } from './adapters/lock-adapter';
 import { LOCK_LIBRARIES } from './adapters/lock-libraries';
 import { oursQueueMissing } from './adapters/ours-queue.adapter';
 import type { QueueLibrary } from './adapters/queue-adapter';
 import { DRAIN_LIBRARIES, ENQUEUE_LIBRARIES } from './adapters/queue-libraries';
-import { FULL_CONFIG, QUICK_CONFIG } from './bench-config';
-import { contendedShape } from './shapes/contended.shape';
-import { checkSharedClock, handoffShape } from './shapes/handoff.shape';
-import { parallelShape, serialShape } from './shapes/lock-throughput.shape';
-import { FLOOR_PROBES, physicalFloorShape, type FloorProbe } from './shapes/physical-floor.shape';
-import { drainShape, enqueueShape } from './shapes/queue.shape';
+import { FULL_CONFIG, QUICK_CONFIG, shapeTimeoutMs } from './bench-config';
+import { benchShapes } from './shapes/bench-shapes';
+import { checkSharedClock } from './shapes/handoff.shape';
+import { FLOOR_PROBES, type FloorProbe } from './shapes/physical-floor.shape';
 import type { Shape, ShapeContext } from './shapes/shape';
 import { BenchChild } from './support/bench-child';
-import { renderReport } from './support/bench-report';
+import { renderReport, type TableSpec } from './support/bench-report';
 import { evaluateTargets } from './support/bench-targets';
-import { addRoundTrips } from './support/derived-metrics';
+import { addDerived } from './support/derived-metrics';
 import { warmUp } from './support/jit-warm-up';
-import { machineInfo } from './support/machine-info';
+import { currentLoadAverage, machineInfo } from './support/machine-info';
 import { progressLine } from './support/progress-line';
 import { updateReadme, writeReportFiles } from './support/report-files';
 import { reportTables } from './support/report-tables';
 import { installRequestCounter, uncountedClient } from './support/request-counter';
 import { RunResults } from './support/run-results';
+import { withTimeout } from './support/with-timeout';
 
 const ROOT = resolve(__dirname, '..');
-const LOCK_SHAPES = [serialShape, parallelShape, contendedShape, handoffShape];
 
 /** `list` rotated left by `by` places: each round starts with another library. */
 function rotate<T>(list: readonly T[], by: number): T[] {
@@ -44,21 +42,32 @@ function rotate<T>(list: readonly T[], by: number): T[] {
   return [...list.slice(n), ...list.slice(0, n)];
 }
 
-/** Runs `shape` for each library (rotated by round), flushing the server before each. */
+/** What every shape run of a round shares. */
+interface RoundRun {
+  ctx: ShapeContext;
+  results: RunResults;
+  tables: readonly TableSpec[];
+  admin: Redis;
+}
+
+/**
+ * Runs `shape` for each library (rotated by round), flushing the server before each. A run that
+ * fails, or does not finish within `shapeTimeoutMs`, is recorded as an error and the next begins.
+ */
 async function runShape<L extends { id: string; label: string }>(
   shape: Shape<L>,
   libraries: readonly L[],
-  ctx: ShapeContext,
-  results: RunResults,
-  admin: Redis,
+  { ctx, results, tables, admin }: RoundRun,
 ): Promise<void> {
+  const columns = tables.find((t) => t.shape === shape.id)?.columns ?? [];
+  const timeoutMs = shapeTimeoutMs(ctx.config);
   for (const library of rotate(libraries, ctx.round - 1)) {
     await admin.flushall();
     const label = `  ${shape.id.padEnd(12)} ${library.label}`;
     try {
-      const metrics = await shape.run(library, ctx);
+      const metrics = await withTimeout(shape.run(library, ctx), timeoutMs, `${shape.id} run`);
       results.add({ shape: shape.id, library: library.id, round: ctx.round, metrics });
-      console.log(`${label}: ${progressLine(shape.id, metrics)}`);
+      console.log(`${label}: ${progressLine(columns, metrics)}`);
     } catch (err) {
       const error = (err as Error).message;
       results.add({ shape: shape.id, library: library.id, round: ctx.round, error });
@@ -74,6 +83,7 @@ function option(name: string): string | undefined {
 
 async function main(): Promise<void> {
   const config = process.argv.includes('--quick') ? QUICK_CONFIG : FULL_CONFIG;
+  const shapes = benchShapes(config);
   const command = config.mode === 'quick' ? 'npm run bench:quick' : 'npm run bench';
   const outDir = resolve(
     option('--out') ??
@@ -102,26 +112,29 @@ async function main(): Promise<void> {
     await warmUp(server.url, config, !queueMissing);
     await admin.flushall();
 
+    const tables = reportTables(shapes, !queueMissing);
     for (let round = 1; round <= config.rounds; round++) {
       console.log(`round ${round}/${config.rounds}`);
       const ctx: ShapeContext = { url: server.url, config, round, children };
-      await runShape<FloorProbe>(physicalFloorShape, FLOOR_PROBES, ctx, results, admin);
-      for (const shape of LOCK_SHAPES) {
-        await runShape<LockLibrary>(shape, LOCK_LIBRARIES, ctx, results, admin);
+      const run: RoundRun = { ctx, results, tables, admin };
+      await runShape<FloorProbe>(shapes.floor, FLOOR_PROBES, run);
+      for (const shape of shapes.lock) await runShape<LockLibrary>(shape, LOCK_LIBRARIES, run);
+      if (!queueMissing) {
+        await runShape<QueueLibrary>(shapes.enqueue, ENQUEUE_LIBRARIES, run);
+        for (const shape of shapes.drain) await runShape<QueueLibrary>(shape, DRAIN_LIBRARIES, run);
       }
-      addRoundTrips(results, round);
-      if (queueMissing) continue;
-      await runShape<QueueLibrary>(enqueueShape, ENQUEUE_LIBRARIES, ctx, results, admin);
-      for (const c of config.drainConcurrency) {
-        await runShape<QueueLibrary>(drainShape(c), DRAIN_LIBRARIES, ctx, results, admin);
-      }
+      addDerived(results, round);
+      machine.loadAfterRounds.push(currentLoadAverage());
+      console.log(
+        `  load average after round ${round}: ${machine.loadAfterRounds.at(-1)!.join(' ')}`,
+      );
     }
 
     const bullmq = DRAIN_LIBRARIES.find((l) => l.id === 'bullmq')!;
-    const targets = evaluateTargets(results, bullmq);
+    const targets = evaluateTargets(results, shapes, bullmq);
     const report = renderReport({
       results,
-      tables: reportTables(config, !queueMissing),
+      tables,
       targets,
       machine,
       config,
@@ -142,6 +155,7 @@ async function main(): Promise<void> {
       skipped,
       targets,
       summary: results.summaries(),
+      derived: results.summaries('derived'),
       records: results.records,
     });
     if (config.mode === 'full' && !option('--out')) {
@@ -155,7 +169,7 @@ async function main(): Promise<void> {
     // CI smoke test relies on this).
     const broken = results.records.filter((r) => r.error).length;
     const oursOverlaps = LOCK_LIBRARIES.filter((l) => l.ours).reduce(
-      (sum, l) => sum + (results.summary('contended-8', l.id, 'overlaps')?.sum ?? 0),
+      (sum, l) => sum + (results.summary(shapes.contended.id, l.id, 'overlaps')?.sum ?? 0),
       0,
     );
     if (broken > 0 || oursOverlaps > 0) {
@@ -171,7 +185,11 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((err) => {
-  console.error(err);
-  process.exit(1);
-});
+main().then(
+  // A shape that timed out may still hold connections: exit instead of waiting for them.
+  () => process.exit(),
+  (err) => {
+    console.error(err);
+    process.exit(1);
+  },
+);

@@ -1,6 +1,12 @@
 import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
-import { countdown, FILL_BATCH, type QueueAdapter } from './queue-adapter';
+import {
+  countdown,
+  FILL_BATCH,
+  handedBackAfter,
+  type QueueAdapter,
+  type StopConsumer,
+} from './queue-adapter';
 
 /** Job options of every job: BullMQ's documented setting for throughput (no completed-job history). */
 const JOB_OPTIONS = { removeOnComplete: true };
@@ -36,18 +42,14 @@ export class BullmqAdapter implements QueueAdapter {
     }
   }
 
-  async drain(queue: string, count: number, concurrency: number): Promise<void> {
+  drain(queue: string, count: number, concurrency: number): Promise<StopConsumer> {
     const done = countdown(count);
     const worker = new Worker(queue, async () => done.tick(), {
       connection: this.connection,
       concurrency,
     });
     worker.on('error', () => undefined);
-    try {
-      await done.finished;
-    } finally {
-      await worker.close();
-    }
+    return handedBackAfter(done.finished, () => worker.close());
   }
 
   async close(): Promise<void> {

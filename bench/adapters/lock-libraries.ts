@@ -1,10 +1,11 @@
+import { Redlock as SesamecareRedlock } from '@sesamecare-oss/redlock';
+import Redlock from 'redlock';
+import { packageVersion } from '../support/package-version';
 import type { LockLibrary } from './lock-adapter';
 import { OriginalDesignAdapter } from './original-design.adapter';
 import { OursLockAdapter } from './ours-lock.adapter';
 import { RedisSemaphoreAdapter } from './redis-semaphore.adapter';
-import { RedlockAdapter } from './redlock.adapter';
-import { SesamecareRedlockAdapter } from './sesamecare-redlock.adapter';
-import { packageVersion } from '../support/package-version';
+import { redlockAdapter } from './redlock-family.adapter';
 
 /**
  * Every row of the lock tables, ours first. The order here is only the first round's: the run
@@ -27,13 +28,15 @@ export const LOCK_LIBRARIES: readonly LockLibrary[] = [
     id: 'redlock',
     label: `redlock ${packageVersion('redlock')}`,
     ours: false,
-    create: (url) => RedlockAdapter.create(url),
+    // redlock 5 is typed against its own ioredis declarations; the client is this process's ioredis.
+    create: redlockAdapter((client) => new Redlock([client as never])),
   },
   {
     id: 'sesamecare-redlock',
     label: `@sesamecare-oss/redlock ${packageVersion('@sesamecare-oss/redlock')}`,
     ours: false,
-    create: (url) => SesamecareRedlockAdapter.create(url),
+    // The maintained fork of redlock 5.
+    create: redlockAdapter((client) => new SesamecareRedlock([client])),
   },
   {
     id: 'redis-semaphore',

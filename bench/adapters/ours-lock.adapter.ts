@@ -1,8 +1,7 @@
-import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
-import { Lock, LockService, RedisLockModule } from '../../lib';
+import { type Lock, LockService } from '../../lib';
 import { BENCH_WAIT_MS, type HeldLock, type LockAdapter } from './lock-adapter';
+import { oursApp } from './ours-app';
 
 /**
  * nestjs-redis-lock through its public API only: a Nest application context with
@@ -20,10 +19,7 @@ export class OursLockAdapter implements LockAdapter {
    * @param fair `true` (the default of the library) or `false`
    */
   static async create(url: string, fair: boolean): Promise<OursLockAdapter> {
-    const app = await NestFactory.createApplicationContext(
-      RedisLockModule.forRoot({ redis: url, waitMs: BENCH_WAIT_MS, fair }),
-      { logger: false },
-    );
+    const app = await oursApp({ redis: url, waitMs: BENCH_WAIT_MS, fair });
     return new OursLockAdapter(app, app.get(LockService));
   }
 

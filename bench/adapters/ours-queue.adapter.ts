@@ -1,8 +1,13 @@
-import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
-import { QueueService, RedisLockModule } from '../../lib';
-import { countdown, FILL_BATCH, type QueueAdapter } from './queue-adapter';
+import { QueueService } from '../../lib';
+import { oursApp } from './ours-app';
+import {
+  countdown,
+  FILL_BATCH,
+  handedBackAfter,
+  type QueueAdapter,
+  type StopConsumer,
+} from './queue-adapter';
 
 /** How the drain shape consumes our queue. */
 export type OursDrainMode = 'leased' | 'pop';
@@ -37,12 +42,7 @@ export class OursQueueAdapter implements QueueAdapter {
    * @param mode how `drain` consumes
    */
   static async create(url: string, mode: OursDrainMode): Promise<OursQueueAdapter> {
-    const app = await NestFactory.createApplicationContext(
-      RedisLockModule.forRoot({ redis: url }),
-      {
-        logger: false,
-      },
-    );
+    const app = await oursApp({ redis: url });
     return new OursQueueAdapter(app, app.get(QueueService), mode);
   }
 
@@ -57,28 +57,27 @@ export class OursQueueAdapter implements QueueAdapter {
     }
   }
 
-  async drain(queue: string, count: number, concurrency: number): Promise<void> {
-    if (this.mode === 'pop') {
-      let handled = 0;
-      await Promise.all(
-        Array.from({ length: concurrency }, async () => {
-          for (;;) {
-            const tasks = await this.queues.pop(queue, 1);
-            if (tasks.length === 0) return;
-            handled += tasks.length;
-          }
-        }),
-      );
-      if (handled !== count) throw new Error(`popped ${handled} of ${count} jobs`);
-      return;
-    }
+  drain(queue: string, count: number, concurrency: number): Promise<StopConsumer> {
     const done = countdown(count);
-    const worker = this.queues.process(queue, async () => done.tick(), { concurrency });
-    try {
-      await done.finished;
-    } finally {
-      await worker.close();
+    if (this.mode === 'leased') {
+      const worker = this.queues.process(queue, async () => done.tick(), { concurrency });
+      return handedBackAfter(done.finished, () => worker.close());
     }
+    let popped = 0;
+    const loops = Promise.all(
+      Array.from({ length: concurrency }, async () => {
+        for (;;) {
+          const tasks = await this.queues.pop(queue, 1);
+          if (tasks.length === 0) return;
+          popped += tasks.length;
+          tasks.forEach(() => done.tick());
+        }
+      }),
+    ).then(() => {
+      if (popped !== count) throw new Error(`popped ${popped} of ${count} jobs`);
+    });
+    // The loops end on their next (empty) pop after the last job: that is their stop.
+    return handedBackAfter(Promise.race([done.finished, loops]), () => loops);
   }
 
   close(): Promise<void> {

@@ -8,13 +8,18 @@ export interface QueueAdapter {
   /** Adds `count` jobs to `queue` as fast as it can (untimed set-up of the drain shapes). */
   fill(queue: string, count: number): Promise<void>;
   /**
-   * Runs one consumer of `queue` at `concurrency` with a no-op handler until `count` jobs were
-   * handled, then stops it.
+   * Runs one consumer of `queue` at `concurrency` with a no-op handler; resolves as soon as
+   * `count` jobs were handled, with the function that stops the consumer, which the caller calls
+   * after its timer stopped (closing a worker is not part of a drain's time). Stops the consumer
+   * itself before rejecting.
    */
-  drain(queue: string, count: number, concurrency: number): Promise<void>;
+  drain(queue: string, count: number, concurrency: number): Promise<StopConsumer>;
   /** Closes every connection the adapter opened. */
   close(): Promise<void>;
 }
+
+/** Stops a consumer started by `QueueAdapter.drain` and closes what it opened. */
+export type StopConsumer = () => Promise<void>;
 
 /** One row of the queue tables. */
 export interface QueueLibrary {
@@ -45,6 +50,8 @@ export function countdown(count: number): { tick(): void; finished: Promise<void
       () => reject(new Error(`${left} of ${count} jobs not handled within ${DRAIN_TIMEOUT_MS} ms`)),
       DRAIN_TIMEOUT_MS,
     );
+    // A drain that failed otherwise must not keep the process alive.
+    timer.unref();
     tick = () => {
       if (--left === 0) {
         clearTimeout(timer);
@@ -53,4 +60,23 @@ export function countdown(count: number): { tick(): void; finished: Promise<void
     };
   });
   return { tick: () => tick(), finished };
+}
+
+/**
+ * Waits until `finished` (the last job was handled) and resolves with `stop`, for the caller to
+ * call once its timer stopped; when `finished` rejects, calls `stop` itself and rethrows.
+ * @example
+ * return handedBackAfter(done.finished, () => worker.close());
+ */
+export async function handedBackAfter(
+  finished: Promise<void>,
+  stop: StopConsumer,
+): Promise<StopConsumer> {
+  try {
+    await finished;
+  } catch (err) {
+    await stop().catch(() => undefined);
+    throw err;
+  }
+  return stop;
 }

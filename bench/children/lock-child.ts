@@ -1,6 +1,7 @@
 /**
  * Entry point of the bench's child processes (started by `BenchChild.start`): holds one lock
  * adapter at a time and runs one side of the contended and handoff shapes on request.
+ * Argument: the child's index.
  */
 import 'reflect-metadata';
 import { Redis } from 'ioredis';
@@ -9,11 +10,14 @@ import { lockLibrary } from '../adapters/lock-libraries';
 import { runContended, type ContendedParams } from '../shapes/contended.child';
 import { HandoffRole } from '../shapes/handoff.child';
 import { PubSubFloorRole } from '../shapes/pubsub-floor.child';
-import type { ChildReply, ChildRequest } from '../support/bench-child';
+import type { ChildReply, ChildRequest, ChildSetup } from '../support/bench-child';
 import { monotonicMs } from '../support/monotonic-clock';
 import { installRequestCounter, uncountedClient } from '../support/request-counter';
+import { warmUpAdapter } from './adapter-warm-up';
 
 installRequestCounter();
+
+const index = process.argv[2];
 
 let adapter: LockAdapter | undefined;
 let marker: Redis | undefined;
@@ -32,12 +36,14 @@ async function teardown(): Promise<void> {
 }
 
 const operations: Record<string, (args: any) => unknown> = {
-  async setup({ library, url }: { library: string; url: string }) {
+  async setup({ library, url, key, warmupPairs }: ChildSetup) {
     await teardown();
     adapter = await lockLibrary(library).create(url);
     marker = uncountedClient(new Redis(url));
     role = new HandoffRole(adapter);
     await marker.ping();
+    // Each child on a key of its own: the children's warm-ups do not wait for one another.
+    await warmUpAdapter(adapter, `${key}:warm-up:${index}`, warmupPairs);
   },
   teardown,
   clock: () => monotonicMs(),

@@ -20,40 +20,49 @@ export interface ContendedParams {
 
 /** What one contended process measured. */
 export interface ContendedReport {
-  /** Sections (acquisitions) completed. */
+  /** Sections (acquisitions) completed, including those released after the deadline. */
   sections: number;
+  /** Sections whose release finished by `startAt + durationMs` (what handoffs/s counts). */
+  sectionsInWindow: number;
   /** Time from calling acquire to having the lock, per section, in ms. */
   waitsMs: number[];
-  /** Acquisitions the library gave up on (e.g. redlock after its default retries). */
-  failures: number;
+  /**
+   * Time from calling acquire to the library giving up, per acquisition it gave up on (e.g.
+   * redlock after its default retries), in ms.
+   */
+  failedWaitsMs: number[];
   /** One failure message, to show what failed. */
   failureSample?: string;
   /** Sections that found another process inside. */
   overlaps: number;
   /** Redis requests sent by the library (the marker client is not counted). */
   requests: number;
-  /** Monotonic ms when the process finished its last section. */
-  finishedAt: number;
+}
+
+/** A report of nothing yet: no sections, no waits, no requests. */
+export function emptyContendedReport(): ContendedReport {
+  return {
+    sections: 0,
+    sectionsInWindow: 0,
+    waitsMs: [],
+    failedWaitsMs: [],
+    overlaps: 0,
+    requests: 0,
+  };
 }
 
 /**
  * One of the contended processes: from `startAt`, for `durationMs`, loops acquire → INCR the
  * inside marker and the counter (one MULTI) → sleep `holdMs` → DECR the marker → release.
- * An acquisition that started before the deadline is completed and counted.
+ * An acquisition that started before the deadline is completed and its wait recorded; its
+ * section counts in `sectionsInWindow` only when its release finished by the deadline.
  */
 export async function runContended(
   adapter: LockAdapter,
   marker: Redis,
   params: ContendedParams,
 ): Promise<ContendedReport> {
-  const report: ContendedReport = {
-    sections: 0,
-    waitsMs: [],
-    failures: 0,
-    overlaps: 0,
-    requests: 0,
-    finishedAt: 0,
-  };
+  const report = emptyContendedReport();
   await sleepUntil(params.startAt);
   const requestsBefore = requestCount();
   const end = params.startAt + params.durationMs;
@@ -63,7 +72,7 @@ export async function runContended(
     try {
       lock = await adapter.acquire(params.key);
     } catch (err) {
-      report.failures++;
+      report.failedWaitsMs.push(monotonicMs() - asked);
       report.failureSample ??= (err as Error).message;
       continue;
     }
@@ -74,8 +83,8 @@ export async function runContended(
     await marker.decr(params.insideKey);
     await adapter.release(lock);
     report.sections++;
+    if (monotonicMs() <= end) report.sectionsInWindow++;
   }
-  report.finishedAt = monotonicMs();
   report.requests = requestCount() - requestsBefore;
   return report;
 }

@@ -1,79 +1,96 @@
 import { Redis } from 'ioredis';
 import type { LockLibrary } from '../adapters/lock-adapter';
-import { jainIndex, percentile } from '../support/bench-stats';
+import type { BenchConfig } from '../bench-config';
+import { jainIndex, median, percentile } from '../support/bench-stats';
 import { CpuMeter } from '../support/cpu-meter';
 import { monotonicMs } from '../support/monotonic-clock';
 import { uncountedClient } from '../support/request-counter';
 import type { ContendedReport } from './contended.child';
+import type { ChildSetup } from '../support/bench-child';
 import { benchKey, type Metrics, type Shape } from './shape';
 
 /**
  * Shape 3: `config.contendedProcesses` OS processes fight for one key for `config.contendedMs`,
- * each holding it about `holdMs` per section. Metrics: `handoffsPerSec` (sections per second over
- * all processes, up to the last one finishing), `waitP50Ms`/`waitP99Ms`/`waitMaxMs` (acquire
- * call to lock, successful acquisitions of every process), `jain` (fairness over per-process
- * section counts), `overlaps` (sections that found another process inside: must be 0),
- * `failures` (acquisitions the library gave up on), `counterMismatch` (Redis counter minus
- * reported sections: must be 0), `requestsPerSection`, `redisCpuUsPerSection` (the server's CPU
- * time, polling included).
+ * each holding it about `holdMs` per section. Metrics: see `summarizeContended`, plus
+ * `redisCpuUsPerSection` (the server's CPU time, polling included).
  */
-export const contendedShape: Shape<LockLibrary> = {
-  id: 'contended-8',
-  title: 'contended-8: 8 processes, one key, ~1 ms per section',
-  async run(library, ctx) {
-    const { config, children, url } = ctx;
-    const base = benchKey('contended', library.id, ctx.round);
-    const insideKey = `${base}:inside`;
-    const counterKey = `${base}:counter`;
-    await Promise.all(children.map((c) => c.call('setup', { library: library.id, url })));
-    try {
-      const meter = await CpuMeter.start(url);
-      // Every child has its adapter connected; a short lead time lets the messages arrive.
-      const startAt = monotonicMs() + 250;
-      const reports = await Promise.all(
-        children.map((c) =>
-          c.call<ContendedReport>(
-            'contended',
-            {
-              key: `${base}:lock`,
-              insideKey,
-              counterKey,
-              startAt,
-              durationMs: config.contendedMs,
-              holdMs: config.holdMs,
-            },
-            config.contendedMs + 60_000,
-          ),
-        ),
-      );
-      const { redisUs } = await meter.stop();
-      const admin = uncountedClient(new Redis(url));
-      const counted = Number(await admin.get(counterKey));
-      await admin.quit();
-      const metrics = summarize(reports, startAt, counted);
-      metrics.redisCpuUsPerSection = redisUs / reports.reduce((a, r) => a + r.sections, 0);
-      return metrics;
-    } finally {
-      await Promise.all(children.map((c) => c.call('teardown')));
-    }
-  },
-};
-
-function summarize(reports: ContendedReport[], startAt: number, counted: number): Metrics {
-  const sections = reports.reduce((a, r) => a + r.sections, 0);
-  const waits = reports.flatMap((r) => r.waitsMs);
-  const elapsedMs = Math.max(...reports.map((r) => r.finishedAt)) - startAt;
-  const failureSample = reports.find((r) => r.failureSample)?.failureSample;
-  if (failureSample) console.log(`    (a failed acquisition: ${failureSample.split('\n')[0]})`);
+export function contendedShape(config: BenchConfig): Shape<LockLibrary> {
+  const { contendedProcesses: processes, contendedMs, holdMs } = config;
   return {
-    handoffsPerSec: (sections / elapsedMs) * 1000,
+    id: `contended-${processes}`,
+    title:
+      `contended-${processes}: ${processes} processes, one key, ~${holdMs} ms per section ` +
+      `(${contendedMs / 1000} s)`,
+    async run(library, ctx) {
+      const { children, url } = ctx;
+      const base = benchKey('contended', library.id, ctx.round);
+      const key = `${base}:lock`;
+      const insideKey = `${base}:inside`;
+      const counterKey = `${base}:counter`;
+      const setup: ChildSetup = {
+        library: library.id,
+        url,
+        key,
+        warmupPairs: ctx.config.warmupPairs,
+      };
+      await Promise.all(children.map((c) => c.call('setup', setup)));
+      try {
+        const meter = await CpuMeter.start(url);
+        // Every child has its adapter connected and warmed up; a short lead time lets the
+        // messages arrive.
+        const startAt = monotonicMs() + 250;
+        const params = { key, insideKey, counterKey, startAt, durationMs: contendedMs, holdMs };
+        const reports = await Promise.all(
+          children.map((c) => c.call<ContendedReport>('contended', params, contendedMs + 60_000)),
+        );
+        const { redisUs } = await meter.stop();
+        const admin = uncountedClient(new Redis(url));
+        const counted = Number(await admin.get(counterKey));
+        await admin.quit();
+        const failureSample = reports.find((r) => r.failureSample)?.failureSample;
+        if (failureSample)
+          console.log(`    (a failed acquisition: ${failureSample.split('\n')[0]})`);
+        const metrics = summarizeContended(reports, contendedMs, counted);
+        metrics.redisCpuUsPerSection = redisUs / reports.reduce((a, r) => a + r.sections, 0);
+        return metrics;
+      } finally {
+        await Promise.all(children.map((c) => c.call('teardown')));
+      }
+    },
+  };
+}
+
+/**
+ * The contended metrics of one run from the processes' reports:
+ * - `handoffsPerSec`: sections released by the deadline, per second of `durationMs` (the
+ *   drain-down after the deadline is not counted: it would favour whoever is slow to finish);
+ * - `waitP50Ms`/`waitP99Ms`/`waitMaxMs`: acquire call to lock, or to giving up, over every
+ *   attempt of every process (an attempt given up on is a wait too);
+ * - `gaveUpAfterMs`: median wait of the attempts given up on (only when there were some);
+ * - `jain`: fairness over per-process section counts; `overlaps` (must be 0); `failures`;
+ * - `counterMismatch`: Redis counter minus reported sections (must be 0);
+ * - `requestsPerSection`: over every section, those after the deadline included.
+ */
+export function summarizeContended(
+  reports: readonly ContendedReport[],
+  durationMs: number,
+  counted: number,
+): Metrics {
+  const sum = (of: (r: ContendedReport) => number) => reports.reduce((a, r) => a + of(r), 0);
+  const sections = sum((r) => r.sections);
+  const failed = reports.flatMap((r) => r.failedWaitsMs);
+  const waits = [...reports.flatMap((r) => r.waitsMs), ...failed];
+  const metrics: Metrics = {
+    handoffsPerSec: (sum((r) => r.sectionsInWindow) / durationMs) * 1000,
     waitP50Ms: percentile(waits, 50),
     waitP99Ms: percentile(waits, 99),
     waitMaxMs: waits.length ? Math.max(...waits) : NaN,
     jain: jainIndex(reports.map((r) => r.sections)),
-    overlaps: reports.reduce((a, r) => a + r.overlaps, 0),
-    failures: reports.reduce((a, r) => a + r.failures, 0),
+    overlaps: sum((r) => r.overlaps),
+    failures: failed.length,
     counterMismatch: counted - sections,
-    requestsPerSection: reports.reduce((a, r) => a + r.requests, 0) / sections,
+    requestsPerSection: sum((r) => r.requests) / sections,
   };
+  if (failed.length) metrics.gaveUpAfterMs = median(failed);
+  return metrics;
 }

@@ -9,14 +9,13 @@ export interface ReleaseReport {
   requests: number;
 }
 
-/** The waiter's side of one handoff. */
-export interface AcquireReport {
-  /** Monotonic ms when acquire resolved (undefined when it failed). */
-  acquiredAt?: number;
-  error?: string;
-  /** Requests the waiter sent from calling acquire until it had the lock. */
-  requests: number;
-}
+/**
+ * The waiter's side of one handoff: when it got the lock, or, when the library gave up, how long
+ * it had waited; and the requests it sent from calling acquire until then.
+ */
+export type AcquireReport =
+  | { acquiredAt: number; requests: number }
+  | { error: string; gaveUpAfterMs: number; requests: number };
 
 /**
  * One process's part in the handoff shape: as holder it takes the lock and later releases it;
@@ -47,6 +46,7 @@ export class HandoffRole {
   /** Waiter: calls acquire on `key` and returns at once (the acquisition goes on). */
   startWait(key: string): void {
     const before = requestCount();
+    const asked = monotonicMs();
     this.waiting = this.adapter.acquire(key).then(
       async (lock) => {
         const acquiredAt = monotonicMs();
@@ -54,7 +54,11 @@ export class HandoffRole {
         await this.adapter.release(lock);
         return { acquiredAt, requests };
       },
-      (err: Error) => ({ error: err.message, requests: requestCount() - before }),
+      (err: Error) => ({
+        error: err.message,
+        gaveUpAfterMs: monotonicMs() - asked,
+        requests: requestCount() - before,
+      }),
     );
   }
 

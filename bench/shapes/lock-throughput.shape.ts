@@ -1,20 +1,24 @@
 import type { LockLibrary } from '../adapters/lock-adapter';
+import type { BenchConfig } from '../bench-config';
 import { CpuMeter } from '../support/cpu-meter';
 import { monotonicMs } from '../support/monotonic-clock';
 import { requestCount } from '../support/request-counter';
+import { ioredisRoundTripMs } from '../support/round-trip-probe';
 import { benchKey, type Metrics, type Shape, type ShapeContext } from './shape';
 
 /**
  * Acquire+release pairs per second of `loops` concurrent loops in this process, each on its own
  * free key, over `config.throughputMs` after `config.warmupPairs` unmeasured pairs.
  * Metrics: `pairsPerSec`, `requestsPerPair`, `clientCpuUsPerPair` (this process),
- * `redisCpuUsPerPair` (the redis-server).
+ * `redisCpuUsPerPair` (the redis-server); with `probeRoundTrip`, also `roundTripMs`: the mean
+ * ioredis `PING` round trip measured right before the window.
  */
 async function measurePairs(
   shape: string,
   loops: number,
   library: LockLibrary,
   ctx: ShapeContext,
+  probeRoundTrip: boolean,
 ): Promise<Metrics> {
   const adapter = await library.create(ctx.url);
   try {
@@ -22,6 +26,9 @@ async function measurePairs(
     const keys = Array.from({ length: loops }, (_, i) => `${base}:${i}`);
     const pair = async (key: string) => adapter.release(await adapter.acquire(key));
     for (let i = 0; i < Math.max(ctx.config.warmupPairs, loops); i++) await pair(keys[i % loops]);
+    const probe: Metrics = probeRoundTrip
+      ? { roundTripMs: await ioredisRoundTripMs(ctx.url, ctx.config.roundTripProbeMs) }
+      : {};
 
     const meter = await CpuMeter.start(ctx.url);
     const requestsBefore = requestCount();
@@ -46,22 +53,29 @@ async function measurePairs(
       requestsPerPair: requests / pairs,
       clientCpuUsPerPair: cpu.clientUs / pairs,
       redisCpuUsPerPair: cpu.redisUs / pairs,
+      ...probe,
     };
   } finally {
     await adapter.close();
   }
 }
 
-/** Shape 1: one client, acquire+release pairs per second on one free key. */
+/**
+ * Shape 1: one client, acquire+release pairs per second on one free key, with the ioredis round
+ * trip measured right before (for "pair = N round trips").
+ */
 export const serialShape: Shape<LockLibrary> = {
   id: 'serial',
   title: 'serial: one client, acquire + release on one free key',
-  run: (library, ctx) => measurePairs('serial', 1, library, ctx),
+  run: (library, ctx) => measurePairs('serial', 1, library, ctx, true),
 };
 
-/** Shape 2: 64 concurrent loops in one process on 64 distinct free keys. */
-export const parallelShape: Shape<LockLibrary> = {
-  id: 'parallel-64',
-  title: 'parallel-64: 64 concurrent loops in one process, 64 distinct keys',
-  run: (library, ctx) => measurePairs('parallel', ctx.config.parallelLoops, library, ctx),
-};
+/** Shape 2: `config.parallelLoops` concurrent loops in one process on as many distinct free keys. */
+export function parallelShape(config: BenchConfig): Shape<LockLibrary> {
+  const loops = config.parallelLoops;
+  return {
+    id: `parallel-${loops}`,
+    title: `parallel-${loops}: ${loops} concurrent loops in one process, ${loops} distinct keys`,
+    run: (library, ctx) => measurePairs('parallel', loops, library, ctx, false),
+  };
+}

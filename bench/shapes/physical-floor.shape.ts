@@ -1,9 +1,11 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
+import { redisServerBinary } from '../../scripts/redis-server';
 import { percentile } from '../support/bench-stats';
 import { monotonicMs } from '../support/monotonic-clock';
 import { uncountedClient } from '../support/request-counter';
+import { awaitedLatencies } from '../support/round-trip-probe';
 import type { Metrics, Shape, ShapeContext } from './shape';
 
 const run = promisify(execFile);
@@ -16,33 +18,51 @@ export interface FloorProbe {
 }
 
 /**
+ * The `SET` row of `redis-benchmark --csv` output: `requestsPerSec`, `p50Ms`, `p99Ms`, found by
+ * the header's column names (`"test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms",
+ * "p95_latency_ms","p99_latency_ms","max_latency_ms"` in Redis 7). Throws on other output.
+ */
+export function parseRedisBenchmarkCsv(stdout: string): Metrics {
+  const rows = stdout
+    .trim()
+    .split('\n')
+    .map((line) => line.trim().replace(/"/g, '').split(','));
+  const header = rows.find((cells) => cells[0] === 'test');
+  const row = rows.find((cells) => cells[0] === 'SET');
+  const column = (name: string) => {
+    const i = header?.indexOf(name) ?? -1;
+    const value = i < 0 ? NaN : Number(row?.[i]);
+    if (!Number.isFinite(value)) throw new Error(`unexpected redis-benchmark output:\n${stdout}`);
+    return value;
+  };
+  return {
+    requestsPerSec: column('rps'),
+    p50Ms: column('p50_latency_ms'),
+    p99Ms: column('p99_latency_ms'),
+  };
+}
+
+/**
  * `redis-benchmark -c 1 -t set`: one connection, one request in flight, so one request is one
- * round trip through a C client. Metrics: `requestsPerSec`, `p50Ms` (its latency percentile).
+ * round trip through a C client. Metrics: `requestsPerSec`, `p50Ms`, `p99Ms` (its percentiles).
  */
 const redisBenchmark: FloorProbe = {
   id: 'redis-benchmark',
   label: 'redis-benchmark -c 1 -t set',
   async measure({ url, config }) {
     const { port } = new URL(url);
-    const { stdout } = await run('redis-benchmark', [
+    const { stdout } = await run(redisServerBinary('redis-benchmark'), [
       ...['-h', '127.0.0.1', '-p', port, '-c', '1'],
       ...['-n', String(config.floorRequests), '-t', 'set', '--csv'],
     ]);
-    // "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms",...
-    const row = stdout
-      .trim()
-      .split('\n')
-      .map((line) => line.replace(/"/g, '').split(','))
-      .find((cells) => cells[0] === 'SET');
-    if (!row) throw new Error(`unexpected redis-benchmark output:\n${stdout}`);
-    return { requestsPerSec: Number(row[1]), p50Ms: Number(row[4]) };
+    return parseRedisBenchmarkCsv(stdout);
   },
 };
 
 /**
  * The same from Node: one ioredis client, `SET` awaited one at a time for `throughputMs`. The
  * difference to redis-benchmark is the Node client's own cost per request, which every library
- * here pays on each of its requests.
+ * here pays on each of its requests. Metrics: `requestsPerSec`, `p50Ms`, `p99Ms`.
  */
 const ioredisRoundTrip: FloorProbe = {
   id: 'ioredis',
@@ -51,17 +71,15 @@ const ioredisRoundTrip: FloorProbe = {
     const client = uncountedClient(new Redis(url));
     try {
       for (let i = 0; i < 200; i++) await client.set('bench:floor', 'x');
-      const latencies: number[] = [];
       const started = monotonicMs();
-      const end = started + config.throughputMs;
-      while (monotonicMs() < end) {
-        const sent = monotonicMs();
-        await client.set('bench:floor', 'x');
-        latencies.push(monotonicMs() - sent);
-      }
+      const latencies = await awaitedLatencies(
+        () => client.set('bench:floor', 'x'),
+        config.throughputMs,
+      );
       return {
         requestsPerSec: (latencies.length / (monotonicMs() - started)) * 1000,
         p50Ms: percentile(latencies, 50),
+        p99Ms: percentile(latencies, 99),
       };
     } finally {
       await client.quit();

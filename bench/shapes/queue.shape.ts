@@ -1,4 +1,5 @@
-import type { QueueLibrary } from '../adapters/queue-adapter';
+import type { QueueLibrary, StopConsumer } from '../adapters/queue-adapter';
+import type { BenchConfig } from '../bench-config';
 import { CpuMeter } from '../support/cpu-meter';
 import { monotonicMs } from '../support/monotonic-clock';
 import { requestCount } from '../support/request-counter';
@@ -9,15 +10,24 @@ function queueName(shape: string, libraryId: string, round: number): string {
   return `bench-${shape}-${libraryId}-${round}`;
 }
 
-/** Measures `work` (which handles `jobs` jobs): throughput, requests and CPU per job. */
-async function measureJobs(url: string, jobs: number, work: () => Promise<void>): Promise<Metrics> {
+/**
+ * Measures `work` (which handles `jobs` jobs): throughput, requests and CPU per job. When `work`
+ * resolves with a `StopConsumer`, it is called after the measurement: stopping a consumer is not
+ * part of the time.
+ */
+async function measureJobs(
+  url: string,
+  jobs: number,
+  work: () => Promise<StopConsumer | void>,
+): Promise<Metrics> {
   const meter = await CpuMeter.start(url);
   const requestsBefore = requestCount();
   const started = monotonicMs();
-  await work();
+  const stop = await work();
   const elapsedMs = monotonicMs() - started;
   const requests = requestCount() - requestsBefore;
   const cpu = await meter.stop();
+  if (stop) await stop();
   return {
     jobsPerSec: (jobs / elapsedMs) * 1000,
     requestsPerJob: requests / jobs,
@@ -31,42 +41,53 @@ async function measureJobs(url: string, jobs: number, work: () => Promise<void>)
  * producers in this process. Metrics: `jobsPerSec`, `requestsPerJob`, `clientCpuUsPerJob`,
  * `redisCpuUsPerJob`.
  */
-export const enqueueShape: Shape<QueueLibrary> = {
-  id: 'enqueue',
-  title: 'queue enqueue: 50 concurrent producers, one job per call',
-  async run(library, ctx) {
-    const { queueJobs, producers } = ctx.config;
-    const queue = queueName('enqueue', library.id, ctx.round);
-    const adapter = await library.create(ctx.url);
-    try {
-      await adapter.enqueue(`${queue}-warm-up`, 'warm-up', { n: -1 });
-      let next = 0;
-      const producer = async () => {
-        while (next < queueJobs) {
-          const n = next++;
-          await adapter.enqueue(queue, `job-${n}`, { n });
-        }
-      };
-      return await measureJobs(ctx.url, queueJobs, async () => {
-        await Promise.all(Array.from({ length: producers }, producer));
-      });
-    } finally {
-      await adapter.close();
-    }
-  },
-};
+export function enqueueShape(config: BenchConfig): Shape<QueueLibrary> {
+  const { queueJobs, producers } = config;
+  return {
+    id: 'enqueue',
+    title:
+      `queue enqueue: ${producers} concurrent producers, one job per call, ` +
+      `${queueJobs.toLocaleString('en-US')} jobs`,
+    async run(library, ctx) {
+      const queue = queueName('enqueue', library.id, ctx.round);
+      const adapter = await library.create(ctx.url);
+      try {
+        await adapter.enqueue(`${queue}-warm-up`, 'warm-up', { n: -1 });
+        let next = 0;
+        const producer = async () => {
+          while (next < queueJobs) {
+            const n = next++;
+            await adapter.enqueue(queue, `job-${n}`, { n });
+          }
+        };
+        return await measureJobs(ctx.url, queueJobs, async () => {
+          await Promise.all(Array.from({ length: producers }, producer));
+        });
+      } finally {
+        await adapter.close();
+      }
+    },
+  };
+}
+
+/** The id of the drain shape at `concurrency` (results.json, targets). */
+export function drainShapeId(concurrency: number): string {
+  return `drain-${concurrency}`;
+}
 
 /**
  * Queue shape: `config.queueJobs` ready jobs (added untimed) drained by one consumer at
- * `concurrency` with a no-op handler; timed from starting the consumer to the last job handled.
- * Metrics: as the enqueue shape's.
+ * `concurrency` with a no-op handler; timed from starting the consumer to the last job handled
+ * (stopping the consumer is not timed). Metrics: as the enqueue shape's.
  */
-export function drainShape(concurrency: number): Shape<QueueLibrary> {
+export function drainShape(config: BenchConfig, concurrency: number): Shape<QueueLibrary> {
+  const { queueJobs } = config;
   return {
-    id: `drain-${concurrency}`,
-    title: `queue drain: one consumer, concurrency ${concurrency}`,
+    id: drainShapeId(concurrency),
+    title:
+      `queue drain: one consumer, concurrency ${concurrency}, ` +
+      `${queueJobs.toLocaleString('en-US')} jobs`,
     async run(library, ctx) {
-      const { queueJobs } = ctx.config;
       const queue = queueName(`drain${concurrency}`, library.id, ctx.round);
       const adapter = await library.create(ctx.url);
       try {

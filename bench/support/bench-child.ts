@@ -11,6 +11,18 @@ export interface ChildRequest {
   args?: unknown;
 }
 
+/**
+ * Arguments of a child's `setup`: connect `library` to `url`, then warm it up unmeasured on a key
+ * derived from `key` (one acquisition that has to wait, then `warmupPairs` pairs).
+ */
+export interface ChildSetup {
+  library: string;
+  url: string;
+  /** The key the shape will measure on. */
+  key: string;
+  warmupPairs: number;
+}
+
 /** A child's answer to one request. */
 export type ChildReply =
   { id: number; ok: true; result: unknown } | { id: number; ok: false; error: string };

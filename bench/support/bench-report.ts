@@ -1,6 +1,6 @@
 import type { BenchConfig } from '../bench-config';
 import type { TargetResult } from './bench-targets';
-import type { MachineInfo } from './machine-info';
+import { loadWarning, type MachineInfo } from './machine-info';
 import type { RunResults } from './run-results';
 
 /** One column of a shape's table. */
@@ -10,6 +10,8 @@ export interface Column {
   digits: number;
   /** Show the sum over rounds (counts) instead of the median and range. */
   sum?: boolean;
+  /** Read from the records' `derived` values (computed after the round), not their `metrics`. */
+  derived?: boolean;
 }
 
 /** One table of the report: a shape and its rows. */
@@ -37,7 +39,11 @@ export interface ReportInput {
   skipped: readonly string[];
 }
 
-function formatNumber(n: number, digits: number): string {
+/**
+ * `n` with `digits` decimals and thousands separators; `—` when it is not a finite number.
+ * @example formatNumber(12345.678, 1) // '12,345.7'
+ */
+export function formatNumber(n: number, digits: number): string {
   if (!Number.isFinite(n)) return '—';
   return n.toLocaleString('en-US', {
     minimumFractionDigits: digits,
@@ -46,7 +52,12 @@ function formatNumber(n: number, digits: number): string {
 }
 
 function cell(input: ReportInput, shape: string, library: string, column: Column): string {
-  const s = input.results.summary(shape, library, column.metric);
+  const s = input.results.summary(
+    shape,
+    library,
+    column.metric,
+    column.derived ? 'derived' : 'metrics',
+  );
   if (!s) return '—';
   if (column.sum) return formatNumber(s.sum, 0);
   const median = formatNumber(s.median, column.digits);
@@ -91,6 +102,8 @@ function table(input: ReportInput, spec: TableSpec): string {
 /** The report as Markdown: machine, targets, one table per shape. */
 export function renderReport(input: ReportInput): string {
   const { machine, config } = input;
+  const loadsAfter = machine.loadAfterRounds.map((l) => l[0]).join(' / ');
+  const warning = loadWarning(machine);
   const out = [
     '# Benchmark results',
     '',
@@ -99,12 +112,14 @@ export function renderReport(input: ReportInput): string {
       '. Do not edit by hand: rerun the harness.',
     '',
     `- Machine: ${machine.cpus} CPUs (\`nproc\`), ${machine.cpuModel}, ${machine.os}; ` +
-      `load average at start ${machine.loadAverage.join(' / ')}`,
+      `load average at start ${machine.loadAverage.join(' / ')}` +
+      (loadsAfter ? `; 1-minute load after each round ${loadsAfter}` : ''),
     `- Node ${machine.node}, Redis ${machine.redis} (own redis-server, persistence off, loopback)`,
     `- ${config.rounds} round(s); every library runs every shape once per round, in an order that ` +
       'rotates each round. Cells: median over rounds, (min–max) when there were several; counts ' +
       '(overlaps, failures) are totals over rounds.',
     '- Absolute numbers depend on the machine; compare rows of one table (same run, same server).',
+    ...(warning ? ['', warning] : []),
     '',
     '## Targets (issue 6; medians)',
     '',

@@ -1,4 +1,6 @@
 import { LOCK_LIBRARIES } from '../adapters/lock-libraries';
+import type { BenchShapes } from '../shapes/bench-shapes';
+import { drainShapeId } from '../shapes/queue.shape';
 import type { RunResults } from './run-results';
 
 /** How one target of issue 6 stands in a run (medians over rounds). */
@@ -88,31 +90,34 @@ function atLeastFactor(
  */
 export function evaluateTargets(
   results: RunResults,
+  shapes: BenchShapes,
   bullmq: { id: string; label: string },
 ): TargetResult[] {
+  const handoff = shapes.handoff.id;
+  const contended = shapes.contended.id;
   const targets: TargetResult[] = [];
-  const p50 = results.median('handoff', OURS, 'p50Ms');
+  const p50 = results.median(handoff, OURS, 'p50Ms');
   targets.push(
-    atMostFraction(results, 'handoff p50 ≤ ⅓ of best peer', 'handoff', 'p50Ms', 3, 'ms', 3),
+    atMostFraction(results, `${handoff} p50 ≤ ⅓ of best peer`, handoff, 'p50Ms', 3, 'ms', 3),
     {
-      target: 'handoff p50 ≤ 0.5 ms',
+      target: `${handoff} p50 ≤ 0.5 ms`,
       measured: Number.isFinite(p50) ? `${f(p50, 3)} ms` : '—',
       status: !Number.isFinite(p50) ? 'not measured' : p50 <= 0.5 ? 'met' : 'missed',
     },
-    atMostFraction(results, 'handoff p99 ≤ ⅓ of best peer', 'handoff', 'p99Ms', 3, 'ms', 3),
+    atMostFraction(results, `${handoff} p99 ≤ ⅓ of best peer`, handoff, 'p99Ms', 3, 'ms', 3),
   );
-  const jain = results.median('contended-8', OURS, 'jain');
-  const overlaps = results.summary('contended-8', OURS, 'overlaps');
+  const jain = results.median(contended, OURS, 'jain');
+  const overlaps = results.summary(contended, OURS, 'overlaps');
   targets.push(
     {
-      target: 'contended-8: Jain index ≥ 0.99',
+      target: `${contended}: Jain index ≥ 0.99`,
       measured: Number.isFinite(jain) ? f(jain, 4) : '—',
       status: !Number.isFinite(jain) ? 'not measured' : jain >= 0.99 ? 'met' : 'missed',
     },
     atMostFraction(
       results,
-      'contended-8: max wait ≤ ⅕ of best peer',
-      'contended-8',
+      `${contended}: max wait ≤ ⅕ of best peer`,
+      contended,
       'waitMaxMs',
       5,
       'ms',
@@ -120,22 +125,29 @@ export function evaluateTargets(
     ),
     atLeastFactor(
       results,
-      'contended-8: handoffs/s ≥ best peer',
-      'contended-8',
+      `${contended}: handoffs/s ≥ best peer`,
+      contended,
       'handoffsPerSec',
       1,
       'handoffs/s',
     ),
     {
-      target: 'contended-8: no overlapping sections (ours, every round)',
+      target: `${contended}: no overlapping sections (ours, every round)`,
       measured: overlaps ? `${overlaps.sum}` : '—',
       status: !overlaps ? 'not measured' : overlaps.sum === 0 ? 'met' : 'missed',
     },
-    atLeastFactor(results, 'serial ≥ 1.3× best peer', 'serial', 'pairsPerSec', 1.3, 'pairs/s'),
     atLeastFactor(
       results,
-      'parallel-64 ≥ 1.3× best peer',
-      'parallel-64',
+      `${shapes.serial.id} ≥ 1.3× best peer`,
+      shapes.serial.id,
+      'pairsPerSec',
+      1.3,
+      'pairs/s',
+    ),
+    atLeastFactor(
+      results,
+      `${shapes.parallel.id} ≥ 1.3× best peer`,
+      shapes.parallel.id,
       'pairsPerSec',
       1.3,
       'pairs/s',
@@ -143,7 +155,7 @@ export function evaluateTargets(
     atLeastFactor(
       results,
       'queue: enqueue ≥ 1.5× BullMQ add',
-      'enqueue',
+      shapes.enqueue.id,
       'jobsPerSec',
       1.5,
       'jobs/s',
@@ -153,7 +165,7 @@ export function evaluateTargets(
     atLeastFactor(
       results,
       'queue: leased drain at concurrency 10 ≥ 1.5× BullMQ',
-      'drain-10',
+      drainShapeId(10),
       'jobsPerSec',
       1.5,
       'jobs/s',

@@ -1,25 +1,38 @@
-import { LOCK_LIBRARIES } from '../adapters/lock-libraries';
+import type { Metrics } from '../shapes/shape';
 import type { RunResults } from './run-results';
 
 /**
- * Adds, to the serial and handoff metrics of `round`, their time in round trips of the same
- * round's floor, and the handoff's p50 above the pub/sub floor.
+ * What the report derives from one record's measured `metrics`; `undefined` when nothing:
+ * - serial: `roundTrips`, the time of one pair (1 / pairs per second) in ioredis round trips
+ *   measured by the same shape right before its window (`roundTripMs`);
+ * - handoff: `roundTrips`, its p50 in the round trips measured right before its window, and
+ *   `overPubSubMs`, its p50 above `pubSubFloorP50Ms` (the round's pub/sub floor probe: a wake-up
+ *   between two processes without any lock logic).
  */
-export function addRoundTrips(results: RunResults, round: number): void {
-  const floor = (probe: string) => results.metricsOf('floor', probe, round)?.requestsPerSec;
-  const rtt = { benchmark: floor('redis-benchmark'), ioredis: floor('ioredis') };
-  const pubsub = results.metricsOf('floor', 'pubsub', round)?.p50Ms;
-  for (const library of LOCK_LIBRARIES) {
-    const serial = results.metricsOf('serial', library.id, round);
-    if (serial && rtt.benchmark && rtt.ioredis) {
-      serial.roundTrips = rtt.benchmark / serial.pairsPerSec;
-      serial.ioredisRoundTrips = rtt.ioredis / serial.pairsPerSec;
-    }
-    const handoff = results.metricsOf('handoff', library.id, round);
-    if (handoff && rtt.benchmark && rtt.ioredis) {
-      handoff.roundTrips = (handoff.p50Ms * rtt.benchmark) / 1000;
-      handoff.ioredisRoundTrips = (handoff.p50Ms * rtt.ioredis) / 1000;
-    }
-    if (handoff && pubsub !== undefined) handoff.overPubSubMs = handoff.p50Ms - pubsub;
+export function derivedMetrics(
+  shape: string,
+  metrics: Metrics,
+  pubSubFloorP50Ms?: number,
+): Metrics | undefined {
+  const { roundTripMs } = metrics;
+  if (shape === 'serial' && roundTripMs) {
+    return { roundTrips: 1000 / metrics.pairsPerSec / roundTripMs };
+  }
+  if (shape === 'handoff') {
+    const derived: Metrics = {};
+    if (roundTripMs) derived.roundTrips = metrics.p50Ms / roundTripMs;
+    if (pubSubFloorP50Ms !== undefined) derived.overPubSubMs = metrics.p50Ms - pubSubFloorP50Ms;
+    return derived;
+  }
+  return undefined;
+}
+
+/** Sets `derived` on every measured record of `round` that has derived values (see above). */
+export function addDerived(results: RunResults, round: number): void {
+  const pubSubFloor = results.metricsOf('floor', 'pubsub', round)?.p50Ms;
+  for (const record of results.records) {
+    if (record.round !== round || !record.metrics) continue;
+    const derived = derivedMetrics(record.shape, record.metrics, pubSubFloor);
+    if (derived) record.derived = derived;
   }
 }

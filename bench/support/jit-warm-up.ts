@@ -29,7 +29,8 @@ export async function warmUp(url: string, config: BenchConfig, queues: boolean):
       const end = monotonicMs() + config.jitWarmupMs / 2;
       let n = 0;
       while (monotonicMs() < end) await adapter.enqueue(queue, `job-${n++}`, { n });
-      await adapter.drain(queue, n, 10);
+      const stop = await adapter.drain(queue, n, 10);
+      await stop();
     } finally {
       await adapter.close();
     }

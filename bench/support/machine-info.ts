@@ -14,6 +14,8 @@ export interface MachineInfo {
   redis: string;
   /** 1, 5 and 15 minute load averages when the run started. */
   loadAverage: number[];
+  /** The same, taken after each round (the orchestrator appends one entry per round). */
+  loadAfterRounds: number[][];
   /** ISO date of the start of the run. */
   date: string;
   /** Short commit of the checkout, when it is a git checkout. */
@@ -43,6 +45,29 @@ function commit(): string | undefined {
   }
 }
 
+/** 1, 5 and 15 minute load averages now, rounded to two decimals. */
+export function currentLoadAverage(): number[] {
+  return loadavg().map((l) => Math.round(l * 100) / 100);
+}
+
+/**
+ * A warning for RESULTS.md when the 1-minute load average exceeded the CPU count at the start or
+ * after any round (other processes competed with the bench for the cores); `undefined` otherwise.
+ */
+export function loadWarning(machine: MachineInfo): string | undefined {
+  const samples = [
+    { when: 'at the start', load: machine.loadAverage[0] },
+    ...machine.loadAfterRounds.map((l, i) => ({ when: `after round ${i + 1}`, load: l[0] })),
+  ];
+  const worst = samples.reduce((a, b) => (b.load > a.load ? b : a));
+  if (!(worst.load > machine.cpus)) return undefined;
+  return (
+    `**Warning:** the 1-minute load average exceeded the ${machine.cpus} CPUs during this run ` +
+    `(${worst.load} ${worst.when}): other processes competed for the cores, so wall-time columns ` +
+    '(throughput, latency) are less reliable than usual; the CPU µs columns are steadier.'
+  );
+}
+
 /** Describes this machine and the bench server at `url`. */
 export async function machineInfo(url: string): Promise<MachineInfo> {
   const client = uncountedClient(new Redis(url));
@@ -54,7 +79,8 @@ export async function machineInfo(url: string): Promise<MachineInfo> {
     os: `${type()} ${release()}`,
     node: process.version,
     redis: /redis_version:(\S+)/.exec(info)?.[1] ?? 'unknown',
-    loadAverage: loadavg().map((l) => Math.round(l * 100) / 100),
+    loadAverage: currentLoadAverage(),
+    loadAfterRounds: [],
     date: new Date().toISOString(),
     commit: commit(),
   };

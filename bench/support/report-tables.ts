@@ -1,104 +1,121 @@
-import { DRAIN_LIBRARIES, ENQUEUE_LIBRARIES } from '../adapters/queue-libraries';
 import { LOCK_LIBRARIES } from '../adapters/lock-libraries';
-import type { BenchConfig } from '../bench-config';
-import { contendedShape } from '../shapes/contended.shape';
-import { handoffShape } from '../shapes/handoff.shape';
-import { parallelShape, serialShape } from '../shapes/lock-throughput.shape';
-import { FLOOR_PROBES, physicalFloorShape } from '../shapes/physical-floor.shape';
-import { drainShape, enqueueShape } from '../shapes/queue.shape';
-import type { TableSpec } from './bench-report';
+import { DRAIN_LIBRARIES, ENQUEUE_LIBRARIES } from '../adapters/queue-libraries';
+import type { BenchShapes } from '../shapes/bench-shapes';
+import { FLOOR_PROBES } from '../shapes/physical-floor.shape';
+import type { Column, TableSpec } from './bench-report';
 
-const THROUGHPUT_COLUMNS = [
-  { metric: 'pairsPerSec', header: 'pairs/s', digits: 0 },
-  { metric: 'requestsPerPair', header: 'requests/pair', digits: 2 },
-  { metric: 'clientCpuUsPerPair', header: 'client CPU µs/pair', digits: 1 },
-  { metric: 'redisCpuUsPerPair', header: 'Redis CPU µs/pair', digits: 1 },
+/**
+ * Requests, then the CPU time of each of `cpu`, per `op`: for `'pair'`, `requestsPerPair`,
+ * `clientCpuUsPerPair` (this process) and `redisCpuUsPerPair` (the redis-server).
+ */
+function costColumns(
+  op: string,
+  cpu: readonly ('client' | 'redis')[] = ['client', 'redis'],
+): Column[] {
+  const per = op[0].toUpperCase() + op.slice(1);
+  const cpuHeader = { client: 'client CPU', redis: 'Redis CPU' };
+  return [
+    { metric: `requestsPer${per}`, header: `requests/${op}`, digits: 2 },
+    ...cpu.map((of) => ({
+      metric: `${of}CpuUsPer${per}`,
+      header: `${cpuHeader[of]} µs/${op}`,
+      digits: 1,
+    })),
+  ];
+}
+
+/**
+ * p50, p99 and (unless `max: false`) max of a latency, in ms: metrics `p50Ms`… or, with a
+ * `prefix`, `waitP50Ms`…; headers `p50 ms`… or `wait p50 ms`….
+ */
+function latencyColumns(prefix: string, digits: number, { max = true } = {}): Column[] {
+  const stats = max ? ['p50', 'p99', 'max'] : ['p50', 'p99'];
+  return stats.map((stat) => ({
+    metric: prefix ? `${prefix}${stat[0].toUpperCase()}${stat.slice(1)}Ms` : `${stat}Ms`,
+    header: prefix ? `${prefix} ${stat} ms` : `${stat} ms`,
+    digits,
+  }));
+}
+
+/** Acquisitions a library gave up on (total over rounds), and how long they had waited. */
+const FAILED_ACQUIRES: Column[] = [
+  { metric: 'failures', header: 'failed acquires', digits: 0, sum: true },
+  { metric: 'gaveUpAfterMs', header: 'gave up after ms (median)', digits: 0 },
 ];
-const QUEUE_COLUMNS = [
-  { metric: 'jobsPerSec', header: 'jobs/s', digits: 0 },
-  { metric: 'requestsPerJob', header: 'requests/job', digits: 2 },
-  { metric: 'clientCpuUsPerJob', header: 'client CPU µs/job', digits: 1 },
-  { metric: 'redisCpuUsPerJob', header: 'Redis CPU µs/job', digits: 1 },
+
+const ROUND_TRIP: Column = { metric: 'roundTripMs', header: 'ioredis round trip ms', digits: 3 };
+
+const throughputColumns = (op: string): Column[] => [
+  { metric: `${op}sPerSec`, header: `${op}s/s`, digits: 0 },
+  ...costColumns(op),
 ];
 
 /** The tables of RESULTS.md, in order; the queue tables only when the queue shapes ran. */
-export function reportTables(config: BenchConfig, queues: boolean): TableSpec[] {
+export function reportTables(shapes: BenchShapes, queues: boolean): TableSpec[] {
   const lock = LOCK_LIBRARIES;
   const specs: TableSpec[] = [
     {
-      shape: 'floor',
-      title: physicalFloorShape.title,
+      shape: shapes.floor.id,
+      title: shapes.floor.title,
       rows: FLOOR_PROBES.map((p) => ({ ...p, ours: false })),
       columns: [
         { metric: 'requestsPerSec', header: 'round trips/s', digits: 0 },
-        { metric: 'p50Ms', header: 'p50 ms', digits: 3 },
-        { metric: 'p99Ms', header: 'p99 ms', digits: 3 },
+        ...latencyColumns('', 3, { max: false }),
       ],
     },
     {
-      shape: 'serial',
-      title: serialShape.title,
+      shape: shapes.serial.id,
+      title: shapes.serial.title,
       rows: lock,
       columns: [
-        ...THROUGHPUT_COLUMNS,
-        { metric: 'roundTrips', header: 'pair = N redis-benchmark round trips', digits: 1 },
-        { metric: 'ioredisRoundTrips', header: 'pair = N ioredis round trips', digits: 1 },
+        ...throughputColumns('pair'),
+        ROUND_TRIP,
+        { metric: 'roundTrips', header: 'pair = N round trips', digits: 1, derived: true },
       ],
       ratioOf: 'pairsPerSec',
     },
     {
-      shape: 'parallel-64',
-      title: parallelShape.title,
+      shape: shapes.parallel.id,
+      title: shapes.parallel.title,
       rows: lock,
-      columns: THROUGHPUT_COLUMNS,
+      columns: throughputColumns('pair'),
       ratioOf: 'pairsPerSec',
     },
     {
-      shape: 'contended-8',
-      title: `${contendedShape.title} (${config.contendedMs / 1000} s)`,
+      shape: shapes.contended.id,
+      title: shapes.contended.title,
       rows: lock,
       columns: [
         { metric: 'handoffsPerSec', header: 'handoffs/s', digits: 0 },
-        { metric: 'waitP50Ms', header: 'wait p50 ms', digits: 2 },
-        { metric: 'waitP99Ms', header: 'wait p99 ms', digits: 1 },
-        { metric: 'waitMaxMs', header: 'wait max ms', digits: 1 },
+        ...latencyColumns('wait', 2),
         { metric: 'jain', header: 'Jain', digits: 3 },
         { metric: 'overlaps', header: 'overlaps', digits: 0, sum: true },
-        { metric: 'failures', header: 'failed acquires', digits: 0, sum: true },
-        { metric: 'requestsPerSection', header: 'requests/section', digits: 1 },
-        { metric: 'redisCpuUsPerSection', header: 'Redis CPU µs/section', digits: 0 },
+        ...FAILED_ACQUIRES,
+        ...costColumns('section', ['redis']),
       ],
       ratioOf: 'handoffsPerSec',
     },
     {
-      shape: 'handoff',
-      title: `${handoffShape.title} (${config.handoffRounds} handoffs per round)`,
+      shape: shapes.handoff.id,
+      title: shapes.handoff.title,
       rows: lock,
       columns: [
-        { metric: 'p50Ms', header: 'p50 ms', digits: 3 },
-        { metric: 'p99Ms', header: 'p99 ms', digits: 3 },
-        { metric: 'maxMs', header: 'max ms', digits: 3 },
-        { metric: 'overPubSubMs', header: 'p50 above pub/sub floor ms', digits: 3 },
-        { metric: 'roundTrips', header: 'p50 = N redis-benchmark round trips', digits: 1 },
-        { metric: 'requestsPerHandoff', header: 'requests/handoff', digits: 1 },
-        { metric: 'failures', header: 'failed acquires', digits: 0, sum: true },
+        ...latencyColumns('', 3),
+        { metric: 'overPubSubMs', header: 'p50 above pub/sub floor ms', digits: 3, derived: true },
+        ROUND_TRIP,
+        { metric: 'roundTrips', header: 'p50 = N round trips', digits: 1, derived: true },
+        ...costColumns('handoff', []),
+        ...FAILED_ACQUIRES,
       ],
     },
   ];
   if (!queues) return specs;
-  specs.push({
-    shape: 'enqueue',
-    title: `${enqueueShape.title}, ${config.queueJobs.toLocaleString('en-US')} jobs`,
-    rows: ENQUEUE_LIBRARIES,
-    columns: QUEUE_COLUMNS,
-    ratioOf: 'jobsPerSec',
-  });
-  for (const c of config.drainConcurrency) {
+  for (const shape of [shapes.enqueue, ...shapes.drain]) {
     specs.push({
-      shape: `drain-${c}`,
-      title: `${drainShape(c).title}, ${config.queueJobs.toLocaleString('en-US')} jobs`,
-      rows: DRAIN_LIBRARIES,
-      columns: QUEUE_COLUMNS,
+      shape: shape.id,
+      title: shape.title,
+      rows: shape === shapes.enqueue ? ENQUEUE_LIBRARIES : DRAIN_LIBRARIES,
+      columns: throughputColumns('job'),
       ratioOf: 'jobsPerSec',
     });
   }

@@ -6,9 +6,15 @@ export interface RunRecord {
   shape: string;
   library: string;
   round: number;
+  /** What the shape measured. */
   metrics?: Metrics;
+  /** Values computed afterwards from measured ones (see `bench/support/derived-metrics.ts`). */
+  derived?: Metrics;
   error?: string;
 }
+
+/** Which part of a record a metric is read from. */
+export type MetricSource = 'metrics' | 'derived';
 
 /** Per-metric summary over the rounds of one shape and library. */
 export interface MetricSummary extends Spread {
@@ -33,10 +39,15 @@ export class RunResults {
   }
 
   /** Summary of one metric over the rounds; `undefined` when no round measured it. */
-  summary(shape: string, library: string, metric: string): MetricSummary | undefined {
+  summary(
+    shape: string,
+    library: string,
+    metric: string,
+    from: MetricSource = 'metrics',
+  ): MetricSummary | undefined {
     const values = this.records
-      .filter((r) => r.shape === shape && r.library === library && r.metrics)
-      .map((r) => r.metrics![metric])
+      .filter((r) => r.shape === shape && r.library === library)
+      .map((r) => r[from]?.[metric])
       .filter((v): v is number => v !== undefined);
     if (values.length === 0) return undefined;
     return {
@@ -58,15 +69,18 @@ export class RunResults {
       .map((r) => `round ${r.round}: ${r.error}`);
   }
 
-  /** Every summary, shape → library → metric, for results.json. */
-  summaries(): Record<string, Record<string, Record<string, MetricSummary>>> {
+  /** Every summary of measured (or derived) values, shape → library → metric, for results.json. */
+  summaries(
+    from: MetricSource = 'metrics',
+  ): Record<string, Record<string, Record<string, MetricSummary>>> {
     const out: Record<string, Record<string, Record<string, MetricSummary>>> = {};
     for (const r of this.records) {
-      if (!r.metrics) continue;
+      const values = r[from];
+      if (!values) continue;
       const byLibrary = (out[r.shape] ??= {});
       const byMetric = (byLibrary[r.library] ??= {});
-      for (const metric of Object.keys(r.metrics)) {
-        byMetric[metric] ??= this.summary(r.shape, r.library, metric)!;
+      for (const metric of Object.keys(values)) {
+        byMetric[metric] ??= this.summary(r.shape, r.library, metric, from)!;
       }
     }
     return out;
