@@ -7,7 +7,7 @@
 -- ARGV[3] fencing      '1': INCR the fence counter of each lock and return it
 -- ARGV[4] respectLine  '1': a free lock whose line has a live waiter is not free for this token
 -- ARGV[5] join         '1': if not granted, join the line (or renew this token's place in it);
---                      single lock only
+--                      single lock only. '0' promises the token never joined a line.
 -- ARGV[6] entryTtl     ms a line entry stays live without being renewed by its waiter
 --
 -- Returns {1, nowMs, fence_1, ..., fence_n} when granted (fence 0 when fencing is off);
@@ -25,8 +25,9 @@ local n = #KEYS / 4
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
--- Already ours: release.lua handed it to this token while it waited in line.
-if n == 1 and redis.call('GET', KEYS[1]) == token then
+-- Already ours: release.lua handed it to this token while it waited in line. Only a token that
+-- joined the line can be handed the lock (an attempt that does not join has a token never seen).
+if join and n == 1 and redis.call('GET', KEYS[1]) == token then
   redis.call('ZREM', KEYS[3], token)
   redis.call('HDEL', KEYS[4], token)
   return {1, now, tonumber(redis.call('GET', KEYS[2]) or '0')}
@@ -73,8 +74,10 @@ end
 local result = {1, now}
 for i = 0, n - 1 do
   redis.call('SET', KEYS[i * 4 + 1], token, 'PX', ttl)
-  redis.call('ZREM', KEYS[i * 4 + 3], token)
-  redis.call('HDEL', KEYS[i * 4 + 4], token)
+  if join then
+    redis.call('ZREM', KEYS[i * 4 + 3], token)
+    redis.call('HDEL', KEYS[i * 4 + 4], token)
+  end
   result[i + 3] = fencing and redis.call('INCR', KEYS[i * 4 + 2]) or 0
 end
 return result
