@@ -9,6 +9,8 @@ module.exports = {
   },
   globalSetup: '<rootDir>/test/support/global-setup.ts',
   globalTeardown: '<rootDir>/test/support/global-teardown.ts',
+  // Stops the redis-servers, sentinels and child processes a test file left running.
+  setupFilesAfterEnv: ['<rootDir>/test/support/after-env.ts'],
   // Two cores: two workers; tests of the same server use distinct key prefixes.
   maxWorkers: 2,
   testTimeout: 30_000,

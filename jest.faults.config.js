@@ -13,6 +13,8 @@ module.exports = {
   },
   globalSetup: '<rootDir>/test/faults/support/global-setup.ts',
   globalTeardown: '<rootDir>/test/faults/support/global-teardown.ts',
+  // Stops the redis-servers, sentinels and child processes a test file left running.
+  setupFilesAfterEnv: ['<rootDir>/test/support/after-env.ts'],
   // One scenario at a time: they spawn up to 9 processes and measure unavailability, which a
   // second scenario competing for the 2 cores would distort.
   maxWorkers: 1,

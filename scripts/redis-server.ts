@@ -120,7 +120,8 @@ function launch(port: number, dir: string, args: readonly string[]): Promise<Chi
   );
 }
 
-function stopProcess(child: ChildProcess): Promise<void> {
+/** Stops `child` (SIGTERM, then SIGKILL after 3 s); resolves once it exited. */
+export function stopProcess(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
   return new Promise((resolve) => {
     const kill = setTimeout(() => child.kill('SIGKILL'), 3_000);
@@ -140,6 +141,21 @@ process.once('exit', () => {
     rmSync(server.dir, { recursive: true, force: true });
   }
 });
+
+/**
+ * Stops every server started by this module and still running (and removes their folders).
+ * Inside a Jest test file the exit hook above never runs: call this in an `afterAll`.
+ */
+export async function stopAllRedisServers(): Promise<void> {
+  const servers = [...live];
+  live.clear();
+  await Promise.all(
+    servers.map(async (server) => {
+      await stopProcess(server.child());
+      rmSync(server.dir, { recursive: true, force: true });
+    }),
+  );
+}
 
 /** Starts a private redis-server (no persistence) on a free port; extra `args` go to its command line. */
 export async function startRedisServer(args: readonly string[] = []): Promise<RedisServer> {

@@ -24,9 +24,12 @@ describe('RedisLockModule', () => {
       imports: [RedisLockModule.forRoot({ redis: testRedisUrl(), keyPrefix: prefix })],
     }).compile();
     const app = await ref.init();
-    await acquireAndRelease(app.get(LockService));
-    expect(app.get(QueueService)).toBeInstanceOf(QueueService);
-    await app.close();
+    try {
+      await acquireAndRelease(app.get(LockService));
+      expect(app.get(QueueService)).toBeInstanceOf(QueueService);
+    } finally {
+      await app.close();
+    }
   });
 
   it('forRootAsync with useFactory and inject', async () => {
@@ -46,8 +49,11 @@ describe('RedisLockModule', () => {
       ],
     }).compile();
     const app = await ref.init();
-    await acquireAndRelease(app.get(LockService));
-    await app.close();
+    try {
+      await acquireAndRelease(app.get(LockService));
+    } finally {
+      await app.close();
+    }
   });
 
   it('forRootAsync with useClass and useExisting', async () => {
@@ -69,8 +75,11 @@ describe('RedisLockModule', () => {
       ],
     ]) {
       const app = await (await Test.createTestingModule({ imports }).compile()).init();
-      await acquireAndRelease(app.get(LockService));
-      await app.close();
+      try {
+        await acquireAndRelease(app.get(LockService));
+      } finally {
+        await app.close();
+      }
     }
   });
 
@@ -88,44 +97,59 @@ describe('RedisLockModule', () => {
       ],
     }).compile();
     const app = await ref.init();
-    await acquireAndRelease(app.get(Consumer).locks);
-    await app.close();
+    try {
+      await acquireAndRelease(app.get(Consumer).locks);
+    } finally {
+      await app.close();
+    }
   });
 
   it('leaves a Redis instance passed in open, and releases its locks on shutdown', async () => {
     const client = new Redis(testRedisUrl());
-    const app = await (
-      await Test.createTestingModule({
-        imports: [RedisLockModule.forRoot({ redis: client, keyPrefix: prefix })],
-      }).compile()
-    ).init();
-    await app.get(LockService).acquire('held-at-shutdown', { ttlMs: 60_000 });
-    await app.close();
-    expect(client.status).toBe('ready');
-    expect(await client.exists(`${prefix}lock:{held-at-shutdown}`)).toBe(0);
-    client.disconnect();
+    try {
+      const app = await (
+        await Test.createTestingModule({
+          imports: [RedisLockModule.forRoot({ redis: client, keyPrefix: prefix })],
+        }).compile()
+      ).init();
+      try {
+        await app.get(LockService).acquire('held-at-shutdown', { ttlMs: 60_000 });
+      } finally {
+        await app.close();
+      }
+      expect(client.status).toBe('ready');
+      expect(await client.exists(`${prefix}lock:{held-at-shutdown}`)).toBe(0);
+    } finally {
+      client.disconnect();
+    }
   });
 
   it('closes the client it created on shutdown', async () => {
     const watcher = new Redis(testRedisUrl());
     const name = `owned-${prefix}`;
-    const app = await (
-      await Test.createTestingModule({
-        imports: [
-          RedisLockModule.forRoot({
-            redis: { ...urlOptions(), connectionName: name },
-            keyPrefix: prefix,
-          }),
-        ],
-      }).compile()
-    ).init();
-    await acquireAndRelease(app.get(LockService));
-    const connected = async () =>
-      ((await watcher.client('LIST')) as string).includes(`name=${name} `);
-    expect(await connected()).toBe(true);
-    await app.close();
-    await waitFor('the owned connection to close', async () => !(await connected()));
-    watcher.disconnect();
+    try {
+      const app = await (
+        await Test.createTestingModule({
+          imports: [
+            RedisLockModule.forRoot({
+              redis: { ...urlOptions(), connectionName: name },
+              keyPrefix: prefix,
+            }),
+          ],
+        }).compile()
+      ).init();
+      const connected = async () =>
+        ((await watcher.client('LIST')) as string).includes(`name=${name} `);
+      try {
+        await acquireAndRelease(app.get(LockService));
+        expect(await connected()).toBe(true);
+      } finally {
+        await app.close();
+      }
+      await waitFor('the owned connection to close', async () => !(await connected()));
+    } finally {
+      watcher.disconnect();
+    }
   });
 
   it.each([

@@ -13,16 +13,15 @@ import {
   RedisLockOptionsError,
   WithLock,
 } from '../../lib';
-import { redisClient, testRedisUrl, uniquePrefix, waitFor } from '../support/helpers';
-
-/** A promise the test opens by hand: lets a locked method run until the test says so. */
-class Gate {
-  readonly opened: Promise<void>;
-  open!: () => void;
-  constructor() {
-    this.opened = new Promise((r) => (this.open = r));
-  }
-}
+import {
+  deferred,
+  redisClient,
+  testRedisUrl,
+  uniquePrefix,
+  waitFor,
+  waitForLine,
+  type Deferred,
+} from '../support/helpers';
 
 interface TransferCommand {
   from: string;
@@ -32,13 +31,14 @@ interface TransferCommand {
 @Injectable()
 class StockService {
   readonly log: string[] = [];
-  readonly gates = new Map<string, Gate>();
+  /** Promises the test resolves by hand: a locked method waits on its caller's until then. */
+  readonly gates = new Map<string, Deferred<void>>();
   calls = 0;
 
   constructor(readonly locks: LockService) {}
 
-  gate(name: string): Gate {
-    const gate = new Gate();
+  gate(name: string): Deferred<void> {
+    const gate = deferred();
     this.gates.set(name, gate);
     return gate;
   }
@@ -46,7 +46,7 @@ class StockService {
   @WithLock('stock:<0>', { waitMs: 5_000 })
   async reserve(sku: string, caller: string): Promise<string> {
     this.log.push(`start ${caller}`);
-    await this.gates.get(caller)?.opened;
+    await this.gates.get(caller)?.promise;
     this.log.push(`end ${caller}`);
     return `${caller} reserved ${sku}`;
   }
@@ -112,7 +112,7 @@ class StockService {
   @WithLock('nest:<0>', { waitMs: 5_000 })
   async inner(id: string, caller: string): Promise<string> {
     this.log.push(`inner ${caller} start`);
-    await this.gates.get(`inner ${caller}`)?.opened;
+    await this.gates.get(`inner ${caller}`)?.promise;
     this.log.push(`inner ${caller} end`);
     return `inner ${caller} under ${this.locks.currentLock()?.keys.join()}`;
   }
@@ -183,12 +183,9 @@ describe('@WithLock', () => {
       await waitFor('first call to run', () => stock.log.includes('start first'));
       const b = stock.reserve('sku-1', 'second');
       // The second caller stands in the lock's line in Redis, so it is surely waiting.
-      await waitFor(
-        'second call to wait',
-        async () => (await redis.zcard(`${prefix}lock:{stock:sku-1}:line`)) === 1,
-      );
+      await waitForLine(redis, prefix, 'stock:sku-1');
       expect(stock.log).toEqual(['start first']);
-      first.open();
+      first.resolve();
       expect(await Promise.all([a, b])).toEqual(['first reserved sku-1', 'second reserved sku-1']);
       expect(stock.log).toEqual(['start first', 'end first', 'start second', 'end second']);
       expect(await isLocked('stock:sku-1')).toBe(false);
@@ -205,8 +202,8 @@ describe('@WithLock', () => {
       );
       expect(await isLocked('stock:sku-a')).toBe(true);
       expect(await isLocked('stock:sku-b')).toBe(true);
-      second.open();
-      first.open();
+      second.resolve();
+      first.resolve();
       await Promise.all([a, b]);
       expect(stock.log.slice(2).sort()).toEqual(['end first', 'end second']);
     });
@@ -406,11 +403,8 @@ describe('@WithLock', () => {
       const outer = stock.outer('n1');
       await waitFor('outer call to reach inner', () => stock.log.includes('inner outer start'));
       const outsider = stock.inner('n1', 'outsider');
-      await waitFor(
-        'outsider to wait',
-        async () => (await redis.zcard(`${prefix}lock:{nest:n1}:line`)) === 1,
-      );
-      innerOfOuter.open();
+      await waitForLine(redis, prefix, 'nest:n1');
+      innerOfOuter.resolve();
       expect(await outer).toBe('inner outer under nest:n1');
       expect(await outsider).toBe('inner outsider under nest:n1');
       expect(stock.log).toEqual([

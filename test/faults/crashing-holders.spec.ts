@@ -5,14 +5,15 @@ import { redisClient, testRedisUrl, uniquePrefix, waitFor } from '../support/hel
 import { reportFaults } from './support/fault-report';
 import { PROFILE, PROFILE_NAME } from './support/profile';
 
-const { processes, holderKills, sections, ttlMs } = PROFILE.crashingHolders;
+const { processes, holderKills, sections, ttlMs, slackMs } = PROFILE.crashingHolders;
 
 /**
  * Longest time the lock may stay unused, in ms: one TTL (a holder killed just after it took the
  * lock, or a waiter killed just before the lock was handed to it) plus what a waiter needs to
- * notice the expiry (its retry interval, 100 ms) and some scheduling slack for a loaded machine.
+ * notice the expiry (its retry interval, 100 ms) and scheduling slack for a loaded machine (more
+ * in the ci profile, see profile.ts).
  */
-const MAX_GAP_MS = ttlMs + 500;
+const MAX_GAP_MS = ttlMs + slackMs;
 
 describe(`Fault: crashing holders (${processes} processes, SIGKILL of the holder, profile ${PROFILE_NAME})`, () => {
   const prefix = uniquePrefix('faults-crash');
@@ -39,7 +40,10 @@ describe(`Fault: crashing holders (${processes} processes, SIGKILL of the holder
   beforeAll(() => {
     redis = redisClient();
   });
-  afterAll(() => {
+  afterAll(async () => {
+    // After a failure: tell every holder to stop (one still starting stops at its first look),
+    // and kill those running. Those still starting are killed after the file (support/after-env).
+    await redis.set(k('stop'), '1');
     for (const child of alive.values()) child.kill('SIGKILL');
     redis.disconnect();
   });
@@ -78,20 +82,9 @@ describe(`Fault: crashing holders (${processes} processes, SIGKILL of the holder
     await redis.set(k('stop'), '1');
     const results = await Promise.all(finished);
 
-    // Every process ran until it was killed or told to stop.
-    const stopped = results.filter((r) => r.code !== 'SIGKILL');
-    expect(stopped).toHaveLength(processes);
-    for (const r of stopped) {
-      expect(r.line).toMatch(/^done \d+$/);
-      expect(r.code).toBe(0);
-    }
-    expect(results.filter((r) => r.code === 'SIGKILL')).toHaveLength(kills.length);
-
     const violations = await redis.lrange(k('violations'), 0, -1);
     const total = await completed();
     const counter = Number(await redis.get(k('counter')));
-    expect(violations).toEqual([]);
-    expect(counter).toBe(total);
 
     // Unavailability: the gaps in which nobody was inside a section, in fence (= grant) order.
     // A section that never exited (its process was killed) counts from its entry.
@@ -113,9 +106,8 @@ describe(`Fault: crashing holders (${processes} processes, SIGKILL of the holder
       const next = timeline.find((s) => s.fence > kill.fence && s.entered >= kill.at);
       return next ? next.entered - kill.at : Infinity;
     });
-    expect(Math.max(...costs)).toBeLessThanOrEqual(MAX_GAP_MS);
-    expect(longestGap).toBeLessThanOrEqual(MAX_GAP_MS);
 
+    // Reported before the checks, so that a failing run reports what it found too.
     reportFaults({
       scenario: '1 crashing holders',
       operations: total,
@@ -125,7 +117,22 @@ describe(`Fault: crashing holders (${processes} processes, SIGKILL of the holder
       note:
         `${processes} processes, TTL ${ttlMs} ms; ${kills.filter((x) => x.heldAtKill).length} ` +
         `SIGKILLs of the holder + ${kills.filter((x) => !x.heldAtKill).length} of a process that ` +
-        `had just released; longest kill-to-next-section ${Math.max(...costs)} ms`,
+        `had just released; longest kill-to-next-section ${Math.max(...costs)} ms ` +
+        `(bound ${MAX_GAP_MS} ms)`,
     });
+
+    // Every process ran until it was killed or told to stop.
+    const stopped = results.filter((r) => r.code !== 'SIGKILL');
+    expect(stopped).toHaveLength(processes);
+    for (const r of stopped) {
+      expect(r.line).toMatch(/^done \d+$/);
+      expect(r.code).toBe(0);
+    }
+    expect(results.filter((r) => r.code === 'SIGKILL')).toHaveLength(kills.length);
+
+    expect(violations).toEqual([]);
+    expect(counter).toBe(total);
+    expect(Math.max(...costs)).toBeLessThanOrEqual(MAX_GAP_MS);
+    expect(longestGap).toBeLessThanOrEqual(MAX_GAP_MS);
   }, 900_000);
 });

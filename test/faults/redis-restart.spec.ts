@@ -4,7 +4,7 @@ import type { INestApplicationContext } from '@nestjs/common';
 import { Redis } from 'ioredis';
 import { QueueService } from '../../lib';
 import { exited, spawnTs } from '../support/child';
-import { createLockApp, uniquePrefix, waitFor } from '../support/helpers';
+import { createLockApp, sleep, uniquePrefix, waitFor, waitForLine } from '../support/helpers';
 import { startRedisServer, type RedisServer } from '../support/redis-server';
 import { ChildLines } from './support/child-lines';
 import { reportFaults } from './support/fault-report';
@@ -54,7 +54,7 @@ describe(`Fault: Redis restart under held locks and idle workers (profile ${PROF
       .matching(/^(holding|lost) /)
       .pop()
       ?.text.startsWith('holding') === true;
-  const inLine = async () => (await admin.zcard(`${prefix}lock:{held}:line`)) === 1;
+  const inLine = () => waitForLine(admin, prefix, 'held', 1, 20_000);
 
   it('fails fast with typed errors during the outage and resumes without a restart of the app', async () => {
     child = spawnTs('test/faults/fixtures/restart-child.ts', [], {
@@ -76,7 +76,7 @@ describe(`Fault: Redis restart under held locks and idle workers (profile ${PROF
     for (let cycle = 1; cycle <= restarts; cycle++) {
       // Locks held, a waiter in line, the worker idle: then Redis goes away.
       await waitFor('the holder holding', holding, 20_000, 20);
-      await waitFor('the waiter in line', inLine, 20_000, 20);
+      await inLine();
       await waitFor('the worker idle in BLPOP', workerIdle, 20_000, 20);
       const down = out.lines.length;
       const stoppedAt = Date.now();
@@ -86,12 +86,10 @@ describe(`Fault: Redis restart under held locks and idle workers (profile ${PROF
       for (const op of PROBES) await out.next(new RegExp(`^probe ${op} (?!ok)`), down);
       await out.next(/^lost /, down);
       await out.next(/^waiter-error /, down);
-      await waitFor(
-        'the minimum outage',
-        () => Date.now() - stoppedAt >= minOutageMs,
-        minOutageMs + 1_000,
-        50,
-      );
+      // Not a wait for a condition: the outage has a fixed minimum length (the profile's), however
+      // fast the app noticed it, so that each cycle measures recovery from an outage of a known
+      // size, longer than the holder's TTL and the command timeout, with reconnects backing off.
+      await sleep(Math.max(0, minOutageMs - (Date.now() - stoppedAt)));
 
       const up = out.lines.length;
       await server.restart();
@@ -105,7 +103,7 @@ describe(`Fault: Redis restart under held locks and idle workers (profile ${PROF
 
       // The holder takes the lock again, the waiter lines up again, the idle worker wakes again.
       await waitFor('the holder holding again', holding, 20_000, 20);
-      await waitFor('the waiter back in line', inLine, 20_000, 20);
+      await inLine();
       await waitFor('the worker idle in BLPOP again', workerIdle, 20_000, 20);
       // (This test's own client reconnects on its own schedule: wait for it, not for the worker.)
       await queues.stats(queue);
@@ -134,16 +132,19 @@ describe(`Fault: Redis restart under held locks and idle workers (profile ${PROF
     ]);
     const lost = lines.filter((l) => l.startsWith('lost '));
 
-    expect(unhandled).toEqual([]);
-    expect([...errorNames]).toEqual(['RedisUnavailableError']);
-    expect(new Set(lost)).toEqual(new Set(['lost LockLostError']));
-    expect(slowest).toBeLessThanOrEqual(MAX_PROBE_MS);
+    const otherErrors = [...errorNames].filter((name) => name !== 'RedisUnavailableError');
+    const otherLosses = lost.filter((l) => l !== 'lost LockLostError');
 
+    // Reported before the checks, so that a failing run reports what it found too.
     reportFaults({
       scenario: '3 redis restart',
       operations: probes.length + lines.filter((l) => /^(handled|holding|waiter-)/.test(l)).length,
       faults: restarts,
-      violations: unhandled.length + (slowest > MAX_PROBE_MS ? 1 : 0),
+      violations:
+        unhandled.length +
+        otherErrors.length +
+        otherLosses.length +
+        (slowest > MAX_PROBE_MS ? 1 : 0),
       longestUnavailabilityMs: longestOutage + longestRecovery,
       note:
         `outages up to ${longestOutage} ms; every service answering again ${longestRecovery} ms ` +
@@ -151,5 +152,10 @@ describe(`Fault: Redis restart under held locks and idle workers (profile ${PROF
         `slowest ${slowest} ms (commandTimeoutMs ${commandTimeoutMs}); idle worker woke ` +
         `${longestWake} ms after an enqueue`,
     });
+
+    expect(unhandled).toEqual([]);
+    expect([...errorNames]).toEqual(['RedisUnavailableError']);
+    expect(new Set(lost)).toEqual(new Set(['lost LockLostError']));
+    expect(slowest).toBeLessThanOrEqual(MAX_PROBE_MS);
   }, 600_000);
 });

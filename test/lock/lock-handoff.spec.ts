@@ -1,17 +1,17 @@
 import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { LockService } from '../../lib';
-import { createLockApp, uniquePrefix, waitFor } from '../support/helpers';
+import { lockRedisKeys } from '../../lib/lock/lock-keys';
+import {
+  commandCalls,
+  createLockApp,
+  redisClient,
+  uniquePrefix,
+  waitFor,
+  waitForLine,
+} from '../support/helpers';
 import { startRedisServer, type RedisServer } from '../support/redis-server';
-
-/** Calls per command since the last CONFIG RESETSTAT, from INFO commandstats. */
-async function commandCalls(redis: Redis): Promise<Record<string, number>> {
-  const info = await redis.info('commandstats');
-  const calls: Record<string, number> = {};
-  for (const m of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) calls[m[1]] = Number(m[2]);
-  return calls;
-}
 
 describe('LockService handoff and fairness', () => {
   // A server of its own, so that its command counts are this file's alone.
@@ -25,7 +25,7 @@ describe('LockService handoff and fairness', () => {
 
   beforeAll(async () => {
     server = await startRedisServer();
-    redis = new Redis(server.url);
+    redis = redisClient(server.url);
     holderApp = await createLockApp({ redis: server.url, keyPrefix: prefix });
     // A poll interval far beyond the test: a waiter that gets the lock got it by the release message.
     waiterApp = await createLockApp({
@@ -43,24 +43,22 @@ describe('LockService handoff and fairness', () => {
     await server.stop();
   });
 
-  const lineLength = (key: string) => redis.zcard(`${prefix}lock:{${key}}:line`);
-
   it('a blocked waiter is handed the lock by the release itself: no poll, no extra command', async () => {
     const held = await holder.acquire('h');
     await redis.config('RESETSTAT');
     const waiting = waiter.acquire('h', { waitMs: 60_000 });
-    await waitFor('the waiter in line', async () => (await lineLength('h')) === 1);
+    await waitForLine(redis, prefix, 'h');
     const beforeRelease = await commandCalls(redis);
     // One try, one attempt that joins the line (after subscribing).
-    expect(beforeRelease.evalsha).toBe(2);
-    expect(beforeRelease.subscribe).toBe(1);
+    expect(beforeRelease.get('evalsha')).toBe(2);
+    expect(beforeRelease.get('subscribe')).toBe(1);
 
     await redis.config('RESETSTAT');
     await held.release();
     const lock = await waiting;
     const afterRelease = await commandCalls(redis);
     // Only the release ran: the waiter owned the lock when the release script ended.
-    expect(afterRelease.evalsha).toBe(1);
+    expect(afterRelease.get('evalsha')).toBe(1);
     expect(await redis.get(`${prefix}lock:{h}`)).toBe(lock.token);
     expect(lock.fence).toBe(held.fence + 1);
     expect(lock.expiresAt).toBeGreaterThan(Date.now() + 25_000);
@@ -79,7 +77,7 @@ describe('LockService handoff and fairness', () => {
           await lock.release();
         }),
       );
-      await waitFor(`waiter ${i} in line`, async () => (await lineLength('fifo')) === i);
+      await waitForLine(redis, prefix, 'fifo', i);
     }
     await first.release();
     done.push(
@@ -95,7 +93,7 @@ describe('LockService handoff and fairness', () => {
   it('a newcomer cannot barge past the line when the lock lapses without a release', async () => {
     await holder.acquire('lapsed', { ttlMs: 1_500 });
     const queued = waiter.acquire('lapsed', { waitMs: 30_000 });
-    await waitFor('the waiter in line', async () => (await lineLength('lapsed')) === 1);
+    await waitForLine(redis, prefix, 'lapsed');
     // Expiry publishes nothing; deleting the key from outside does the same, at a known moment.
     await redis.del(`${prefix}lock:{lapsed}`);
     expect(await holder.tryAcquire('lapsed')).toBeNull();
@@ -108,16 +106,14 @@ describe('LockService handoff and fairness', () => {
   });
 
   it('fair: false waiters race instead of lining up', async () => {
+    const keys = lockRedisKeys(prefix, 'unfair');
     const held = await holder.acquire('unfair', { fair: false });
     const waiting = waiter.acquire('unfair', { waitMs: 30_000, fair: false });
     await waitFor('the waiter to subscribe', async () => {
-      const [, subs] = (await redis.pubsub('NUMSUB', `${prefix}lock:{unfair}:released`)) as [
-        string,
-        number,
-      ];
+      const [, subs] = (await redis.pubsub('NUMSUB', keys.channel)) as [string, number];
       return subs === 1;
     });
-    expect(await lineLength('unfair')).toBe(0);
+    expect(await redis.zcard(keys.line)).toBe(0);
     await held.release();
     const lock = await waiting;
     expect(await lock.isHeld()).toBe(true);

@@ -2,13 +2,17 @@ import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
 import type { Redis } from 'ioredis';
 import { LockService } from '../../lib';
+import { lockRedisKeys } from '../../lib/lock/lock-keys';
 import { exited, lineFrom, spawnTs } from '../support/child';
+import { expectExactCounter } from '../support/exact-counter';
 import {
   createLockApp,
   redisClient,
+  redisTimeMs,
   testRedisUrl,
   uniquePrefix,
   waitFor,
+  waitForLine,
 } from '../support/helpers';
 
 describe('LockService across OS processes', () => {
@@ -28,25 +32,18 @@ describe('LockService across OS processes', () => {
   });
 
   it('mutual exclusion: 4 processes x 500 read-modify-write sections leave an exact counter and never two holders', async () => {
-    const env = { REDIS_URL: testRedisUrl(), PREFIX: prefix, MODE: 'sections', SECTIONS: '500' };
-    const children = Array.from({ length: 4 }, () =>
-      spawnTs('test/fixtures/lock-child.ts', [], env),
-    );
-    const codes = await Promise.all(
-      children.map(async (child) => {
-        await lineFrom(child, /^done 500$/, 90_000);
-        return exited(child);
-      }),
-    );
-    expect(codes).toEqual([0, 0, 0, 0]);
-    expect(Number(await redis.get(`${prefix}counter`))).toBe(2_000);
-    expect(await redis.get(`${prefix}violations`)).toBeNull();
+    await expectExactCounter({
+      processes: 4,
+      sections: 500,
+      env: { REDIS_URL: testRedisUrl() },
+      counter: redis,
+      prefix,
+    });
   }, 120_000);
 
   it('a killed waiter does not stall the line beyond its entry deadline', async () => {
     const key = 'killed-waiter';
-    const line = `${prefix}lock:{${key}}:line`;
-    const entries = `${prefix}lock:{${key}}:entries`;
+    const { value, line, entries } = lockRedisKeys(prefix, key);
     const holder = await locks.acquire(key, { ttlMs: 30_000 });
     const child = spawnTs('test/fixtures/lock-child.ts', [], {
       REDIS_URL: testRedisUrl(),
@@ -55,10 +52,10 @@ describe('LockService across OS processes', () => {
       MODE: 'wait',
     });
     await lineFrom(child, /^started$/);
-    await waitFor('the child in line', async () => (await redis.zcard(line)) === 1, 10_000);
+    await waitForLine(redis, prefix, key, 1, 10_000);
     const [childToken] = await redis.zrange(line, 0, 0);
     const second = locks.acquire(key, { waitMs: 20_000 });
-    await waitFor('a second waiter in line', async () => (await redis.zcard(line)) === 2);
+    await waitForLine(redis, prefix, key, 2);
 
     child.kill('SIGKILL');
     await exited(child);
@@ -66,17 +63,14 @@ describe('LockService across OS processes', () => {
     const deadline = Number((await redis.hget(entries, childToken))!.split(':')[0]);
     await waitFor(
       "the killed waiter's entry deadline",
-      async () => {
-        const [s, us] = await redis.time();
-        return Number(s) * 1000 + Math.floor(Number(us) / 1000) > deadline;
-      },
+      async () => (await redisTimeMs(redis)) > deadline,
       10_000,
       20,
     );
     // ...so the release skips it and hands the lock to the next live waiter.
     expect(await holder.release()).toBe(true);
     const lock = await second;
-    expect(await redis.get(`${prefix}lock:{${key}}`)).toBe(lock.token);
+    expect(await redis.get(value)).toBe(lock.token);
     expect(lock.fence).toBe(holder.fence + 1);
     expect(await redis.zscore(line, childToken)).toBeNull();
     await lock.release();

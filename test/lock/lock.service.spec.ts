@@ -9,7 +9,15 @@ import {
   LockTimeoutError,
   RedisLockOptionsError,
 } from '../../lib';
-import { createLockApp, redisClient, sleep, uniquePrefix, waitFor } from '../support/helpers';
+import { lockRedisKeys } from '../../lib/lock/lock-keys';
+import {
+  createLockApp,
+  redisClient,
+  sleep,
+  uniquePrefix,
+  waitFor,
+  waitForLine,
+} from '../support/helpers';
 
 describe('LockService', () => {
   const prefix = uniquePrefix('lock-service');
@@ -116,10 +124,7 @@ describe('LockService', () => {
     it('a waiter gets the lock when the holder releases', async () => {
       const held = await rival.acquire('handoff');
       const waiting = locks.acquire('handoff', { waitMs: 5_000 });
-      await waitFor(
-        'waiter in line',
-        async () => (await redis.zcard(`${prefix}lock:{handoff}:line`)) === 1,
-      );
+      await waitForLine(redis, prefix, 'handoff');
       await held.release();
       const lock = await waiting;
       expect(await redis.get(`${prefix}lock:{handoff}`)).toBe(lock.token);
@@ -138,10 +143,7 @@ describe('LockService', () => {
       const held = await rival.acquire('abort');
       const controller = new AbortController();
       const waiting = locks.acquire('abort', { waitMs: 10_000, signal: controller.signal });
-      await waitFor(
-        'waiter in line',
-        async () => (await redis.zcard(`${prefix}lock:{abort}:line`)) === 1,
-      );
+      await waitForLine(redis, prefix, 'abort');
       controller.abort(new Error('user gave up'));
       await expect(waiting).rejects.toThrow('user gave up');
       expect(await redis.zcard(`${prefix}lock:{abort}:line`)).toBe(0);
@@ -217,7 +219,13 @@ describe('LockService', () => {
     it('waits for every key', async () => {
       const a = await rival.acquire('w-a');
       const waiting = locks.acquire(['w-a', 'w-b'], { waitMs: 5_000 });
-      await sleep(50);
+      // A waiter subscribes to the release channels only after its first attempt failed: once it
+      // listens on w-b's, it has tried, and it waits without having taken w-b alone.
+      const channel = lockRedisKeys(prefix, 'w-b').channel;
+      await waitFor('the waiter to listen for releases of w-b', async () => {
+        const [, subscribers] = (await redis.pubsub('NUMSUB', channel)) as [string, number];
+        return subscribers === 1;
+      });
       expect(await redis.exists(`${prefix}lock:{w-b}`)).toBe(0);
       await a.release();
       const both = await waiting;
@@ -256,7 +264,8 @@ describe('LockService', () => {
     });
 
     it('keeps the lock alive for 3x its TTL while fn runs', async () => {
-      const ttlMs = 300;
+      // Renewed once a third of the TTL has passed: with 1 s, a renewal may be ~660 ms late.
+      const ttlMs = 1_000;
       await locks.withLock(
         'wl-extend',
         async (lock) => {
@@ -274,7 +283,13 @@ describe('LockService', () => {
         'wl-no-extend',
         async (lock) => {
           await new Promise((resolve) => lock.signal.addEventListener('abort', resolve));
-          expect(await redis.exists(`${prefix}lock:{wl-no-extend}`)).toBe(0);
+          // The signal fires at send time + TTL, by design not later than Redis's own expiry (which
+          // counts from when Redis ran the acquisition): the key goes at about the same moment.
+          await waitFor(
+            'the key to expire',
+            async () => (await redis.exists(`${prefix}lock:{wl-no-extend}`)) === 0,
+            1_000,
+          );
           return lock.signal.reason;
         },
         { ttlMs: 200, autoExtend: false },

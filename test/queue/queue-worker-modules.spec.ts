@@ -1,9 +1,9 @@
 import 'reflect-metadata';
 import { Injectable, Module } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
-import { Redis } from 'ioredis';
-import { QueueWorker, RedisLockModule } from '../../lib';
-import { sleep, uniquePrefix, waitFor } from '../support/helpers';
+import type { Redis } from 'ioredis';
+import { QueueService, QueueWorker, RedisLockModule } from '../../lib';
+import { blockedClients, redisClient, sleep, uniquePrefix, waitFor } from '../support/helpers';
 import { startRedisServer, type RedisServer } from '../support/redis-server';
 
 describe('@QueueWorker with RedisLockModule imported in several modules', () => {
@@ -12,15 +12,12 @@ describe('@QueueWorker with RedisLockModule imported in several modules', () => 
 
   beforeAll(async () => {
     server = await startRedisServer();
-    redis = new Redis(server.url);
+    redis = redisClient(server.url);
   });
   afterAll(async () => {
     redis.disconnect();
     await server.stop();
   });
-
-  const blockedClients = async () =>
-    Number(/blocked_clients:(\d+)/.exec(await redis.info('clients'))![1]);
 
   it('starts each worker once, by the RedisLockModule its provider module imports', async () => {
     const prefix = uniquePrefix('worker-modules');
@@ -37,19 +34,27 @@ describe('@QueueWorker with RedisLockModule imported in several modules', () => 
     @Module({ imports: [RedisLockModule.forRoot({ redis: server.url, keyPrefix: prefix })] })
     class BillingModule {}
 
-    const app = await (
-      await Test.createTestingModule({ imports: [OrdersModule, BillingModule] }).compile()
-    ).init();
+    // Every worker, whichever module's QueueService starts it, goes through process().
+    const started = jest.spyOn(QueueService.prototype, 'process');
     try {
-      await waitFor('the idle worker to block', async () => (await blockedClients()) >= 1);
-      // Watch a while: a second worker (the other module's) would block within a round trip or two.
-      for (let i = 0; i < 20; i++) {
-        expect(await blockedClients()).toBe(1);
-        await sleep(10);
+      const app = await (
+        await Test.createTestingModule({ imports: [OrdersModule, BillingModule] }).compile()
+      ).init();
+      try {
+        expect(started).toHaveBeenCalledTimes(1);
+        expect(started.mock.calls[0][0]).toBe('orders');
+        await waitFor('the idle worker to block', async () => (await blockedClients(redis)) >= 1);
+        // Watch a while: a second worker (the other module's) would block within a round trip or two.
+        for (let i = 0; i < 20; i++) {
+          expect(await blockedClients(redis)).toBe(1);
+          await sleep(10);
+        }
+      } finally {
+        await app.close();
       }
     } finally {
-      await app.close();
+      started.mockRestore();
     }
-    await waitFor('the worker to stop', async () => (await blockedClients()) === 0);
+    await waitFor('the worker to stop', async () => (await blockedClients(redis)) === 0);
   });
 });

@@ -12,8 +12,11 @@ import {
 } from '../../lib';
 import { retryDelayMs } from '../../lib/queue/queue-backoff';
 import {
+  blockedClients,
   createLockApp,
+  deferred,
   redisClient,
+  scriptCalls,
   sleep,
   testRedisUrl,
   uniquePrefix,
@@ -21,13 +24,8 @@ import {
 } from '../support/helpers';
 import { startRedisServer, type RedisServer } from '../support/redis-server';
 
-/** A promise with its resolve function, for handlers that wait for the test. */
-function gate(): { promise: Promise<void>; open: () => void } {
-  let open!: () => void;
-  const promise = new Promise<void>((resolve) => (open = resolve));
-  return { promise, open };
-}
-
+// "No unhandled rejection" needs no listener here: Jest fails the running test on any unhandled
+// rejection (and a `process.on('unhandledRejection')` in a test file never fires).
 describe('QueueService workers', () => {
   const prefix = uniquePrefix('queue-worker');
   let app: INestApplicationContext;
@@ -35,11 +33,8 @@ describe('QueueService workers', () => {
   let redis: Redis;
   let n = 0;
   const fresh = () => `w${++n}`;
-  const unhandled: unknown[] = [];
-  const onUnhandled = (reason: unknown) => unhandled.push(reason);
 
   beforeAll(async () => {
-    process.on('unhandledRejection', onUnhandled);
     app = await createLockApp({ keyPrefix: prefix });
     queues = app.get(QueueService);
     redis = redisClient();
@@ -47,8 +42,6 @@ describe('QueueService workers', () => {
   afterAll(async () => {
     await app.close();
     redis.disconnect();
-    process.off('unhandledRejection', onUnhandled);
-    expect(unhandled).toEqual([]);
   });
 
   describe('process', () => {
@@ -73,8 +66,8 @@ describe('QueueService workers', () => {
       await worker.close();
       await queues.enqueue(q, 'x');
       // A second worker proves the task was claimable all along.
-      const seen = gate();
-      const other = queues.process(q, () => seen.open());
+      const seen = deferred();
+      const other = queues.process(q, () => seen.resolve());
       await seen.promise;
       expect(runs).toBe(0);
       await other.close();
@@ -162,10 +155,11 @@ describe('QueueService workers', () => {
     it('renews the lease while a handler outlives leaseMs, so no other worker runs the task', async () => {
       const q = fresh();
       const runs: string[] = [];
-      const options = { leaseMs: 150, concurrency: 2 };
+      // Renewed every third of the lease: 600 ms leaves a renewal ~400 ms to be late.
+      const options = { leaseMs: 600, concurrency: 2 };
       const slow = async (task: LeasedTask) => {
         runs.push(task.id);
-        await sleep(600);
+        await sleep(1_800);
       };
       const workers = [queues.process(q, slow, options), queues.process(q, slow, options)];
       await queues.enqueue(q, 'long');
@@ -205,35 +199,41 @@ describe('QueueService workers', () => {
     it('4 workers x concurrency 4 on two apps never run the same task at the same time', async () => {
       const q = fresh();
       const other = await createLockApp({ keyPrefix: prefix });
-      const running = new Set<string>();
-      const runs = new Map<string, number>();
-      let overlaps = 0;
-      let maxParallel = 0;
-      const handler = async (task: LeasedTask) => {
-        if (running.has(task.id)) overlaps++;
-        running.add(task.id);
-        maxParallel = Math.max(maxParallel, running.size);
-        runs.set(task.id, (runs.get(task.id) ?? 0) + 1);
-        // Some handlers outlive the 200 ms lease: only renewal keeps them exclusive.
-        await sleep(task.id.endsWith('7') ? 300 : Math.random() * 5);
-        running.delete(task.id);
-      };
-      const options = { concurrency: 4, leaseMs: 200 };
-      const services = [queues, queues, other.get(QueueService), other.get(QueueService)];
-      const workers = services.map((s) => s.process(q, handler, options));
-      const ids = Array.from({ length: 400 }, (_, i) => `t${i}`);
-      await queues.enqueue(q, ids);
-      await waitFor(
-        'all tasks acked',
-        async () => runs.size === 400 && (await queues.stats(q)).leased === 0,
-        20_000,
-      );
-      expect(overlaps).toBe(0);
-      expect([...runs.values()].every((count) => count === 1)).toBe(true);
-      expect(maxParallel).toBeGreaterThan(4);
-      expect(maxParallel).toBeLessThanOrEqual(16);
-      await Promise.all(workers.map((w) => w.close()));
-      await other.close();
+      try {
+        const running = new Set<string>();
+        const runs = new Map<string, number>();
+        let overlaps = 0;
+        let maxParallel = 0;
+        const handler = async (task: LeasedTask) => {
+          if (running.has(task.id)) overlaps++;
+          running.add(task.id);
+          maxParallel = Math.max(maxParallel, running.size);
+          runs.set(task.id, (runs.get(task.id) ?? 0) + 1);
+          // Some handlers outlive the 600 ms lease: only renewal keeps them exclusive.
+          await sleep(task.id.endsWith('7') ? 900 : Math.random() * 5);
+          running.delete(task.id);
+        };
+        const options = { concurrency: 4, leaseMs: 600 };
+        const services = [queues, queues, other.get(QueueService), other.get(QueueService)];
+        const workers = services.map((s) => s.process(q, handler, options));
+        try {
+          const ids = Array.from({ length: 400 }, (_, i) => `t${i}`);
+          await queues.enqueue(q, ids);
+          await waitFor(
+            'all tasks acked',
+            async () => runs.size === 400 && (await queues.stats(q)).leased === 0,
+            20_000,
+          );
+          expect(overlaps).toBe(0);
+          expect([...runs.values()].every((count) => count === 1)).toBe(true);
+          expect(maxParallel).toBeGreaterThan(4);
+          expect(maxParallel).toBeLessThanOrEqual(16);
+        } finally {
+          await Promise.all(workers.map((w) => w.close()));
+        }
+      } finally {
+        await other.close();
+      }
     }, 30_000);
   });
 
@@ -273,18 +273,21 @@ describe('QueueService workers', () => {
         providers: [OrderWorker],
       }).compile();
       const decorated = await moduleRef.init();
-      const service = decorated.get(QueueService);
-      const worker = decorated.get(OrderWorker);
-      await service.enqueue(q, ['1', '2'], { payload: { sku: 'phone' } });
-      await service.enqueue(`${q}-a`, 'x');
-      await service.enqueue(`${q}-b`, 'y');
-      await waitFor(
-        'decorated handlers',
-        () => worker.seen.length === 2 && worker.other.length === 2,
-      );
-      expect(worker.seen.sort()).toEqual(['1:phone', '2:phone']);
-      expect(worker.other.sort()).toEqual([`${q}-a/x`, `${q}-b/y`]);
-      await decorated.close();
+      try {
+        const service = decorated.get(QueueService);
+        const worker = decorated.get(OrderWorker);
+        await service.enqueue(q, ['1', '2'], { payload: { sku: 'phone' } });
+        await service.enqueue(`${q}-a`, 'x');
+        await service.enqueue(`${q}-b`, 'y');
+        await waitFor(
+          'decorated handlers',
+          () => worker.seen.length === 2 && worker.other.length === 2,
+        );
+        expect(worker.seen.sort()).toEqual(['1:phone', '2:phone']);
+        expect(worker.other.sort()).toEqual([`${q}-a/x`, `${q}-b/y`]);
+      } finally {
+        await decorated.close();
+      }
     });
   });
 
@@ -292,64 +295,74 @@ describe('QueueService workers', () => {
     it('stops claiming, waits for running handlers, and gives back those past drainTimeoutMs without counting the attempt', async () => {
       const q = fresh();
       const closing = await createLockApp({ keyPrefix: prefix });
-      const quick = gate();
-      const started = new Set<string>();
-      const finished: string[] = [];
-      const reasons: unknown[] = [];
-      closing.get(QueueService).process(
-        q,
-        async (task, signal) => {
-          started.add(task.id);
-          if (task.id === 'quick') await quick.promise;
-          else
-            await new Promise<void>((resolve) =>
-              signal.addEventListener('abort', () => {
-                reasons.push(signal.reason);
-                resolve();
-              }),
-            );
-          finished.push(task.id);
-        },
-        { concurrency: 2, drainTimeoutMs: 400 },
-      );
-      await queues.enqueue(q, ['quick', 'stuck']);
-      await waitFor('both running', () => started.size === 2);
+      let closingDone: Promise<unknown> | undefined;
+      try {
+        const quick = deferred();
+        const started = new Set<string>();
+        const finished: string[] = [];
+        const reasons: unknown[] = [];
+        closing.get(QueueService).process(
+          q,
+          async (task, signal) => {
+            started.add(task.id);
+            if (task.id === 'quick') await quick.promise;
+            else
+              await new Promise<void>((resolve) =>
+                signal.addEventListener('abort', () => {
+                  reasons.push(signal.reason);
+                  resolve();
+                }),
+              );
+            finished.push(task.id);
+          },
+          { concurrency: 2, drainTimeoutMs: 400 },
+        );
+        await queues.enqueue(q, ['quick', 'stuck']);
+        await waitFor('both running', () => started.size === 2);
 
-      let closed = false;
-      const closingDone = closing.close().then(() => (closed = true));
-      await queues.enqueue(q, 'late');
-      quick.open();
-      await waitFor('quick acked', async () => finished.includes('quick'));
-      expect(closed).toBe(false);
-      await closingDone;
+        let closed = false;
+        closingDone = closing.close().then(() => (closed = true));
+        await queues.enqueue(q, 'late');
+        quick.resolve();
+        await waitFor('quick acked', async () => finished.includes('quick'));
+        expect(closed).toBe(false);
+        await closingDone;
 
-      expect(reasons).toHaveLength(1);
-      expect(reasons[0]).toBeInstanceOf(QueueError);
-      // quick was acked; stuck was given back (attempt not counted); late was never claimed.
-      expect(await queues.stats(q)).toEqual({ ready: 2, delayed: 0, leased: 0, dead: 0 });
-      expect(await redis.hgetall(`${prefix}queue:{${q}}:attempts`)).toEqual({});
-      expect(started.has('late')).toBe(false);
-      const [first] = await queues.claim(q, 2);
-      expect(first.attempt).toBe(1);
+        expect(reasons).toHaveLength(1);
+        expect(reasons[0]).toBeInstanceOf(QueueError);
+        // quick was acked; stuck was given back (attempt not counted); late was never claimed.
+        expect(await queues.stats(q)).toEqual({ ready: 2, delayed: 0, leased: 0, dead: 0 });
+        expect(await redis.hgetall(`${prefix}queue:{${q}}:attempts`)).toEqual({});
+        expect(started.has('late')).toBe(false);
+        const [first] = await queues.claim(q, 2);
+        expect(first.attempt).toBe(1);
+      } finally {
+        await (closingDone ?? closing.close());
+      }
     });
 
     it('app.close() waits for handlers that finish within drainTimeoutMs', async () => {
       const q = fresh();
       const closing = await createLockApp({ keyPrefix: prefix, queue: { drainTimeoutMs: 10_000 } });
-      const release = gate();
-      let done = false;
-      closing.get(QueueService).process(q, async () => {
-        await release.promise;
-        await sleep(50);
-        done = true;
-      });
-      await queues.enqueue(q, 'drain');
-      await waitFor('running', async () => (await queues.stats(q)).leased === 1);
-      const closed = closing.close();
-      release.open();
-      await closed;
-      expect(done).toBe(true);
-      expect(await queues.stats(q)).toEqual({ ready: 0, delayed: 0, leased: 0, dead: 0 });
+      let closed: Promise<void> | undefined;
+      try {
+        const release = deferred();
+        let done = false;
+        closing.get(QueueService).process(q, async () => {
+          await release.promise;
+          await sleep(50);
+          done = true;
+        });
+        await queues.enqueue(q, 'drain');
+        await waitFor('running', async () => (await queues.stats(q)).leased === 1);
+        closed = closing.close();
+        release.resolve();
+        await closed;
+        expect(done).toBe(true);
+        expect(await queues.stats(q)).toEqual({ ready: 0, delayed: 0, leased: 0, dead: 0 });
+      } finally {
+        await (closed ?? closing.close());
+      }
     });
   });
 });
@@ -359,16 +372,6 @@ describe('QueueService workers: wake-ups and reconnects (dedicated redis-server)
   let app: INestApplicationContext;
   let queues: QueueService;
   let probe: Redis;
-
-  /** Script calls (EVALSHA + EVAL) the server has run so far. */
-  const scriptCalls = async () => {
-    const info = await probe.info('commandstats');
-    let calls = 0;
-    for (const m of info.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)) calls += Number(m[1]);
-    return calls;
-  };
-  const blockedClients = async () =>
-    Number(/blocked_clients:(\d+)/.exec(await probe.info('clients'))![1]);
 
   beforeAll(async () => {
     server = await startRedisServer();
@@ -385,61 +388,86 @@ describe('QueueService workers: wake-ups and reconnects (dedicated redis-server)
     await server.stop();
   });
 
-  it('an idle worker blocks without polling and wakes within one round trip of an enqueue', async () => {
-    const ran = gate();
-    let callsWhenRun = 0;
-    const worker = queues.process('wake', async () => {
-      callsWhenRun = await scriptCalls();
-      ran.open();
+  /**
+   * Starts a worker on `queue` and resolves once it is idle (blocked in Redis). `first` resolves
+   * when it runs its first task, with when that was and the script calls the server had run then.
+   */
+  const idleWorker = async (queue: string) => {
+    const first = deferred<{ at: number; calls: number }>();
+    const worker = queues.process(queue, async () => {
+      const at = Date.now();
+      first.resolve({ at, calls: await scriptCalls(probe) });
     });
-    await waitFor('the worker blocked', async () => (await blockedClients()) === 1);
-    const idleFrom = await scriptCalls();
-    await sleep(1_000);
-    // Idle for a second: at most one look at the queue (its bounded wait may end in between).
-    expect((await scriptCalls()) - idleFrom).toBeLessThanOrEqual(1);
+    try {
+      await waitFor('the worker blocked', async () => (await blockedClients(probe)) === 1);
+    } catch (err) {
+      await worker.close();
+      throw err;
+    }
+    return { worker, first: first.promise };
+  };
 
-    const before = await scriptCalls();
-    await queues.enqueue('wake', 'now');
-    await ran.promise;
-    // The enqueue itself and exactly one claim: the wake-up cost one round trip.
-    expect(callsWhenRun - before).toBe(2);
-    await worker.close();
+  it('an idle worker blocks without polling and wakes within one round trip of an enqueue', async () => {
+    const { worker, first } = await idleWorker('wake');
+    try {
+      const idleFrom = await scriptCalls(probe);
+      await sleep(1_000);
+      // Idle for a second: at most one look at the queue (its bounded wait may end in between).
+      expect((await scriptCalls(probe)) - idleFrom).toBeLessThanOrEqual(1);
+
+      const before = await scriptCalls(probe);
+      const enqueuedAt = Date.now();
+      await queues.enqueue('wake', 'now');
+      const ran = await first;
+      // The enqueue itself and exactly one claim: the wake-up cost one round trip.
+      expect(ran.calls - before).toBe(2);
+      // Woken by the enqueue, not by the end of its bounded idle wait (MAX_IDLE_MS, 5 s, begun
+      // about 1 s before the enqueue, so ~3.9 s later at the earliest): 1 s is generous for a
+      // loaded machine and still far below that.
+      expect(ran.at - enqueuedAt).toBeLessThan(1_000);
+    } finally {
+      await worker.close();
+    }
   });
 
   it('a delayed task wakes the idle worker when it is due, not by polling', async () => {
-    const ran = gate();
-    let callsWhenRun = 0;
-    const worker = queues.process('delayed', async () => {
-      callsWhenRun = await scriptCalls();
-      ran.open();
-    });
-    await waitFor('the worker blocked', async () => (await blockedClients()) === 1);
-    const before = await scriptCalls();
-    await queues.enqueue('delayed', 'soon', { delayMs: 500 });
-    await ran.promise;
-    // enqueue + the claim woken by its marker (nothing due yet) + the claim when it is due.
-    expect(callsWhenRun - before).toBeLessThanOrEqual(4);
-    await worker.close();
+    const delayMs = 500;
+    const { worker, first } = await idleWorker('delayed');
+    try {
+      const before = await scriptCalls(probe);
+      const enqueuedAt = Date.now();
+      await queues.enqueue('delayed', 'soon', { delayMs });
+      const ran = await first;
+      // enqueue + the claim woken by its marker (nothing due yet) + the claim when it is due.
+      expect(ran.calls - before).toBeLessThanOrEqual(4);
+      // Not before it was due (5 ms for the two clocks' rounding), and long before the worker's
+      // bounded idle wait (5 s) would have ended.
+      expect(ran.at - enqueuedAt).toBeGreaterThanOrEqual(delayMs - 5);
+      expect(ran.at - enqueuedAt).toBeLessThan(2_000);
+    } finally {
+      await worker.close();
+    }
   });
 
   it('a burst wakes every idle worker, each woken by the claim before it', async () => {
     const running = new Set<number>();
-    const hits = new Set<number>();
-    const release = gate();
+    const release = deferred();
     const workers = [0, 1, 2].map((i) =>
       queues.process('burst', async () => {
         running.add(i);
-        hits.add(i);
         await release.promise;
         running.delete(i);
       }),
     );
-    await waitFor('three workers blocked', async () => (await blockedClients()) === 3);
-    await queues.enqueue('burst', ['a', 'b', 'c']);
-    await waitFor('all three busy', () => running.size === 3);
-    release.open();
-    expect(hits.size).toBe(3);
-    await Promise.all(workers.map((w) => w.close()));
+    try {
+      await waitFor('three workers blocked', async () => (await blockedClients(probe)) === 3);
+      await queues.enqueue('burst', ['a', 'b', 'c']);
+      // Within 1.5 s: their bounded idle waits (5 s, just begun) cannot have woken them.
+      await waitFor('all three busy', () => running.size === 3, 1_500);
+    } finally {
+      release.resolve();
+      await Promise.all(workers.map((w) => w.close()));
+    }
   });
 
   it('keeps working after Redis restarts', async () => {

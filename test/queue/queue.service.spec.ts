@@ -3,7 +3,7 @@ import type { INestApplicationContext } from '@nestjs/common';
 import fc from 'fast-check';
 import type { Redis } from 'ioredis';
 import { MAX_QUEUE_BATCH, QueueError, QueueService, type LeasedTask } from '../../lib';
-import { createLockApp, redisClient, uniquePrefix, waitFor } from '../support/helpers';
+import { createLockApp, redisClient, redisTimeMs, uniquePrefix, waitFor } from '../support/helpers';
 
 describe('QueueService', () => {
   const prefix = uniquePrefix('queue-service');
@@ -14,10 +14,7 @@ describe('QueueService', () => {
   /** A queue name no other test uses. */
   const fresh = () => `q${++n}`;
   const key = (queue: string, part: string) => `${prefix}queue:{${queue}}:${part}`;
-  const redisNow = async () => {
-    const [s, us] = await redis.time();
-    return Number(s) * 1000 + Math.floor(Number(us) / 1000);
-  };
+  const redisNow = () => redisTimeMs(redis);
   /** Every key of the queue that still exists. */
   const leftovers = async (queue: string) =>
     (await redis.keys(`${prefix}queue:{${queue}}:*`)).filter((k) => !k.endsWith(':wake')).sort();
@@ -119,9 +116,10 @@ describe('QueueService', () => {
   describe('pop / top / dequeue', () => {
     it('pop takes due tasks, lowest due time first, and removes them with their payload', async () => {
       const q = fresh();
-      await queues.enqueue(q, 'late', { delayMs: 300 });
+      // Delays far beyond a stalled round trip: 'mid' and 'late' are surely not due at the first top.
+      await queues.enqueue(q, 'late', { delayMs: 2_000 });
       await queues.enqueue(q, 'first', { payload: 1 });
-      await queues.enqueue(q, 'mid', { delayMs: 150 });
+      await queues.enqueue(q, 'mid', { delayMs: 1_000 });
       await queues.enqueue(q, 'never', { delayMs: 60_000 });
       expect((await queues.top(q, 10)).map((t) => t.id)).toEqual(['first']);
       await waitFor('three due', async () => (await queues.stats(q)).ready === 3);

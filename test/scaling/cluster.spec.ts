@@ -1,5 +1,4 @@
 import 'reflect-metadata';
-import type { ChildProcess } from 'node:child_process';
 import type { INestApplicationContext } from '@nestjs/common';
 import fc from 'fast-check';
 import { Cluster, type Redis } from 'ioredis';
@@ -15,14 +14,24 @@ import { lockRedisKeys } from '../../lib/lock/lock-keys';
 import { queueRedisKeys } from '../../lib/queue/queue-keys';
 import { toRedisError } from '../../lib/redis/bounded';
 import { clusterKeySlot } from '../../lib/redis/cluster-slot';
-import { exited, lineFrom, spawnTs } from '../support/child';
+import { exited, killSpawnedChildren } from '../support/child';
+import { expectExactCounter } from '../support/exact-counter';
 import {
+  blockedClients,
   createLockApp,
+  deferred,
   redisClient,
+  scriptCalls,
   testRedisUrl,
   uniquePrefix,
   waitFor,
 } from '../support/helpers';
+import {
+  expectAckedOnce,
+  killOneWorkerPerWave,
+  spawnQueueWorker,
+  waitQueueDrained,
+} from '../support/queue-crash';
 import { startRedisCluster, type RedisClusterProcesses } from '../support/redis-cluster';
 
 /** Lock names whose slots are served by three different masters (one per master). */
@@ -44,8 +53,13 @@ describe('Redis Cluster: 3 masters + 3 replicas, real redis-server processes', (
   let queues: QueueService;
   let direct: Cluster;
   let obs: Redis;
-  const children = new Set<ChildProcess>();
   const moduleOptions = () => ({ redis: { cluster: cluster.startupNodes }, keyPrefix: prefix });
+  /** The environment of a child process using the library on the cluster. */
+  const childEnv = () => ({
+    REDIS_URL: testRedisUrl(),
+    PREFIX: prefix,
+    MODULE_OPTIONS_JSON: JSON.stringify({ redis: { cluster: cluster.startupNodes } }),
+  });
 
   beforeAll(async () => {
     cluster = await startRedisCluster();
@@ -58,24 +72,13 @@ describe('Redis Cluster: 3 masters + 3 replicas, real redis-server processes', (
     obs = redisClient();
   }, 90_000);
   afterAll(async () => {
-    for (const child of children) child.kill('SIGKILL');
+    // Children of a failed test: stopped before the cluster they use.
+    await killSpawnedChildren();
     await app?.close();
     direct?.disconnect();
     obs?.disconnect();
     await cluster?.stop();
   });
-
-  const spawnChild = (file: string, env: Record<string, string>) => {
-    const child = spawnTs(file, [], {
-      REDIS_URL: testRedisUrl(),
-      PREFIX: prefix,
-      MODULE_OPTIONS_JSON: JSON.stringify({ redis: { cluster: cluster.startupNodes } }),
-      ...env,
-    });
-    children.add(child);
-    child.once('exit', () => children.delete(child));
-    return child;
-  };
 
   describe('keys and slots', () => {
     it('computes the slot of any key exactly like CLUSTER KEYSLOT', async () => {
@@ -173,17 +176,13 @@ describe('Redis Cluster: 3 masters + 3 replicas, real redis-server processes', (
     });
 
     it('mutual exclusion: 3 processes x 150 read-modify-write sections on the cluster leave an exact counter', async () => {
-      const env = { MODE: 'sections', SECTIONS: '150', KEY: 'mutex' };
-      const kids = [0, 1, 2].map(() => spawnChild('test/fixtures/lock-child.ts', env));
-      const codes = await Promise.all(
-        kids.map(async (child) => {
-          await lineFrom(child, /^done 150$/, 90_000);
-          return exited(child);
-        }),
-      );
-      expect(codes).toEqual([0, 0, 0]);
-      expect(Number(await direct.get(`${prefix}counter`))).toBe(450);
-      expect(await direct.get(`${prefix}violations`)).toBeNull();
+      await expectExactCounter({
+        processes: 3,
+        sections: 150,
+        env: { ...childEnv(), KEY: 'mutex' },
+        counter: direct,
+        prefix,
+      });
     }, 120_000);
   });
 
@@ -192,37 +191,35 @@ describe('Redis Cluster: 3 masters + 3 replicas, real redis-server processes', (
       const name = 'cluster-wake';
       const master = await cluster.masterOfSlot(clusterKeySlot(`{${name}}`));
       const probe = redisClient(`redis://127.0.0.1:${master}`);
-      const scriptCalls = async () => {
-        const info = await probe.info('commandstats');
-        let calls = 0;
-        for (const m of info.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)) {
-          calls += Number(m[1]);
-        }
-        return calls;
-      };
-      const blocked = async () =>
-        Number(/blocked_clients:(\d+)/.exec(await probe.info('clients'))![1]);
       try {
         // Load the scripts on that master, so that no NOSCRIPT retry is counted below.
         await queues.enqueue(name, 'warm-up');
         await queues.pop(name);
+        let ranAt = 0;
         let callsWhenRun = -1;
-        let ran!: () => void;
-        const done = new Promise<void>((resolve) => (ran = resolve));
+        const ran = deferred();
         const worker = queues.process(name, async () => {
-          callsWhenRun = await scriptCalls();
-          ran();
+          ranAt = Date.now();
+          callsWhenRun = await scriptCalls(probe);
+          ran.resolve();
         });
-        await waitFor(
-          'the worker blocked on the queue master',
-          async () => (await blocked()) === 1,
-        );
-        const before = await scriptCalls();
-        await queues.enqueue(name, 'now');
-        await done;
-        // The enqueue and exactly one claim, both on this master: woken by BLPOP, not by polling.
-        expect(callsWhenRun - before).toBe(2);
-        await worker.close();
+        try {
+          await waitFor(
+            'the worker blocked on the queue master',
+            async () => (await blockedClients(probe)) === 1,
+          );
+          const before = await scriptCalls(probe);
+          const enqueuedAt = Date.now();
+          await queues.enqueue(name, 'now');
+          await ran.promise;
+          // The enqueue and exactly one claim, both on this master: woken by BLPOP, not by polling.
+          expect(callsWhenRun - before).toBe(2);
+          // Woken by the enqueue, not by the end of its bounded idle wait (MAX_IDLE_MS, 5 s, which
+          // began just before): 1 s is generous for a loaded machine and far below that.
+          expect(ranAt - enqueuedAt).toBeLessThan(1_000);
+        } finally {
+          await worker.close();
+        }
       } finally {
         probe.disconnect();
       }
@@ -232,66 +229,44 @@ describe('Redis Cluster: 3 masters + 3 replicas, real redis-server processes', (
       const queue = 'crash';
       const TASKS = 600;
       const obsPrefix = `${prefix}q:`;
-      const spawnWorker = async () => {
-        const child = spawnChild('test/fixtures/queue-worker-child.ts', {
+      const spawnWorker = () =>
+        spawnQueueWorker({
+          ...childEnv(),
           PREFIX: obsPrefix,
           OBS_REDIS_URL: testRedisUrl(),
           QUEUE: queue,
           LEASE_MS: '800',
           CONCURRENCY: '8',
         });
-        const line = await lineFrom(child, /^ready \d+$/, 30_000);
-        return { child, pid: line.split(' ')[1] };
-      };
-      const crashQueues = (await createLockApp({ ...moduleOptions(), keyPrefix: obsPrefix })).get(
-        QueueService,
-      );
-      const ids = Array.from({ length: TASKS }, (_, i) => `task-${i}`);
-      const alive = new Set(await Promise.all([spawnWorker(), spawnWorker(), spawnWorker()]));
-      const inFlightAtKill = new Set<string>();
-      const respawns: Promise<void>[] = [];
-      const WAVE = TASKS / 2;
-      for (let wave = 0; wave < 2; wave++) {
-        await crashQueues.enqueue(queue, ids.slice(wave * WAVE, (wave + 1) * WAVE));
-        let victim: { child: ChildProcess; pid: string } | undefined;
-        await waitFor(
-          `wave ${wave + 1} under way on a live worker`,
-          async () => {
-            if ((await obs.hlen(`${obsPrefix}obs:acks`)) < wave * WAVE + WAVE / 5) return false;
-            for (const w of alive) {
-              if ((await obs.scard(`${obsPrefix}obs:inflight:${w.pid}`)) > 0) victim = w;
-            }
-            return victim !== undefined;
-          },
-          30_000,
-        );
-        alive.delete(victim!);
-        victim!.child.kill('SIGKILL');
-        expect(await exited(victim!.child)).toBe('SIGKILL');
-        for (const id of await obs.smembers(`${obsPrefix}obs:inflight:${victim!.pid}`)) {
-          inFlightAtKill.add(id);
-        }
-        respawns.push(spawnWorker().then((w) => void alive.add(w)));
-      }
-      await Promise.all(respawns);
-      await waitFor(
-        'every task acked',
-        async () => {
-          const s = await crashQueues.stats(queue);
-          return s.ready + s.delayed + s.leased === 0;
-        },
-        30_000,
-        50,
-      );
-      for (const w of alive) w.child.kill('SIGTERM');
-      await Promise.all([...alive].map((w) => exited(w.child)));
+      const crashApp = await createLockApp({ ...moduleOptions(), keyPrefix: obsPrefix });
+      try {
+        const crashQueues = crashApp.get(QueueService);
+        const ids = Array.from({ length: TASKS }, (_, i) => `task-${i}`);
+        const alive = new Set(await Promise.all([spawnWorker(), spawnWorker(), spawnWorker()]));
+        const inFlightAtKill = await killOneWorkerPerWave({
+          queues: crashQueues,
+          queue,
+          ids,
+          waves: 2,
+          obs,
+          obsPrefix,
+          alive,
+          spawnWorker,
+        });
+        await waitQueueDrained(crashQueues, queue);
+        for (const w of alive) w.child.kill('SIGTERM');
+        await Promise.all([...alive].map((w) => exited(w.child)));
 
-      const acks = await obs.hgetall(`${obsPrefix}obs:acks`);
-      const completions = await obs.hgetall(`${obsPrefix}obs:completions`);
-      expect(await crashQueues.stats(queue)).toEqual({ ready: 0, delayed: 0, leased: 0, dead: 0 });
-      expect(ids.filter((id) => !(Number(completions[id]) >= 1))).toEqual([]);
-      expect(Object.values(acks).filter((n) => n !== '1')).toEqual([]);
-      expect(ids.filter((id) => !acks[id] && !inFlightAtKill.has(id))).toEqual([]);
+        expect(await crashQueues.stats(queue)).toEqual({
+          ready: 0,
+          delayed: 0,
+          leased: 0,
+          dead: 0,
+        });
+        await expectAckedOnce(obs, obsPrefix, ids, inFlightAtKill);
+      } finally {
+        await crashApp.close();
+      }
     }, 120_000);
   });
 

@@ -1,5 +1,4 @@
 import 'reflect-metadata';
-import type { ChildProcess } from 'node:child_process';
 import type { INestApplicationContext } from '@nestjs/common';
 import type { Redis } from 'ioredis';
 import {
@@ -10,7 +9,8 @@ import {
   RedisLockOptionsError,
   type Lock,
 } from '../../lib';
-import { exited, lineFrom, spawnTs } from '../support/child';
+import { killSpawnedChildren } from '../support/child';
+import { expectExactCounter } from '../support/exact-counter';
 import {
   createLockApp,
   redisClient,
@@ -28,7 +28,6 @@ describe('Redlock quorum mode (nodes): 3 independent redis-server masters', () =
   let other: INestApplicationContext;
   let locks: LockService;
   let rival: LockService;
-  const children = new Set<ChildProcess>();
   const valueKey = (name: string) => `${prefix}lock:{${name}}`;
   /** The lock's value on each node (null where free or unreachable). */
   const values = (name: string) =>
@@ -49,7 +48,8 @@ describe('Redlock quorum mode (nodes): 3 independent redis-server masters', () =
     rival = other.get(LockService);
   }, 30_000);
   afterAll(async () => {
-    for (const child of children) child.kill('SIGKILL');
+    // Children of a failed test: stopped before the nodes they use.
+    await killSpawnedChildren();
     await app?.close();
     await other?.close();
     for (const c of clients ?? []) c.disconnect();
@@ -178,29 +178,19 @@ describe('Redlock quorum mode (nodes): 3 independent redis-server masters', () =
   }, 60_000);
 
   it('mutual exclusion: 2 processes x 150 read-modify-write sections leave an exact counter', async () => {
-    const env = {
-      REDIS_URL: testRedisUrl(),
-      PREFIX: prefix,
-      MODE: 'sections',
-      SECTIONS: '150',
-      MODULE_OPTIONS_JSON: JSON.stringify({ nodes: servers.map((s) => s.url) }),
-    };
-    const kids = [0, 1].map(() => {
-      const child = spawnTs('test/fixtures/lock-child.ts', [], env);
-      children.add(child);
-      return child;
-    });
-    const codes = await Promise.all(
-      kids.map(async (child) => {
-        await lineFrom(child, /^done 150$/, 90_000);
-        return exited(child);
-      }),
-    );
-    expect(codes).toEqual([0, 0]);
+    // The counter lives on the module's `redis` (the shared test server), the locks on the nodes.
     const counter = redisClient();
     try {
-      expect(Number(await counter.get(`${prefix}counter`))).toBe(300);
-      expect(await counter.get(`${prefix}violations`)).toBeNull();
+      await expectExactCounter({
+        processes: 2,
+        sections: 150,
+        env: {
+          REDIS_URL: testRedisUrl(),
+          MODULE_OPTIONS_JSON: JSON.stringify({ nodes: servers.map((s) => s.url) }),
+        },
+        counter,
+        prefix,
+      });
     } finally {
       counter.disconnect();
     }

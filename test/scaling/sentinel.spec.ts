@@ -8,7 +8,8 @@ import {
   RedisLockError,
   RedisLockOptionsError,
 } from '../../lib';
-import { createLockApp, redisClient, uniquePrefix, waitFor } from '../support/helpers';
+import { RedisLockConnection } from '../../lib/redis/redis-connection';
+import { createLockApp, redisClient, uniquePrefix, waitFor, waitForLine } from '../support/helpers';
 import { startRedisSentinel, type RedisSentinelProcesses } from '../support/redis-sentinel';
 
 describe('Redis Sentinel: 1 master, 1 replica, 3 sentinels (real processes)', () => {
@@ -40,10 +41,7 @@ describe('Redis Sentinel: 1 master, 1 replica, 3 sentinels (real processes)', ()
     const held = await locks.acquire('s', { ttlMs: 60_000 });
     // Only the release message can let the waiter in before its wait runs out.
     const waiter = locks.acquire('s', { waitMs: 8_000, retryIntervalMs: 60_000 });
-    await waitFor(
-      'the waiter in line',
-      async () => (await replica.zcard(`${prefix}lock:{s}:line`)) === 1,
-    );
+    await waitForLine(replica, prefix, 's');
     await held.release();
     const next = await waiter;
     expect(next.fence).toBe(held.fence + 1);
@@ -51,9 +49,12 @@ describe('Redis Sentinel: 1 master, 1 replica, 3 sentinels (real processes)', ()
 
     const done: string[] = [];
     const worker = queues.process('sq', async (task) => void done.push(task.id));
-    await queues.enqueue('sq', ['a', 'b']);
-    await waitFor('both tasks handled', () => done.length === 2);
-    await worker.close();
+    try {
+      await queues.enqueue('sq', ['a', 'b']);
+      await waitFor('both tasks handled', () => done.length === 2);
+    } finally {
+      await worker.close();
+    }
   });
 
   describe('waitForReplicas', () => {
@@ -64,10 +65,7 @@ describe('Redis Sentinel: 1 master, 1 replica, 3 sentinels (real processes)', ()
       // A fair waiter is handed the lock by the release script (a write of the releaser's
       // connection); its confirmation still covers it.
       const waiter = locks.acquire('r', { waitForReplicas: w, waitMs: 5_000 });
-      await waitFor(
-        'the waiter in line',
-        async () => (await replica.zcard(`${prefix}lock:{r}:line`)) === 1,
-      );
+      await waitForLine(replica, prefix, 'r');
       await lock.release();
       const next = await waiter;
       expect(await replica.get(`${prefix}lock:{r}`)).toBe(next.token);
@@ -201,7 +199,12 @@ describe('Redis Sentinel: 1 master, 1 replica, 3 sentinels (real processes)', ()
             longestOperationMs: longest,
           }),
       );
-      expect(await sentinel.currentMaster()).toBe(promoted);
+      // The library's own connection followed Sentinel to the promoted node: the server end of
+      // this connection (CLIENT INFO's laddr) is on that node's port, and that node is a master.
+      const client = app.get(RedisLockConnection).client as Redis;
+      const info = (await client.client('INFO')) as string;
+      expect(Number(/\bladdr=[^ ]*:(\d+)/.exec(info)?.[1])).toBe(promoted);
+      expect((await client.role())[0]).toBe('master');
       expect(untyped).toEqual([]);
       expect(longest).toBeLessThan(10_000);
     } finally {

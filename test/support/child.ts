@@ -3,17 +3,21 @@ import { resolve } from 'node:path';
 
 const ROOT = resolve(__dirname, '..', '..');
 
+/** Children started by `spawnTs` that have not exited yet. */
+const spawned = new Set<ChildProcess>();
+
 /**
  * Starts a TypeScript file (e.g. a fixture under test/fixtures/) as a separate Node process,
  * compiled on the fly by ts-node (transpile only). `env` is added to the current environment;
- * stdout/stderr are piped so the test can read them.
+ * stdout/stderr are piped so the test can read them. The child is tracked until it exits, so
+ * that `killSpawnedChildren` (run after every test file) can kill whatever a test left behind.
  */
 export function spawnTs(
   file: string,
   args: string[] = [],
   env: NodeJS.ProcessEnv = {},
 ): ChildProcess {
-  return spawn(
+  const child = spawn(
     process.execPath,
     ['-r', 'ts-node/register/transpile-only', resolve(ROOT, file), ...args],
     {
@@ -21,6 +25,23 @@ export function spawnTs(
       env: { ...process.env, TS_NODE_PROJECT: resolve(ROOT, 'tsconfig.json'), ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     },
+  );
+  spawned.add(child);
+  child.once('exit', () => spawned.delete(child));
+  return child;
+}
+
+/** SIGKILLs every child started by `spawnTs` that is still running; resolves once all exited. */
+export async function killSpawnedChildren(): Promise<void> {
+  // Without a pid the spawn itself failed: there is no process to kill (and no 'exit' to await).
+  const children = [...spawned].filter((child) => child.pid !== undefined);
+  spawned.clear();
+  await Promise.all(
+    children.map((child) => {
+      const done = exited(child);
+      child.kill('SIGKILL');
+      return done;
+    }),
   );
 }
 

@@ -3,6 +3,7 @@ import { Test } from '@nestjs/testing';
 import type { INestApplicationContext } from '@nestjs/common';
 import { Redis } from 'ioredis';
 import { RedisLockModule, type RedisLockModuleOptions } from '../../lib';
+import { lockRedisKeys } from '../../lib/lock/lock-keys';
 
 /** URL of the redis-server started by the global setup. */
 export function testRedisUrl(): string {
@@ -49,3 +50,65 @@ export async function waitFor(
 
 /** Resolves after `ms` (for holding a lock in a test, never for "letting things settle"). */
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** A promise with its resolve and reject functions, for the test to settle by hand. */
+export interface Deferred<T> {
+  readonly promise: Promise<T>;
+  readonly resolve: (value: T) => void;
+  readonly reject: (reason: unknown) => void;
+}
+
+/** A promise the test settles by hand (e.g. to let a handler run until the test says so). */
+export function deferred<T = void>(): Deferred<T> {
+  let resolve!: (value: T) => void;
+  let reject!: (reason: unknown) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
+
+/** Calls per command on `client`'s server since it started or CONFIG RESETSTAT (INFO commandstats). */
+export async function commandCalls(client: Redis): Promise<Map<string, number>> {
+  const info = await client.info('commandstats');
+  const calls = new Map<string, number>();
+  for (const m of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) calls.set(m[1], Number(m[2]));
+  return calls;
+}
+
+/** Script calls (EVALSHA + EVAL) `client`'s server has run so far. */
+export async function scriptCalls(client: Redis): Promise<number> {
+  const calls = await commandCalls(client);
+  return (calls.get('evalsha') ?? 0) + (calls.get('eval') ?? 0);
+}
+
+/** Clients blocked in a blocking command (e.g. an idle worker's BLPOP) on `client`'s server. */
+export async function blockedClients(client: Redis): Promise<number> {
+  return Number(/blocked_clients:(\d+)/.exec(await client.info('clients'))![1]);
+}
+
+/** The clock of `client`'s server (Redis TIME), in ms. */
+export async function redisTimeMs(client: Redis): Promise<number> {
+  const [s, us] = await client.time();
+  return Number(s) * 1000 + Math.floor(Number(us) / 1000);
+}
+
+/**
+ * Waits until exactly `n` fair waiters stand in the line of lock `name` (keys under `prefix`),
+ * read through `client`: a waiter in line is surely waiting.
+ */
+export function waitForLine(
+  client: Redis,
+  prefix: string,
+  name: string,
+  n = 1,
+  timeoutMs = 5_000,
+): Promise<void> {
+  const line = lockRedisKeys(prefix, name).line;
+  return waitFor(
+    `${n} waiter(s) in the line of lock '${name}'`,
+    async () => (await client.zcard(line)) === n,
+    timeoutMs,
+  );
+}

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
-import { Redis } from 'ioredis';
 import { waitFor } from './helpers';
+import { askNode, NODE_HOST } from './redis-node';
 import { redisServerBinary, startRedisServer, type RedisServer } from './redis-server';
 
 /** One node as the cluster sees it (a line of `CLUSTER NODES`). */
@@ -57,26 +57,9 @@ export interface RedisClusterSetup {
   nodeTimeoutMs?: number;
 }
 
-const HOST = '127.0.0.1';
-
-/** Sends one command to one node and disconnects; never retries (the node may be dead). */
+/** One command to one node (never retried: the node may be dead), its reply as text. */
 async function ask(port: number, ...args: Array<string | number>): Promise<string> {
-  const client = new Redis({
-    host: HOST,
-    port,
-    lazyConnect: true,
-    maxRetriesPerRequest: 0,
-    retryStrategy: () => null,
-    connectTimeout: 2_000,
-    commandTimeout: 2_000,
-  });
-  client.on('error', () => undefined);
-  try {
-    await client.connect();
-    return String(await client.call(String(args[0]), ...args.slice(1)));
-  } finally {
-    client.disconnect();
-  }
+  return String(await askNode(port, ...args));
 }
 
 function parseNodes(text: string): ClusterNodeView[] {
@@ -144,9 +127,16 @@ export async function startRedisCluster(
     '--cluster-replica-validity-factor',
     '0',
   ];
-  const servers = await Promise.all(
+  const started = await Promise.allSettled(
     Array.from({ length: masters * (1 + replicas) }, () => startRedisServer(args)),
   );
+  const servers = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+  const failed = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+  if (failed) {
+    // Do not leave the nodes that did start running.
+    await Promise.all(servers.map((s) => s.stop()));
+    throw failed.reason;
+  }
   const down = new Set<number>();
   const live = () => servers.filter((s) => !down.has(s.port));
 
@@ -222,7 +212,7 @@ export async function startRedisCluster(
 
   const cluster: RedisClusterProcesses = {
     servers,
-    startupNodes: servers.map((s) => ({ host: HOST, port: s.port })),
+    startupNodes: servers.map((s) => ({ host: NODE_HOST, port: s.port })),
     view,
     async masterOfSlot(slot) {
       const owner = (await view()).find(
@@ -262,7 +252,7 @@ export async function startRedisCluster(
       [
         '--cluster',
         'create',
-        ...servers.map((s) => `${HOST}:${s.port}`),
+        ...servers.map((s) => `${NODE_HOST}:${s.port}`),
         '--cluster-replicas',
         String(replicas),
         '--cluster-yes',

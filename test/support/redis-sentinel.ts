@@ -2,13 +2,14 @@ import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Redis } from 'ioredis';
 import { waitFor } from './helpers';
+import { askNode as ask, NODE_HOST } from './redis-node';
 import {
   freePort,
   redisServerBinary,
   spawnUntilReady,
   startRedisServer,
+  stopProcess,
   type RedisServer,
 } from './redis-server';
 
@@ -39,25 +40,17 @@ export interface RedisSentinelSetup {
   failoverTimeoutMs?: number;
 }
 
-const HOST = '127.0.0.1';
+/** `stop` of every setup started by this module and not stopped yet. */
+const running = new Set<() => Promise<void>>();
 
-async function ask(port: number, ...args: Array<string | number>): Promise<unknown> {
-  const client = new Redis({
-    host: HOST,
-    port,
-    lazyConnect: true,
-    maxRetriesPerRequest: 0,
-    retryStrategy: () => null,
-    connectTimeout: 2_000,
-    commandTimeout: 2_000,
-  });
-  client.on('error', () => undefined);
-  try {
-    await client.connect();
-    return await client.call(String(args[0]), ...args.slice(1));
-  } finally {
-    client.disconnect();
-  }
+/**
+ * Stops every Sentinel setup still running (sentinels and servers). Inside a Jest test file a
+ * `process.once('exit')` hook never runs: this runs after every test file instead.
+ */
+export async function stopAllRedisSentinels(): Promise<void> {
+  const stops = [...running];
+  running.clear();
+  await Promise.all(stops.map((stop) => stop()));
 }
 
 function startSentinel(port: number, config: string): Promise<ChildProcess> {
@@ -79,27 +72,23 @@ export async function startRedisSentinel(
 ): Promise<RedisSentinelProcesses> {
   const name = 'mymaster';
   const master = await startRedisServer();
-  const replica = await startRedisServer(['--replicaof', HOST, String(master.port)]);
+  let replica: RedisServer;
+  try {
+    replica = await startRedisServer(['--replicaof', NODE_HOST, String(master.port)]);
+  } catch (err) {
+    await master.stop();
+    throw err;
+  }
   const servers = [master, replica];
   const dir = mkdtempSync(join(tmpdir(), 'redis-lock-sentinel-'));
   const sentinels: Array<{ port: number; process: ChildProcess }> = [];
   const stop = async () => {
-    await Promise.all(
-      sentinels.map(
-        (s) =>
-          new Promise<void>((resolve) => {
-            if (s.process.exitCode !== null || s.process.signalCode !== null) return resolve();
-            s.process.once('exit', () => resolve());
-            s.process.kill('SIGKILL');
-          }),
-      ),
-    );
+    running.delete(stop);
+    await Promise.all(sentinels.map((s) => stopProcess(s.process)));
     await Promise.all(servers.map((s) => s.stop()));
     rmSync(dir, { recursive: true, force: true });
   };
-  process.once('exit', () => {
-    for (const s of sentinels) s.process.kill('SIGKILL');
-  });
+  running.add(stop);
 
   try {
     for (let i = 0; i < 3; i++) {
@@ -109,11 +98,11 @@ export async function startRedisSentinel(
         config,
         [
           `port ${port}`,
-          `bind ${HOST}`,
+          `bind ${NODE_HOST}`,
           'protected-mode no',
           'daemonize no',
           `dir ${dir}`,
-          `sentinel monitor ${name} ${HOST} ${master.port} 2`,
+          `sentinel monitor ${name} ${NODE_HOST} ${master.port} 2`,
           `sentinel down-after-milliseconds ${name} ${setup.downAfterMs ?? 1_000}`,
           `sentinel failover-timeout ${name} ${setup.failoverTimeoutMs ?? 5_000}`,
           `sentinel parallel-syncs ${name} 1`,
@@ -122,18 +111,20 @@ export async function startRedisSentinel(
       );
       sentinels.push({ port, process: await startSentinel(port, config) });
     }
+    const ready = async () => {
+      const link = (await ask(replica.port, 'INFO', 'replication')) as string;
+      if (!link.includes('master_link_status:up')) return false;
+      for (const s of sentinels) {
+        const replicas = (await ask(s.port, 'SENTINEL', 'REPLICAS', name)) as unknown[];
+        const others = (await ask(s.port, 'SENTINEL', 'SENTINELS', name)) as unknown[];
+        if (replicas.length !== 1 || others.length !== 2) return false;
+      }
+      return true;
+    };
+    // A node that does not answer yet is not ready yet (not a reason to give up).
     await waitFor(
       'the sentinels to know the replica and each other',
-      async () => {
-        const link = (await ask(replica.port, 'INFO', 'replication')) as string;
-        if (!link.includes('master_link_status:up')) return false;
-        for (const s of sentinels) {
-          const replicas = (await ask(s.port, 'SENTINEL', 'REPLICAS', name)) as unknown[];
-          const others = (await ask(s.port, 'SENTINEL', 'SENTINELS', name)) as unknown[];
-          if (replicas.length !== 1 || others.length !== 2) return false;
-        }
-        return true;
-      },
+      () => ready().catch(() => false),
       30_000,
       100,
     );
@@ -147,7 +138,7 @@ export async function startRedisSentinel(
   const currentMaster = () => reported(sentinels[0].port);
   return {
     name,
-    sentinels: sentinels.map((s) => ({ host: HOST, port: s.port })),
+    sentinels: sentinels.map((s) => ({ host: NODE_HOST, port: s.port })),
     servers,
     currentMaster,
     async killMaster() {

@@ -6,6 +6,12 @@ export const PROFILE_NAME: 'ci' | 'full' = process.env.FAULTS_PROFILE === 'ci' ?
 
 const isCi = PROFILE_NAME === 'ci';
 
+/**
+ * Scheduling slack on top of a lock's TTL in the unavailability bounds: the short profile runs
+ * where CI machines stall for a second at times; the full one keeps the tight bound.
+ */
+const UNAVAILABILITY_SLACK_MS = isCi ? 1_500 : 500;
+
 /** Iterations and injected faults per scenario. */
 export const PROFILE = {
   crashingHolders: {
@@ -15,10 +21,14 @@ export const PROFILE = {
     /** Completed critical sections at least. */
     sections: isCi ? 400 : 3_000,
     ttlMs: 1_000,
+    /** Added to the TTL in the bound of each kill's unavailability. */
+    slackMs: UNAVAILABILITY_SLACK_MS,
   },
   frozenHolder: {
     rounds: isCi ? 3 : 10,
     ttlMs: 1_000,
+    /** Added to the TTL in the bound of each freeze's unavailability. */
+    slackMs: UNAVAILABILITY_SLACK_MS,
   },
   redisRestart: {
     restarts: isCi ? 2 : 5,
