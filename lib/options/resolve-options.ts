@@ -35,6 +35,8 @@ export interface ResolvedModuleOptions {
   /** Quorum mode's independent masters; empty when locks use `redis`. */
   nodes: RedisConnectionOption[];
   clockDriftFactor: number;
+  maxLocalHandoffs: number;
+  fenceTtlMs: number;
 }
 
 const MODULE_KEYS = [
@@ -50,6 +52,8 @@ const MODULE_KEYS = [
   'queue',
   'nodes',
   'clockDriftFactor',
+  'maxLocalHandoffs',
+  'fenceTtlMs',
 ] as const;
 const QUEUE_KEYS = [
   'leaseMs',
@@ -70,6 +74,12 @@ const LOCK_KEYS = [
   'waitForReplicas',
 ] as const;
 const WAIT_FOR_REPLICAS_KEYS = ['replicas', 'timeoutMs'] as const;
+
+/**
+ * Default bound of consecutive local handoffs while other processes wait (see
+ * `RedisLockModuleOptions.maxLocalHandoffs`; the figure comes from bench/, crowd shape).
+ */
+export const DEFAULT_MAX_LOCAL_HANDOFFS = 16;
 
 /** Upper bound of a lock TTL and a wait: one day. */
 const MAX_LOCK_MS = 86_400_000;
@@ -162,6 +172,13 @@ export function resolveModuleOptions(
     queue: resolveQueueOptions(QUEUE_DEFAULTS, options.queue, 'queue'),
     nodes,
     clockDriftFactor,
+    maxLocalHandoffs: checkInt(
+      'maxLocalHandoffs',
+      options.maxLocalHandoffs ?? DEFAULT_MAX_LOCAL_HANDOFFS,
+      0,
+      1_000_000,
+    ),
+    fenceTtlMs: checkInt('fenceTtlMs', options.fenceTtlMs ?? 3_600_000, 1_000, 365 * MAX_LOCK_MS),
   };
 }
 

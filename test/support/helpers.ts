@@ -98,6 +98,20 @@ export async function redisTimeMs(client: Redis): Promise<number> {
  * Waits until exactly `n` fair waiters stand in the line of lock `name` (keys under `prefix`),
  * read through `client`: a waiter in line is surely waiting.
  */
+/** Waits until `n` callers of `locks` wait in its local cohort for lock `name`. */
+export function waitForLocalWaiters(
+  locks: { localWaiters(key: string): number },
+  name: string,
+  n = 1,
+  timeoutMs = 5_000,
+): Promise<void> {
+  return waitFor(
+    `${n} local waiter(s) for lock '${name}'`,
+    async () => locks.localWaiters(name) === n,
+    timeoutMs,
+  );
+}
+
 export function waitForLine(
   client: Redis,
   prefix: string,
