@@ -102,6 +102,8 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus> {
    * wait in the local FIFO (a `waitMs: 0` caller gives up at once: the lock is surely taken).
    */
   acquire(o: ResolvedLockOptions, started: number): Promise<Obtained> {
+    // A local holder whose lock ran out unreleased holds nothing any more.
+    if (this.holder?.isLost) this.lost(this.holder);
     if (this.idle) return this.tryFirst(o, started);
     if (o.waitMs === 0) return Promise.resolve(this.timeout(0));
     const p = this.enqueue(o, started, false);

@@ -191,6 +191,28 @@ describe('LockService', () => {
       expect(await lock.isHeld()).toBe(false);
     });
 
+    it('key-based calls act on the lock held now, not on an earlier one that ran out unreleased', async () => {
+      const value = `${prefix}lock:{rerun}`;
+      await locks.acquire('rerun', { ttlMs: 100 });
+      await waitFor('the first lock to expire', async () => (await redis.exists(value)) === 0);
+      const current = await locks.acquire('rerun', { ttlMs: 10_000 });
+      expect(await locks.isHeld('rerun')).toBe(true);
+      expect(await locks.extend('rerun', 20_000)).toBe(true);
+      expect(await redis.pttl(value)).toBeGreaterThan(10_000);
+      expect(await locks.release('rerun')).toBe(true);
+      expect(await redis.exists(value)).toBe(0);
+      expect(await current.isHeld()).toBe(false);
+    });
+
+    it('forgets locks that ran out unreleased (a TTL used as a throttle does not grow memory)', async () => {
+      const held = (locks as unknown as { held: Set<Lock> }).held;
+      const throttles = () => [...held].filter((l) => l.keys[0].startsWith('throttle-')).length;
+      for (let i = 0; i < 20; i++) await locks.acquire(`throttle-${i}`, { ttlMs: 50 });
+      expect(throttles()).toBe(20);
+      await waitFor('the expired locks to be dropped', async () => throttles() === 0, 15_000);
+      expect(await locks.isHeld('throttle-0')).toBe(false);
+    }, 20_000);
+
     it('releaseAll releases every lock this instance holds and nothing else', async () => {
       const mine = [await locks.acquire('all-1'), await locks.acquire('all-2')];
       const theirs = await rival.acquire('all-3');
