@@ -1,4 +1,5 @@
 import { LockKeyError } from '../errors/lock-key.error';
+import { LockKeyValueMissingError } from '../errors/lock-key-value-missing.error';
 import { describeValue } from '../errors/describe-value';
 import { checkLockNames } from '../lock/lock-keys';
 import { parseKeyTemplate, renderKeyTemplate, type KeyTemplate } from './key-template';
@@ -82,6 +83,7 @@ function named<T>(where: string, fn: () => T): T {
   try {
     return fn();
   } catch (err) {
+    if (err instanceof LockKeyValueMissingError) throw err.inMethod(where);
     if (err instanceof LockKeyError) {
       throw new LockKeyError(`@WithLock on ${where}: ${err.message}`, err.key);
     }
