@@ -2,6 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, posix, relative, resolve } from 'node:path';
 import ts from 'typescript';
+import { extractQuickstart, readmeQuickstart } from '../../scripts/quickstart';
 
 const root = resolve(__dirname, '../..');
 const fixture = (name: string) => join(__dirname, 'fixtures', name);
@@ -25,9 +26,16 @@ function luaFiles(dir: string): string[] {
   );
 }
 
-/** Type-checks `files` against the built declarations, resolving the package name to dist/. */
-function compileAgainstDist(files: string[]): Map<string, string[]> {
-  const program = ts.createProgram(files, {
+/**
+ * Type-checks `files` against the built declarations, resolving the package name to dist/.
+ * `virtual` files (path → source) are compiled as if they were on disk at that path.
+ */
+function compileAgainstDist(
+  files: string[],
+  virtual = new Map<string, string>(),
+  extra: ts.CompilerOptions = {},
+): Map<string, string[]> {
+  const options: ts.CompilerOptions = {
     strict: true,
     noEmit: true,
     experimentalDecorators: true,
@@ -41,7 +49,19 @@ function compileAgainstDist(files: string[]): Map<string, string[]> {
     skipLibCheck: false,
     baseUrl: root,
     paths: { 'nestjs-redis-lock': ['dist/index.d.ts'] },
-  });
+    ...extra,
+  };
+  const host = ts.createCompilerHost(options);
+  const { getSourceFile, fileExists, readFile } = host;
+  host.fileExists = (f) => virtual.has(f) || fileExists(f);
+  host.directoryExists = (d) =>
+    [...virtual.keys()].some((f) => f.startsWith(`${d}/`)) || ts.sys.directoryExists(d);
+  host.readFile = (f) => virtual.get(f) ?? readFile(f);
+  host.getSourceFile = (f, language, ...rest) =>
+    virtual.has(f)
+      ? ts.createSourceFile(f, virtual.get(f)!, language)
+      : getSourceFile(f, language, ...rest);
+  const program = ts.createProgram([...files, ...virtual.keys()], options, host);
   const byFile = new Map<string, string[]>();
   for (const d of ts.getPreEmitDiagnostics(program)) {
     const where = d.file ? relative(root, d.file.fileName) : '(global)';
@@ -103,6 +123,30 @@ describe('the npm package', () => {
     expect(pkg.bugs).toEqual({ url: `${repo}/issues` });
   });
 
+  describe("the README's 'Use it in your app'", () => {
+    it('shows the module, a locked route, a worker and main.ts', () => {
+      const files = readmeQuickstart();
+      expect([...files.keys()].sort()).toEqual([
+        'src/app.module.ts',
+        'src/main.ts',
+        'src/orders.controller.ts',
+        'src/receipts.worker.ts',
+      ]);
+      expect(files.get('src/orders.controller.ts')).toContain('@WithLock(');
+      expect(files.get('src/receipts.worker.ts')).toContain('@QueueWorker(');
+      expect(() => extractQuickstart('# lib\n\n## Install\n')).toThrow(/no '## Use it in/);
+    });
+
+    it('compiles against the built package (smoke:quickstart also runs it)', () => {
+      const app = new Map(
+        [...readmeQuickstart()].map(([path, code]) => [join(root, 'test/quickstart', path), code]),
+      );
+      // The tsconfig `nest new` writes (decorators, metadata), made strict.
+      const errors = compileAgainstDist([], app, { skipLibCheck: true });
+      expect(Object.fromEntries(errors)).toEqual({});
+    }, 60_000);
+  });
+
   describe('its declarations', () => {
     it('carry no internal member', () => {
       const declarations = files.filter((f) => f.endsWith('.d.ts'));
@@ -112,18 +156,25 @@ describe('the npm package', () => {
       expect(tagged).toEqual([]);
     });
 
+    // Both consumers in one program (loading Nest's declarations is the slow part); each file's
+    // errors are its own, and the package's declarations must have none.
+    let errors: Map<string, string[]>;
+    const compiled = () =>
+      (errors ??= compileAgainstDist([
+        fixture('consumer-public.ts'),
+        fixture('consumer-internal.ts'),
+      ]));
+
     it('compile a consumer that uses the public API and cannot reach the internals', () => {
-      const errors = compileAgainstDist([fixture('consumer-public.ts')]);
-      expect(Object.fromEntries(errors)).toEqual({});
+      const { [relative(root, fixture('consumer-internal.ts'))]: _failing, ...others } =
+        Object.fromEntries(compiled());
+      expect(others).toEqual({});
     }, 60_000);
 
     it('reject a consumer that reaches an internal member (the check can fail)', () => {
-      const errors = compileAgainstDist([fixture('consumer-internal.ts')]);
-      expect(Object.fromEntries(errors)).toEqual({
-        [relative(root, fixture('consumer-internal.ts'))]: [
-          "TS2339 Property 'releaseLock' does not exist on type 'LockService'.",
-        ],
-      });
+      expect(compiled().get(relative(root, fixture('consumer-internal.ts')))).toEqual([
+        "TS2339 Property 'releaseLock' does not exist on type 'LockService'.",
+      ]);
     }, 60_000);
   });
 });
