@@ -159,6 +159,17 @@ class BareController {
   }
 }
 
+/** A 503 of a lock acquisition without Redis: Retry-After 1 and the operation, nothing more. */
+function expectRedisUnavailable(res: request.Response): void {
+  expect(res.status).toBe(503);
+  expect(res.headers['retry-after']).toBe('1');
+  expect(res.body).toEqual({
+    statusCode: 503,
+    error: 'Service Unavailable',
+    message: 'Redis unavailable (lock acquire)',
+  });
+}
+
 describe('LockInterceptor', () => {
   const prefix = uniquePrefix('interceptor');
   let app: INestApplication;
@@ -215,15 +226,8 @@ describe('LockInterceptor', () => {
     it.each(['redis', 'quorum'])(
       'answers 503 with Retry-After when the lock store is out of reach (%s)',
       async (kind) => {
-        const res = await http().get(`/stock/outage/${kind}`);
-        expect(res.status).toBe(503);
-        expect(res.headers['retry-after']).toBe('1');
         // The operation only: node counts and client wording stay in the log.
-        expect(res.body).toEqual({
-          statusCode: 503,
-          error: 'Service Unavailable',
-          message: 'Redis unavailable (lock acquire)',
-        });
+        expectRedisUnavailable(await http().get(`/stock/outage/${kind}`));
       },
     );
 
@@ -416,15 +420,7 @@ describe('LockInterceptor when Redis is down', () => {
       await server.stop();
       // Three at once: one warning per throttle interval (5 s), not one per request.
       const answers = await Promise.all([buy(), buy(), buy()]);
-      for (const res of answers) {
-        expect(res.status).toBe(503);
-        expect(res.headers['retry-after']).toBe('1');
-        expect(res.body).toEqual({
-          statusCode: 503,
-          error: 'Service Unavailable',
-          message: 'Redis unavailable (lock acquire)',
-        });
-      }
+      for (const res of answers) expectRedisUnavailable(res);
       expect(warnings).toEqual([
         expect.stringMatching(
           /^POST \/stock\/down\/buy answered 503: Redis lock acquire failed: \S/,
