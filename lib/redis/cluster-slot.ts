@@ -1,13 +1,38 @@
-import generateSlot = require('cluster-key-slot');
+/** Number of hash slots of a Redis Cluster. */
+export const CLUSTER_SLOTS = 16_384;
+
+/** CRC16-CCITT (XMODEM: polynomial 0x1021, initial value 0) lookup table, as Redis uses. */
+const CRC16_TABLE = (() => {
+  const table = new Uint16Array(256);
+  for (let i = 0; i < 256; i++) {
+    let crc = i << 8;
+    for (let bit = 0; bit < 8; bit++) {
+      crc = crc & 0x8000 ? (crc << 1) ^ 0x1021 : crc << 1;
+    }
+    table[i] = crc & 0xffff;
+  }
+  return table;
+})();
+
+function crc16(bytes: Uint8Array): number {
+  let crc = 0;
+  for (const byte of bytes) crc = ((crc << 8) & 0xffff) ^ CRC16_TABLE[((crc >> 8) ^ byte) & 0xff];
+  return crc;
+}
 
 /**
  * The Redis Cluster hash slot of `key`, computed like Redis does: CRC16 of the key's UTF-8 bytes
  * modulo 16384 — or, when the key has a hash tag (the first `{` followed later by a `}` with at
- * least one byte between them), of the tag only. The bytes are the ones ioredis sends (Node's
- * UTF-8 encoding, which turns a lone surrogate into U+FFFD), so they are hashed as a Buffer.
+ * least one byte between them), of the tag only.
  * @example
  * clusterKeySlot('lock:{order:42}') === clusterKeySlot('lock:{order:42}:fence') // true
  */
 export function clusterKeySlot(key: string): number {
-  return generateSlot(Buffer.from(key, 'utf8'));
+  const bytes = Buffer.from(key, 'utf8');
+  const open = bytes.indexOf(0x7b); // '{'
+  if (open >= 0) {
+    const close = bytes.indexOf(0x7d, open + 1); // '}'
+    if (close > open + 1) return crc16(bytes.subarray(open + 1, close)) % CLUSTER_SLOTS;
+  }
+  return crc16(bytes) % CLUSTER_SLOTS;
 }
