@@ -7,7 +7,12 @@ import { resolveLockOptions, type ResolvedLockOptions } from '../options/resolve
 import { lockServiceRegistry } from './lock-service.registry';
 import { holdWhileSubscribed, runLockedStream } from './locked-stream';
 import { WITH_LOCK_METHODS } from './with-lock.constants';
-import { compileLockKey, type LockKeyBuilder, type WithLockKey } from './with-lock-key';
+import {
+  compileLockKey,
+  type LockKeyBuilder,
+  type LockKeyFunction,
+  type WithLockKey,
+} from './with-lock-key';
 
 /**
  * Options of `@WithLock`; unset ones fall back to the module's defaults (`ttlMs` 30000,
@@ -15,6 +20,28 @@ import { compileLockKey, type LockKeyBuilder, type WithLockKey } from './with-lo
  * `autoExtend` (default on) extends the lock every `ttlMs / 3` while the method runs.
  */
 export type WithLockDecoratorOptions = Omit<WithLockOptions, 'signal'>;
+
+/**
+ * What `@WithLock(keyFunction)` returns: a method decorator that accepts a method only when the
+ * key function can take the method's leading arguments (`A`), so `@WithLock((id: number) => …)`
+ * on `pay(id: string)` does not compile (the error names `KeyFunctionMismatch`). It is also a
+ * plain `MethodDecorator`, so `applyDecorators(WithLock(fn), …)` compiles, without that check.
+ */
+export type KeyedMethodDecorator<A extends unknown[]> = (<M>(
+  target: object,
+  propertyKey: string | symbol,
+  descriptor: TypedPropertyDescriptor<M>,
+) => [M] extends [(...args: [...A, ...any[]]) => unknown]
+  ? TypedPropertyDescriptor<M> | void
+  : TypedPropertyDescriptor<KeyFunctionMismatch>) &
+  MethodDecorator;
+
+/**
+ * The type a compile error of `@WithLock(keyFunction)` names when the key function's parameters
+ * do not accept the decorated method's arguments.
+ */
+export type KeyFunctionMismatch =
+  "@WithLock: the key function's parameters do not accept this method's arguments";
 
 /** @internal Everything a wrapped method needs on each call, fixed when it is decorated. */
 export interface LockedMethod {
@@ -57,6 +84,8 @@ const VALIDATION_BASE: ResolvedLockOptions = {
  * The `LockService` is found without injection: the one of the nearest `RedisLockModule` the
  * class's module imports (a global one counts), else the application's only one, else, for an
  * instance Nest does not manage, the process's only one.
+ * A key function's parameters are checked against the method's: they must accept the method's
+ * leading arguments (it may declare fewer parameters than the method).
  * @param key template, templates, or `(...args) => string | string[]`
  * @param options lock options; unset ones come from the module
  * @example
@@ -72,6 +101,14 @@ const VALIDATION_BASE: ResolvedLockOptions = {
  * async settle(order: Order) { … }
  * ```
  */
+export function WithLock<A extends unknown[]>(
+  key: LockKeyFunction<A>,
+  options?: WithLockDecoratorOptions,
+): KeyedMethodDecorator<A>;
+export function WithLock(
+  key: string | readonly string[],
+  options?: WithLockDecoratorOptions,
+): MethodDecorator;
 export function WithLock(key: WithLockKey, options?: WithLockDecoratorOptions): MethodDecorator {
   const lockOptions = checkDecoratorOptions(options);
   return <T>(

@@ -210,7 +210,7 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
     return results.filter((r) => r.status === 'fulfilled' && r.value).length;
   }
 
-  /** @internal Releases what this instance holds when the application shuts down. */
+  /** Nest lifecycle hook: releases what this instance holds when the application shuts down. */
   async beforeApplicationShutdown(): Promise<void> {
     this.renewal.close();
     await this.releaseAll();

@@ -3,10 +3,17 @@ import type { WaitForReplicasOptions } from '../interfaces/lock-options.interfac
 import type { LockCohort } from './lock-cohort';
 import type { LockRedisKeys } from './lock-keys';
 
-/** What a `Lock` handle needs from the service that created it. */
+/**
+ * What a `Lock` handle needs from the service that created it. Its members are internal, like their
+ * implementations in `LockService`: the published declarations keep an empty interface, so that
+ * `LockService implements LockOwner` still type-checks for a consumer.
+ */
 export interface LockOwner {
+  /** @internal */
   releaseLock(lock: Lock): Promise<boolean>;
+  /** @internal */
   extendLock(lock: Lock, ttlMs: number): Promise<boolean>;
+  /** @internal */
   isHeldLock(lock: Lock): Promise<boolean>;
 }
 

@@ -355,7 +355,7 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
     return { queue: k.name, close: () => worker.close() };
   }
 
-  /** @internal Stops every worker: no new claims, drain, give back unfinished tasks. */
+  /** Nest lifecycle hook: stops every worker (no new claims, drain, give back unfinished tasks). */
   async beforeApplicationShutdown(): Promise<void> {
     this.shuttingDown = true;
     await Promise.all([...this.workers].map((w) => w.close()));

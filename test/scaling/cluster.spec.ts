@@ -89,7 +89,9 @@ describe('Redis Cluster: 3 masters + 3 replicas, real redis-server processes', (
         fc.asyncProperty(fc.oneof(braces, fc.string({ unit: 'binary' })), async (key) => {
           expect(clusterKeySlot(key)).toBe(await direct.cluster('KEYSLOT', key));
         }),
-        { numRuns: 300 },
+        // Always tried: an empty tag ends the search (the whole key is hashed), a later '}' or
+        // '{…}' does not count. cluster-key-slot 1.1.1/1.1.2 (ioredis' calculator) gets these wrong.
+        { numRuns: 300, examples: [['{}}'], ['a{}b}c'], ['foo{}{bar}'], ['}{x}'], ['{']] },
       );
     });
 
