@@ -440,7 +440,7 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
     expiresAt: number,
     cohort?: LockCohort,
   ): Lock {
-    const lock = new Lock(
+    const lock = Lock.create(
       this,
       keys,
       token,

@@ -32,8 +32,24 @@ export class Lock {
   private expiry: number;
   private ended = false;
 
-  /** @internal created by LockService */
-  constructor(
+  /**
+   * @internal created by LockService. (The constructor is private, so the published types show
+   * no way to make a Lock by hand.)
+   */
+  static create(
+    owner: LockOwner,
+    redisKeys: readonly LockRedisKeys[],
+    token: string,
+    fences: readonly number[],
+    expiresAt: number,
+    ttlMs: number,
+    waitForReplicas?: WaitForReplicasOptions,
+    cohort?: LockCohort,
+  ): Lock {
+    return new Lock(owner, redisKeys, token, fences, expiresAt, ttlMs, waitForReplicas, cohort);
+  }
+
+  private constructor(
     private readonly owner: LockOwner,
     /** @internal */ readonly redisKeys: readonly LockRedisKeys[],
     /** Random value that identifies this acquisition in Redis. */
