@@ -12,7 +12,8 @@ import { compileLockKey, type LockKeyBuilder, type WithLockKey } from './with-lo
 /**
  * Options of `@WithLock`; unset ones fall back to the module's defaults (`ttlMs` 30000,
  * `waitMs` 0, `retryIntervalMs` 100, `fair` and `fencing` on, the module's `keyPrefix`).
- * `autoExtend` (default on) extends the lock every `ttlMs / 3` while the method runs.
+ * `autoExtend` (default on) extends the lock every `ttlMs / 3` while the method runs;
+ * `skipIfLocked` (default off) skips the method instead of throwing when the lock is busy.
  */
 export type WithLockDecoratorOptions = Omit<WithLockOptions, 'signal'>;
 
@@ -51,6 +52,9 @@ const VALIDATION_BASE: ResolvedLockOptions = {
  * declared to return an Observable, an Observable that takes the lock on each subscription). An
  * Observable result keeps the lock until it completes, errors or is unsubscribed. Contention
  * rejects with `LockTimeoutError`; over HTTP, `LockInterceptor` turns that into `423 Locked`.
+ * With `skipIfLocked: true` contention is not an error: the method is not run, the call resolves
+ * `undefined` (an Observable-returning method's stream completes without a value) and one debug
+ * line is logged.
  * Other decorators keep working written above or below this one (or composed with it by
  * `applyDecorators`); the method keeps its `name` and `length`.
  *
