@@ -6,7 +6,7 @@ import type { LockService } from '../lock/lock.service';
 import { resolveLockOptions, type ResolvedLockOptions } from '../options/resolve-options';
 import { lockServiceRegistry } from './lock-service.registry';
 import { holdWhileSubscribed, runLockedStream } from './locked-stream';
-import { WITH_LOCK_METHODS } from './with-lock.constants';
+import { decoratedMethod, replaceMethod } from './method-wrapper';
 import { compileLockKey, type LockKeyBuilder, type WithLockKey } from './with-lock-key';
 
 /**
@@ -83,17 +83,16 @@ export function WithLock(key: WithLockKey, options?: WithLockDecoratorOptions): 
     propertyKey: string | symbol,
     descriptor: TypedPropertyDescriptor<T>,
   ): TypedPropertyDescriptor<T> => {
-    const className =
-      typeof target === 'function' ? target.name : (target.constructor?.name ?? 'anonymous');
-    const where = `${className}.${String(propertyKey)}`;
-    const original = descriptor.value as unknown;
-    if (typeof original !== 'function') {
-      throw new RedisLockError(`@WithLock on ${where}: only methods can be decorated`);
-    }
+    const { original, where, className } = decoratedMethod(
+      '@WithLock',
+      target,
+      propertyKey,
+      descriptor,
+    );
     const paramtypes: unknown = Reflect.getMetadata('design:paramtypes', target, propertyKey);
     const declared = Math.max(original.length, Array.isArray(paramtypes) ? paramtypes.length : 0);
     const method: LockedMethod = {
-      original: original as LockedMethod['original'],
+      original,
       keys: compileLockKey(key, where, declared),
       options: lockOptions,
       where,
@@ -106,16 +105,7 @@ export function WithLock(key: WithLockKey, options?: WithLockDecoratorOptions): 
       : function (this: unknown, ...args: unknown[]) {
           return lockedCall(method, this, args);
         };
-    // Decorators written below this one have put their metadata on the original already.
-    for (const k of Reflect.getOwnMetadataKeys(original)) {
-      Reflect.defineMetadata(k, Reflect.getOwnMetadata(k, original), wrapper);
-    }
-    Object.defineProperty(wrapper, 'name', { value: original.name, configurable: true });
-    Object.defineProperty(wrapper, 'length', { value: original.length, configurable: true });
-    const marked: unknown[] = Reflect.getOwnMetadata(WITH_LOCK_METHODS, target) ?? [];
-    Reflect.defineMetadata(WITH_LOCK_METHODS, [...marked, propertyKey], target);
-    descriptor.value = wrapper as unknown as T;
-    return descriptor;
+    return replaceMethod(target, propertyKey, descriptor, original, wrapper);
   };
 }
 

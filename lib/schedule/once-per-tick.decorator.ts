@@ -1,7 +1,7 @@
 import { RedisLockError } from '../errors/redis-lock.error';
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
 import { lockServiceRegistry } from '../decorators/lock-service.registry';
-import { WITH_LOCK_METHODS } from '../decorators/with-lock.constants';
+import { decoratedMethod, replaceMethod } from '../decorators/method-wrapper';
 import { checkInt, checkKnownKeys } from '../options/validate';
 import { handlerSchedule } from './schedule-metadata';
 import { TickClaims } from './tick-claims';
@@ -85,15 +85,9 @@ export function OncePerTick(options?: OncePerTickOptions): MethodDecorator {
     propertyKey: string | symbol,
     descriptor: TypedPropertyDescriptor<T>,
   ): TypedPropertyDescriptor<T> => {
-    const className =
-      typeof target === 'function' ? target.name : (target.constructor?.name ?? 'anonymous');
-    const where = `${className}.${String(propertyKey)}`;
-    const original = descriptor.value as unknown;
-    if (typeof original !== 'function') {
-      throw new RedisLockError(`@OncePerTick on ${where}: only methods can be decorated`);
-    }
+    const { original, where } = decoratedMethod('@OncePerTick', target, propertyKey, descriptor);
     const method: TickedMethod = {
-      original: original as TickedMethod['original'],
+      original,
       job: options?.name ?? where,
       where,
       settings,
@@ -101,19 +95,10 @@ export function OncePerTick(options?: OncePerTickOptions): MethodDecorator {
     const wrapper = function (this: unknown, ...args: unknown[]) {
       return runTick(method, wrapper, this, args);
     };
-    // The schedule decorator's metadata: below this one it is on the original already, above it
-    // lands on the wrapper; either way @nestjs/schedule and runTick read it from the wrapper.
-    for (const k of Reflect.getOwnMetadataKeys(original)) {
-      Reflect.defineMetadata(k, Reflect.getOwnMetadata(k, original), wrapper);
-    }
-    Object.defineProperty(wrapper, 'name', { value: original.name, configurable: true });
-    Object.defineProperty(wrapper, 'length', { value: original.length, configurable: true });
-    // Listed with the @WithLock methods so the module's explorer binds the instance to its
-    // LockService, whose TickClaims the wrapper uses.
-    const marked: unknown[] = Reflect.getOwnMetadata(WITH_LOCK_METHODS, target) ?? [];
-    Reflect.defineMetadata(WITH_LOCK_METHODS, [...marked, propertyKey], target);
-    descriptor.value = wrapper as unknown as T;
-    return descriptor;
+    // The schedule decorator's metadata: below this one it is on the original, copied to the
+    // wrapper; above it lands on the wrapper. @nestjs/schedule and runTick read the wrapper's. The
+    // explorer binds the instance to its module's LockService, whose TickClaims the wrapper uses.
+    return replaceMethod(target, propertyKey, descriptor, original, wrapper);
   };
 }
 
