@@ -44,7 +44,7 @@ describe('Queue schedules', () => {
     const app = await createLockApp({ keyPrefix: prefix });
     try {
       const queues = app.get(QueueService);
-      await Promise.all(children.map((c) => lineFrom(c, /^ready$/, 30_000)));
+      await Promise.all(children.map((c) => lineFrom(c, /^ready$/, 60_000)));
       const schedules = await queues.schedules(queue);
       expect(schedules.map((s) => s.id).sort()).toEqual(['cron', 'every']);
       expect(schedules.find((s) => s.id === 'cron')).toMatchObject({
@@ -111,7 +111,7 @@ describe('Queue schedules', () => {
     } finally {
       await app.close();
     }
-  }, 90_000);
+  }, 150_000);
 
   it('after downtime, only the latest missed tick is enqueued, then the schedule goes on', async () => {
     const prefix = uniquePrefix('queue-schedule-missed');

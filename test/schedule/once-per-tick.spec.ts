@@ -59,7 +59,7 @@ describe('@OncePerTick on several application instances', () => {
     });
     const all = [fast, steady, slow, doomed];
     const errors = all.map(stderrOf);
-    await Promise.all(all.map((c) => lineFrom(c, /^ready$/, 30_000)));
+    await Promise.all(all.map((c) => lineFrom(c, /^ready$/, 60_000)));
 
     const progress = async (job: string, more: number) => {
       const target = (await distinctTicks(job)) + more;
@@ -82,7 +82,7 @@ describe('@OncePerTick on several application instances', () => {
     await progress('cron-above', 3);
 
     fast.kill('SIGTERM');
-    await lineFrom(fast, /^closed$/);
+    await lineFrom(fast, /^closed$/, 60_000);
     await exited(fast);
     await progress('cron-above', 4);
     await progress('interval', 5);
@@ -95,5 +95,5 @@ describe('@OncePerTick on several application instances', () => {
     await expectEveryTickOnce('interval', 1, 30);
     expect(await runs('timeout')).toEqual(new Map([[0, 1]]));
     for (const stderr of errors) expect(stderr()).toBe('');
-  }, 90_000);
+  }, 150_000);
 });

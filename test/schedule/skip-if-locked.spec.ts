@@ -50,14 +50,16 @@ describe('skipIfLocked', () => {
     const env = { REDIS_URL: testRedisUrl(), PREFIX: prefix, NO_COLOR: '1' };
     const children = [0, 1].map(() => spawnTs('test/fixtures/skip-if-locked-child.ts', [], env));
     const logs = children.map(output);
-    await Promise.all(children.map((c) => lineFrom(c, /^ready$/, 30_000)));
-    const running = Promise.any(children.map((c, i) => lineFrom(c, /^running$/).then(() => i)));
+    await Promise.all(children.map((c) => lineFrom(c, /^ready$/, 60_000)));
+    const running = Promise.any(
+      children.map((c, i) => lineFrom(c, /^running$/, 60_000).then(() => i)),
+    );
     await redis.rpush(`${prefix}go`, 'go', 'go');
     const winner = await running;
     const loser = children[1 - winner];
     // The loser answers while the winner still holds the lock (the gate is still shut).
-    expect(await lineFrom(loser, /^result /)).toBe('result undefined');
-    const won = lineFrom(children[winner], /^result /);
+    expect(await lineFrom(loser, /^result /, 60_000)).toBe('result undefined');
+    const won = lineFrom(children[winner], /^result /, 60_000);
     await redis.rpush(`${prefix}gate`, 'open');
     expect(await won).toBe(`result "ran by ${children[winner].pid}"`);
     await Promise.all(children.map(exited));
@@ -69,7 +71,7 @@ describe('skipIfLocked', () => {
       expect(log()).not.toMatch(/ERROR|LockTimeoutError/);
       expect(log()).toMatch(/LOG \[InstanceLoader\]/);
     }
-  }, 60_000);
+  }, 120_000);
 
   it('withLock: the callback is not called and the call resolves undefined', async () => {
     const locks = app.get(LockService);
