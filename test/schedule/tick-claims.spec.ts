@@ -1,4 +1,6 @@
 import 'reflect-metadata';
+import { execFileSync } from 'node:child_process';
+import { resolve } from 'node:path';
 import {
   applyDecorators,
   Injectable,
@@ -104,6 +106,21 @@ describe('@OncePerTick claims', () => {
         '@OncePerTick on Jobs.unscheduled: the method has no @Cron, @Interval or @Timeout (@nestjs/schedule)',
       ),
     );
+  });
+
+  it('the library never loads @nestjs/schedule (an optional peer)', () => {
+    // A plain Node process (Jest has its own module registry): load the library, list what it loaded.
+    const loaded = execFileSync(
+      process.execPath,
+      [
+        '-r',
+        'ts-node/register/transpile-only',
+        '-e',
+        "require('./lib'); console.log(Object.keys(require.cache).filter((p) => p.includes('@nestjs/schedule')).length, Object.keys(require.cache).some((p) => p.includes('croner')))",
+      ],
+      { cwd: resolve(__dirname, '..', '..'), encoding: 'utf8' },
+    );
+    expect(loaded.trim()).toBe('0 true');
   });
 
   it('rejects bad options naming the option', () => {
