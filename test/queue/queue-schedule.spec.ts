@@ -41,10 +41,11 @@ describe('Queue schedules', () => {
     const children: ChildProcess[] = [0, 1, 2].map(() =>
       spawnTs('test/fixtures/queue-schedule-child.ts', [], env),
     );
+    const ready = Promise.all(children.map((c) => lineFrom(c, /^ready$/, 60_000)));
     const app = await createLockApp({ keyPrefix: prefix });
     try {
       const queues = app.get(QueueService);
-      await Promise.all(children.map((c) => lineFrom(c, /^ready$/, 60_000)));
+      await ready;
       const schedules = await queues.schedules(queue);
       expect(schedules.map((s) => s.id).sort()).toEqual(['cron', 'every']);
       expect(schedules.find((s) => s.id === 'cron')).toMatchObject({

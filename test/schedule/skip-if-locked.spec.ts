@@ -1,12 +1,11 @@
 import 'reflect-metadata';
 import type { ChildProcess } from 'node:child_process';
-import { Injectable, Module, type INestApplicationContext } from '@nestjs/common';
-import { Test } from '@nestjs/testing';
+import { Injectable, type INestApplicationContext } from '@nestjs/common';
 import type { Redis } from 'ioredis';
 import { lastValueFrom, Observable, of, toArray } from 'rxjs';
-import { LockService, RedisLockModule, RedisLockOptionsError, WithLock } from '../../lib';
+import { LockService, RedisLockOptionsError, WithLock } from '../../lib';
 import { exited, lineFrom, spawnTs } from '../support/child';
-import { redisClient, testRedisUrl, uniquePrefix } from '../support/helpers';
+import { createLockApp, redisClient, testRedisUrl, uniquePrefix } from '../support/helpers';
 
 /** Everything a child wrote, stdout and stderr together. */
 function output(child: ChildProcess): () => string {
@@ -34,12 +33,7 @@ describe('skipIfLocked', () => {
 
   beforeAll(async () => {
     redis = redisClient();
-    @Module({
-      imports: [RedisLockModule.forRoot({ redis: testRedisUrl(), keyPrefix: prefix })],
-      providers: [Streams],
-    })
-    class StreamsModule {}
-    app = await (await Test.createTestingModule({ imports: [StreamsModule] }).compile()).init();
+    app = await createLockApp({ keyPrefix: prefix }, [Streams]);
   });
   afterAll(async () => {
     await app.close();
@@ -51,17 +45,17 @@ describe('skipIfLocked', () => {
     const children = [0, 1].map(() => spawnTs('test/fixtures/skip-if-locked-child.ts', [], env));
     const logs = children.map(output);
     await Promise.all(children.map((c) => lineFrom(c, /^ready$/, 60_000)));
+    // Listening before the calls: a child prints its result and exits at once.
     const running = Promise.any(
       children.map((c, i) => lineFrom(c, /^running$/, 60_000).then(() => i)),
     );
+    const results = children.map((c) => lineFrom(c, /^result /, 60_000));
     await redis.rpush(`${prefix}go`, 'go', 'go');
     const winner = await running;
-    const loser = children[1 - winner];
     // The loser answers while the winner still holds the lock (the gate is still shut).
-    expect(await lineFrom(loser, /^result /, 60_000)).toBe('result undefined');
-    const won = lineFrom(children[winner], /^result /, 60_000);
+    expect(await results[1 - winner]).toBe('result undefined');
     await redis.rpush(`${prefix}gate`, 'open');
-    expect(await won).toBe(`result "ran by ${children[winner].pid}"`);
+    expect(await results[winner]).toBe(`result "ran by ${children[winner].pid}"`);
     await Promise.all(children.map(exited));
 
     expect(logs[1 - winner]()).toMatch(

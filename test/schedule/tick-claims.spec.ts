@@ -4,21 +4,13 @@ import { resolve } from 'node:path';
 import {
   applyDecorators,
   Injectable,
-  Module,
   SetMetadata,
   type INestApplicationContext,
 } from '@nestjs/common';
-import { Test } from '@nestjs/testing';
 import type { Redis } from 'ioredis';
-import {
-  currentTick,
-  OncePerTick,
-  RedisLockError,
-  RedisLockModule,
-  RedisLockOptionsError,
-} from '../../lib';
+import { currentTick, OncePerTick, RedisLockError, RedisLockOptionsError } from '../../lib';
 import { taggedKey } from '../../lib/redis/tagged-key';
-import { redisClient, redisTimeMs, testRedisUrl, uniquePrefix } from '../support/helpers';
+import { createLockApp, redisClient, redisTimeMs, uniquePrefix } from '../support/helpers';
 
 /**
  * The metadata `@Interval(ms)` of @nestjs/schedule sets (its 12.x is an ES module, which Jest
@@ -55,12 +47,7 @@ describe('@OncePerTick claims', () => {
 
   beforeAll(async () => {
     redis = redisClient();
-    @Module({
-      imports: [RedisLockModule.forRoot({ redis: testRedisUrl(), keyPrefix: prefix })],
-      providers: [Jobs],
-    })
-    class JobsModule {}
-    app = await (await Test.createTestingModule({ imports: [JobsModule] }).compile()).init();
+    app = await createLockApp({ keyPrefix: prefix }, [Jobs]);
     jobs = app.get(Jobs);
   });
   afterAll(async () => {
