@@ -17,4 +17,5 @@ export * from './queue';
 export * from './decorators';
 export * from './interceptors';
 export * from './fencing';
+export * from './schedule';
 export * from './errors';

@@ -6,7 +6,7 @@ import type { LockService } from '../lock/lock.service';
 import { resolveLockOptions, type ResolvedLockOptions } from '../options/resolve-options';
 import { lockServiceRegistry } from './lock-service.registry';
 import { holdWhileSubscribed, runLockedStream } from './locked-stream';
-import { WITH_LOCK_METHODS } from './with-lock.constants';
+import { decoratedMethod, replaceMethod } from './method-wrapper';
 import {
   compileLockKey,
   type LockKeyBuilder,
@@ -17,7 +17,8 @@ import {
 /**
  * Options of `@WithLock`; unset ones fall back to the module's defaults (`ttlMs` 30000,
  * `waitMs` 0, `retryIntervalMs` 100, `fair` and `fencing` on, the module's `keyPrefix`).
- * `autoExtend` (default on) extends the lock every `ttlMs / 3` while the method runs.
+ * `autoExtend` (default on) extends the lock every `ttlMs / 3` while the method runs;
+ * `skipIfLocked` (default off) skips the method instead of throwing when the lock is busy.
  */
 export type WithLockDecoratorOptions = Omit<WithLockOptions, 'signal'>;
 
@@ -78,6 +79,9 @@ const VALIDATION_BASE: ResolvedLockOptions = {
  * declared to return an Observable, an Observable that takes the lock on each subscription). An
  * Observable result keeps the lock until it completes, errors or is unsubscribed. Contention
  * rejects with `LockTimeoutError`; over HTTP, `LockInterceptor` turns that into `423 Locked`.
+ * With `skipIfLocked: true` contention is not an error: the method is not run, the call resolves
+ * `undefined` (an Observable-returning method's stream completes without a value) and one debug
+ * line is logged.
  * Other decorators keep working written above or below this one (or composed with it by
  * `applyDecorators`); the method keeps its `name` and `length`.
  *
@@ -116,17 +120,16 @@ export function WithLock(key: WithLockKey, options?: WithLockDecoratorOptions): 
     propertyKey: string | symbol,
     descriptor: TypedPropertyDescriptor<T>,
   ): TypedPropertyDescriptor<T> => {
-    const className =
-      typeof target === 'function' ? target.name : (target.constructor?.name ?? 'anonymous');
-    const where = `${className}.${String(propertyKey)}`;
-    const original = descriptor.value as unknown;
-    if (typeof original !== 'function') {
-      throw new RedisLockError(`@WithLock on ${where}: only methods can be decorated`);
-    }
+    const { original, where, className } = decoratedMethod(
+      '@WithLock',
+      target,
+      propertyKey,
+      descriptor,
+    );
     const paramtypes: unknown = Reflect.getMetadata('design:paramtypes', target, propertyKey);
     const declared = Math.max(original.length, Array.isArray(paramtypes) ? paramtypes.length : 0);
     const method: LockedMethod = {
-      original: original as LockedMethod['original'],
+      original,
       keys: compileLockKey(key, where, declared),
       options: lockOptions,
       where,
@@ -139,16 +142,7 @@ export function WithLock(key: WithLockKey, options?: WithLockDecoratorOptions): 
       : function (this: unknown, ...args: unknown[]) {
           return lockedCall(method, this, args);
         };
-    // Decorators written below this one have put their metadata on the original already.
-    for (const k of Reflect.getOwnMetadataKeys(original)) {
-      Reflect.defineMetadata(k, Reflect.getOwnMetadata(k, original), wrapper);
-    }
-    Object.defineProperty(wrapper, 'name', { value: original.name, configurable: true });
-    Object.defineProperty(wrapper, 'length', { value: original.length, configurable: true });
-    const marked: unknown[] = Reflect.getOwnMetadata(WITH_LOCK_METHODS, target) ?? [];
-    Reflect.defineMetadata(WITH_LOCK_METHODS, [...marked, propertyKey], target);
-    descriptor.value = wrapper as unknown as T;
-    return descriptor;
+    return replaceMethod(target, propertyKey, descriptor, original, wrapper);
   };
 }
 

@@ -115,15 +115,26 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
    * is extended every `ttlMs / 3` (`autoExtend`, default on); if it is lost, `lock.signal`
    * aborts with a `LockLostError`. `fn`'s own error is never replaced by a release error.
    * A call nested in another `withLock`/`@WithLock` on the same keys (same async call chain)
-   * joins the held lock instead of waiting for itself.
+   * joins the held lock instead of waiting for itself. With `skipIfLocked`, a lock that cannot be
+   * had in time skips `fn` and resolves `undefined` (logged at debug level) instead of throwing.
    * @example
    * await locks.withLock(`order:${id}`, async (lock) => settle(id, { signal: lock.signal }), { waitMs: 1000 });
    */
+  withLock<T>(
+    key: string | string[],
+    fn: (lock: Lock) => T | Promise<T>,
+    options?: WithLockOptions & { skipIfLocked?: false },
+  ): Promise<T>;
+  withLock<T>(
+    key: string | string[],
+    fn: (lock: Lock) => T | Promise<T>,
+    options?: WithLockOptions,
+  ): Promise<T | undefined>;
   async withLock<T>(
     key: string | string[],
     fn: (lock: Lock) => T | Promise<T>,
     options?: WithLockOptions,
-  ): Promise<T> {
+  ): Promise<T | undefined> {
     // Checked before the lock is taken: calling a non-function after acquiring wrote to Redis
     // (SET + INCR fence) and rejected with a plain TypeError.
     if (typeof fn !== 'function') throw new RedisLockOptionsError('fn', fn, 'a function');
@@ -133,7 +144,11 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
     if (joined) return fn(joined);
 
     const lock = await this.obtain(keys, o);
-    if (lock instanceof LockTimeoutError) throw lock;
+    if (lock instanceof LockTimeoutError) {
+      if (!o.skipIfLocked) throw lock;
+      this.logger.debug(`skipped (skipIfLocked): ${lock.message}`);
+      return undefined;
+    }
     const stopExtending = o.autoExtend ? this.keepExtended(lock) : undefined;
     const store = new Map(current);
     for (const k of keys) store.set(k.value, lock);

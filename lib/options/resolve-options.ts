@@ -21,6 +21,8 @@ export interface ResolvedLockOptions {
   fencing: boolean;
   keyPrefix: string;
   autoExtend: boolean;
+  /** `withLock` only: resolve `undefined` instead of throwing on timeout (unset: false). */
+  skipIfLocked?: boolean;
   signal?: AbortSignal;
   waitForReplicas?: WaitForReplicasOptions;
 }
@@ -72,6 +74,7 @@ const LOCK_KEYS = [
   'signal',
   'autoExtend',
   'waitForReplicas',
+  'skipIfLocked',
 ] as const;
 const WAIT_FOR_REPLICAS_KEYS = ['replicas', 'timeoutMs'] as const;
 
@@ -210,6 +213,10 @@ export function resolveLockOptions(
       o.keyPrefix === undefined ? defaults.keyPrefix : checkPrefix('keyPrefix', o.keyPrefix),
     autoExtend:
       o.autoExtend === undefined ? defaults.autoExtend : checkBoolean('autoExtend', o.autoExtend),
+    skipIfLocked:
+      o.skipIfLocked === undefined
+        ? defaults.skipIfLocked
+        : checkBoolean('skipIfLocked', o.skipIfLocked),
     signal,
     waitForReplicas:
       o.waitForReplicas === undefined

@@ -17,3 +17,4 @@ export type {
   QueueHandler,
   QueueWorkerHandle,
 } from './interfaces/queue-options.interface';
+export type { QueueSchedule, QueueScheduleOptions } from './schedule/schedule.interface';
