@@ -5,6 +5,7 @@ import { LockInterceptor } from './interceptors/lock.interceptor';
 import { QueueService } from './queue/queue.service';
 import { QueueWorkerExplorer } from './queue/queue-worker.explorer';
 import { LockService } from './lock/lock.service';
+import { SemaphoreService } from './semaphore/semaphore.service';
 import { FencedStore } from './fencing/fenced-store';
 import { resolveModuleOptions } from './options/resolve-options';
 import { RedisLockConnection } from './redis/redis-connection';
@@ -34,6 +35,7 @@ import type { RedisLockModuleOptions } from './interfaces/redis-lock-module-opti
         new RedisLockConnection(options),
     },
     LockService,
+    SemaphoreService,
     FencedStore,
     QueueService,
     QueueWorkerExplorer,
@@ -41,7 +43,7 @@ import type { RedisLockModuleOptions } from './interfaces/redis-lock-module-opti
     WithLockExplorer,
     TickClaims,
   ],
-  exports: [LockService, FencedStore, QueueService, LockInterceptor],
+  exports: [LockService, SemaphoreService, FencedStore, QueueService, LockInterceptor],
 })
 export class RedisLockModule extends ConfigurableModuleClass implements OnApplicationShutdown {
   constructor(@Inject(RedisLockConnection) private readonly connection: RedisLockConnection) {

@@ -10,17 +10,20 @@ export class LockTimeoutError extends RedisLockError {
    * @param waitedMs how long the caller waited, in ms
    * @param holderRemainingMs the current holder's remaining TTL in ms, or `undefined` when unknown
    *   (e.g. the lock was free but other waiters were first in line)
+   * @param message the message of a subclass (e.g. `SemaphoreTimeoutError`)
    */
   constructor(
     readonly keys: readonly string[],
     readonly waitedMs: number,
     readonly holderRemainingMs: number | undefined,
+    message?: string,
   ) {
     super(
-      `lock ${keys.map((k) => `'${k}'`).join(', ')} not acquired within ${waitedMs} ms; ` +
-        (holderRemainingMs !== undefined && holderRemainingMs >= 0
-          ? `held by another owner for ${holderRemainingMs} ms more`
-          : 'other waiters were first in line'),
+      message ??
+        `lock ${keys.map((k) => `'${k}'`).join(', ')} not acquired within ${waitedMs} ms; ` +
+          (holderRemainingMs !== undefined && holderRemainingMs >= 0
+            ? `held by another owner for ${holderRemainingMs} ms more`
+            : 'other waiters were first in line'),
     );
   }
 

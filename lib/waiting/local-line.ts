@@ -88,6 +88,15 @@ export class LocalLine<O, T> {
     return this.items[this.head];
   }
 
+  /** The first caller still waiting whose options match (e.g. the one a grant names). */
+  find(match: (options: O) => boolean): LocalWaiter<O, T> | undefined {
+    for (let i = this.head; i < this.items.length; i++) {
+      const waiter = this.items[i];
+      if (!waiter.settled && match(waiter.options)) return waiter;
+    }
+    return undefined;
+  }
+
   /** Removes and returns the first caller still waiting. */
   shift(): LocalWaiter<O, T> | undefined {
     const waiter = this.first();
