@@ -22,3 +22,4 @@ export * from './errors';
 export { SemaphoreService } from './semaphore/semaphore.service';
 export { Permit } from './semaphore/permit';
 export type { SemaphoreOptions, WithPermitOptions } from './semaphore/semaphore-options';
+export { WithSemaphore, type WithSemaphoreOptions } from './semaphore/with-semaphore.decorator';

@@ -48,6 +48,11 @@ export class Permit {
     return this.redisKeys.name;
   }
 
+  /** @internal `[key]`: what errors of a stream holding the permits name */
+  get keys(): readonly string[] {
+    return [this.redisKeys.name];
+  }
+
   /** Epoch ms until which the permits are surely held; moves forward on each extension. */
   get expiresAt(): number {
     return this.expiry;
