@@ -54,8 +54,8 @@ export interface LockedMethod {
   readonly className: string;
 }
 
-/** Any valid lock options: only used to validate the decorator's options when decorated. */
-const VALIDATION_BASE: ResolvedLockOptions = {
+/** @internal Any valid lock options: only used to validate decorator options when decorated. */
+export const VALIDATION_BASE: ResolvedLockOptions = {
   ttlMs: 30_000,
   waitMs: 0,
   retryIntervalMs: 100,
@@ -200,7 +200,8 @@ function checkDecoratorOptions(
   return options === undefined ? undefined : Object.freeze({ ...options });
 }
 
-function isObservableType(type: unknown): boolean {
+/** @internal Whether a method's declared return type is an Observable. */
+export function isObservableType(type: unknown): boolean {
   return (
     typeof type === 'function' && (type === Observable || type.prototype instanceof Observable)
   );

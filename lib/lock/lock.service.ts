@@ -13,6 +13,7 @@ import type {
 } from '../interfaces/lock-options.interface';
 import { resolveLockOptions, type ResolvedLockOptions } from '../options/resolve-options';
 import { RedisLockConnection } from '../redis/redis-connection';
+import { keepExtended } from '../waiting/keep-extended';
 import { LineRenewal } from '../waiting/line-renewal';
 import { WakeSignal } from '../waiting/wake-signal';
 import { Lock, type LockOwner } from './lock';
@@ -475,32 +476,11 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
    * the lock would have expired, and then aborts it too.
    */
   private keepExtended(lock: Lock): () => void {
-    let timer: NodeJS.Timeout | undefined;
-    let stopped = false;
-    const schedule = (ms: number) => {
-      if (stopped || lock.signal.aborted) return;
-      timer = setTimeout(tick, Math.max(0, ms));
-      timer.unref();
-    };
-    const tick = async () => {
-      try {
-        if (await this.extendLock(lock, lock.ttlMs)) {
-          schedule(lock.expiresAt - Date.now() - (2 * lock.ttlMs) / 3);
-        }
-      } catch (err) {
-        const left = lock.expiresAt - Date.now();
-        if (left > 0) schedule(Math.min(left / 2, lock.ttlMs / 10));
-        else
-          lock.end(
-            new LockLostError(lock.keys, `it could not be extended: ${(err as Error).message}`),
-          );
-      }
-    };
-    schedule(lock.expiresAt - Date.now() - (2 * lock.ttlMs) / 3);
-    return () => {
-      stopped = true;
-      clearTimeout(timer);
-    };
+    return keepExtended(
+      lock,
+      (ms) => this.extendLock(lock, ms),
+      (detail) => lock.end(new LockLostError(lock.keys, `it ${detail}`)),
+    );
   }
 }
 

@@ -1,7 +1,10 @@
 import { LockLostError } from '../errors/lock-lost.error';
 import type { SemaphoreRedisKeys } from './semaphore-keys';
 
-/** @internal What a `Permit` needs from the service that granted it. */
+/**
+ * What a `Permit` needs from the service that granted it. Its members are internal: the published
+ * declarations keep an empty interface, so `SemaphoreService implements PermitOwner` type-checks.
+ */
 export interface PermitOwner {
   /** @internal */
   releasePermit(permit: Permit): Promise<boolean>;
@@ -22,8 +25,23 @@ export class Permit {
   private expiry: number;
   private ended = false;
 
-  /** @internal created by SemaphoreService */
-  constructor(
+  /**
+   * @internal created by SemaphoreService. (The constructor is private, so the published types
+   * show no way to make a Permit by hand.)
+   */
+  static create(
+    owner: PermitOwner,
+    redisKeys: SemaphoreRedisKeys,
+    token: string,
+    permits: number,
+    fence: number,
+    expiresAt: number,
+    ttlMs: number,
+  ): Permit {
+    return new Permit(owner, redisKeys, token, permits, fence, expiresAt, ttlMs);
+  }
+
+  private constructor(
     private readonly owner: PermitOwner,
     /** @internal */ readonly redisKeys: SemaphoreRedisKeys,
     /** Random value that identifies this grant in Redis. */

@@ -6,8 +6,8 @@ import { SemaphoreLimitError } from '../errors/semaphore-limit.error';
 import { SemaphoreTimeoutError } from '../errors/semaphore-timeout.error';
 import { LINE_RENEW_MS } from '../lock/lock-store';
 import { RedisLockConnection } from '../redis/redis-connection';
+import { keepExtended } from '../waiting/keep-extended';
 import { LineRenewal } from '../waiting/line-renewal';
-import { keepExtended } from './keep-extended';
 import { lostPermit, Permit, type PermitOwner } from './permit';
 import { SemaphoreLine, type PermitOutcome, type SemaphoreLineHost } from './semaphore-line';
 import { semaphoreRedisKeys, type SemaphoreRedisKeys } from './semaphore-keys';
@@ -101,7 +101,7 @@ export class SemaphoreService implements PermitOwner, BeforeApplicationShutdown 
           permit,
           (ms) => this.extendPermit(permit, ms),
           (detail) => {
-            permit.end(lostPermit(permit, detail));
+            permit.end(lostPermit(permit, `they ${detail}`));
           },
         )
       : undefined;
@@ -204,7 +204,7 @@ export class SemaphoreService implements PermitOwner, BeforeApplicationShutdown 
     fence: number,
     expiresAt: number,
   ): Permit {
-    const permit = new Permit(this, k, token, o.permits, fence, expiresAt, o.ttlMs);
+    const permit = Permit.create(this, k, token, o.permits, fence, expiresAt, o.ttlMs);
     this.held.add(permit);
     // Code that lets permits run out (a TTL used as a throttle) must not make `held` grow.
     if (this.held.size % 256 === 0) {

@@ -1,4 +1,4 @@
-import { Observable, throwError } from 'rxjs';
+import { throwError } from 'rxjs';
 import { LockKeyError } from '../errors/lock-key.error';
 import { RedisLockError } from '../errors/redis-lock.error';
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
@@ -7,6 +7,7 @@ import { lockServiceRegistry } from '../decorators/lock-service.registry';
 import { heldCall, runLockedStream, type HoldGrant } from '../decorators/locked-stream';
 import { decoratedMethod, replaceMethod } from '../decorators/method-wrapper';
 import { compileLockKey, type LockKeyFunction } from '../decorators/with-lock-key';
+import { isObservableType, VALIDATION_BASE } from '../decorators/with-lock.decorator';
 import type { Permit } from './permit';
 import { resolveSemaphoreOptions, type WithPermitOptions } from './semaphore-options';
 import type { SemaphoreService } from './semaphore.service';
@@ -16,17 +17,6 @@ export const semaphoreServices = new WeakMap<LockService, SemaphoreService>();
 
 /** Options of `@WithSemaphore`: `limit` and, unset, the module's defaults for the rest. */
 export type WithSemaphoreOptions = Omit<WithPermitOptions, 'signal'>;
-
-/** Any valid lock defaults: only used to validate the decorator's options when decorated. */
-const VALIDATION_DEFAULTS = {
-  ttlMs: 30_000,
-  waitMs: 0,
-  retryIntervalMs: 100,
-  fair: true,
-  fencing: true,
-  keyPrefix: '',
-  autoExtend: true,
-};
 
 /**
  * Runs the method while holding permits of a semaphore whose key is built from its arguments
@@ -58,7 +48,7 @@ export function WithSemaphore(
       'no signal: @WithSemaphore has no per-call options (use SemaphoreService.withPermit)',
     );
   }
-  resolveSemaphoreOptions(VALIDATION_DEFAULTS, options);
+  resolveSemaphoreOptions(VALIDATION_BASE, options);
   const frozen = Object.freeze({ ...options });
   if (Array.isArray(key)) {
     throw new LockKeyError('@WithSemaphore takes one key template, not an array', key);
@@ -85,22 +75,19 @@ export function WithSemaphore(
         semaphores.withPermit(names[0], fn, signal ? { ...frozen, signal } : frozen);
     };
     const run = (self: unknown, args: unknown[]) => () => original.apply(self, args);
-    const returnType: unknown = Reflect.getMetadata('design:returntype', target, propertyKey);
-    const wrapper =
-      typeof returnType === 'function' &&
-      (returnType === Observable || returnType.prototype instanceof Observable)
-        ? function (this: unknown, ...args: unknown[]) {
-            let hold: HoldGrant<Permit>;
-            try {
-              hold = holder(this, args);
-            } catch (err) {
-              return throwError(() => err);
-            }
-            return runLockedStream(hold as HoldGrant<unknown>, run(this, args));
+    const wrapper = isObservableType(Reflect.getMetadata('design:returntype', target, propertyKey))
+      ? function (this: unknown, ...args: unknown[]) {
+          let hold: HoldGrant<Permit>;
+          try {
+            hold = holder(this, args);
+          } catch (err) {
+            return throwError(() => err);
           }
-        : async function (this: unknown, ...args: unknown[]) {
-            return heldCall(holder(this, args), where, run(this, args));
-          };
+          return runLockedStream(hold as HoldGrant<unknown>, run(this, args));
+        }
+      : async function (this: unknown, ...args: unknown[]) {
+          return heldCall(holder(this, args), where, run(this, args));
+        };
     return replaceMethod(target, propertyKey, descriptor, original, wrapper);
   };
 }

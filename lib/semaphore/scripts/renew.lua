@@ -12,11 +12,16 @@
 local entryTtl = tonumber(ARGV[1])
 local publish = publisher(ARGV[2])
 local result = {}
+-- Entries of one semaphore share its prune, serve and tidy (done once per semaphore).
+local served = {}
 for i = 0, #KEYS / 5 - 1 do
   local k = semKeys(i)
   local token, spec = ARGV[i * 2 + 3], ARGV[i * 2 + 4]
-  prune(k)
-  serve(k, publish)
+  if not served[k.holders] then
+    served[k.holders] = k
+    prune(k)
+    serve(k, publish)
+  end
   local held = holding(k, token)
   local status, fence, remaining = 0, 0, 0
   if held then
@@ -25,9 +30,9 @@ for i = 0, #KEYS / 5 - 1 do
     join(k, token, spec, entryTtl)
     status = 1
   end
-  tidy(k, entryTtl)
   result[i * 3 + 1] = status
   result[i * 3 + 2] = fence
   result[i * 3 + 3] = remaining
 end
+for _, k in pairs(served) do tidy(k, entryTtl) end
 return result

@@ -6,9 +6,9 @@ export interface Extendable {
 }
 
 /**
- * Extends `grant` whenever a third of its TTL has passed, until the returned function is called.
+ * Extends `grant` (a lock, a semaphore's permits) whenever a third of its TTL has passed, until the returned function is called.
  * Never throws: `extend` resolving `false` means lost (it aborts the signal itself); a failed
- * extension is retried until the grant would have expired, and then `lose` is called.
+ * extension is retried until the grant would have expired, and then `lose` is called with what happened (`could not be extended: …`).
  */
 export function keepExtended(
   grant: Extendable,
@@ -30,7 +30,7 @@ export function keepExtended(
     } catch (err) {
       const left = grant.expiresAt - Date.now();
       if (left > 0) schedule(Math.min(left / 2, grant.ttlMs / 10));
-      else lose(`they could not be extended: ${(err as Error).message}`);
+      else lose(`could not be extended: ${(err as Error).message}`);
     }
   };
   schedule(grant.expiresAt - Date.now() - (2 * grant.ttlMs) / 3);
