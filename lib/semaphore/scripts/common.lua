@@ -57,7 +57,8 @@ local function grant(k, token, permits, ttl)
     fence = tonumber(seed)
   end
   redis.call('ZADD', k.holders, now + ttl, token)
-  redis.call('HSET', k.meta, token, permits .. ':' .. fence)
+  -- %.0f: a 16-digit fence would be concatenated as 1.7e+15.
+  redis.call('HSET', k.meta, token, string.format('%d:%.0f', permits, fence))
   redis.call('HINCRBY', k.meta, 'used', permits)
   return fence
 end
