@@ -11,3 +11,4 @@ export { RedisUnavailableError } from './redis-unavailable.error';
 export { QueueError } from './queue.error';
 export { SemaphoreTimeoutError } from './semaphore-timeout.error';
 export { SemaphoreLimitError } from './semaphore-limit.error';
+export { LockUpgradeError } from './lock-upgrade.error';

@@ -6,6 +6,7 @@ import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
 import { LockQuorumError } from '../errors/lock-quorum.error';
 import { LockReplicationError } from '../errors/lock-replication.error';
 import { LockTimeoutError } from '../errors/lock-timeout.error';
+import { LockUpgradeError } from '../errors/lock-upgrade.error';
 import type {
   LockOptions,
   WaitForReplicasOptions,
@@ -27,6 +28,7 @@ import {
   type LockStore,
 } from './lock-store';
 import { QuorumLockStore } from './quorum-lock-store';
+import { SharedLocks } from './shared-locks';
 import { SingleNodeLockStore } from './single-node-lock-store';
 
 /** A fresh acquisition token: 122 random bits as 32 hex digits (randomUUID draws on a cached pool). */
@@ -56,6 +58,8 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
   private readonly cohorts = new Map<string, LockCohort>();
   private readonly renewal: LineRenewal<LineEntry, LineStatus>;
   private readonly cohortHost: CohortHost;
+  /** Shared mode (`mode: 'shared'`, read locks). */
+  private readonly shared: SharedLocks;
 
   constructor(private readonly connection: RedisLockConnection) {
     this.defaults = connection.options.lock;
@@ -63,6 +67,7 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
       connection.nodes.length > 0
         ? new QuorumLockStore(connection.nodes, connection.options.clockDriftFactor)
         : new SingleNodeLockStore(connection);
+    this.shared = new SharedLocks(connection);
     this.renewal = new LineRenewal(
       (entries) => this.store.renew(entries),
       LINE_RENEW_MS,
@@ -142,6 +147,10 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
     const { o, keys } = this.resolve(key, options);
     const current = this.context.getStore();
     const joined = current && keys.every((k) => current.has(k.value)) && current.get(keys[0].value);
+    // A shared hold joins nothing exclusive: upgrading could deadlock (see LockUpgradeError).
+    if (joined && o.mode !== 'shared' && this.shared.owns(joined)) {
+      throw new LockUpgradeError(keys[0].name);
+    }
     if (joined) return fn(joined);
 
     const lock = await this.obtain(keys, o);
@@ -236,6 +245,7 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
   async releaseLock(lock: Lock): Promise<boolean> {
     this.forget(lock);
     lock.end();
+    if (this.shared.owns(lock)) return this.shared.release(lock.redisKeys[0], lock.token);
     return lock.cohort ? lock.cohort.release(lock) : this.store.release(lock.redisKeys, lock.token);
   }
 
@@ -247,7 +257,12 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
   async extendLock(lock: Lock, ttlMs: number): Promise<boolean> {
     const ttl = resolveLockOptions(this.defaults, { ttlMs }).ttlMs;
     const w = lock.waitForReplicas;
-    const extension = await this.store.extend(lock.redisKeys, lock.token, ttl, w);
+    const extension = this.shared.owns(lock)
+      ? {
+          held: await this.shared.extend(lock.redisKeys[0], lock.token, ttl),
+          expiresAt: Date.now() + ttl,
+        }
+      : await this.store.extend(lock.redisKeys, lock.token, ttl, w);
     if (extension.held) {
       if (w && extension.acknowledged! < w.replicas) {
         // Held on the master, but not durably: `expiresAt` stays at the last acknowledged
@@ -271,6 +286,7 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
 
   /** @internal */
   async isHeldLock(lock: Lock): Promise<boolean> {
+    if (this.shared.owns(lock)) return this.shared.extend(lock.redisKeys[0], lock.token, 0);
     return this.store.isHeld(lock.redisKeys, lock.token);
   }
 
@@ -324,7 +340,8 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
   ): { o: ResolvedLockOptions; keys: LockRedisKeys[] } {
     const o = resolveLockOptions(this.defaults, options);
     const keys = checkLockNames(key).map((name) => lockRedisKeys(o.keyPrefix, name));
-    this.store.check(keys, o);
+    if (o.mode === 'shared') this.shared.check(keys, o);
+    else this.store.check(keys, o);
     return { o, keys };
   }
 
@@ -336,7 +353,11 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
     o.signal?.throwIfAborted();
     const started = Date.now();
     let result: Lock | LockTimeoutError;
-    if (keys.length === 1 && this.store.lines) {
+    if (o.mode === 'shared') {
+      result = await this.shared.obtain(keys[0], o, started, (token, fence, expiresAt) =>
+        this.grant(keys, token, o, [fence], expiresAt),
+      );
+    } else if (keys.length === 1 && this.store.lines) {
       result = await this.cohortOf(keys[0]).acquire(o, started);
     } else {
       const token = newToken();
