@@ -18,7 +18,8 @@ import {
  * Options of `@WithLock`; unset ones fall back to the module's defaults (`ttlMs` 30000,
  * `waitMs` 0, `retryIntervalMs` 100, `fair` and `fencing` on, the module's `keyPrefix`).
  * `autoExtend` (default on) extends the lock every `ttlMs / 3` while the method runs;
- * `skipIfLocked` (default off) skips the method instead of throwing when the lock is busy.
+ * `skipIfLocked` (default off) skips the method instead of throwing when the lock is busy;
+ * `mode: 'shared'` takes a read lock (any number of shared holders, or one exclusive).
  */
 export type WithLockDecoratorOptions = Omit<WithLockOptions, 'signal'>;
 
