@@ -13,6 +13,7 @@ import { Redis } from 'ioredis';
 import { startRedisServer } from '../scripts/redis-server';
 import type { LockLibrary } from './adapters/lock-adapter';
 import { LOCK_LIBRARIES } from './adapters/lock-libraries';
+import { SEMAPHORE_LIBRARIES } from './adapters/semaphore-libraries';
 import { oursQueueMissing } from './adapters/ours-queue.adapter';
 import type { QueueLibrary } from './adapters/queue-adapter';
 import { DRAIN_LIBRARIES, ENQUEUE_LIBRARIES } from './adapters/queue-libraries';
@@ -119,6 +120,7 @@ async function main(): Promise<void> {
       const run: RoundRun = { ctx, results, tables, admin };
       await runShape<FloorProbe>(shapes.floor, FLOOR_PROBES, run);
       for (const shape of shapes.lock) await runShape<LockLibrary>(shape, LOCK_LIBRARIES, run);
+      await runShape<LockLibrary>(shapes.semaphore, SEMAPHORE_LIBRARIES, run);
       if (!queueMissing) {
         await runShape<QueueLibrary>(shapes.enqueue, ENQUEUE_LIBRARIES, run);
         for (const shape of shapes.drain) await runShape<QueueLibrary>(shape, DRAIN_LIBRARIES, run);
@@ -148,6 +150,7 @@ async function main(): Promise<void> {
       config,
       libraries: {
         lock: LOCK_LIBRARIES.map(({ id, label, ours }) => ({ id, label, ours })),
+        semaphore: SEMAPHORE_LIBRARIES.map(({ id, label, ours }) => ({ id, label, ours })),
         enqueue: ENQUEUE_LIBRARIES.map(({ id, label, ours }) => ({ id, label, ours })),
         drain: DRAIN_LIBRARIES.map(({ id, label, ours }) => ({ id, label, ours })),
         floor: FLOOR_PROBES.map(({ id, label }) => ({ id, label })),

@@ -6,6 +6,7 @@ import { handoffShape } from './handoff.shape';
 import { parallelShape, serialShape } from './lock-throughput.shape';
 import { physicalFloorShape, type FloorProbe } from './physical-floor.shape';
 import { drainShape, enqueueShape } from './queue.shape';
+import { semaphoreShape } from './semaphore.shape';
 import type { Shape } from './shape';
 
 /** Every shape of a run, with the ids and titles `config` gives them. */
@@ -15,6 +16,8 @@ export interface BenchShapes {
   readonly parallel: Shape<LockLibrary>;
   readonly contended: Shape<LockLibrary>;
   readonly handoff: Shape<LockLibrary>;
+  /** Semaphore of 5 permits over the contended processes, against `SEMAPHORE_LIBRARIES`. */
+  readonly semaphore: Shape<LockLibrary>;
   /** The four lock shapes, in run order. */
   readonly lock: readonly Shape<LockLibrary>[];
   readonly enqueue: Shape<QueueLibrary>;
@@ -34,6 +37,7 @@ export function benchShapes(config: BenchConfig): BenchShapes {
     contended,
     handoff,
     lock: [serialShape, parallel, contended, handoff],
+    semaphore: semaphoreShape(config),
     enqueue: enqueueShape(config),
     drain: config.drainConcurrency.map((c) => drainShape(config, c)),
   };

@@ -7,8 +7,12 @@ import { requestCount } from '../support/request-counter';
 export interface ContendedParams {
   /** The one lock key every process fights for. */
   key: string;
-  /** INCR'd on entering, DECR'd on leaving the section: a value above 1 is an overlap. */
+  /**
+   * INCR'd on entering, DECR'd on leaving the section: a value above `capacity` is an overlap.
+   */
   insideKey: string;
+  /** How many may be inside at once (a semaphore's limit). @default 1 */
+  capacity?: number;
   /** INCR'd once per section (a cross-check of the reported counts). */
   counterKey: string;
   /** Monotonic ms at which every process starts. */
@@ -78,7 +82,7 @@ export async function runContended(
     }
     report.waitsMs.push(monotonicMs() - asked);
     const replies = await marker.multi().incr(params.insideKey).incr(params.counterKey).exec();
-    if (Number(replies?.[0]?.[1]) > 1) report.overlaps++;
+    if (Number(replies?.[0]?.[1]) > (params.capacity ?? 1)) report.overlaps++;
     await sleep(params.holdMs);
     await marker.decr(params.insideKey);
     await adapter.release(lock);

@@ -1,4 +1,5 @@
 import { LOCK_LIBRARIES } from '../adapters/lock-libraries';
+import { SEMAPHORE_LIBRARIES } from '../adapters/semaphore-libraries';
 import { DRAIN_LIBRARIES, ENQUEUE_LIBRARIES } from '../adapters/queue-libraries';
 import type { BenchShapes } from '../shapes/bench-shapes';
 import { FLOOR_PROBES } from '../shapes/physical-floor.shape';
@@ -107,6 +108,23 @@ export function reportTables(shapes: BenchShapes, queues: boolean): TableSpec[] 
         ...costColumns('handoff', []),
         ...FAILED_ACQUIRES,
       ],
+    },
+    {
+      shape: shapes.semaphore.id,
+      title: shapes.semaphore.title,
+      rows: SEMAPHORE_LIBRARIES,
+      columns: [
+        { metric: 'handoffsPerSec', header: 'sections/s', digits: 0 },
+        ...latencyColumns('wait', 2),
+        { metric: 'jain', header: 'Jain', digits: 3 },
+        { metric: 'overlaps', header: 'above limit', digits: 0, sum: true },
+        ...FAILED_ACQUIRES,
+        { metric: 'requestsPerSection', header: 'requests/section', digits: 2 },
+        { metric: 'parkedRequestsPerSec', header: 'parked: requests/s', digits: 0 },
+        { metric: 'parkedCommandsPerSec', header: 'parked: Redis commands/s', digits: 0 },
+        { metric: 'parkedRedisCpuUsPerSec', header: 'parked: Redis CPU µs/s', digits: 0 },
+      ],
+      ratioOf: 'handoffsPerSec',
     },
   ];
   if (!queues) return specs;
