@@ -1,4 +1,5 @@
 import { LockLostError } from '../errors/lock-lost.error';
+import { GrantLifetime } from '../waiting/grant-lifetime';
 import type { SemaphoreRedisKeys } from './semaphore-keys';
 
 /**
@@ -19,11 +20,7 @@ export interface PermitOwner {
  * `withPermit` callbacks. Owned by a random token; they expire by their own TTL unless extended.
  */
 export class Permit {
-  private controller?: AbortController;
-  private lostReason?: LockLostError;
-  private expiryTimer?: NodeJS.Timeout;
-  private expiry: number;
-  private ended = false;
+  private readonly lifetime: GrantLifetime<LockLostError>;
 
   /**
    * @internal created by SemaphoreService. (The constructor is private, so the published types
@@ -58,7 +55,9 @@ export class Permit {
     /** @internal the TTL asked for; the default of `extend()` */
     readonly ttlMs: number,
   ) {
-    this.expiry = expiresAt;
+    this.lifetime = new GrantLifetime(expiresAt, (at) =>
+      lostPermit(this, `their TTL ran out at ${new Date(at).toISOString()}`),
+    );
   }
 
   /** The semaphore key, as given to `acquire`. */
@@ -73,7 +72,7 @@ export class Permit {
 
   /** Epoch ms until which the permits are surely held; moves forward on each extension. */
   get expiresAt(): number {
-    return this.expiry;
+    return this.lifetime.expiresAt;
   }
 
   /**
@@ -82,12 +81,7 @@ export class Permit {
    * abort it.
    */
   get signal(): AbortSignal {
-    if (!this.controller) {
-      this.controller = new AbortController();
-      if (this.lostReason) this.controller.abort(this.lostReason);
-      else this.armExpiry();
-    }
-    return this.controller.signal;
+    return this.lifetime.signal;
   }
 
   /** Releases the permits; `false` when they were not held any more. */
@@ -110,27 +104,12 @@ export class Permit {
 
   /** @internal */
   setExpiresAt(expiresAt: number): void {
-    this.expiry = expiresAt;
-    if (this.controller) this.armExpiry();
+    this.lifetime.setExpiresAt(expiresAt);
   }
 
   /** @internal not held any more; when lost (`reason`), aborts `signal` */
   end(reason?: LockLostError): void {
-    clearTimeout(this.expiryTimer);
-    this.ended = true;
-    if (!reason || this.lostReason) return;
-    this.lostReason = reason;
-    if (this.controller && !this.controller.signal.aborted) this.controller.abort(reason);
-  }
-
-  private armExpiry(): void {
-    clearTimeout(this.expiryTimer);
-    if (this.ended) return;
-    this.expiryTimer = setTimeout(
-      () => this.end(lostPermit(this, `its TTL ran out at ${new Date(this.expiry).toISOString()}`)),
-      Math.max(0, this.expiry - Date.now()),
-    );
-    this.expiryTimer.unref();
+    this.lifetime.end(reason);
   }
 }
 
