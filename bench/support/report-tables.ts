@@ -44,6 +44,17 @@ const FAILED_ACQUIRES: Column[] = [
   { metric: 'gaveUpAfterMs', header: 'gave up after ms (median)', digits: 0 },
 ];
 
+/** The columns of the contended loop (`summarizeContended`), with the given headers. */
+function sectionColumns(throughput: string, overlaps: string): Column[] {
+  return [
+    { metric: 'handoffsPerSec', header: throughput, digits: 0 },
+    ...latencyColumns('wait', 2),
+    { metric: 'jain', header: 'Jain', digits: 3 },
+    { metric: 'overlaps', header: overlaps, digits: 0, sum: true },
+    ...FAILED_ACQUIRES,
+  ];
+}
+
 const ROUND_TRIP: Column = { metric: 'roundTripMs', header: 'ioredis round trip ms', digits: 3 };
 
 const throughputColumns = (op: string): Column[] => [
@@ -86,14 +97,7 @@ export function reportTables(shapes: BenchShapes, queues: boolean): TableSpec[] 
       shape: shapes.contended.id,
       title: shapes.contended.title,
       rows: lock,
-      columns: [
-        { metric: 'handoffsPerSec', header: 'handoffs/s', digits: 0 },
-        ...latencyColumns('wait', 2),
-        { metric: 'jain', header: 'Jain', digits: 3 },
-        { metric: 'overlaps', header: 'overlaps', digits: 0, sum: true },
-        ...FAILED_ACQUIRES,
-        ...costColumns('section', ['redis']),
-      ],
+      columns: [...sectionColumns('handoffs/s', 'overlaps'), ...costColumns('section', ['redis'])],
       ratioOf: 'handoffsPerSec',
     },
     {
@@ -114,11 +118,7 @@ export function reportTables(shapes: BenchShapes, queues: boolean): TableSpec[] 
       title: shapes.semaphore.title,
       rows: SEMAPHORE_LIBRARIES,
       columns: [
-        { metric: 'handoffsPerSec', header: 'sections/s', digits: 0 },
-        ...latencyColumns('wait', 2),
-        { metric: 'jain', header: 'Jain', digits: 3 },
-        { metric: 'overlaps', header: 'above limit', digits: 0, sum: true },
-        ...FAILED_ACQUIRES,
+        ...sectionColumns('sections/s', 'above limit'),
         { metric: 'requestsPerSection', header: 'requests/section', digits: 2 },
         { metric: 'parkedRequestsPerSec', header: 'parked: requests/s', digits: 0 },
         { metric: 'parkedCommandsPerSec', header: 'parked: Redis commands/s', digits: 0 },

@@ -6,8 +6,7 @@
 -- the line (a waiting exclusive caller is not starved by a stream of shared ones); consecutive
 -- shared waiters at the head of the line are granted together.
 --
--- KEYS[1] value, KEYS[2] fence, KEYS[3] line, KEYS[4] entries (as in acquire.lua),
--- KEYS[5] shared (zset: shared holder token -> expiry ms, Redis clock), KEYS[6] channel
+-- KEYS   value, fence, line, entries, shared, channel (see shared-common.lua, put before this)
 -- ARGV[1] token     fresh random value of this acquisition (its place in line when waiting)
 -- ARGV[2] ttl       ms
 -- ARGV[3] wait      '1': a caller that is not granted joins the line with a reader entry ('r',
@@ -21,57 +20,12 @@
 -- not: wait = the exclusive holder's PTTL, -2 when a waiter is first in line.
 -- Publishes 'h <token> <fence> <nowMs> <ttlMs> 0' for each shared waiter granted with it.
 
-local SHARED = '!shared'
-local value, fence, line, entries, shared, channel = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local token, ttl, entryTtl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
 local publish = ARGV[5] == '1' and 'SPUBLISH' or 'PUBLISH'
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
-local function currentFence()
-  if ARGV[6] ~= '1' then return 0 end
-  return tonumber(redis.call('GET', fence) or '0')
-end
-
--- Granted while it waited (a shared caller before it was granted, see serveReaders).
+-- Granted while it waited (by a shared caller before it, see serveReaders).
 local mine = redis.call('ZSCORE', shared, token)
-if mine and tonumber(mine) > now then return {1, currentFence(), tonumber(mine) - now} end
-
--- As in acquire.lua: the first waiter whose entry is live; stale ones are dropped.
-local function liveHead()
-  while true do
-    local head = redis.call('ZRANGE', line, 0, 0)[1]
-    if not head then return nil, nil end
-    local entry = redis.call('HGET', entries, head)
-    if entry and tonumber(string.match(entry, '^%d+')) >= now then return head, entry end
-    redis.call('ZREM', line, head)
-    redis.call('HDEL', entries, head)
-  end
-end
-
--- Adds a shared holder: the sentinel lives as long as the longest shared holder, marked while
--- someone waits (so the last shared release hands the lock over).
-local function addReader(reader, readerTtl)
-  redis.call('ZREM', line, reader)
-  redis.call('HDEL', entries, reader)
-  redis.call('ZADD', shared, now + readerTtl, reader)
-  local keep = tonumber(redis.call('ZRANGE', shared, -1, -1, 'WITHSCORES')[2]) - now
-  local marked = redis.call('EXISTS', line) == 1
-  redis.call('SET', value, marked and SHARED .. '*' or SHARED, 'PX', keep)
-  redis.call('PEXPIRE', shared, keep)
-end
-
--- Grants the shared waiters at the head of the line, up to the first exclusive one.
-local function serveReaders()
-  while true do
-    local head, entry = liveHead()
-    if not head then return end
-    local readerTtl, mode = string.match(entry, '^%d+:(%d+):%d:(%a)$')
-    if mode ~= 'r' then return end
-    addReader(head, tonumber(readerTtl))
-    redis.call(publish, channel, string.format('h %s %.0f %.0f %s 0', head, currentFence(), now, readerTtl))
-  end
-end
+if mine and tonumber(mine) > now then return {1, currentFence(ARGV[6]), tonumber(mine) - now} end
 
 local v = redis.call('GET', value)
 local free = not v or v == SHARED or v == SHARED .. '*'
@@ -80,8 +34,8 @@ if free then
   local head = liveHead()
   if not head or head == token then
     addReader(token, ttl)
-    serveReaders()
-    return {1, currentFence(), ttl}
+    serveReaders(publish)
+    return {1, currentFence(ARGV[6]), ttl}
   end
 end
 if ARGV[3] == '1' then

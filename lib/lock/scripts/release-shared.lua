@@ -4,61 +4,31 @@
 -- fence; 'w' or 'r' entry: it is woken), or publishes 'f' when nobody waits. While shared holders
 -- remain, shared waiters now at the head (the waiter before them left) are granted.
 --
--- KEYS as in acquire-shared.lua: value, fence, line, entries, shared, channel
+-- KEYS   value, fence, line, entries, shared, channel (see shared-common.lua, put before this)
 -- ARGV[1] token, ARGV[2] sharded '1'|'0', ARGV[3] fenceTtl ms (as in acquire.lua)
 -- Returns 1 when the token held the lock in shared mode (released now), else 0.
 
-local SHARED = '!shared'
-local value, fence, line, entries, shared, channel = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local token = ARGV[1]
 local publish = ARGV[2] == '1' and 'SPUBLISH' or 'PUBLISH'
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 redis.call('ZREM', line, token)
 redis.call('HDEL', entries, token)
 local expiry = redis.call('ZSCORE', shared, token)
-local held = expiry and tonumber(expiry) > now
+local held = (expiry and tonumber(expiry) > now) and 1 or 0
 redis.call('ZREM', shared, token)
 redis.call('ZREMRANGEBYSCORE', shared, '-inf', now)
 
 local v = redis.call('GET', value)
-if v ~= SHARED and v ~= SHARED .. '*' then return held and 1 or 0 end
-
--- The first live waiter and its entry; stale ones are dropped.
-local function liveHead()
-  while true do
-    local head = redis.call('ZRANGE', line, 0, 0)[1]
-    if not head then return nil, nil end
-    local entry = redis.call('HGET', entries, head)
-    if entry and tonumber(string.match(entry, '^%d+')) >= now then return head, entry end
-    redis.call('ZREM', line, head)
-    redis.call('HDEL', entries, head)
-  end
-end
-
-local function fenceOf(fencing)
-  if fencing ~= '1' then return 0 end
-  return tonumber(redis.call('GET', fence) or '0')
-end
+if v ~= SHARED and v ~= SHARED .. '*' then return held end
 
 if redis.call('ZCARD', shared) > 0 then
+  -- Shared holders remain: refresh the sentinel, and let in readers now at the head.
   local keep = tonumber(redis.call('ZRANGE', shared, -1, -1, 'WITHSCORES')[2]) - now
-  while true do
-    local head, entry = liveHead()
-    if not head then break end
-    local _, ttl, fencing, mode = string.match(entry, '^(%d+):(%d+):(%d):(%a)$')
-    if mode ~= 'r' then break end
-    redis.call('ZREM', line, head)
-    redis.call('HDEL', entries, head)
-    redis.call('ZADD', shared, now + tonumber(ttl), head)
-    keep = math.max(keep, tonumber(ttl))
-    redis.call(publish, channel, string.format('h %s %.0f %.0f %s 0', head, fenceOf(fencing), now, ttl))
-  end
   local marked = redis.call('EXISTS', line) == 1
   redis.call('SET', value, marked and SHARED .. '*' or SHARED, 'PX', keep)
   redis.call('PEXPIRE', shared, keep)
-  return held and 1 or 0
+  serveReaders(publish)
+  return held
 end
 
 -- The last shared holder is out.
@@ -66,13 +36,13 @@ local head, entry = liveHead()
 if not head then
   redis.call('DEL', value)
   if v ~= SHARED then redis.call(publish, channel, 'f') end
-  return held and 1 or 0
+  return held
 end
-local _, ttl, fencing, mode = string.match(entry, '^(%d+):(%d+):(%d):(%a)$')
+local ttl, fencing, mode = string.match(entry, '^%d+:(%d+):(%d):(%a)$')
 if mode ~= 'h' then
   redis.call('DEL', value)
   redis.call(publish, channel, 'w ' .. head)
-  return held and 1 or 0
+  return held
 end
 redis.call('ZREM', line, head)
 redis.call('HDEL', entries, head)
@@ -89,4 +59,4 @@ if fencing == '1' then
   end
 end
 redis.call(publish, channel, string.format('h %s %.0f %.0f %s %d', head, f, now, ttl, others))
-return held and 1 or 0
+return held
