@@ -76,6 +76,9 @@ export class LocalLine<O, T> {
         clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
       });
+      // Aborted before it could be added (e.g. during the caller's first round trip): it never
+      // waits. The owner learns it from the rejection, not from onLeave.
+      if (signal?.aborted) return void waiter.reject(signal.reason);
       signal?.addEventListener('abort', onAbort, { once: true });
       if (first) this.unshift(waiter);
       else this.items.push(waiter);
