@@ -39,6 +39,8 @@ export interface LockAttempt {
   wait: number;
   /** When granted (single key): other waiters stand in the lock's line. */
   others?: boolean;
+  /** When not granted: entries in the blocking lock's line. */
+  lineLength?: number;
   /** Quorum mode: set when fewer nodes than a quorum answered (not contention: an outage). */
   shortOf?: QuorumShortfall;
 }

@@ -80,6 +80,7 @@ export class SingleNodeLockStore implements LockStore {
           fences: [],
           wait: reply[2],
           expiresAt: 0,
+          lineLength: reply[3],
         };
   }
 

@@ -17,8 +17,9 @@
 --
 -- Returns {1, others, fence_1, ..., fence_n} when granted: others = 1 when other waiters are in
 --         the line of the (single) lock, fence 0 when fencing is off;
---         {0, nowMs, wait} when not: wait = holder's PTTL, -1 for a holder without TTL,
---         -2 when the lock is free but another waiter is first in line.
+--         {0, nowMs, wait, line} when not: wait = holder's PTTL, -1 for a holder without TTL,
+--         -2 when the lock is free but another waiter is first in line; line = entries in the
+--         blocking lock's line (processes waiting, an estimate's input).
 -- An entry is "deadlineMs:ttlMs:fencing:mode" so that release.lua can hand the lock over directly.
 -- The fast path (one free lock, nobody in line) is 3 commands: EXISTS line, SET NX, INCR fence.
 
@@ -95,7 +96,7 @@ local function blocked(i, waitMs)
     local v = redis.call('GET', value)
     if v and string.sub(v, -1) ~= '*' then redis.call('SET', value, v .. '*', 'KEEPTTL') end
   end
-  return {0, clock(), waitMs}
+  return {0, clock(), waitMs, redis.call('ZCARD', line)}
 end
 
 if n == 1 then
