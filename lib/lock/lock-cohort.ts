@@ -274,6 +274,7 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus> {
       await this.subscribe();
       // In line from the moment the request is sent: its handoff message may come before its reply.
       this.lineToken = token;
+      this.lastAttempt = undefined;
       this.joinSentAt = Date.now();
       const attempt = await this.host.store.attempt([this.key], token, o, 'line');
       this.busy = false;

@@ -1,5 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { randomUUID } from 'node:crypto';
+import { randomFillSync } from 'node:crypto';
 import { BeforeApplicationShutdown, Injectable, Logger } from '@nestjs/common';
 import { LockLostError } from '../errors/lock-lost.error';
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
@@ -28,8 +28,19 @@ import {
 import { QuorumLockStore } from './quorum-lock-store';
 import { SingleNodeLockStore } from './single-node-lock-store';
 
-/** A fresh acquisition token: 122 random bits as 32 hex digits (randomUUID draws on a cached pool). */
-const newToken = () => randomUUID().replace(/-/g, '');
+/** Random bytes drawn in bulk for tokens (one system call per 256 tokens). */
+const TOKEN_POOL = Buffer.alloc(16 * 256);
+let tokenOffset = TOKEN_POOL.length;
+
+/** A fresh acquisition token: 128 random bits as 32 hex digits. */
+const newToken = (): string => {
+  if (tokenOffset === TOKEN_POOL.length) {
+    randomFillSync(TOKEN_POOL);
+    tokenOffset = 0;
+  }
+  tokenOffset += 16;
+  return TOKEN_POOL.toString('hex', tokenOffset - 16, tokenOffset);
+};
 
 /** How often locks that ran out unreleased are dropped from what this instance holds, in ms. */
 const SWEEP_MS = 5_000;

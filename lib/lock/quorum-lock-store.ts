@@ -8,13 +8,12 @@ import { checkOneSlot, type LockRedisKeys } from './lock-keys';
 import { LOCK_SCRIPTS } from './lock-scripts';
 import {
   acquireKeys,
-  lineEntryTtl,
   releaseKeys,
   type LockAttempt,
   type LockExtension,
   type LockStore,
   type QuorumShortfall,
-  WAIT_ARG,
+  acquireFlags,
   type WaitMode,
   type LineEntry,
   type LineStatus,
@@ -85,14 +84,7 @@ export class QuorumLockStore implements LockStore {
     const redisKeys = acquireKeys(keys);
     // Not fair (lines of independent masters do not compose), no line, no fence; a waiter marks
     // the holders so that their release announces itself.
-    const args = [
-      token,
-      o.ttlMs,
-      0,
-      0,
-      WAIT_ARG[wait === 'none' ? 'none' : 'mark'],
-      lineEntryTtl(o),
-    ];
+    const args = [token, o.ttlMs, acquireFlags(false, false, wait === 'none' ? 'none' : 'mark')];
     const outcomes = await this.gather(
       (node) => node.run(LOCK_SCRIPTS.acquire, redisKeys, args) as Promise<number[]>,
       (reply) => reply[0] === 1,
