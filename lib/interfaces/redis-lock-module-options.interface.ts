@@ -81,9 +81,9 @@ export interface RedisLockModuleOptions {
    * @default 5000
    */
   commandTimeoutMs?: number;
-  /** Default lock TTL in ms. @default 30000 */
+  /** Default lock TTL in ms, at most one day (86,400,000). @default 30000 */
   ttlMs?: number;
-  /** Default wait for a lock in ms (`0`: try once). @default 0 */
+  /** Default wait for a lock in ms (`0`: try once), at most one day (86,400,000). @default 0 */
   waitMs?: number;
   /** Default fallback poll interval while waiting for a lock, in ms. @default 100 */
   retryIntervalMs?: number;
