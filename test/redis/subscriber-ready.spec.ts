@@ -64,8 +64,12 @@ describe('PubSubHub: the subscriber connection of a fresh module', () => {
         retryIntervalMs: 4_000,
       });
       const locks = app.get(LockService);
-      const a = await locks.acquire('a');
-      const b = await locks.acquire('b');
+      // Held by another instance: callers of the fresh module itself would wait in its local
+      // cohort, without any subscription.
+      const holder = await createLockApp({ redis: server.url, keyPrefix: prefix });
+      const holders = holder.get(LockService);
+      const a = await holders.acquire('a');
+      const b = await holders.acquire('b');
       const waitingA = locks.acquire('a', { waitMs: 30_000 });
       // The second waiter starts 0–3 ms after the first (not to let anything settle).
       await sleep(i % 4);
@@ -83,6 +87,7 @@ describe('PubSubHub: the subscriber connection of a fresh module', () => {
       expect(lockB.fence).toBe(b.fence + 1);
       await app.close();
       app = undefined;
+      await holder.close();
     }
     const connectionErrors = warn.mock.calls
       .map(([message]) => String(message))
@@ -101,7 +106,8 @@ describe('PubSubHub: the subscriber connection of a fresh module', () => {
     await client.connect();
     app = await createLockApp({ redis: client, keyPrefix: prefix, retryIntervalMs: 600_000 });
     const locks = app.get(LockService);
-    const held = await locks.acquire('lazy');
+    const holder = await createLockApp({ redis: server.url, keyPrefix: prefix });
+    const held = await holder.get(LockService).acquire('lazy');
     const waiting = locks.acquire('lazy', { waitMs: 10_000 });
     await waitForLine(redis, prefix, 'lazy');
     await redis.config('RESETSTAT');
@@ -112,6 +118,7 @@ describe('PubSubHub: the subscriber connection of a fresh module', () => {
     expect(lock.fence).toBe(held.fence + 1);
     await app.close();
     app = undefined;
+    await holder.close();
     client.disconnect();
   });
 });
