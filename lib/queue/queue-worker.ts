@@ -3,12 +3,14 @@ import type { Cluster, Redis } from 'ioredis';
 import { QueueError } from '../errors/queue.error';
 import { bounded } from '../redis/bounded';
 import { ThrottledWarning } from '../redis/throttled-warning';
+import type { RedisLockEvents } from '../events/redis-lock-events';
 import type { RedisLockConnection } from '../redis/redis-connection';
 import type { QueueHandler, QueueWorkerHandle } from './interfaces/queue-options.interface';
-import type { LeasedTask, NackResult } from './interfaces/task.interface';
+import type { LeasedTask } from './interfaces/task.interface';
 import { retryDelayMs } from './queue-backoff';
 import type { QueueRedisKeys } from './queue-keys';
 import type { ResolvedWorkerOptions } from './queue-worker-options';
+import type { ClaimStepResult, SettleStep } from './queue.service';
 import { MAX_IDLE_MS } from './queue.constants';
 
 /** What a worker needs from `QueueService` (called through it, so wrappers of its methods apply). */
@@ -16,16 +18,16 @@ export interface QueueWorkerBackend {
   claimBatch(
     queue: string,
     count: number,
-    options: { leaseMs: number; maxAttempts: number },
-  ): Promise<{ tasks: LeasedTask[]; nextInMs: number }>;
-  ack(task: LeasedTask): Promise<boolean>;
-  nack(task: LeasedTask, options: { delayMs: number; maxAttempts: number }): Promise<NackResult>;
+    options: ResolvedWorkerOptions,
+    settle?: SettleStep,
+  ): Promise<ClaimStepResult<unknown>>;
   extendLease(task: LeasedTask, ms: number): Promise<boolean>;
-  release(task: LeasedTask): Promise<boolean>;
 }
 
 interface RunningTask {
   readonly task: LeasedTask;
+  /** When the handler started (`performance.now()`), for `runMs`. */
+  started: number;
   readonly controller: AbortController;
   renewTimer?: NodeJS.Timeout;
   renewing: boolean;
@@ -64,6 +66,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
     private readonly backend: QueueWorkerBackend,
     private readonly connection: RedisLockConnection,
     private readonly logger: Logger,
+    private readonly events: RedisLockEvents,
     private readonly onClosed: () => void,
   ) {
     this.failures = new ThrottledWarning(logger);
@@ -86,7 +89,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
         await this.waitForSlot();
         continue;
       }
-      let batch: { tasks: LeasedTask[]; nextInMs: number };
+      let batch: ClaimStepResult<unknown>;
       try {
         batch = await this.backend.claimBatch(this.queue, free, this.options);
         this.errorPause = 0;
@@ -175,6 +178,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
   private startTask(task: LeasedTask): void {
     const entry: RunningTask = {
       task,
+      started: performance.now(),
       controller: new AbortController(),
       renewing: false,
       released: false,
@@ -191,7 +195,11 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
     });
   }
 
-  /** Runs the handler, then acks or nacks. Never rejects. */
+  /**
+   * Runs the handler, then acks or nacks it and, in the same round trip, claims the next task
+   * for this slot (started before the slot is given up, so the claim loop does not claim for it
+   * too). Never rejects.
+   */
   private async execute(entry: RunningTask): Promise<void> {
     const { task } = entry;
     let failure: { error: unknown } | undefined;
@@ -202,36 +210,81 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
     }
     clearInterval(entry.renewTimer);
     if (entry.released) return;
+    const runMs = performance.now() - entry.started;
+    const next = this.stop.signal.aborted ? 0 : 1;
+    const delayMs = failure ? retryDelayMs(this.options.backoffMs, task.attempt) : 0;
+    const reason = failure && errorMessage(failure.error);
+    let step: ClaimStepResult<unknown>;
     try {
-      if (!failure) {
-        if (!(await this.backend.ack(task))) {
-          this.logger.warn(
-            `queue '${this.queue}': task '${task.id}' finished after its lease was lost; ` +
-              'another worker may run it again',
-          );
-        }
-        return;
-      }
-      const delayMs = retryDelayMs(this.options.backoffMs, task.attempt);
-      const result = await this.backend.nack(task, {
-        delayMs,
-        maxAttempts: this.options.maxAttempts,
-      });
-      const reason = failure.error instanceof Error ? failure.error.message : String(failure.error);
-      if (result === 'dead') {
-        this.logger.error(
-          `queue '${this.queue}': task '${task.id}' failed attempt ${task.attempt} of ` +
-            `${this.options.maxAttempts} and moved to dead letter: ${reason}`,
-        );
-      } else if (result === 'retried') {
-        this.logger.warn(
-          `queue '${this.queue}': task '${task.id}' failed attempt ${task.attempt} of ` +
-            `${this.options.maxAttempts}, retrying in ${delayMs} ms: ${reason}`,
-        );
-      }
+      step = await this.backend.claimBatch(
+        this.queue,
+        next,
+        this.options,
+        failure
+          ? { kind: 'nack', task, delayMs, error: reason }
+          : { kind: 'ack', task },
+      );
     } catch (err) {
       // The lease runs out and the task comes back: at-least-once holds without this call.
       this.logFailure(failure ? 'nack' : 'ack', err);
+      return;
+    }
+    if (this.stop.signal.aborted) {
+      await Promise.all(step.tasks.map((t) => this.giveBack(t)));
+    } else {
+      for (const t of step.tasks) this.startTask(t);
+    }
+    this.report(task, runMs, step.settled, failure, delayMs, reason);
+  }
+
+  /** Logs the outcome of a finished task and emits its events. */
+  private report(
+    task: LeasedTask,
+    runMs: number,
+    settled: number,
+    failure: { error: unknown } | undefined,
+    delayMs: number,
+    reason: string | undefined,
+  ): void {
+    const base = () => ({
+      queue: this.queue,
+      id: task.id,
+      attempt: task.attempt,
+      runMs,
+      ...(task.enqueuedAt === undefined
+        ? {}
+        : { waitMs: task.leaseExpiresAt - this.options.leaseMs - task.enqueuedAt }),
+    });
+    if (!failure) {
+      if (settled === 0) {
+        this.logger.warn(
+          `queue '${this.queue}': task '${task.id}' finished after its lease was lost; ` +
+            'another worker may run it again',
+        );
+      } else if (this.events.hasListeners('task.completed')) {
+        this.events.emit('task.completed', base());
+      }
+      return;
+    }
+    if (this.events.hasListeners('task.failed')) {
+      this.events.emit('task.failed', { ...base(), error: failure.error });
+    }
+    if (settled === 2) {
+      this.logger.error(
+        `queue '${this.queue}': task '${task.id}' failed attempt ${task.attempt} of ` +
+          `${this.options.maxAttempts} and moved to dead letter: ${reason}`,
+      );
+      if (this.events.hasListeners('task.dead')) {
+        this.events.emit('task.dead', { ...base(), error: failure.error });
+      }
+    } else if (settled === 1) {
+      this.logger.warn(
+        `queue '${this.queue}': task '${task.id}' failed attempt ${task.attempt} of ` +
+          `${this.options.maxAttempts}, retrying in ${delayMs} ms: ${reason}`,
+      );
+      if (this.events.hasListeners('task.retried')) {
+        this.events.emit('task.retried', { ...base(), error: failure.error, delayMs });
+      }
     }
   }
 
@@ -289,7 +342,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
   /** Returns a task to the queue without counting the attempt. Never rejects. */
   private async giveBack(task: LeasedTask): Promise<void> {
     try {
-      await this.backend.release(task);
+      await this.backend.claimBatch(this.queue, 0, this.options, { kind: 'release', task });
     } catch (err) {
       // Its lease runs out and a later claim returns it (counting the attempt).
       this.logFailure('release', err);
@@ -297,7 +350,13 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
   }
 
   private logFailure(operation: string, err: unknown): void {
-    const message = err instanceof Error ? err.message : String(err);
-    this.failures.warn(`queue '${this.queue}': worker ${operation} failed: ${message}`);
+    this.failures.warn(`queue '${this.queue}': worker ${operation} failed: ${errorMessage(err)}`);
+    if (this.events.hasListeners('worker.error')) {
+      this.events.emit('worker.error', { queue: this.queue, operation, error: err });
+    }
   }
+}
+
+function errorMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
 }
