@@ -22,11 +22,19 @@ export function toTasks<P>(queue: string, reply: Reply): Task<P>[] {
   return tasks;
 }
 
-/** Leased tasks of a claim reply, from index 3: {id, score, attempt, token, payload, enqueuedAt}. */
-export function toLeasedTasks<P>(queue: string, reply: Reply, leaseMs: number): LeasedTask<P>[] {
+/**
+ * Leased tasks of a claim reply ({nowMs, ...}), from index `from`: {id, score, attempt, token,
+ * payload, enqueuedAt, ...}.
+ */
+export function toLeasedTasks<P>(
+  queue: string,
+  reply: Reply,
+  from: number,
+  leaseMs: number,
+): LeasedTask<P>[] {
   const now = Number(reply[0]);
   const tasks: LeasedTask<P>[] = [];
-  for (let i = 3; i < reply.length; i += 6) {
+  for (let i = from; i < reply.length; i += 6) {
     const enqueuedAt = reply[i + 5];
     tasks.push({
       queue,

@@ -19,7 +19,7 @@ export interface QueueWorkerBackend {
     queue: string,
     count: number,
     options: ResolvedWorkerOptions,
-    settle?: SettleStep,
+    settles?: readonly SettleStep[],
   ): Promise<ClaimStepResult<unknown>>;
   extendLease(task: LeasedTask, ms: number): Promise<boolean>;
 }
@@ -34,6 +34,15 @@ interface RunningTask {
   /** Shutdown gave the task back: its outcome must not be acked or nacked. */
   released: boolean;
   done?: Promise<void>;
+}
+
+/** A task whose handler ended, waiting for the next flush. */
+interface FinishedTask {
+  readonly step: SettleStep;
+  readonly runMs: number;
+  readonly failure?: { error: unknown };
+  /** Called once the flush settled it (or failed to). */
+  readonly resolve: () => void;
 }
 
 /** Shortest blocking wait, in ms (a due time a moment away is not worth a busy loop). */
@@ -57,6 +66,8 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
   private slotFreed?: () => void;
   private errorPause = 0;
   private readonly failures: ThrottledWarning;
+  /** Handlers that ended since the last flush, waiting for their ack or nack. */
+  private finished: FinishedTask[] = [];
 
   constructor(
     readonly queue: string,
@@ -196,9 +207,9 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
   }
 
   /**
-   * Runs the handler, then acks or nacks it and, in the same round trip, claims the next task
-   * for this slot (started before the slot is given up, so the claim loop does not claim for it
-   * too). Never rejects.
+   * Runs the handler, then queues its ack or nack for the next flush. Resolves once that is done
+   * and the tasks claimed in its place run (so the claim loop never claims for this slot too).
+   * Never rejects.
    */
   private async execute(entry: RunningTask): Promise<void> {
     const { task } = entry;
@@ -211,41 +222,53 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
     clearInterval(entry.renewTimer);
     if (entry.released) return;
     const runMs = performance.now() - entry.started;
-    const next = this.stop.signal.aborted ? 0 : 1;
-    const delayMs = failure ? retryDelayMs(this.options.backoffMs, task.attempt) : 0;
     const reason = failure && errorMessage(failure.error);
-    let step: ClaimStepResult<unknown>;
+    const step: SettleStep = failure
+      ? {
+          kind: 'nack',
+          task,
+          delayMs: retryDelayMs(this.options.backoffMs, task.attempt),
+          error: reason,
+        }
+      : { kind: 'ack', task };
+    await new Promise<void>((resolve) => {
+      this.finished.push({ step, runMs, failure, resolve });
+      if (this.finished.length === 1) setImmediate(() => void this.flush());
+    });
+  }
+
+  /**
+   * Acks and nacks every task finished since the last flush and claims as many in their place, in
+   * one round trip: under load, a flush settles every handler that ended in one turn of the event
+   * loop.
+   */
+  private async flush(): Promise<void> {
+    const batch = this.finished;
+    this.finished = [];
+    let result: ClaimStepResult<unknown> | undefined;
     try {
-      step = await this.backend.claimBatch(
+      result = await this.backend.claimBatch(
         this.queue,
-        next,
+        this.stop.signal.aborted ? 0 : batch.length,
         this.options,
-        failure
-          ? { kind: 'nack', task, delayMs, error: reason }
-          : { kind: 'ack', task },
+        batch.map((f) => f.step),
       );
     } catch (err) {
-      // The lease runs out and the task comes back: at-least-once holds without this call.
-      this.logFailure(failure ? 'nack' : 'ack', err);
-      return;
+      // The leases run out and the tasks come back: at-least-once holds without this call.
+      this.logFailure(batch.some((f) => f.failure) ? 'nack' : 'ack', err);
     }
-    if (this.stop.signal.aborted) {
-      await Promise.all(step.tasks.map((t) => this.giveBack(t)));
-    } else {
-      for (const t of step.tasks) this.startTask(t);
+    if (result) {
+      if (this.stop.signal.aborted) await Promise.all(result.tasks.map((t) => this.giveBack(t)));
+      else for (const t of result.tasks) this.startTask(t);
+      batch.forEach((f, i) => this.report(f, result.settled[i]));
     }
-    this.report(task, runMs, step.settled, failure, delayMs, reason);
+    for (const f of batch) f.resolve();
   }
 
   /** Logs the outcome of a finished task and emits its events. */
-  private report(
-    task: LeasedTask,
-    runMs: number,
-    settled: number,
-    failure: { error: unknown } | undefined,
-    delayMs: number,
-    reason: string | undefined,
-  ): void {
+  private report(finished: FinishedTask, settled: number): void {
+    const { step, runMs, failure } = finished;
+    const { task, delayMs = 0, error: reason } = step;
     const base = () => ({
       queue: this.queue,
       id: task.id,
@@ -342,7 +365,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
   /** Returns a task to the queue without counting the attempt. Never rejects. */
   private async giveBack(task: LeasedTask): Promise<void> {
     try {
-      await this.backend.claimBatch(this.queue, 0, this.options, { kind: 'release', task });
+      await this.backend.claimBatch(this.queue, 0, this.options, [{ kind: 'release', task }]);
     } catch (err) {
       // Its lease runs out and a later claim returns it (counting the attempt).
       this.logFailure('release', err);

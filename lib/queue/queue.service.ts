@@ -82,8 +82,8 @@ export interface ClaimStepResult<P> {
   tasks: LeasedTask<P>[];
   /** In how many ms to look again (-1: when woken); see claim.lua. */
   nextInMs: number;
-  /** 1: acked / retried / released, 2: dead, 0: stale lease or nothing settled. */
-  settled: number;
+  /** Per settle, in order: 1 acked / retried / released, 2 dead, 0 stale lease. */
+  settled: number[];
 }
 
 /**
@@ -307,17 +307,17 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
   }
 
   /**
-   * @internal One consumer step (claim.lua): settles `settle` (ack, nack or release) when given,
-   * then leases up to `count` tasks with validated options.
+   * @internal One consumer step (claim.lua): settles the finished tasks of `settles` (ack, nack
+   * or release; all of `queue`), then leases up to `count` tasks with validated options.
    */
   async claimBatch<P = unknown>(
     queue: string,
     count: number,
     options: ResolvedWorkerOptions,
-    settle?: SettleStep,
+    settles: readonly SettleStep[] = [],
   ): Promise<ClaimStepResult<P>> {
     const k = this.keys(queue);
-    const reply = (await this.connection.run(QUEUE_SCRIPTS.claim, claimKeys(k), [
+    const args: (string | number)[] = [
       count,
       options.leaseMs,
       options.maxAttempts,
@@ -330,20 +330,31 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
       options.groupLimiter?.durationMs ?? 0,
       options.keepDead.ageMs,
       options.keepDead.count,
-      settle?.kind ?? '',
-      settle?.task.id ?? '',
-      settle?.task.leaseToken ?? '',
-      settle?.delayMs ?? 0,
       options.keepCompleted.count > 0 ? options.keepCompleted.ageMs : 0,
       options.keepCompleted.count,
-      settle?.error?.slice(0, MAX_ERROR_CHARS) ?? '',
-    ])) as (string | number | null)[];
+    ];
+    for (const s of settles) {
+      args.push(
+        s.kind,
+        s.task.id,
+        s.task.leaseToken,
+        s.task.attempt,
+        s.delayMs ?? 0,
+        s.error?.slice(0, MAX_ERROR_CHARS) ?? '',
+      );
+    }
+    const reply = (await this.connection.run(QUEUE_SCRIPTS.claim, claimKeys(k), args)) as (
+      | string
+      | number
+      | null
+    )[];
     const now = Number(reply[0]);
     const next = Number(reply[1]);
+    const settled = Number(reply[2]);
     return {
-      tasks: toLeasedTasks<P>(k.name, reply, options.leaseMs),
+      tasks: toLeasedTasks<P>(k.name, reply, 3 + settled, options.leaseMs),
       nextInMs: next < 0 ? -1 : next - now,
-      settled: Number(reply[2]),
+      settled: reply.slice(3, 3 + settled).map(Number),
     };
   }
 
@@ -574,7 +585,7 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
 
   private async settle(step: SettleStep, maxAttempts = this.defaults.maxAttempts): Promise<number> {
     const options: ResolvedWorkerOptions = { ...this.defaults, maxAttempts };
-    return (await this.claimBatch(step.task.queue, 0, options, step)).settled;
+    return (await this.claimBatch(step.task.queue, 0, options, [step])).settled[0];
   }
 
   private async setConfig(queue: QueueName, field: string, value: string): Promise<void> {

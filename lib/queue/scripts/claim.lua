@@ -32,7 +32,7 @@
 -- ARGV[1]  count            tasks to lease at most (0: settle and report only)
 -- ARGV[2]  leaseMs
 -- ARGV[3]  maxAttempts      a task whose attempt count reached this dies instead of retrying
--- ARGV[4]  tokenBase        fresh random value; the lease token of the i-th task is tokenBase:i
+-- ARGV[4]  tokenBase        fresh unique value; the lease token of the i-th task is tokenBase:i
 -- ARGV[5]  reclaimMax       expired leases returned per call at most
 -- ARGV[6]  groupConcurrency tasks of one group leased at once at most
 -- ARGV[7]  limiterMax       leases per limiterMs window (0: no queue limiter)
@@ -41,19 +41,17 @@
 -- ARGV[10] groupLimiterMs
 -- ARGV[11] keepDeadMs       dead tasks older than this are deleted
 -- ARGV[12] keepDeadCount    at most this many dead tasks are kept (oldest deleted first)
--- ARGV[13] settle           '' | 'ack' | 'nack' | 'release'
--- ARGV[14] settleId
--- ARGV[15] settleToken      the lease token of the task to settle
--- ARGV[16] nackDelayMs      a nacked task is due again this much later
--- ARGV[17] keepCompletedMs  an acked id is refused by enqueue this long (0: not kept)
--- ARGV[18] keepCompletedCount  at most this many acked ids are kept
--- ARGV[19] error            nack: the failure's message
+-- ARGV[13] keepCompletedMs  an acked id is refused by enqueue this long (0: not kept)
+-- ARGV[14] keepCompletedCount  at most this many acked ids are kept
+-- ARGV[15..] settles, 6 values each: kind ('ack' | 'nack' | 'release'), id, lease token, the
+--            attempt it was leased as, nack delay (ms; due again that much later), nack error
 --
--- Returns {nowMs, nextMs, settled, id_1, score_1, attempt_1, token_1, payload_1, enqueuedAt_1,
--- ...}. nextMs: when to look again (nowMs when ready tasks remain and could be leased, the time
--- the limiter opens when it is what stops the caller, the earliest due time or lease expiry, or
--- -1 when nothing is pending or the queue is paused). settled: 1 acked / retried / released,
--- 2 dead, 0 stale token or nothing to settle. A payload is false when the task has none.
+-- Returns {nowMs, nextMs, settles, settled_1..settled_settles, id_1, score_1, attempt_1, token_1,
+-- payload_1, enqueuedAt_1, ...}. nextMs (only when fewer than `count` were leased; else nowMs):
+-- when to look again: nowMs when ready tasks remain, the time the limiter opens when it is what
+-- stops the caller, the earliest due time, group unpark or lease expiry, or -1 when nothing is
+-- pending or the queue is paused. settled_i: 1 acked / retried / released, 2 dead, 0 stale token.
+-- A payload is false when the task has none; enqueuedAt is false when unknown.
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -103,10 +101,7 @@ local function dropEndedWindow(g)
 end
 
 local function forget(id)
-  redis.call('HDEL', KEYS[3], id)
-  redis.call('HDEL', KEYS[4], id)
-  redis.call('HDEL', KEYS[8], id)
-  redis.call('HDEL', KEYS[9], id)
+  for _, k in ipairs({KEYS[3], KEYS[4], KEYS[8], KEYS[9]}) do redis.call('HDEL', k, id) end
 end
 
 -- A leased task goes back to the queue, due at `at`. A grouped task takes its old place at the
@@ -144,36 +139,47 @@ local function bury(id)
   end
 end
 
--- 1. Settle the caller's finished task.
-local settled = 0
-local settle = ARGV[13]
-if settle ~= '' and redis.call('HGET', KEYS[5], ARGV[14]) == ARGV[15] then
-  local id = ARGV[14]
-  redis.call('ZREM', KEYS[2], id)
-  redis.call('HDEL', KEYS[5], id)
-  settled = 1
-  if settle == 'ack' then
-    local m = meta(id)
-    if m and m.group ~= '' then groupSlotFreed(m.group) end
-    forget(id)
-    local keepMs = tonumber(ARGV[17])
-    if keepMs > 0 then
-      redis.call('ZADD', KEYS[19], now + keepMs, id)
-      redis.call('ZREMRANGEBYSCORE', KEYS[19], '-inf', now)
-      redis.call('ZREMRANGEBYRANK', KEYS[19], 0, -tonumber(ARGV[18]) - 1)
-    end
-  elseif settle == 'nack' then
-    if ARGV[19] ~= '' then redis.call('HSET', KEYS[9], id, ARGV[19]) end
-    if tonumber(redis.call('HGET', KEYS[4], id) or '0') >= maxAttempts then
-      bury(id)
-      settled = 2
+-- 1. Settle the caller's finished tasks.
+local settles = (#ARGV - 14) / 6
+local result = {now, now, settles}
+local freedSlot = false
+for i = 0, settles - 1 do
+  local at = 15 + i * 6
+  local kind, id = ARGV[at], ARGV[at + 1]
+  local settled = 0
+  if redis.call('HGET', KEYS[5], id) == ARGV[at + 2] then
+    redis.call('ZREM', KEYS[2], id)
+    redis.call('HDEL', KEYS[5], id)
+    settled = 1
+    freedSlot = true
+    if kind == 'ack' then
+      local m = meta(id)
+      if m and m.group ~= '' then groupSlotFreed(m.group) end
+      redis.call('HDEL', KEYS[3], id)
+      redis.call('HDEL', KEYS[4], id)
+      redis.call('HDEL', KEYS[8], id)
+      -- Only a failed attempt leaves an error: a first attempt has none.
+      if ARGV[at + 3] ~= '1' then redis.call('HDEL', KEYS[9], id) end
+      local keepMs = tonumber(ARGV[13])
+      if keepMs > 0 then
+        redis.call('ZADD', KEYS[19], now + keepMs, id)
+        redis.call('ZREMRANGEBYSCORE', KEYS[19], '-inf', now)
+        redis.call('ZREMRANGEBYRANK', KEYS[19], 0, -tonumber(ARGV[14]) - 1)
+      end
+    elseif kind == 'nack' then
+      if ARGV[at + 5] ~= '' then redis.call('HSET', KEYS[9], id, ARGV[at + 5]) end
+      if tonumber(redis.call('HGET', KEYS[4], id) or '0') >= maxAttempts then
+        bury(id)
+        settled = 2
+      else
+        requeue(id, now + tonumber(ARGV[at + 4]))
+      end
     else
-      requeue(id, now + tonumber(ARGV[16]))
+      if redis.call('HINCRBY', KEYS[4], id, -1) <= 0 then redis.call('HDEL', KEYS[4], id) end
+      requeue(id, now)
     end
-  else
-    if redis.call('HINCRBY', KEYS[4], id, -1) <= 0 then redis.call('HDEL', KEYS[4], id) end
-    requeue(id, now)
   end
+  result[#result + 1] = settled
 end
 
 -- 2. Return expired leases: a crashed worker's tasks come back without any janitor.
@@ -237,7 +243,6 @@ if n > 0 and limiterMax > 0 then
 end
 
 -- 5. Lease.
-local result = {now, -1, settled}
 local taken = 0
 local function lease(id, score)
   taken = taken + 1
@@ -297,8 +302,9 @@ local function leaseFromGroup()
   return true
 end
 
+local special = redis.call('EXISTS', KEYS[11]) == 1 or redis.call('EXISTS', KEYS[13]) == 1
 if n > 0 then
-  if redis.call('EXISTS', KEYS[11]) == 0 and redis.call('EXISTS', KEYS[13]) == 0 then
+  if not special then
     -- Only ungrouped tasks without priority: one range read.
     local ready = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, n)
     for i = 1, #ready, 2 do
@@ -334,6 +340,14 @@ if n > 0 then
 end
 
 -- 6. When to look again, and whether to wake another idle worker.
+if n > 0 and taken == n and count == n then
+  -- The caller is full: it will not wait, so only pass the wake-up on if ready tasks remain
+  -- (a burst is spread over every idle worker one round trip at a time).
+  local more = redis.call('EXISTS', KEYS[11]) == 1 or redis.call('EXISTS', KEYS[13]) == 1
+    or #redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 1) > 0
+  if more and redis.call('LLEN', KEYS[7]) == 0 then redis.call('RPUSH', KEYS[7], '1') end
+  return result
+end
 local nextAt = -1
 local readyLeft = redis.call('EXISTS', KEYS[11]) == 1 or redis.call('EXISTS', KEYS[13]) == 1
 local nextDue = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2]
@@ -347,7 +361,7 @@ for _, k in ipairs({KEYS[10], KEYS[15]}) do
   if s and (nextAt == -1 or tonumber(s) < nextAt) then nextAt = math.max(tonumber(s), now) end
 end
 if nextAt == now and (taken < n or blockedUntil) then
-  -- What is left could not be taken (a group or limit stops it): wait for a settle or a limit.
+  -- What is left could not be taken (a group or a limit stops it): wait for a settle or a limit.
   nextAt = blockedUntil or -1
 end
 local nextLease = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')[2]
@@ -358,12 +372,11 @@ if blockedUntil and blockedUntil > 0 and (nextAt == -1 or blockedUntil < nextAt)
   nextAt = blockedUntil
 end
 result[2] = nextAt
--- Ready tasks are left that this caller had no room for: pass the wake-up on to the next idle
--- worker, so a burst of tasks is spread over every idle worker one round trip at a time. A freed
--- slot under a global limit or of a group wakes one too.
-if (nextAt ~= -1 and nextAt <= now and not blockedUntil and taken >= n)
-  or (settled > 0 and count == 0 and (config[2] or readyLeft)) then
-  redis.call('LPUSH', KEYS[7], '1')
-  redis.call('LTRIM', KEYS[7], 0, 0)
+-- Ready tasks are left that this caller had no room for, or a settle freed a slot under a global
+-- limit or of a group: wake the next idle worker.
+if ((nextAt ~= -1 and nextAt <= now and not blockedUntil)
+    or (freedSlot and count == 0 and (config[2] or readyLeft)))
+  and redis.call('LLEN', KEYS[7]) == 0 then
+  redis.call('RPUSH', KEYS[7], '1')
 end
 return result
