@@ -328,6 +328,7 @@ function resolveQueueKeys(
       o.keepCompleted === undefined
         ? defaults.keepCompleted
         : checkKeep(name('keepCompleted'), o.keepCompleted),
-    keepDead: o.keepDead === undefined ? defaults.keepDead : checkKeep(name('keepDead'), o.keepDead),
+    keepDead:
+      o.keepDead === undefined ? defaults.keepDead : checkKeep(name('keepDead'), o.keepDead),
   };
 }

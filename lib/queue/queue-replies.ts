@@ -1,9 +1,4 @@
-import type {
-  LeasedTask,
-  QueueTaskInfo,
-  QueueTaskState,
-  Task,
-} from './interfaces/task.interface';
+import type { LeasedTask, QueueTaskInfo, QueueTaskState, Task } from './interfaces/task.interface';
 import { parsePayload } from './queue-arguments';
 
 type Reply = (string | number | null)[];

@@ -32,7 +32,6 @@ export interface QueueWorkerMetadata {
  * }
  */
 // `any` by default: a plain queue name leaves the handler free to declare its payload type.
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 export function QueueWorker<P = any>(
   queue: string | TypedQueue<P>,
   options?: QueueWorkerOptions,

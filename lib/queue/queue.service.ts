@@ -299,7 +299,13 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
       groupConcurrency:
         o.groupConcurrency === undefined
           ? this.defaults.groupConcurrency
-          : checkInt('groupConcurrency', o.groupConcurrency, 1, MAX_CONCURRENCY, QueueError.invalid),
+          : checkInt(
+              'groupConcurrency',
+              o.groupConcurrency,
+              1,
+              MAX_CONCURRENCY,
+              QueueError.invalid,
+            ),
       limiter: checkRateLimit('limiter', o.limiter, QueueError.invalid),
       groupLimiter: checkRateLimit('groupLimiter', o.groupLimiter, QueueError.invalid),
     };
@@ -344,9 +350,7 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
       );
     }
     const reply = (await this.connection.run(QUEUE_SCRIPTS.claim, claimKeys(k), args)) as (
-      | string
-      | number
-      | null
+      string | number | null
     )[];
     const now = Number(reply[0]);
     const next = Number(reply[1]);
@@ -440,7 +444,8 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
    * @example await queues.setGlobalConcurrency('exports', 5);
    */
   async setGlobalConcurrency(queue: QueueName, n: number | null): Promise<void> {
-    const limit = n === null ? '' : String(checkInt('n', n, 1, MAX_CONCURRENCY, QueueError.invalid));
+    const limit =
+      n === null ? '' : String(checkInt('n', n, 1, MAX_CONCURRENCY, QueueError.invalid));
     await this.setConfig(queue, 'concurrency', limit);
   }
 
@@ -473,7 +478,10 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
    * Looks up one task of `queue`: its state, attempts, last error, payload, enqueue time, priority
    * and group; `undefined` when no such task is queued, leased or dead.
    */
-  async get<P = unknown>(queue: QueueName<P>, id: QueueTaskId): Promise<QueueTaskInfo<P> | undefined> {
+  async get<P = unknown>(
+    queue: QueueName<P>,
+    id: QueueTaskId,
+  ): Promise<QueueTaskInfo<P> | undefined> {
     const k = this.keys(queue);
     const reply = await this.connection.run(QUEUE_SCRIPTS.inspect, inspectKeys(k), [
       'get',
@@ -490,7 +498,18 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
     const k = this.keys(queue);
     const removed = await this.connection.run(
       QUEUE_SCRIPTS.remove,
-      [k.due, k.leased, k.payload, k.attempts, k.dead, k.info, k.errors, k.pending, k.prio, k.gtasks],
+      [
+        k.due,
+        k.leased,
+        k.payload,
+        k.attempts,
+        k.dead,
+        k.info,
+        k.errors,
+        k.pending,
+        k.prio,
+        k.gtasks,
+      ],
       [checkTaskId(id)],
     );
     return removed === 1;
@@ -524,10 +543,7 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
    * a larger dead-letter set.
    * @returns how many tasks were moved
    */
-  async requeueDead(
-    queue: QueueName,
-    ids?: QueueTaskId | readonly QueueTaskId[],
-  ): Promise<number> {
+  async requeueDead(queue: QueueName, ids?: QueueTaskId | readonly QueueTaskId[]): Promise<number> {
     const k = this.keys(queue);
     const list = ids === undefined ? [] : checkIds(ids);
     const moved = await this.connection.run(
@@ -640,5 +656,16 @@ function claimKeys(k: QueueRedisKeys): string[] {
 }
 
 function inspectKeys(k: QueueRedisKeys): string[] {
-  return [k.due, k.leased, k.payload, k.attempts, k.dead, k.info, k.errors, k.pending, k.prio, k.gtasks];
+  return [
+    k.due,
+    k.leased,
+    k.payload,
+    k.attempts,
+    k.dead,
+    k.info,
+    k.errors,
+    k.pending,
+    k.prio,
+    k.gtasks,
+  ];
 }

@@ -69,7 +69,13 @@ describe('QueueService crash safety (worker processes killed with SIGKILL mid-ta
       workers.map(() => 'SIGTERM'),
     );
 
-    expect(await queues.stats(queue)).toEqual({ ready: 0, delayed: 0, leased: 0, dead: 0, paused: false });
+    expect(await queues.stats(queue)).toEqual({
+      ready: 0,
+      delayed: 0,
+      leased: 0,
+      dead: 0,
+      paused: false,
+    });
     for (const part of ['payload', 'attempts', 'tokens']) {
       expect(await redis.exists(`${prefix}queue:{${queue}}:${part}`)).toBe(0);
     }

@@ -2,13 +2,7 @@
 // an error, and every line without one must compile. The runtime checks only keep jest honest.
 import 'reflect-metadata';
 import { Injectable } from '@nestjs/common';
-import {
-  defineQueue,
-  QueueWorker,
-  type LeasedTask,
-  type QueueService,
-  type Task,
-} from '../../lib';
+import { defineQueue, QueueWorker, type LeasedTask, type QueueService, type Task } from '../../lib';
 
 interface Order {
   sku: string;

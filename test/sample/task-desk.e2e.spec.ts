@@ -156,7 +156,13 @@ describe('sample: task desk on two app instances sharing one Redis', () => {
     expect(bad[1].body.message).toBe(
       `ids[1] must be an id of 1 to 64 letters, digits, ".", "_", ":" or "-" that starts with a letter or digit, got ''`,
     );
-    expect((await desk()).pool).toEqual({ ready: 0, delayed: 0, leased: 0, dead: 0, paused: false });
+    expect((await desk()).pool).toEqual({
+      ready: 0,
+      delayed: 0,
+      leased: 0,
+      dead: 0,
+      paused: false,
+    });
   });
 
   it('puts a task whose lease ran out back in the pool for anyone, its first holder included', async () => {
