@@ -184,35 +184,15 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
       throw QueueError.invalid('priority', o.priority, 'no priority on a task with a group');
     }
     const payload = serializePayload(o.payload);
-    const added = await this.connection.run(
-      QUEUE_SCRIPTS.enqueue,
-      [
-        k.due,
-        k.leased,
-        k.payload,
-        k.attempts,
-        k.dead,
-        k.wake,
-        k.info,
-        k.errors,
-        k.pending,
-        k.prio,
-        k.gtasks,
-        k.ring,
-        k.gpark,
-        k.done,
-        k.seq,
-      ],
-      [
-        delayMs,
-        replace ? 1 : 0,
-        payload === undefined ? 0 : 1,
-        payload ?? '',
-        priority,
-        group,
-        ...ids,
-      ],
-    );
+    const added = await this.connection.run(QUEUE_SCRIPTS.enqueue, enqueueKeys(k), [
+      delayMs,
+      replace ? 1 : 0,
+      payload === undefined ? 0 : 1,
+      payload ?? '',
+      priority,
+      group,
+      ...ids,
+    ]);
     return Number(added);
   }
 
@@ -623,36 +603,67 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
   }
 }
 
+/** KEYS arrays of the hot scripts, built once per queue. */
 const CLAIM_KEYS = new WeakMap<QueueRedisKeys, string[]>();
+const ENQUEUE_KEYS = new WeakMap<QueueRedisKeys, string[]>();
 
-/** The KEYS of claim.lua, in its order (built once per queue). */
-function claimKeys(k: QueueRedisKeys): string[] {
-  let keys = CLAIM_KEYS.get(k);
+function cached(
+  cache: WeakMap<QueueRedisKeys, string[]>,
+  k: QueueRedisKeys,
+  build: () => string[],
+): string[] {
+  let keys = cache.get(k);
   if (!keys) {
-    keys = [
-      k.due,
-      k.leased,
-      k.payload,
-      k.attempts,
-      k.tokens,
-      k.dead,
-      k.wake,
-      k.info,
-      k.errors,
-      k.pending,
-      k.prio,
-      k.gtasks,
-      k.ring,
-      k.gactive,
-      k.gpark,
-      k.glimit,
-      k.limiter,
-      k.config,
-      k.done,
-    ];
-    CLAIM_KEYS.set(k, keys);
+    keys = build();
+    cache.set(k, keys);
   }
   return keys;
+}
+
+/** The KEYS of enqueue.lua, in its order. */
+function enqueueKeys(k: QueueRedisKeys): string[] {
+  return cached(ENQUEUE_KEYS, k, () => [
+    k.due,
+    k.leased,
+    k.payload,
+    k.attempts,
+    k.dead,
+    k.wake,
+    k.info,
+    k.errors,
+    k.pending,
+    k.prio,
+    k.gtasks,
+    k.ring,
+    k.gpark,
+    k.done,
+    k.seq,
+  ]);
+}
+
+/** The KEYS of claim.lua, in its order. */
+function claimKeys(k: QueueRedisKeys): string[] {
+  return cached(CLAIM_KEYS, k, () => [
+    k.due,
+    k.leased,
+    k.payload,
+    k.attempts,
+    k.tokens,
+    k.dead,
+    k.wake,
+    k.info,
+    k.errors,
+    k.pending,
+    k.prio,
+    k.gtasks,
+    k.ring,
+    k.gactive,
+    k.gpark,
+    k.glimit,
+    k.limiter,
+    k.config,
+    k.done,
+  ]);
 }
 
 function inspectKeys(k: QueueRedisKeys): string[] {

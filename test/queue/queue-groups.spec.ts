@@ -41,12 +41,15 @@ describe('QueueService groups across 3 worker processes × concurrency 8', () =>
     await queues.resume(queue);
   };
   const completed = (queue: string) => redis.llen(obs(queue, 'done'));
+  // Handlers sleep 0–10 ms: long against a loaded machine's hiccups, which would make the groups a
+  // stalled process holds fall behind whatever the scheduler does.
+  const spawnWorkers = () => spawnFeatureWorkers(prefix, workers, { MAX_HANDLER_MS: '10' });
 
   beforeAll(async () => {
     app = await createLockApp({ keyPrefix: prefix });
     queues = app.get(QueueService);
     redis = redisClient();
-    children = await Promise.all([0, 1, 2].map(() => spawnFeatureWorkers(prefix, workers)));
+    children = await Promise.all([0, 1, 2].map(() => spawnWorkers()));
   });
   afterAll(async () => {
     for (const child of children) child.kill('SIGKILL');
@@ -92,7 +95,7 @@ describe('QueueService groups across 3 worker processes × concurrency 8', () =>
       await waitFor(`${after} done`, async () => (await completed(q)) >= after, 30_000, 10);
       children[victim].kill('SIGKILL');
       expect(await exited(children[victim])).toBe('SIGKILL');
-      children[victim] = await spawnFeatureWorkers(prefix, workers);
+      children[victim] = await spawnWorkers();
     }
     await waitFor(
       'every task acked',

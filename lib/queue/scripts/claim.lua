@@ -88,10 +88,13 @@ local function toRing(g)
   redis.call('ZADD', KEYS[13], 'NX', (tonumber(last) or 0) + 1, g)
 end
 
--- A leased task of group g ended or was given back: the group may run its next one.
+-- A leased task of group g ended or was given back: the group may run its next one. Groups freed
+-- by this call's settles rejoin the ring only after its claim, so that their next task goes to
+-- another worker when one waits: a slow worker does not keep the same groups.
+local freedGroups = nil
 local function groupSlotFreed(g)
   if redis.call('HINCRBY', KEYS[14], g, -1) <= 0 then redis.call('HDEL', KEYS[14], g) end
-  toRing(g)
+  if freedGroups then freedGroups[#freedGroups + 1] = g else toRing(g) end
 end
 
 -- Deletes the group limiter's window of group g once it ended (bounds the hash).
@@ -141,6 +144,7 @@ end
 
 -- 1. Settle the caller's finished tasks.
 local settles = (#ARGV - 14) / 6
+if count > 0 then freedGroups = {} end
 local result = {now, now, settles}
 local freedSlot = false
 for i = 0, settles - 1 do
@@ -181,6 +185,9 @@ for i = 0, settles - 1 do
   end
   result[#result + 1] = settled
 end
+
+local settleFreed = freedGroups
+freedGroups = nil
 
 -- 2. Return expired leases: a crashed worker's tasks come back without any janitor.
 local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, tonumber(ARGV[5]))
@@ -339,6 +346,14 @@ if n > 0 then
   if limiterMax > 0 then redis.call('PEXPIRE', KEYS[17], limiterMs) end
 end
 
+local rejoined = false
+for _, g in ipairs(settleFreed or {}) do
+  if redis.call('ZSCORE', KEYS[13], g) == false then
+    toRing(g)
+    rejoined = rejoined or redis.call('ZSCORE', KEYS[13], g) ~= false
+  end
+end
+
 -- 6. When to look again, and whether to wake another idle worker.
 if n > 0 and taken == n and count == n then
   -- The caller is full: it will not wait, so only pass the wake-up on if ready tasks remain
@@ -360,7 +375,7 @@ for _, k in ipairs({KEYS[10], KEYS[15]}) do
   local s = redis.call('ZRANGE', k, 0, 0, 'WITHSCORES')[2]
   if s and (nextAt == -1 or tonumber(s) < nextAt) then nextAt = math.max(tonumber(s), now) end
 end
-if nextAt == now and (taken < n or blockedUntil) then
+if nextAt == now and not rejoined and (taken < n or blockedUntil) then
   -- What is left could not be taken (a group or a limit stops it): wait for a settle or a limit.
   nextAt = blockedUntil or -1
 end

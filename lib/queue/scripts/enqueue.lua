@@ -79,8 +79,8 @@ end
 for i = 7, #ARGV do
   local id = ARGV[i]
   if not redis.call('ZSCORE', KEYS[2], id) and not (keepsDone and redis.call('ZSCORE', KEYS[14], id)) then
-    local info = redis.call('HGET', KEYS[7], id)
     local queued = redis.call('ZSCORE', KEYS[1], id) ~= false
+    local info = (replace or not queued) and redis.call('HGET', KEYS[7], id)
     if not queued and info then
       if redis.call('ZSCORE', KEYS[5], id) then
         redis.call('ZREM', KEYS[5], id)
@@ -113,8 +113,5 @@ end
 
 -- Idle workers block on this list; one marker wakes one of them, and claim.lua passes it on
 -- while ready tasks remain. Delayed tasks wake them too, so they can shorten their wait.
-if changed then
-  redis.call('LPUSH', KEYS[6], '1')
-  redis.call('LTRIM', KEYS[6], 0, 0)
-end
+if changed and redis.call('LLEN', KEYS[6]) == 0 then redis.call('RPUSH', KEYS[6], '1') end
 return added
