@@ -4,6 +4,7 @@ import {
   countdown,
   FILL_BATCH,
   handedBackAfter,
+  type Limit,
   type QueueAdapter,
   type StopConsumer,
 } from './queue-adapter';
@@ -43,12 +44,7 @@ export class BullmqAdapter implements QueueAdapter {
     }
   }
 
-  drain(
-    queue: string,
-    count: number,
-    concurrency: number,
-    limiter?: { max: number; durationMs: number },
-  ): Promise<StopConsumer> {
+  drain(queue: string, count: number, concurrency: number, limiter?: Limit): Promise<StopConsumer> {
     const done = countdown(count);
     const worker = new Worker(queue, async () => done.tick(), {
       connection: this.connection,

@@ -5,6 +5,7 @@ import {
   countdown,
   FILL_BATCH,
   handedBackAfter,
+  type Limit,
   type QueueAdapter,
   type StopConsumer,
 } from './queue-adapter';
@@ -64,12 +65,7 @@ export class OursQueueAdapter implements QueueAdapter {
     }
   }
 
-  drain(
-    queue: string,
-    count: number,
-    concurrency: number,
-    limiter?: { max: number; durationMs: number },
-  ): Promise<StopConsumer> {
+  drain(queue: string, count: number, concurrency: number, limiter?: Limit): Promise<StopConsumer> {
     const done = countdown(count);
     if (this.mode === 'leased') {
       const worker = this.queues.process(queue, async () => done.tick(), {

@@ -16,14 +16,15 @@ export interface QueueAdapter {
    * after its timer stopped (closing a worker is not part of a drain's time). Stops the consumer
    * itself before rejecting. `limiter`: the consumer's rate limit.
    */
-  drain(
-    queue: string,
-    count: number,
-    concurrency: number,
-    limiter?: { max: number; durationMs: number },
-  ): Promise<StopConsumer>;
+  drain(queue: string, count: number, concurrency: number, limiter?: Limit): Promise<StopConsumer>;
   /** Closes every connection the adapter opened. */
   close(): Promise<void>;
+}
+
+/** A consumer's rate limit: at most `max` jobs per `durationMs`. */
+export interface Limit {
+  max: number;
+  durationMs: number;
 }
 
 /** Stops a consumer started by `QueueAdapter.drain` and closes what it opened. */

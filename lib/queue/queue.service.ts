@@ -445,7 +445,7 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
       throw QueueError.invalid('state', state, "'ready', 'delayed', 'leased' or 'dead'");
     }
     const { offset, limit } = checkPage(options);
-    const reply = await this.connection.run(QUEUE_SCRIPTS.inspect, inspectKeys(k), [
+    const reply = await this.connection.run(QUEUE_SCRIPTS.inspect, taskKeys(k), [
       'list',
       state,
       offset,
@@ -463,7 +463,7 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
     id: QueueTaskId,
   ): Promise<QueueTaskInfo<P> | undefined> {
     const k = this.keys(queue);
-    const reply = await this.connection.run(QUEUE_SCRIPTS.inspect, inspectKeys(k), [
+    const reply = await this.connection.run(QUEUE_SCRIPTS.inspect, taskKeys(k), [
       'get',
       checkTaskId(id),
     ]);
@@ -476,22 +476,7 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
    */
   async remove(queue: QueueName, id: QueueTaskId): Promise<boolean> {
     const k = this.keys(queue);
-    const removed = await this.connection.run(
-      QUEUE_SCRIPTS.remove,
-      [
-        k.due,
-        k.leased,
-        k.payload,
-        k.attempts,
-        k.dead,
-        k.info,
-        k.errors,
-        k.pending,
-        k.prio,
-        k.gtasks,
-      ],
-      [checkTaskId(id)],
-    );
+    const removed = await this.connection.run(QUEUE_SCRIPTS.remove, taskKeys(k), [checkTaskId(id)]);
     return removed === 1;
   }
 
@@ -666,7 +651,8 @@ function claimKeys(k: QueueRedisKeys): string[] {
   ]);
 }
 
-function inspectKeys(k: QueueRedisKeys): string[] {
+/** The KEYS of inspect.lua and remove.lua: every key that holds a task or its data. */
+function taskKeys(k: QueueRedisKeys): string[] {
   return [
     k.due,
     k.leased,

@@ -3,7 +3,13 @@ import type { INestApplicationContext } from '@nestjs/common';
 import type { Redis } from 'ioredis';
 import { QueueService } from '../../lib';
 import { exited, lineFrom } from '../support/child';
-import { createLockApp, redisClient, testRedisUrl, uniquePrefix } from '../support/helpers';
+import {
+  createLockApp,
+  redisClient,
+  testRedisUrl,
+  uniquePrefix,
+  queueStats,
+} from '../support/helpers';
 import {
   expectAckedOnce,
   killOneWorkerPerWave,
@@ -69,13 +75,7 @@ describe('QueueService crash safety (worker processes killed with SIGKILL mid-ta
       workers.map(() => 'SIGTERM'),
     );
 
-    expect(await queues.stats(queue)).toEqual({
-      ready: 0,
-      delayed: 0,
-      leased: 0,
-      dead: 0,
-      paused: false,
-    });
+    expect(await queues.stats(queue)).toEqual(queueStats());
     for (const part of ['payload', 'attempts', 'tokens']) {
       expect(await redis.exists(`${prefix}queue:{${queue}}:${part}`)).toBe(0);
     }

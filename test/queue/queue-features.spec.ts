@@ -16,6 +16,7 @@ import {
   redisTimeMs,
   uniquePrefix,
   waitFor,
+  queueStats,
 } from '../support/helpers';
 
 describe('QueueService features', () => {
@@ -129,13 +130,7 @@ describe('QueueService features', () => {
       release.resolve();
       await waitFor('in-flight acked', async () => (await queues.stats(q)).leased === 0);
       expect(await queues.claim(q, 10)).toEqual([]);
-      expect(await queues.stats(q)).toEqual({
-        ready: 3,
-        delayed: 0,
-        leased: 0,
-        dead: 0,
-        paused: true,
-      });
+      expect(await queues.stats(q)).toEqual(queueStats({ ready: 3, paused: true }));
       pausedWindow = false;
       await queues.resume(q);
       await waitFor('all ran', () => started.length === 5);
