@@ -246,6 +246,23 @@ describe('QueueService features', () => {
     });
   });
 
+  describe('last error', () => {
+    it("records 'lease expired' when a lease runs out, and forgets it when the task is acked", async () => {
+      const q = fresh();
+      await queues.enqueue(q, 'slow');
+      const [first] = await queues.claim(q, 1, { leaseMs: 50 });
+      await waitFor('lease expired', async () => (await redisTimeMs(redis)) > first.leaseExpiresAt);
+      const [second] = await queues.claim(q, 1);
+      expect(await queues.get(q, 'slow')).toMatchObject({
+        state: 'leased',
+        attempts: 2,
+        lastError: 'lease expired',
+      });
+      expect(await queues.ack(second)).toBe(true);
+      expect(await redis.hlen(`${prefix}queue:{${q}}:errors`)).toBe(0);
+    });
+  });
+
   describe('events', () => {
     it('emits failed and retried, then completed, then failed and dead, with attempts; unsubscribe and once work', async () => {
       const q = fresh();

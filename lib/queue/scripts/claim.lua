@@ -194,6 +194,7 @@ local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, to
 for _, id in ipairs(expired) do
   redis.call('ZREM', KEYS[2], id)
   redis.call('HDEL', KEYS[5], id)
+  redis.call('HSET', KEYS[9], id, 'lease expired')
   if tonumber(redis.call('HGET', KEYS[4], id) or '0') >= maxAttempts then
     bury(id)
   else
