@@ -18,4 +18,5 @@ export * from './events';
 export * from './decorators';
 export * from './interceptors';
 export * from './fencing';
+export * from './schedule';
 export * from './errors';

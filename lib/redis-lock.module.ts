@@ -9,6 +9,7 @@ import { FencedStore } from './fencing/fenced-store';
 import { RedisLockEvents } from './events/redis-lock-events';
 import { resolveModuleOptions } from './options/resolve-options';
 import { RedisLockConnection } from './redis/redis-connection';
+import { TickClaims } from './schedule/tick-claims';
 import { REDIS_LOCK_RESOLVED_OPTIONS } from './redis-lock.constants';
 import { ConfigurableModuleClass, REDIS_LOCK_MODULE_OPTIONS } from './redis-lock.module-definition';
 import type { RedisLockModuleOptions } from './interfaces/redis-lock-module-options.interface';
@@ -40,6 +41,7 @@ import type { RedisLockModuleOptions } from './interfaces/redis-lock-module-opti
     QueueWorkerExplorer,
     LockInterceptor,
     WithLockExplorer,
+    TickClaims,
   ],
   exports: [LockService, FencedStore, QueueService, LockInterceptor, RedisLockEvents],
 })

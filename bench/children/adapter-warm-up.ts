@@ -20,20 +20,22 @@ async function eventually(condition: () => boolean, timeoutMs: number): Promise<
  * waiting (ours: its pub/sub subscriber connection and SUBSCRIBE) is not part of the first
  * measured wait, then `pairs` plain acquire + release pairs.
  *
- * The waiting acquisition: acquire; a second acquire of the same key; once that one has sent its
- * first request (it reaches Redis before the release does, on the same connection, and finds the
- * key held), release the first; release the second when it has the lock.
+ * The waiting acquisition: `holder` (another instance of the same library, as another process
+ * would be: callers of one instance may wait for each other without Redis) acquires; `adapter`
+ * acquires the same key; once that has sent its first request and found the key held, `holder`
+ * releases; `adapter` releases when it has the lock.
  */
 export async function warmUpAdapter(
   adapter: LockAdapter,
+  holder: LockAdapter,
   key: string,
   pairs: number,
 ): Promise<void> {
-  const held = await adapter.acquire(key);
+  const held = await holder.acquire(key);
   const before = requestCount();
   const blocked = adapter.acquire(key);
   const sent = await eventually(() => requestCount() > before, FIRST_REQUEST_MS);
-  await adapter.release(held);
+  await holder.release(held);
   await adapter.release(await blocked);
   if (!sent) throw new Error(`warm-up: the second acquire of '${key}' sent no request`);
   for (let i = 0; i < pairs; i++) await adapter.release(await adapter.acquire(key));

@@ -43,7 +43,12 @@ const operations: Record<string, (args: any) => unknown> = {
     role = new HandoffRole(adapter);
     await marker.ping();
     // Each child on a key of its own: the children's warm-ups do not wait for one another.
-    await warmUpAdapter(adapter, `${key}:warm-up:${index}`, warmupPairs);
+    const holder = await lockLibrary(library).create(url);
+    try {
+      await warmUpAdapter(adapter, holder, `${key}:warm-up:${index}`, warmupPairs);
+    } finally {
+      await holder.close();
+    }
   },
   teardown,
   clock: () => monotonicMs(),

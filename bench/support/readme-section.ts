@@ -5,10 +5,16 @@ export const README_START = '<!-- bench:results:start -->';
 export const README_END = '<!-- bench:results:end -->';
 
 /**
+ * bench/ in the repository: the package ships the README but not bench/, so links into it are
+ * absolute (built from the package's `homepage`) to work on npm and inside node_modules too.
+ */
+const BENCH_URL = `${(require('../../package.json') as { homepage: string }).homepage.replace(/#.*$/, '')}/blob/main/bench/`;
+
+/**
  * `readme` with the text between `README_START` and `README_END` replaced by the head of the
  * report (the machine, the rounds and the targets table; headings moved two levels down, so they
- * nest under "## Performance") and a link to bench/RESULTS.md for the tables of every shape, or
- * `undefined` when the markers are missing: the section is opt-in.
+ * nest under "## Performance") and an absolute link to bench/RESULTS.md for the tables of every
+ * shape, or `undefined` when the markers are missing: the section is opt-in.
  * @example
  * const next = withReadmeSection(readFileSync('README.md', 'utf8'), report, machine, 'npm run bench');
  */
@@ -32,7 +38,7 @@ export function withReadmeSection(
   const section = [
     README_START,
     `Measured with \`${command}\` on ${machine.date.slice(0, 10)}; the tables of every shape are in ` +
-      '[bench/RESULTS.md](bench/RESULTS.md), how to read them in [bench/README.md](bench/README.md).',
+      `[bench/RESULTS.md](${BENCH_URL}RESULTS.md), how to read them in [bench/README.md](${BENCH_URL}README.md).`,
     '',
     body,
     README_END,

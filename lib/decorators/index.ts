@@ -1,2 +1,7 @@
-export { WithLock, type WithLockDecoratorOptions } from './with-lock.decorator';
-export type { WithLockKey } from './with-lock-key';
+export {
+  WithLock,
+  type KeyedMethodDecorator,
+  type KeyFunctionMismatch,
+  type WithLockDecoratorOptions,
+} from './with-lock.decorator';
+export type { LockKeyFunction, WithLockKey } from './with-lock-key';

@@ -1,5 +1,9 @@
 import { LockKeyError } from '../errors/lock-key.error';
 import { describeValue } from '../errors/describe-value';
+import {
+  LockKeyValueMissingError,
+  placeholderProblem,
+} from '../errors/lock-key-value-missing.error';
 
 /** A `<N>` / `<N.path.to.field>` placeholder of a key template. */
 export interface KeyPlaceholder {
@@ -87,9 +91,10 @@ export function parseKeyTemplate(source: unknown): KeyTemplate {
 
 /**
  * Builds the lock key of `template` from a method's arguments. Each placeholder must resolve to a
- * non-empty string, a finite number, a bigint or a boolean; anything else (missing, `null`,
- * `undefined`, `''`, `NaN`, an object, an array, a function, a symbol) throws `LockKeyError`
- * naming the template and the placeholder.
+ * non-empty string, a finite number, a bigint or a boolean. A missing value (`undefined`, `null`,
+ * `''`, or a path through one) throws `LockKeyValueMissingError`; anything else (`NaN`, an object,
+ * an array, a function, a symbol) throws `LockKeyError`; both name the template and the
+ * placeholder.
  */
 export function renderKeyTemplate(template: KeyTemplate, args: readonly unknown[]): string {
   let key = '';
@@ -113,13 +118,11 @@ function renderPlaceholder(
   }
   const scalar = scalarText(value);
   if (scalar !== undefined) return scalar;
-  const what =
-    reached === placeholder.text.slice(1, -1)
-      ? `${placeholder.text} is ${describeValue(value)}`
-      : `${placeholder.text} cannot be read: <${reached}> is ${describeValue(value)}`;
+  if (value === undefined || value === null || value === '') {
+    throw new LockKeyValueMissingError(template.source, placeholder, reached, value);
+  }
   throw new LockKeyError(
-    `key template '${template.source}': ${what}; ` +
-      'expected a non-empty string, a finite number, a bigint or a boolean',
+    placeholderProblem(template.source, placeholder.text, reached, value),
     template.source,
   );
 }

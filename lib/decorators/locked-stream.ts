@@ -71,7 +71,8 @@ export function holdWhileSubscribed(
  * For a method declared to return an Observable: on each subscription, takes the lock (through
  * `withLock`), calls `run` inside it and relays what it returns (an Observable, or a value or a
  * Promise, emitted once), keeping the lock until that completes, errors or is unsubscribed.
- * Unsubscribing while waiting for the lock stops the wait.
+ * Unsubscribing while waiting for the lock stops the wait. With `skipIfLocked`, a lock that
+ * cannot be had in time completes the stream without a value (the method is not called).
  */
 export function runLockedStream(
   locks: LockService,
@@ -86,20 +87,29 @@ export function runLockedStream(
     const ended = new Promise<void>((r) => (end = r));
     let markReleased!: () => void;
     const released = new Promise<void>((r) => (markReleased = r));
+    let ran = false;
     locks
       .withLock(
         names,
         () => {
+          ran = true;
           if (subscriber.closed) return undefined;
           inner = toObservable(run()).subscribe(relay(subscriber, () => (end(), released)));
           return ended;
         },
         { ...options, signal: abort.signal },
       )
-      .then(markReleased, (err: unknown) => {
-        markReleased();
-        subscriber.error(err);
-      });
+      .then(
+        () => {
+          markReleased();
+          // skipIfLocked: the method did not run, so the stream ends without a value.
+          if (!ran) subscriber.complete();
+        },
+        (err: unknown) => {
+          markReleased();
+          subscriber.error(err);
+        },
+      );
     return () => {
       abort.abort();
       inner?.unsubscribe();

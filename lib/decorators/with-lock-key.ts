@@ -1,14 +1,25 @@
 import { LockKeyError } from '../errors/lock-key.error';
+import { LockKeyValueMissingError } from '../errors/lock-key-value-missing.error';
 import { describeValue } from '../errors/describe-value';
 import { checkLockNames } from '../lock/lock-keys';
 import { parseKeyTemplate, renderKeyTemplate, type KeyTemplate } from './key-template';
 
 /**
- * What `@WithLock` locks: a key template (`'stock:<0>'`), an array of them (all keys or none), or
- * a function of the method's arguments returning the key or keys (called with the instance as
- * `this`).
+ * A function of the decorated method's arguments returning the lock key or keys; it is called
+ * with the instance as `this`. `A` is its parameter list: `@WithLock` only accepts a method whose
+ * leading parameters take those arguments, so a wrong parameter type is a compile error.
+ * @example
+ * const byOrder: LockKeyFunction<[orderId: string]> = (orderId) => `order:${orderId}`;
  */
-export type WithLockKey = string | readonly string[] | ((...args: any[]) => string | string[]);
+export type LockKeyFunction<A extends unknown[] = any[]> = (
+  ...args: A
+) => string | readonly string[];
+
+/**
+ * What `@WithLock` locks: a key template (`'stock:<0>'`), an array of them (all keys or none), or
+ * a `LockKeyFunction` of the method's arguments.
+ */
+export type WithLockKey = string | readonly string[] | LockKeyFunction;
 
 /** Builds the lock names of one call from the instance and the method's arguments. */
 export type LockKeyBuilder = (self: unknown, args: readonly unknown[]) => string[];
@@ -72,6 +83,7 @@ function named<T>(where: string, fn: () => T): T {
   try {
     return fn();
   } catch (err) {
+    if (err instanceof LockKeyValueMissingError) throw err.inMethod(where);
     if (err instanceof LockKeyError) {
       throw new LockKeyError(`@WithLock on ${where}: ${err.message}`, err.key);
     }

@@ -6,15 +6,43 @@ import type { LockService } from '../lock/lock.service';
 import { resolveLockOptions, type ResolvedLockOptions } from '../options/resolve-options';
 import { lockServiceRegistry } from './lock-service.registry';
 import { holdWhileSubscribed, runLockedStream } from './locked-stream';
-import { WITH_LOCK_METHODS } from './with-lock.constants';
-import { compileLockKey, type LockKeyBuilder, type WithLockKey } from './with-lock-key';
+import { decoratedMethod, replaceMethod } from './method-wrapper';
+import {
+  compileLockKey,
+  type LockKeyBuilder,
+  type LockKeyFunction,
+  type WithLockKey,
+} from './with-lock-key';
 
 /**
  * Options of `@WithLock`; unset ones fall back to the module's defaults (`ttlMs` 30000,
  * `waitMs` 0, `retryIntervalMs` 100, `fair` and `fencing` on, the module's `keyPrefix`).
- * `autoExtend` (default on) extends the lock every `ttlMs / 3` while the method runs.
+ * `autoExtend` (default on) extends the lock every `ttlMs / 3` while the method runs;
+ * `skipIfLocked` (default off) skips the method instead of throwing when the lock is busy.
  */
 export type WithLockDecoratorOptions = Omit<WithLockOptions, 'signal'>;
+
+/**
+ * What `@WithLock(keyFunction)` returns: a method decorator that accepts a method only when the
+ * key function can take the method's leading arguments (`A`), so `@WithLock((id: number) => …)`
+ * on `pay(id: string)` does not compile (the error names `KeyFunctionMismatch`). It is also a
+ * plain `MethodDecorator`, so `applyDecorators(WithLock(fn), …)` compiles, without that check.
+ */
+export type KeyedMethodDecorator<A extends unknown[]> = (<M>(
+  target: object,
+  propertyKey: string | symbol,
+  descriptor: TypedPropertyDescriptor<M>,
+) => [M] extends [(...args: [...A, ...any[]]) => unknown]
+  ? TypedPropertyDescriptor<M> | void
+  : TypedPropertyDescriptor<KeyFunctionMismatch>) &
+  MethodDecorator;
+
+/**
+ * The type a compile error of `@WithLock(keyFunction)` names when the key function's parameters
+ * do not accept the decorated method's arguments.
+ */
+export type KeyFunctionMismatch =
+  "@WithLock: the key function's parameters do not accept this method's arguments";
 
 /** @internal Everything a wrapped method needs on each call, fixed when it is decorated. */
 export interface LockedMethod {
@@ -51,12 +79,17 @@ const VALIDATION_BASE: ResolvedLockOptions = {
  * declared to return an Observable, an Observable that takes the lock on each subscription). An
  * Observable result keeps the lock until it completes, errors or is unsubscribed. Contention
  * rejects with `LockTimeoutError`; over HTTP, `LockInterceptor` turns that into `423 Locked`.
+ * With `skipIfLocked: true` contention is not an error: the method is not run, the call resolves
+ * `undefined` (an Observable-returning method's stream completes without a value) and one debug
+ * line is logged.
  * Other decorators keep working written above or below this one (or composed with it by
  * `applyDecorators`); the method keeps its `name` and `length`.
  *
  * The `LockService` is found without injection: the one of the nearest `RedisLockModule` the
  * class's module imports (a global one counts), else the application's only one, else, for an
  * instance Nest does not manage, the process's only one.
+ * A key function's parameters are checked against the method's: they must accept the method's
+ * leading arguments (it may declare fewer parameters than the method).
  * @param key template, templates, or `(...args) => string | string[]`
  * @param options lock options; unset ones come from the module
  * @example
@@ -72,6 +105,14 @@ const VALIDATION_BASE: ResolvedLockOptions = {
  * async settle(order: Order) { … }
  * ```
  */
+export function WithLock<A extends unknown[]>(
+  key: LockKeyFunction<A>,
+  options?: WithLockDecoratorOptions,
+): KeyedMethodDecorator<A>;
+export function WithLock(
+  key: string | readonly string[],
+  options?: WithLockDecoratorOptions,
+): MethodDecorator;
 export function WithLock(key: WithLockKey, options?: WithLockDecoratorOptions): MethodDecorator {
   const lockOptions = checkDecoratorOptions(options);
   return <T>(
@@ -79,17 +120,16 @@ export function WithLock(key: WithLockKey, options?: WithLockDecoratorOptions): 
     propertyKey: string | symbol,
     descriptor: TypedPropertyDescriptor<T>,
   ): TypedPropertyDescriptor<T> => {
-    const className =
-      typeof target === 'function' ? target.name : (target.constructor?.name ?? 'anonymous');
-    const where = `${className}.${String(propertyKey)}`;
-    const original = descriptor.value as unknown;
-    if (typeof original !== 'function') {
-      throw new RedisLockError(`@WithLock on ${where}: only methods can be decorated`);
-    }
+    const { original, where, className } = decoratedMethod(
+      '@WithLock',
+      target,
+      propertyKey,
+      descriptor,
+    );
     const paramtypes: unknown = Reflect.getMetadata('design:paramtypes', target, propertyKey);
     const declared = Math.max(original.length, Array.isArray(paramtypes) ? paramtypes.length : 0);
     const method: LockedMethod = {
-      original: original as LockedMethod['original'],
+      original,
       keys: compileLockKey(key, where, declared),
       options: lockOptions,
       where,
@@ -102,16 +142,7 @@ export function WithLock(key: WithLockKey, options?: WithLockDecoratorOptions): 
       : function (this: unknown, ...args: unknown[]) {
           return lockedCall(method, this, args);
         };
-    // Decorators written below this one have put their metadata on the original already.
-    for (const k of Reflect.getOwnMetadataKeys(original)) {
-      Reflect.defineMetadata(k, Reflect.getOwnMetadata(k, original), wrapper);
-    }
-    Object.defineProperty(wrapper, 'name', { value: original.name, configurable: true });
-    Object.defineProperty(wrapper, 'length', { value: original.length, configurable: true });
-    const marked: unknown[] = Reflect.getOwnMetadata(WITH_LOCK_METHODS, target) ?? [];
-    Reflect.defineMetadata(WITH_LOCK_METHODS, [...marked, propertyKey], target);
-    descriptor.value = wrapper as unknown as T;
-    return descriptor;
+    return replaceMethod(target, propertyKey, descriptor, original, wrapper);
   };
 }
 

@@ -1,1 +1,6 @@
-export { LockInterceptor, type LockedResponseBody } from './lock.interceptor';
+export {
+  LockInterceptor,
+  type LockedResponseBody,
+  type MissingKeyValueResponseBody,
+  type RedisUnavailableResponseBody,
+} from './lock.interceptor';

@@ -4,13 +4,16 @@ import {
   HttpException,
   HttpStatus,
   Injectable,
+  Logger,
   NestInterceptor,
 } from '@nestjs/common';
 import { catchError, isObservable, mergeMap, type Observable, of, throwError } from 'rxjs';
+import { LockKeyValueMissingError } from '../errors/lock-key-value-missing.error';
 import { LockQuorumError } from '../errors/lock-quorum.error';
 import { LockReplicationError } from '../errors/lock-replication.error';
 import { LockTimeoutError } from '../errors/lock-timeout.error';
 import { RedisUnavailableError } from '../errors/redis-unavailable.error';
+import { ThrottledWarning } from '../redis/throttled-warning';
 
 /** The JSON body of a `423 Locked` answer. */
 export interface LockedResponseBody {
@@ -22,15 +25,41 @@ export interface LockedResponseBody {
   key: string;
 }
 
+/** The JSON body of a `400 Bad Request` for a lock key value missing from the request. */
+export interface MissingKeyValueResponseBody {
+  statusCode: 400;
+  error: 'Bad Request';
+  /** What is missing and which lock key needs it. */
+  message: string;
+  /**
+   * The missing value: where the request carries it (`'body.orderId'`, `'query.id'`,
+   * `'params.sku'`, `'headers.x-tenant'`) when the handler's own `@WithLock` needs it and the
+   * argument comes from `@Body`/`@Query`/`@Param`/`@Headers`, else the placeholder (`'<0.orderId>'`).
+   */
+  missing: string;
+}
+
+/** The JSON body of a `503 Service Unavailable` when Redis is out of reach. */
+export interface RedisUnavailableResponseBody {
+  statusCode: 503;
+  error: 'Service Unavailable';
+  /** `Redis unavailable (<operation>)`, e.g. `Redis unavailable (lock acquire)`; no client internals. */
+  message: string;
+}
+
 /**
  * The HTTP side of `@WithLock`: when a handler (or anything it awaits) rejects with
  * `LockTimeoutError`, the client gets `423 Locked` with a `Retry-After` header (whole seconds
  * until the holder's lock expires, at least 1) and a JSON body
  * `{ statusCode: 423, error: 'Locked', message, key }`. When the lock's Redis is out of reach
  * (`RedisUnavailableError`, `LockQuorumError`, `LockReplicationError`) it answers
- * `503 Service Unavailable` with `Retry-After: 1` and `{ statusCode: 503, error, message }`: an
- * outage, not contention, and not a bug of the handler. Every other error, and every error in
- * non-HTTP contexts (microservices, websockets), passes through unchanged. A handler result that
+ * `503 Service Unavailable` with `Retry-After: 1` and
+ * `{ statusCode: 503, error, message: 'Redis unavailable (<operation>)' }`: an outage, not
+ * contention, and not a bug of the handler; the error's detail goes to the log (a warning at most
+ * once per 5 s). A key value missing from the request (`LockKeyValueMissingError`) is
+ * `400 Bad Request` with `{ statusCode: 400, error, message, missing }`. Every other error (an
+ * invalid template or key is a `LockKeyError`, a 500), and every error in non-HTTP contexts
+ * (microservices, websockets), passes through unchanged. A handler result that
  * is a Promise of an Observable is flattened, so that the stream's lifetime drives the lock.
  *
  * It is provided and exported by `RedisLockModule`.
@@ -43,28 +72,33 @@ export interface LockedResponseBody {
  */
 @Injectable()
 export class LockInterceptor implements NestInterceptor {
+  private readonly outageWarning = new ThrottledWarning(new Logger(LockInterceptor.name));
+
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
     const result = next
       .handle()
       .pipe(mergeMap((value: unknown) => (isObservable(value) ? value : of(value))));
     if (context.getType() !== 'http') return result;
-    return result.pipe(
-      catchError((err: unknown) =>
-        throwError(() =>
-          err instanceof LockTimeoutError
-            ? locked(err, context)
-            : isOutage(err)
-              ? unavailable(err, context)
-              : err,
-        ),
-      ),
+    return result.pipe(catchError((err: unknown) => throwError(() => this.toHttp(err, context))));
+  }
+
+  private toHttp(err: unknown, context: ExecutionContext): unknown {
+    if (err instanceof LockTimeoutError) return locked(err, context);
+    if (err instanceof LockKeyValueMissingError) return missingValue(err, context);
+    if (!isOutage(err)) return err;
+    const request = context.switchToHttp().getRequest<{ method?: string; url?: string } | null>();
+    this.outageWarning.warn(
+      `${request?.method ?? ''} ${request?.url ?? ''} answered 503: ${err.message}`.trim(),
     );
+    return unavailable(err, context);
   }
 }
 
 /** Sets `Retry-After` on the response and builds the 423 exception for the exception filter. */
 function locked(err: LockTimeoutError, context: ExecutionContext): HttpException {
-  const retryAfter = Math.max(1, Math.ceil((err.holderRemainingMs ?? 0) / 1000));
+  // The expected wait (line x recent hold time), else the holder's TTL: whole seconds, at least 1.
+  const wait = err.expectedWaitMs ?? err.holderRemainingMs ?? 0;
+  const retryAfter = Math.max(1, Math.ceil(wait / 1000));
   setHeader(context.switchToHttp().getResponse(), 'Retry-After', String(retryAfter));
   const body: LockedResponseBody = {
     statusCode: 423,
@@ -75,7 +109,9 @@ function locked(err: LockTimeoutError, context: ExecutionContext): HttpException
   return new HttpException(body, HttpStatus.LOCKED, { cause: err });
 }
 
-function isOutage(err: unknown): err is Error {
+function isOutage(
+  err: unknown,
+): err is RedisUnavailableError | LockQuorumError | LockReplicationError {
   return (
     err instanceof RedisUnavailableError ||
     err instanceof LockQuorumError ||
@@ -83,14 +119,62 @@ function isOutage(err: unknown): err is Error {
   );
 }
 
-/** Builds the 503 for an error that says Redis (or a quorum of it) is out of reach. */
-function unavailable(err: Error, context: ExecutionContext): HttpException {
+/**
+ * Builds the 503 for an error that says Redis (or a quorum of it) is out of reach: the body names
+ * the operation only; the detail (ioredis' wording, node counts) is for the log.
+ */
+function unavailable(
+  err: RedisUnavailableError | LockQuorumError | LockReplicationError,
+  context: ExecutionContext,
+): HttpException {
   setHeader(context.switchToHttp().getResponse(), 'Retry-After', '1');
-  return new HttpException(
-    { statusCode: 503, error: 'Service Unavailable', message: err.message },
-    HttpStatus.SERVICE_UNAVAILABLE,
-    { cause: err },
-  );
+  const operation = err instanceof RedisUnavailableError ? err.operation : `lock ${err.operation}`;
+  const body: RedisUnavailableResponseBody = {
+    statusCode: 503,
+    error: 'Service Unavailable',
+    message: `Redis unavailable (${operation})`,
+  };
+  return new HttpException(body, HttpStatus.SERVICE_UNAVAILABLE, { cause: err });
+}
+
+/** Builds the 400 for a lock key value the request did not carry. */
+function missingValue(err: LockKeyValueMissingError, context: ExecutionContext): HttpException {
+  const missing = requestLocation(err, context) ?? err.placeholder;
+  const state = err.value === '' ? 'empty' : 'missing';
+  const body: MissingKeyValueResponseBody = {
+    statusCode: 400,
+    error: 'Bad Request',
+    message: `${missing} is ${state}; the lock key '${err.template}' needs it`,
+    missing,
+  };
+  return new HttpException(body, HttpStatus.BAD_REQUEST, { cause: err });
+}
+
+/** Nest's metadata of a handler's parameter decorators (`@Body()`, `@Param('id')`, …). */
+const ROUTE_ARGS_METADATA = '__routeArguments__';
+/** Nest's `RouteParamtypes` of the decorators whose values come from the request, by name. */
+const REQUEST_PARTS: Record<string, string> = { 3: 'body', 4: 'query', 5: 'params', 6: 'headers' };
+
+/**
+ * Where the request carries the missing value (`body.orderId`), when the error comes from the
+ * handler's own `@WithLock` and the argument has a `@Body`/`@Query`/`@Param`/`@Headers` decorator.
+ */
+function requestLocation(
+  err: LockKeyValueMissingError,
+  context: ExecutionContext,
+): string | undefined {
+  const handler = context.getHandler();
+  if (err.method !== `${context.getClass().name}.${handler.name}`) return undefined;
+  const args: unknown = Reflect.getMetadata(ROUTE_ARGS_METADATA, context.getClass(), handler.name);
+  for (const [key, param] of Object.entries(
+    (args ?? {}) as Record<string, { index?: unknown; data?: unknown }>,
+  )) {
+    const part = REQUEST_PARTS[key.split(':')[0]];
+    if (!part || param.index !== err.argument) continue;
+    const data = typeof param.data === 'string' && param.data ? [param.data] : [];
+    return [part, ...data, ...err.path].join('.');
+  }
+  return undefined;
 }
 
 /** Express responses and Fastify replies both have `header(name, value)`; raw Node ones `setHeader`. */

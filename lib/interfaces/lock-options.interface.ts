@@ -66,4 +66,14 @@ export interface WithLockOptions extends LockOptions {
    * @default true
    */
   autoExtend?: boolean;
+  /**
+   * When the lock cannot be had within `waitMs`, don't run the callback: resolve `undefined`
+   * instead of rejecting with `LockTimeoutError`, and log one line at debug level. Made for jobs
+   * that any one instance may do (e.g. a scheduled cleanup): the others skip quietly. A method
+   * declared to return an Observable completes without a value instead.
+   * @default false
+   * @example
+   * await locks.withLock('report:daily', () => buildReport(), { skipIfLocked: true });
+   */
+  skipIfLocked?: boolean;
 }

@@ -112,6 +112,27 @@ export interface RedisLockModuleOptions {
    * @default undefined (no wait)
    */
   waitForReplicas?: WaitForReplicasOptions;
+  /**
+   * Local cohorts: callers of this process that wait for the same lock wait in an in-process FIFO
+   * behind one place in the Redis line, and a release passes the lock to the next local caller in
+   * one round trip (its own token, full TTL and a new, larger fence) without waking any other
+   * process. While other processes wait, at most this many local handoffs happen in a row; then
+   * the lock goes to the Redis line and this process queues again at its end, so no process
+   * starves. `0` turns cohorts off: every caller stands in the Redis line itself. Applies to
+   * single-key locks on one Redis, Sentinel or Cluster (not to multi-key locks or quorum mode);
+   * see docs/locks.md.
+   * @default 16
+   */
+  maxLocalHandoffs?: number;
+  /**
+   * How long a lock's fence counter lives after it was created, in ms (at least 1000). A counter
+   * that is gone is created again starting at Redis `TIME` in microseconds, which is above every
+   * fence the old one handed out, so fences stay strictly increasing while counters of idle lock
+   * names disappear. This rests on Redis's clock (the master's, also after a failover) never going
+   * back by more than `fenceTtlMs`; see docs/locks.md.
+   * @default 3600000 (one hour)
+   */
+  fenceTtlMs?: number;
   /** Defaults of the queue and its workers. */
   queue?: QueueDefaults;
 }

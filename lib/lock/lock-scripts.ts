@@ -9,4 +9,6 @@ export const LOCK_SCRIPTS = {
   release: new LuaScript('lock release', file('release')),
   extend: new LuaScript('lock extend', file('extend')),
   leaveLine: new LuaScript('lock leave-line', file('leave-line')),
+  handoff: new LuaScript('lock handoff', file('handoff')),
+  renew: new LuaScript('lock renew', file('renew')),
 };

@@ -14,6 +14,16 @@ export interface QuorumShortfall {
   needed: number;
 }
 
+/**
+ * What a caller that is not granted does: `'none'` gives up, `'line'` (single key, line stores
+ * only) joins the lock's line or keeps its token's place there, `'mark'` waits outside any line
+ * and marks the blocking lock so that its release announces itself.
+ */
+export type WaitMode = 'none' | 'line' | 'mark';
+
+/** The `wait` argument of `acquire.lua` for each `WaitMode`. */
+export const WAIT_ARG: Record<WaitMode, string> = { none: '0', line: '1', mark: 'm' };
+
 /** The outcome of one acquisition attempt (or of leaving the line). */
 export interface LockAttempt {
   granted: boolean;
@@ -27,8 +37,52 @@ export interface LockAttempt {
   sentAt: number;
   /** Holder's PTTL; -1 holder without TTL; -2 free but others first in line. */
   wait: number;
+  /** When granted (single key): other waiters stand in the lock's line. */
+  others?: boolean;
+  /** When not granted: entries in the blocking lock's line. */
+  lineLength?: number;
   /** Quorum mode: set when fewer nodes than a quorum answered (not contention: an outage). */
   shortOf?: QuorumShortfall;
+}
+
+/** The outcome of a local handoff (`handoff.lua`). */
+export interface LockHandoff {
+  /** The old token still held the lock, and the new one holds it now. */
+  handed: boolean;
+  /** Another process waits in the lock's line. */
+  others: boolean;
+  fence: number;
+  /** Local clock (ms) when the request was sent. */
+  sentAt: number;
+}
+
+/** A place in a lock's line that its process renews (`renew.lua`). */
+export interface LineEntry {
+  key: LockRedisKeys;
+  token: string;
+  /** `ttlMs:fencing:mode` of the entry (see acquire.lua). */
+  spec: string;
+}
+
+/** What a renewal found for one entry. */
+export type LineStatus =
+  | { state: 'waiting' }
+  /** Still in line, and the lock is free: its holder let it lapse (crashed, frozen). */
+  | { state: 'free' }
+  /** The entry is gone (its deadline passed while this process was frozen or cut off). */
+  | { state: 'gone' }
+  /** The lock was handed to the entry's token (its message was lost). */
+  | { state: 'handed'; fence: number; expiresAt: number };
+
+/** The outcome of a release that asked for a place at the end of the line (`rejoin`). */
+export interface LockRejoin {
+  released: boolean;
+  /** `'line'`: the token waits in line; `'granted'`: nobody else waited, the token holds it. */
+  outcome: 'line' | 'granted' | 'none';
+  fence: number;
+  sentAt: number;
+  /** Redis clock (ms) when the script ran (dates a later handoff message). */
+  redisNow: number;
 }
 
 /** The outcome of an extension. */
@@ -48,20 +102,37 @@ export interface LockExtension {
  * - `QuorumLockStore`: Redlock over independent masters (no lines, no fences).
  */
 export interface LockStore {
-  /** Whether fair waiters can stand in a FIFO line and be handed the lock on release. */
+  /**
+   * Whether single-key waiters can stand in a FIFO line, be handed the lock on release, and be
+   * renewed in batches; only then does `LockService` use cohorts, `handoff`, `renew` and `rejoin`.
+   */
   readonly lines: boolean;
   /** Throws `LockKeyError` / `RedisLockOptionsError` when `keys` or `o` cannot be served here. */
   check(keys: readonly LockRedisKeys[], o: ResolvedLockOptions): void;
   /**
-   * One attempt to take every key for `token`; `join` (single key, fair) joins or renews the
-   * token's place in the line when the lock is not granted.
+   * One attempt to take every key for `token`; `wait` says what a caller that is not granted does
+   * (see `WaitMode`).
    */
   attempt(
     keys: readonly LockRedisKeys[],
     token: string,
     o: ResolvedLockOptions,
-    join: boolean,
+    wait: WaitMode,
   ): Promise<LockAttempt>;
+  /** Passes a held single-key lock from `oldToken` to `newToken` (same process, `handoff.lua`). */
+  handoff(
+    key: LockRedisKeys,
+    oldToken: string,
+    newToken: string,
+    o: ResolvedLockOptions,
+  ): Promise<LockHandoff>;
+  /**
+   * Releases a single-key lock held by `token` and puts `entry.token` at the end of its line (or
+   * grants it the lock when nobody else waits).
+   */
+  rejoin(key: LockRedisKeys, token: string, entry: LineEntry): Promise<LockRejoin>;
+  /** Renews line entries of this process, one call per Cluster slot; statuses in input order. */
+  renew(entries: readonly LineEntry[]): Promise<LineStatus[]>;
   /** Leaves the line; granted when the lock was handed to `token` in the meantime. */
   leaveLine(key: LockRedisKeys, token: string): Promise<LockAttempt>;
   /** Releases the lock if `token` holds it; `true` when it did (on every key). */
@@ -95,7 +166,21 @@ export function acquireKeys(keys: readonly LockRedisKeys[]): string[] {
   return out;
 }
 
-/** How long a line entry stays live without renewal: three poll intervals, at least 1 s. */
-export function lineEntryTtl(o: ResolvedLockOptions): number {
-  return Math.max(1_000, 3 * o.retryIntervalMs);
+/** How often a process renews its line entries (one call for all of them), in ms. */
+export const LINE_RENEW_MS = 1_000;
+
+/**
+ * How long a line entry stays live without renewal, in ms: three renewal periods. A process that
+ * is frozen (or cut off from Redis) longer than this loses its places in line.
+ */
+export const LINE_ENTRY_TTL_MS = 3 * LINE_RENEW_MS;
+
+/** The entry TTL sent to `acquire.lua` (the same for every caller; options do not change it). */
+export function lineEntryTtl(_o?: ResolvedLockOptions): number {
+  return LINE_ENTRY_TTL_MS;
+}
+
+/** The `ttlMs:fencing:mode` part of a line entry for callers with options `o`. */
+export function entrySpec(o: ResolvedLockOptions): string {
+  return `${o.ttlMs}:${o.fencing ? 1 : 0}:${o.fair ? 'h' : 'w'}`;
 }

@@ -13,15 +13,29 @@ import type {
 } from '../interfaces/lock-options.interface';
 import { resolveLockOptions, type ResolvedLockOptions } from '../options/resolve-options';
 import { RedisLockConnection } from '../redis/redis-connection';
+import { LineRenewal } from '../waiting/line-renewal';
+import { WakeSignal } from '../waiting/wake-signal';
 import { Lock, type LockOwner } from './lock';
+import { LockCohort, type CohortHost } from './lock-cohort';
 import { checkLockNames, lockRedisKeys, type LockRedisKeys } from './lock-keys';
-import type { LockAttempt, LockStore } from './lock-store';
+import {
+  LINE_RENEW_MS,
+  type LineEntry,
+  type LineStatus,
+  type LockAttempt,
+  type LockStore,
+} from './lock-store';
 import { QuorumLockStore } from './quorum-lock-store';
 import { SingleNodeLockStore } from './single-node-lock-store';
-import { WakeSignal } from './wake-signal';
 
 /** A fresh acquisition token: 122 random bits as 32 hex digits (randomUUID draws on a cached pool). */
 const newToken = () => randomUUID().replace(/-/g, '');
+
+/** How often locks that ran out unreleased are dropped from what this instance holds, in ms. */
+const SWEEP_MS = 5_000;
+
+/** Lock names whose recent hold time is remembered (for `Retry-After`); the oldest go first. */
+const HOLD_TIMES_KEPT = 1_000;
 
 /**
  * Distributed locks on Redis: token-owned, atomic (one Lua script per operation), fair by default
@@ -32,10 +46,20 @@ const newToken = () => randomUUID().replace(/-/g, '');
 @Injectable()
 export class LockService implements LockOwner, BeforeApplicationShutdown {
   private readonly logger = new Logger('LockService');
-  private readonly held = new Map<string, Lock>();
+  /** Every lock this instance holds (as far as it knows: released and lost ones are dropped). */
+  private readonly held = new Set<Lock>();
+  /** Per lock name, the lock this instance acquired last (what key-based calls act on). */
+  private readonly byName = new Map<string, Lock>();
+  private sweepTimer?: NodeJS.Timeout;
   private readonly context = new AsyncLocalStorage<ReadonlyMap<string, Lock>>();
   private readonly defaults: ResolvedLockOptions;
   private readonly store: LockStore;
+  /** Local cohorts by lock value key (single-key locks with `maxLocalHandoffs > 0`). */
+  private readonly cohorts = new Map<string, LockCohort>();
+  private readonly renewal: LineRenewal<LineEntry, LineStatus>;
+  private readonly cohortHost: CohortHost;
+  /** Per lock value key, a moving average of how long this process held it (ms). */
+  private readonly holdTimes = new Map<string, number>();
 
   constructor(private readonly connection: RedisLockConnection) {
     this.defaults = connection.options.lock;
@@ -43,6 +67,26 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
       connection.nodes.length > 0
         ? new QuorumLockStore(connection.nodes, connection.options.clockDriftFactor)
         : new SingleNodeLockStore(connection);
+    this.renewal = new LineRenewal(
+      (entries) => this.store.renew(entries),
+      LINE_RENEW_MS,
+      (err) => this.warn('renewing places in lock lines failed', err),
+    );
+    this.cohortHost = {
+      store: this.store,
+      renewal: this.renewal,
+      maxLocalHandoffs: connection.options.maxLocalHandoffs,
+      newToken,
+      grant: (key, token, o, fence, expiresAt, cohort) =>
+        this.grant([key], token, o, [fence], expiresAt, cohort),
+      forget: (lock) => this.forget(lock),
+      listen: (channel, onMessage) => this.store.listen(channel, onMessage),
+      dispose: (cohort) => {
+        if (this.cohorts.get(cohort.key.value) === cohort) this.cohorts.delete(cohort.key.value);
+      },
+      warn: (what, err) => this.warn(what, err),
+      holdTime: (key) => this.holdTimes.get(key.value),
+    };
   }
 
   /**
@@ -77,15 +121,26 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
    * is extended every `ttlMs / 3` (`autoExtend`, default on); if it is lost, `lock.signal`
    * aborts with a `LockLostError`. `fn`'s own error is never replaced by a release error.
    * A call nested in another `withLock`/`@WithLock` on the same keys (same async call chain)
-   * joins the held lock instead of waiting for itself.
+   * joins the held lock instead of waiting for itself. With `skipIfLocked`, a lock that cannot be
+   * had in time skips `fn` and resolves `undefined` (logged at debug level) instead of throwing.
    * @example
    * await locks.withLock(`order:${id}`, async (lock) => settle(id, { signal: lock.signal }), { waitMs: 1000 });
    */
+  withLock<T>(
+    key: string | string[],
+    fn: (lock: Lock) => T | Promise<T>,
+    options?: WithLockOptions & { skipIfLocked?: false },
+  ): Promise<T>;
+  withLock<T>(
+    key: string | string[],
+    fn: (lock: Lock) => T | Promise<T>,
+    options?: WithLockOptions,
+  ): Promise<T | undefined>;
   async withLock<T>(
     key: string | string[],
     fn: (lock: Lock) => T | Promise<T>,
     options?: WithLockOptions,
-  ): Promise<T> {
+  ): Promise<T | undefined> {
     // Checked before the lock is taken: calling a non-function after acquiring wrote to Redis
     // (SET + INCR fence) and rejected with a plain TypeError.
     if (typeof fn !== 'function') throw new RedisLockOptionsError('fn', fn, 'a function');
@@ -95,7 +150,11 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
     if (joined) return fn(joined);
 
     const lock = await this.obtain(keys, o);
-    if (lock instanceof LockTimeoutError) throw lock;
+    if (lock instanceof LockTimeoutError) {
+      if (!o.skipIfLocked) throw lock;
+      this.logger.debug(`skipped (skipIfLocked): ${lock.message}`);
+      return undefined;
+    }
     const stopExtending = o.autoExtend ? this.keepExtended(lock) : undefined;
     const store = new Map(current);
     for (const k of keys) store.set(k.value, lock);
@@ -159,24 +218,31 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
     return this.store.isLocked(lockRedisKeys(o.keyPrefix, checkLockNames(key)[0]));
   }
 
+  /**
+   * @internal callers of this instance waiting in its local cohort for `key` (tests, inspection)
+   */
+  localWaiters(key: string, keyPrefix = this.defaults.keyPrefix): number {
+    return this.cohorts.get(lockRedisKeys(keyPrefix, key).value)?.waiting ?? 0;
+  }
+
   /** Releases every lock this instance holds; resolves how many were still held. */
   async releaseAll(): Promise<number> {
-    const results = await Promise.allSettled(
-      [...this.held.values()].map((l) => this.releaseLock(l)),
-    );
+    const results = await Promise.allSettled([...this.held].map((l) => this.releaseLock(l)));
     return results.filter((r) => r.status === 'fulfilled' && r.value).length;
   }
 
-  /** @internal Releases what this instance holds when the application shuts down. */
+  /** Nest lifecycle hook: releases what this instance holds when the application shuts down. */
   async beforeApplicationShutdown(): Promise<void> {
+    this.renewal.close();
     await this.releaseAll();
   }
 
   /** @internal */
   async releaseLock(lock: Lock): Promise<boolean> {
-    this.held.delete(lock.token);
+    this.forget(lock);
     lock.end();
-    return this.store.release(lock.redisKeys, lock.token);
+    if (lock.redisKeys.length === 1) this.recordHold(lock.redisKeys[0].value, lock.acquiredAt);
+    return lock.cohort ? lock.cohort.release(lock) : this.store.release(lock.redisKeys, lock.token);
   }
 
   /**
@@ -203,8 +269,9 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
       lock.setExpiresAt(extension.expiresAt);
       return true;
     }
-    this.held.delete(lock.token);
+    this.forget(lock);
     lock.end(new LockLostError(lock.keys, 'it expired or another owner holds it now'));
+    lock.cohort?.lost(lock);
     return false;
   }
 
@@ -213,11 +280,58 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
     return this.store.isHeld(lock.redisKeys, lock.token);
   }
 
+  /** A Lock as given, or the lock this instance acquired last on a key, unless it ran out. */
   private find(lockOrKey: Lock | string): Lock | undefined {
     if (lockOrKey instanceof Lock) return lockOrKey;
-    const name = checkLockNames(lockOrKey)[0];
-    for (const lock of this.held.values()) if (lock.keys.includes(name)) return lock;
+    const lock = this.byName.get(checkLockNames(lockOrKey)[0]);
+    if (!lock || !lock.isLost) return lock;
+    this.drop(lock);
     return undefined;
+  }
+
+  /** Forgets a lock that ran out unreleased (its TTL is over by this process's clock). */
+  private drop(lock: Lock): void {
+    this.forget(lock);
+    lock.end(
+      new LockLostError(lock.keys, `its TTL ran out at ${new Date(lock.expiresAt).toISOString()}`),
+    );
+    lock.cohort?.lost(lock);
+  }
+
+  private remember(lock: Lock): void {
+    this.held.add(lock);
+    for (const name of lock.keys) this.byName.set(name, lock);
+    if (!this.sweepTimer) {
+      // Code that lets locks run out (a TTL used as a throttle) must not make `held` grow.
+      this.sweepTimer = setInterval(() => {
+        for (const l of this.held) if (l.isLost) this.drop(l);
+        if (this.held.size === 0) {
+          clearInterval(this.sweepTimer);
+          this.sweepTimer = undefined;
+        }
+      }, SWEEP_MS);
+      this.sweepTimer.unref();
+    }
+  }
+
+  private forget(lock: Lock): void {
+    this.held.delete(lock);
+    for (const name of lock.keys) if (this.byName.get(name) === lock) this.byName.delete(name);
+  }
+
+  /** Keeps a moving average of hold times per lock (bounded: the oldest names are dropped). */
+  private recordHold(key: string, acquiredAt: number): void {
+    const held = Date.now() - acquiredAt;
+    const before = this.holdTimes.get(key);
+    this.holdTimes.delete(key);
+    this.holdTimes.set(key, before === undefined ? held : 0.8 * before + 0.2 * held);
+    if (this.holdTimes.size > HOLD_TIMES_KEPT) {
+      this.holdTimes.delete(this.holdTimes.keys().next().value as string);
+    }
+  }
+
+  private warn(what: string, err: unknown): void {
+    this.logger.warn(`${what}: ${err instanceof Error ? err.message : String(err)}`);
   }
 
   /** Validates the keys and options of a call (typed errors) and applies the defaults. */
@@ -237,18 +351,34 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
     o: ResolvedLockOptions,
   ): Promise<Lock | LockTimeoutError> {
     o.signal?.throwIfAborted();
-    const token = newToken();
     const started = Date.now();
-    const first = await this.store.attempt(keys, token, o, false);
-    const result = first.granted
-      ? this.grant(keys, token, o, first.fences, first.expiresAt)
-      : o.waitMs === 0
-        ? this.gaveUp(keys, first, 0)
-        : await this.wait(keys, token, o, started);
+    let result: Lock | LockTimeoutError;
+    if (keys.length === 1 && this.store.lines) {
+      result = await this.cohortOf(keys[0]).acquire(o, started);
+    } else {
+      const token = newToken();
+      const first = await this.store.attempt(keys, token, o, 'none');
+      result = first.granted
+        ? this.grant(keys, token, o, first.fences, first.expiresAt)
+        : o.waitMs === 0
+          ? this.gaveUp(keys, first, 0)
+          : await this.wait(keys, o, started);
+    }
     if (result instanceof Lock && o.waitForReplicas) {
       await this.confirmReplicated(result, o.waitForReplicas);
     }
     return result;
+  }
+
+  /** The cohort a single-key acquisition joins: shared per key, or its own with cohorts off. */
+  private cohortOf(key: LockRedisKeys): LockCohort {
+    if (this.connection.options.maxLocalHandoffs === 0) return new LockCohort(this.cohortHost, key);
+    let cohort = this.cohorts.get(key.value);
+    if (!cohort) {
+      cohort = new LockCohort(this.cohortHost, key);
+      this.cohorts.set(key.value, cohort);
+    }
+    return cohort;
   }
 
   /**
@@ -296,19 +426,19 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
   }
 
   /**
-   * Sleeps until woken by a release message (or the poll timer), then tries again, until the lock
-   * is ours or `waitMs` is over. A fair single-key waiter stands in the line in Redis, renews its
-   * entry on every attempt, and is usually handed the lock by the release itself.
+   * Waiting outside any line (multi-key locks, quorum mode): sleeps until a release message for
+   * one of the keys (the blocking lock is marked so that its release announces itself), the
+   * holder's PTTL or the jittered `retryIntervalMs` poll, then tries again with a fresh token, so
+   * that an attempt that failed (or timed out and may still run) is never confused with the one
+   * that succeeds.
    */
   private async wait(
     keys: LockRedisKeys[],
-    token: string,
     o: ResolvedLockOptions,
     started: number,
   ): Promise<Lock | LockTimeoutError> {
-    const inLine = this.store.lines && o.fair && keys.length === 1;
     const deadline = started + o.waitMs;
-    const wake = new WakeSignal(token);
+    const wake = new WakeSignal();
     const unlisten: Array<() => void> = [];
     let last: LockAttempt | undefined;
     try {
@@ -321,46 +451,17 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
       }
       for (;;) {
         wake.clear();
-        // Outside the line every attempt has a fresh token: one that failed (or timed out and
-        // may still run somewhere) is never confused with the one that succeeds.
-        const attemptToken = inLine ? token : newToken();
-        last = await this.store.attempt(keys, attemptToken, o, inLine);
-        if (last.granted) return this.grant(keys, attemptToken, o, last.fences, last.expiresAt);
+        const token = newToken();
+        last = await this.store.attempt(keys, token, o, 'mark');
+        if (last.granted) return this.grant(keys, token, o, last.fences, last.expiresAt);
         const left = deadline - Date.now();
         if (left <= 0) break;
         const poll = o.retryIntervalMs * (0.5 + Math.random() / 2);
-        const message = await wake.wait(
-          Math.min(left, poll, last.wait > 0 ? last.wait + 1 : Infinity),
-          o.signal,
-        );
-        if (message?.startsWith('h ')) {
-          // Handed to us by release.lua. It ran at Redis time `grantedAt`, after our last attempt
-          // (at `last.redisNow`, sent at `last.sentAt`): so it expires no sooner than this.
-          const [, , fence, grantedAt, ttl] = message.split(' ');
-          const expiresAt = last.sentAt + (Number(grantedAt) - last.redisNow) + Number(ttl);
-          return this.grant(keys, token, o, [Number(fence)], expiresAt);
-        }
-      }
-      if (inLine) {
-        const left = await this.store.leaveLine(keys[0], token);
-        if (left.granted) return this.grant(keys, token, o, left.fences, left.sentAt + o.ttlMs);
+        await wake.wait(Math.min(left, poll, last.wait > 0 ? last.wait + 1 : Infinity), o.signal);
       }
       return this.gaveUp(keys, last, Date.now() - started);
-    } catch (err) {
-      if (inLine) await this.abandon(keys, token);
-      throw err;
     } finally {
       for (const stop of unlisten) stop();
-    }
-  }
-
-  /** After an error or abort while in line: leave it, and release the lock if it was handed to us. */
-  private async abandon(keys: LockRedisKeys[], token: string): Promise<void> {
-    try {
-      const left = await this.store.leaveLine(keys[0], token);
-      if (left.granted) await this.store.release(keys, token);
-    } catch {
-      // Redis is unreachable: the entry lapses by its deadline, a handed lock by its TTL.
     }
   }
 
@@ -370,8 +471,9 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
     o: ResolvedLockOptions,
     fences: number[],
     expiresAt: number,
+    cohort?: LockCohort,
   ): Lock {
-    const lock = new Lock(
+    const lock = Lock.create(
       this,
       keys,
       token,
@@ -379,8 +481,9 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
       expiresAt,
       o.ttlMs,
       o.waitForReplicas,
+      cohort,
     );
-    this.held.set(token, lock);
+    this.remember(lock);
     return lock;
   }
 

@@ -1,11 +1,19 @@
 import { LockLostError } from '../errors/lock-lost.error';
 import type { WaitForReplicasOptions } from '../interfaces/lock-options.interface';
+import type { LockCohort } from './lock-cohort';
 import type { LockRedisKeys } from './lock-keys';
 
-/** What a `Lock` handle needs from the service that created it. */
+/**
+ * What a `Lock` handle needs from the service that created it. Its members are internal, like their
+ * implementations in `LockService`: the published declarations keep an empty interface, so that
+ * `LockService implements LockOwner` still type-checks for a consumer.
+ */
 export interface LockOwner {
+  /** @internal */
   releaseLock(lock: Lock): Promise<boolean>;
+  /** @internal */
   extendLock(lock: Lock, ttlMs: number): Promise<boolean>;
+  /** @internal */
   isHeldLock(lock: Lock): Promise<boolean>;
 }
 
@@ -16,13 +24,34 @@ export interface LockOwner {
 export class Lock {
   /** The lock names, as given to `acquire`. */
   readonly keys: readonly string[];
-  private readonly controller = new AbortController();
+  // The signal and its expiry timer are made when `signal` is first read: most locks are
+  // released long before anyone looks, and the hot path should not pay for them.
+  private controller?: AbortController;
+  private lostReason?: LockLostError;
   private expiryTimer?: NodeJS.Timeout;
   private expiry: number;
   private ended = false;
+  /** @internal when this process got the lock (epoch ms): hold times feed `Retry-After` */
+  readonly acquiredAt = Date.now();
 
-  /** @internal created by LockService */
-  constructor(
+  /**
+   * @internal created by LockService. (The constructor is private, so the published types show
+   * no way to make a Lock by hand.)
+   */
+  static create(
+    owner: LockOwner,
+    redisKeys: readonly LockRedisKeys[],
+    token: string,
+    fences: readonly number[],
+    expiresAt: number,
+    ttlMs: number,
+    waitForReplicas?: WaitForReplicasOptions,
+    cohort?: LockCohort,
+  ): Lock {
+    return new Lock(owner, redisKeys, token, fences, expiresAt, ttlMs, waitForReplicas, cohort);
+  }
+
+  private constructor(
     private readonly owner: LockOwner,
     /** @internal */ readonly redisKeys: readonly LockRedisKeys[],
     /** Random value that identifies this acquisition in Redis. */
@@ -37,10 +66,11 @@ export class Lock {
     readonly ttlMs: number,
     /** @internal replicas every extension waits for (`waitForReplicas`) */
     readonly waitForReplicas?: WaitForReplicasOptions,
+    /** @internal the cohort of this process that the lock belongs to (single-key locks) */
+    readonly cohort?: LockCohort,
   ) {
     this.keys = redisKeys.map((k) => k.name);
     this.expiry = expiresAt;
-    this.armExpiry();
   }
 
   /**
@@ -66,7 +96,17 @@ export class Lock {
    * not abort it.
    */
   get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.lostReason) this.controller.abort(this.lostReason);
+      else this.armExpiry();
+    }
     return this.controller.signal;
+  }
+
+  /** @internal whether the lock was lost (signal aborted, or would be if read) */
+  get isLost(): boolean {
+    return this.lostReason !== undefined || this.expiry <= Date.now();
   }
 
   /** Releases the lock. Resolves `false` if it was no longer held by this token. */
@@ -90,7 +130,7 @@ export class Lock {
   /** @internal */
   setExpiresAt(expiresAt: number): void {
     this.expiry = expiresAt;
-    this.armExpiry();
+    if (this.controller) this.armExpiry();
   }
 
   /**
@@ -101,7 +141,9 @@ export class Lock {
     clearTimeout(this.expiryTimer);
     this.expiryTimer = undefined;
     this.ended = true;
-    if (reason && !this.controller.signal.aborted) this.controller.abort(reason);
+    if (!reason || this.lostReason) return;
+    this.lostReason = reason;
+    if (this.controller && !this.controller.signal.aborted) this.controller.abort(reason);
   }
 
   private armExpiry(): void {

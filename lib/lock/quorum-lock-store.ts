@@ -14,6 +14,12 @@ import {
   type LockExtension,
   type LockStore,
   type QuorumShortfall,
+  WAIT_ARG,
+  type WaitMode,
+  type LineEntry,
+  type LineStatus,
+  type LockHandoff,
+  type LockRejoin,
 } from './lock-store';
 
 /** What one node did with a request sent to all of them. */
@@ -71,13 +77,22 @@ export class QuorumLockStore implements LockStore {
     keys: readonly LockRedisKeys[],
     token: string,
     o: ResolvedLockOptions,
+    wait: WaitMode,
   ): Promise<LockAttempt> {
     const sentAt = Date.now();
     const start = performance.now();
     const drift = this.drift(o.ttlMs);
     const redisKeys = acquireKeys(keys);
-    // Not fair (lines of independent masters do not compose), no line, no fence.
-    const args = [token, o.ttlMs, 0, 0, 0, lineEntryTtl(o)];
+    // Not fair (lines of independent masters do not compose), no line, no fence; a waiter marks
+    // the holders so that their release announces itself.
+    const args = [
+      token,
+      o.ttlMs,
+      0,
+      0,
+      WAIT_ARG[wait === 'none' ? 'none' : 'mark'],
+      lineEntryTtl(o),
+    ];
     const outcomes = await this.gather(
       (node) => node.run(LOCK_SCRIPTS.acquire, redisKeys, args) as Promise<number[]>,
       (reply) => reply[0] === 1,
@@ -111,6 +126,21 @@ export class QuorumLockStore implements LockStore {
       wait: waits.length > 0 ? Math.min(...waits) : 0,
       shortOf: tally.answered < this.needed ? tally : undefined,
     };
+  }
+
+  /** Never called: quorum mode has no line (`lines` is false). */
+  handoff(): Promise<LockHandoff> {
+    return Promise.reject(new Error('quorum mode has no local handoff'));
+  }
+
+  /** Never called: quorum mode has no line (`lines` is false). */
+  rejoin(): Promise<LockRejoin> {
+    return Promise.reject(new Error('quorum mode has no line'));
+  }
+
+  /** Never called: quorum mode has no line (`lines` is false). */
+  async renew(_entries: readonly LineEntry[]): Promise<LineStatus[]> {
+    return [];
   }
 
   /** Never called: quorum mode has no line (`lines` is false). */

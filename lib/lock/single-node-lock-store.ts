@@ -1,15 +1,22 @@
 import type { WaitForReplicasOptions } from '../interfaces/lock-options.interface';
 import type { ResolvedLockOptions } from '../options/resolve-options';
 import type { RedisLockConnection } from '../redis/redis-connection';
+import { clusterKeySlot } from '../redis/cluster-slot';
 import { checkOneSlot, type LockRedisKeys } from './lock-keys';
 import { LOCK_SCRIPTS } from './lock-scripts';
 import {
   acquireKeys,
-  lineEntryTtl,
+  LINE_ENTRY_TTL_MS,
   releaseKeys,
+  type LineEntry,
+  type LineStatus,
   type LockAttempt,
   type LockExtension,
+  type LockHandoff,
+  type LockRejoin,
   type LockStore,
+  WAIT_ARG,
+  type WaitMode,
 } from './lock-store';
 
 /**
@@ -20,7 +27,11 @@ import {
 export class SingleNodeLockStore implements LockStore {
   readonly lines = true;
 
-  constructor(private readonly connection: RedisLockConnection) {}
+  private readonly fenceTtlMs: number;
+
+  constructor(private readonly connection: RedisLockConnection) {
+    this.fenceTtlMs = connection.options.fenceTtlMs;
+  }
 
   check(keys: readonly LockRedisKeys[]): void {
     if (this.connection.isCluster) checkOneSlot(keys);
@@ -30,7 +41,7 @@ export class SingleNodeLockStore implements LockStore {
     keys: readonly LockRedisKeys[],
     token: string,
     o: ResolvedLockOptions,
-    join: boolean,
+    wait: WaitMode,
   ): Promise<LockAttempt> {
     const sentAt = Date.now();
     let reply: number[];
@@ -40,8 +51,10 @@ export class SingleNodeLockStore implements LockStore {
         o.ttlMs,
         o.fencing ? 1 : 0,
         o.fair ? 1 : 0,
-        join ? 1 : 0,
-        lineEntryTtl(o),
+        WAIT_ARG[wait],
+        LINE_ENTRY_TTL_MS,
+        o.fair ? 'h' : 'w',
+        this.fenceTtlMs,
       ])) as number[];
     } catch (err) {
       // The attempt may still run later (e.g. from the client's offline queue after a reconnect)
@@ -53,11 +66,12 @@ export class SingleNodeLockStore implements LockStore {
     return reply[0] === 1
       ? {
           granted: true,
-          redisNow: reply[1],
+          redisNow: 0,
           sentAt,
           fences: reply.slice(2),
           wait: 0,
           expiresAt: sentAt + o.ttlMs,
+          others: reply[1] === 1,
         }
       : {
           granted: false,
@@ -66,6 +80,7 @@ export class SingleNodeLockStore implements LockStore {
           fences: [],
           wait: reply[2],
           expiresAt: 0,
+          lineLength: reply[3],
         };
   }
 
@@ -90,8 +105,75 @@ export class SingleNodeLockStore implements LockStore {
     const released = await this.connection.run(LOCK_SCRIPTS.release, releaseKeys(keys), [
       token,
       this.connection.isCluster ? 1 : 0,
+      this.fenceTtlMs,
     ]);
     return released === keys.length;
+  }
+
+  async handoff(
+    k: LockRedisKeys,
+    oldToken: string,
+    newToken: string,
+    o: ResolvedLockOptions,
+  ): Promise<LockHandoff> {
+    const sentAt = Date.now();
+    const reply = (await this.connection.run(
+      LOCK_SCRIPTS.handoff,
+      [k.value, k.fence, k.line, k.entries],
+      [oldToken, newToken, o.ttlMs, o.fencing ? 1 : 0, this.fenceTtlMs],
+    )) as number[];
+    return { handed: reply[0] === 1, others: reply[1] === 1, fence: reply[2] ?? 0, sentAt };
+  }
+
+  async rejoin(k: LockRedisKeys, token: string, entry: LineEntry): Promise<LockRejoin> {
+    const sentAt = Date.now();
+    const [released, rejoined, fence, redisNow] = (await this.connection.run(
+      LOCK_SCRIPTS.release,
+      releaseKeys([k]),
+      [
+        token,
+        this.connection.isCluster ? 1 : 0,
+        this.fenceTtlMs,
+        entry.token,
+        entry.spec,
+        LINE_ENTRY_TTL_MS,
+      ],
+    )) as number[];
+    const outcome = rejoined === 2 ? 'granted' : rejoined === 1 ? 'line' : 'none';
+    return { released: released === 1, outcome, fence, sentAt, redisNow };
+  }
+
+  async renew(entries: readonly LineEntry[]): Promise<LineStatus[]> {
+    // One call per Cluster slot (a script's keys must share one); one call in all elsewhere.
+    const groups = new Map<number, number[]>();
+    entries.forEach((e, i) => {
+      const slot = this.connection.isCluster ? clusterKeySlot(e.key.value) : 0;
+      const group = groups.get(slot);
+      if (group) group.push(i);
+      else groups.set(slot, [i]);
+    });
+    const statuses: LineStatus[] = new Array(entries.length);
+    await Promise.all(
+      [...groups.values()].map(async (indexes) => {
+        const keys: string[] = [];
+        const args: (string | number)[] = [LINE_ENTRY_TTL_MS];
+        for (const i of indexes) {
+          const { key, token, spec } = entries[i];
+          keys.push(key.value, key.fence, key.line, key.entries);
+          args.push(token, spec);
+        }
+        const sentAt = Date.now();
+        const reply = (await this.connection.run(LOCK_SCRIPTS.renew, keys, args)) as number[];
+        indexes.forEach((i, j) => {
+          const [state, fence, pttl] = reply.slice(j * 3, j * 3 + 3);
+          statuses[i] =
+            state === 2
+              ? { state: 'handed', fence, expiresAt: sentAt + Math.max(0, pttl) }
+              : { state: state === 1 ? 'waiting' : state === 3 ? 'free' : 'gone' };
+        });
+      }),
+    );
+    return statuses;
   }
 
   async extend(
@@ -122,7 +204,8 @@ export class SingleNodeLockStore implements LockStore {
     const values = await this.connection.call('lock MGET', (c) =>
       c.mget(...keys.map((k) => k.value)),
     );
-    return values.every((v) => v === token);
+    // A held value may carry the waiters' mark (see acquire.lua).
+    return values.every((v) => v === token || v === `${token}*`);
   }
 
   async isLocked(key: LockRedisKeys): Promise<boolean> {

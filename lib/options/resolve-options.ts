@@ -33,6 +33,8 @@ export interface ResolvedLockOptions {
   fencing: boolean;
   keyPrefix: string;
   autoExtend: boolean;
+  /** `withLock` only: resolve `undefined` instead of throwing on timeout (unset: false). */
+  skipIfLocked?: boolean;
   signal?: AbortSignal;
   waitForReplicas?: WaitForReplicasOptions;
 }
@@ -47,6 +49,8 @@ export interface ResolvedModuleOptions {
   /** Quorum mode's independent masters; empty when locks use `redis`. */
   nodes: RedisConnectionOption[];
   clockDriftFactor: number;
+  maxLocalHandoffs: number;
+  fenceTtlMs: number;
 }
 
 const MODULE_KEYS = [
@@ -62,6 +66,8 @@ const MODULE_KEYS = [
   'queue',
   'nodes',
   'clockDriftFactor',
+  'maxLocalHandoffs',
+  'fenceTtlMs',
 ] as const;
 const QUEUE_KEYS = [
   'leaseMs',
@@ -92,8 +98,15 @@ const LOCK_KEYS = [
   'signal',
   'autoExtend',
   'waitForReplicas',
+  'skipIfLocked',
 ] as const;
 const WAIT_FOR_REPLICAS_KEYS = ['replicas', 'timeoutMs'] as const;
+
+/**
+ * Default bound of consecutive local handoffs while other processes wait (see
+ * `RedisLockModuleOptions.maxLocalHandoffs`; the figure comes from bench/, crowd shape).
+ */
+export const DEFAULT_MAX_LOCAL_HANDOFFS = 16;
 
 /** Upper bound of a lock TTL and a wait: one day. */
 const MAX_LOCK_MS = 86_400_000;
@@ -186,6 +199,13 @@ export function resolveModuleOptions(
     queue: resolveQueueOptions(QUEUE_DEFAULTS, options.queue, 'queue'),
     nodes,
     clockDriftFactor,
+    maxLocalHandoffs: checkInt(
+      'maxLocalHandoffs',
+      options.maxLocalHandoffs ?? DEFAULT_MAX_LOCAL_HANDOFFS,
+      0,
+      1_000_000,
+    ),
+    fenceTtlMs: checkInt('fenceTtlMs', options.fenceTtlMs ?? 3_600_000, 1_000, 365 * MAX_LOCK_MS),
   };
 }
 
@@ -217,6 +237,10 @@ export function resolveLockOptions(
       o.keyPrefix === undefined ? defaults.keyPrefix : checkPrefix('keyPrefix', o.keyPrefix),
     autoExtend:
       o.autoExtend === undefined ? defaults.autoExtend : checkBoolean('autoExtend', o.autoExtend),
+    skipIfLocked:
+      o.skipIfLocked === undefined
+        ? defaults.skipIfLocked
+        : checkBoolean('skipIfLocked', o.skipIfLocked),
     signal,
     waitForReplicas:
       o.waitForReplicas === undefined

@@ -27,3 +27,4 @@ export type {
   RateLimit,
   KeepBounds,
 } from './interfaces/queue-options.interface';
+export type { QueueSchedule, QueueScheduleOptions } from './schedule/schedule.interface';

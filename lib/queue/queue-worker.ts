@@ -15,6 +15,7 @@ import { MAX_IDLE_MS } from './queue.constants';
 
 /** What a worker needs from `QueueService` (called through it, so wrappers of its methods apply). */
 export interface QueueWorkerBackend {
+  /** @internal like `QueueService.claimBatch`, so the published `implements` clause still holds */
   claimBatch(
     queue: string,
     count: number,

@@ -50,6 +50,8 @@ import { QUEUE_SCRIPTS } from './queue-scripts';
 import { resolveWorkerOptions } from './queue-worker-options';
 import { QueueWorkerRunner, type QueueWorkerBackend } from './queue-worker';
 import { MAX_CONCURRENCY, MAX_QUEUE_BATCH } from './queue.constants';
+import { QueueScheduler } from './schedule/queue-scheduler';
+import type { QueueSchedule, QueueScheduleOptions } from './schedule/schedule.interface';
 
 /** Expired leases one claim returns to the queue at most (the next claim takes the rest). */
 const RECLAIM_PER_CLAIM = 1_000;
@@ -558,7 +560,7 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
     return { queue: k.name, close: () => worker.close() };
   }
 
-  /** @internal Stops every worker: no new claims, drain, give back unfinished tasks. */
+  /** Nest lifecycle hook: stops every worker (no new claims, drain, give back unfinished tasks). */
   async beforeApplicationShutdown(): Promise<void> {
     this.shuttingDown = true;
     await Promise.all([...this.workers].map((w) => w.close()));
@@ -585,6 +587,57 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
       this.keyCache.set(name, keys);
     }
     return keys;
+  }
+
+  // Schedules: implemented in ./schedule (QueueScheduler); these methods only delegate.
+  private scheduler?: QueueScheduler;
+
+  private get schedulerOf(): QueueScheduler {
+    return (this.scheduler ??= new QueueScheduler(this.connection, this.logger));
+  }
+
+  /**
+   * Creates or changes the schedule `scheduleId` of `queue` (stored in Redis): every tick (a
+   * `cron` expression in `tz`, or every `everyMs`) enqueues one task with id
+   * `<scheduleId>:<tick time in ms>` and the schedule's `payload`, for the queue's workers, with
+   * their leases and retries. However many instances run, each tick is enqueued once; every
+   * instance with the module fires the ticks. Upserting the same definition again changes
+   * nothing; a changed one takes effect from its next tick, and no tick is enqueued twice.
+   * After downtime, only the latest missed tick is enqueued (at once).
+   * @throws QueueError naming the offending option
+   * @example
+   * await queues.schedule('reports', 'daily', { cron: '0 6 * * *', tz: 'Europe/Berlin' });
+   * await queues.schedule('sync', 'every-5s', { everyMs: 5_000, payload: { full: false } });
+   */
+  schedule(
+    queue: string,
+    scheduleId: string,
+    options: QueueScheduleOptions,
+  ): Promise<QueueSchedule> {
+    return this.schedulerOf.schedule(queue, scheduleId, options);
+  }
+
+  /**
+   * Removes a schedule: no more ticks (tasks it already enqueued stay). Resolves `false` when
+   * there was none.
+   */
+  unschedule(queue: string, scheduleId: string): Promise<boolean> {
+    return this.schedulerOf.unschedule(queue, scheduleId);
+  }
+
+  /** The schedules of `queue`, with their counts and next ticks. */
+  schedules(queue: string): Promise<QueueSchedule[]> {
+    return this.schedulerOf.schedules(queue);
+  }
+
+  /** @internal Starts firing the stored schedules (never fails: retried while Redis is away). */
+  async onApplicationBootstrap(): Promise<void> {
+    await this.schedulerOf.start();
+  }
+
+  /** @internal Stops firing schedules (before workers drain). */
+  onModuleDestroy(): void {
+    this.scheduler?.close();
   }
 }
 

@@ -24,6 +24,11 @@ function crc16(bytes: Uint8Array): number {
  * The Redis Cluster hash slot of `key`, computed like Redis does: CRC16 of the key's UTF-8 bytes
  * modulo 16384 — or, when the key has a hash tag (the first `{` followed later by a `}` with at
  * least one byte between them), of the tag only.
+ *
+ * Written here rather than taken from `cluster-key-slot` (the calculator ioredis depends on): that
+ * package, unmaintained, hashes the wrong bytes when an empty tag is followed by another `}`
+ * (`'{}}'`, `'a{}b}c'`), where Redis hashes the whole key; the property test against
+ * `CLUSTER KEYSLOT` (test/scaling/cluster.spec.ts) tries those keys on every run.
  * @example
  * clusterKeySlot('lock:{order:42}') === clusterKeySlot('lock:{order:42}:fence') // true
  */

@@ -82,28 +82,32 @@ describe('bench child warm-up', () => {
 
   it('opens what ours needs for waiting, so the first measured wait opens no connection', async () => {
     const adapter = await lockLibrary('ours').create(server.url);
+    const holder = await lockLibrary('ours').create(server.url);
     try {
-      await warmUpAdapter(adapter, 'bench:test:lock:warm-up:0', 5);
+      await warmUpAdapter(adapter, holder, 'bench:test:lock:warm-up:0', 5);
       const before = await clients();
-      const held = await adapter.acquire('bench:test:lock');
+      const held = await holder.acquire('bench:test:lock');
       const sent = requestCount();
       const waiter = adapter.acquire('bench:test:lock');
       await waitFor('the waiter to try the held lock', () => requestCount() > sent);
-      await adapter.release(held);
+      await holder.release(held);
       await adapter.release(await waiter);
       expect(await clients()).toBe(before);
     } finally {
       await adapter.close();
+      await holder.close();
     }
   });
 
   it('works for a polling library and leaves its key free', async () => {
     const adapter = await lockLibrary('original').create(server.url);
+    const holder = await lockLibrary('original').create(server.url);
     try {
-      await warmUpAdapter(adapter, 'bench:test:poll:warm-up:0', 3);
+      await warmUpAdapter(adapter, holder, 'bench:test:poll:warm-up:0', 3);
       expect(await admin.exists('bench:test:poll:warm-up:0')).toBe(0);
     } finally {
       await adapter.close();
+      await holder.close();
     }
   });
 });

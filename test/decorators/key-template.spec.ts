@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { LockKeyError } from '../../lib';
+import { LockKeyError, LockKeyValueMissingError } from '../../lib';
 import { parseKeyTemplate, renderKeyTemplate } from '../../lib/decorators/key-template';
 
 /** One piece of a generated template: literal text, or a placeholder with the value it names. */
@@ -152,6 +152,29 @@ describe('key templates', () => {
       expect(render).toThrow(LockKeyError);
       expect(render).toThrow("key template 'order:<0.id>'");
       expect(render).toThrow(message);
+    });
+
+    it.each([
+      ['missing', [], true],
+      ['null', [null], true],
+      ['a missing field', [{}], true],
+      ['an empty string', [{ id: '' }], true],
+      ['NaN', [{ id: NaN }], false],
+      ['an object', [{ id: { a: 1 } }], false],
+      ['an array', [{ id: [1] }], false],
+      ['a function', [{ id: () => 1 }], false],
+    ])('%s is a value missing from the arguments: %s', (_what, args, missing) => {
+      let err: unknown;
+      try {
+        renderKeyTemplate(parseKeyTemplate('order:<0.id>'), args);
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(LockKeyError);
+      expect(err instanceof LockKeyValueMissingError).toBe(missing);
+      if (missing) {
+        expect(err).toMatchObject({ placeholder: '<0.id>', argument: 0, path: ['id'] });
+      }
     });
   });
 

@@ -19,7 +19,7 @@ import {
   testRedisUrl,
   uniquePrefix,
   waitFor,
-  waitForLine,
+  waitForLocalWaiters,
   type Deferred,
 } from '../support/helpers';
 
@@ -182,8 +182,8 @@ describe('@WithLock', () => {
       const a = stock.reserve('sku-1', 'first');
       await waitFor('first call to run', () => stock.log.includes('start first'));
       const b = stock.reserve('sku-1', 'second');
-      // The second caller stands in the lock's line in Redis, so it is surely waiting.
-      await waitForLine(redis, prefix, 'stock:sku-1');
+      // The second caller waits behind the first in this instance's local cohort.
+      await waitForLocalWaiters(locks, 'stock:sku-1');
       expect(stock.log).toEqual(['start first']);
       first.resolve();
       expect(await Promise.all([a, b])).toEqual(['first reserved sku-1', 'second reserved sku-1']);
@@ -403,7 +403,7 @@ describe('@WithLock', () => {
       const outer = stock.outer('n1');
       await waitFor('outer call to reach inner', () => stock.log.includes('inner outer start'));
       const outsider = stock.inner('n1', 'outsider');
-      await waitForLine(redis, prefix, 'nest:n1');
+      await waitForLocalWaiters(locks, 'nest:n1');
       innerOfOuter.resolve();
       expect(await outer).toBe('inner outer under nest:n1');
       expect(await outsider).toBe('inner outsider under nest:n1');

@@ -7,6 +7,7 @@ import {
   FencedStore,
   Lock,
   LockKeyError,
+  LockKeyValueMissingError,
   LockService,
   QueueError,
   QueueService,
@@ -45,7 +46,11 @@ const RUNS = PROFILE.badInput.runsPerFamily;
 /** A call that has not settled by then counts as hung. */
 const HANG_MS = 5_000;
 
-type ErrorClass = typeof LockKeyError | typeof RedisLockOptionsError | typeof QueueError;
+type ErrorClass =
+  | typeof LockKeyError
+  | typeof LockKeyValueMissingError
+  | typeof RedisLockOptionsError
+  | typeof QueueError;
 
 /** One invalid call and what it must reject with. */
 interface BadCall {
@@ -415,6 +420,11 @@ describe(`Fault: bad input fuzz (fast-check, ${RUNS} runs per call family, profi
   });
 
   it('@WithLock: invalid templates and options throw when decorating; invalid arguments reject at call time', () => {
+    // A value missing from the arguments is the caller's (HTTP 400), any other bad one a LockKeyError.
+    const keyErrorOf = (value: unknown) =>
+      value === undefined || value === null || value === ''
+        ? LockKeyValueMissingError
+        : LockKeyError;
     const decorate = (key: unknown, options?: unknown) => {
       const descriptor = { value: (_a: unknown) => 'ran', configurable: true, writable: true };
       WithLock(key as string, options as never)({}, 'method', descriptor);
@@ -434,12 +444,12 @@ describe(`Fault: bad input fuzz (fast-check, ${RUNS} runs per call family, profi
       badKeyArgument.map((arg) => ({
         what: `@WithLock('item:<0>') one(${describeValue(arg)})`,
         call: () => decorated.one(arg),
-        expected: LockKeyError,
+        expected: keyErrorOf(arg),
       })),
       fc.tuple(fc.boolean(), badKeyArgument).map(([nested, arg]) => ({
         what: `@WithLock(['order:<0.id>', 'customer:<1>']) two(${nested ? `{ id: ${describeValue(arg)} }` : describeValue(arg)}, 'c')`,
         call: () => decorated.two(nested ? { id: arg } : arg, 'c'),
-        expected: LockKeyError,
+        expected: keyErrorOf(nested || arg === null || arg === undefined ? arg : (arg as any).id),
       })),
       badKeyArgument.map((arg) => ({
         what: `@WithLock((k) => k) byFunction(${describeValue(arg)})`,

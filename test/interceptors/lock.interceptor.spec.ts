@@ -10,7 +10,9 @@ import {
   type INestApplication,
   Param,
   Post,
+  Query,
   UseInterceptors,
+  type LoggerService,
   type CallHandler,
   type ExecutionContext,
 } from '@nestjs/common';
@@ -20,6 +22,8 @@ import { lastValueFrom, Observable, Subject, throwError } from 'rxjs';
 import request from 'supertest';
 import {
   LockInterceptor,
+  LockKeyError,
+  LockKeyValueMissingError,
   LockService,
   LockQuorumError,
   LockTimeoutError,
@@ -28,6 +32,7 @@ import {
   WithLock,
 } from '../../lib';
 import { testRedisUrl, uniquePrefix, waitFor } from '../support/helpers';
+import { startRedisServer } from '../support/redis-server';
 
 interface BuyDto {
   qty: number;
@@ -94,6 +99,57 @@ class StockController {
   }
 }
 
+interface PaymentDto {
+  orderId?: string;
+  amount: number;
+}
+
+/** How many times each payment handler ran (a handler must not run without its key). */
+const paid = new Map<string, number>();
+const ran = (what: string) => paid.set(what, (paid.get(what) ?? 0) + 1);
+
+@Injectable()
+class PaymentService {
+  @WithLock('charge:<0.orderId>')
+  async charge(payment: PaymentDto): Promise<string> {
+    ran('charge');
+    return `charged ${payment.orderId}`;
+  }
+}
+
+@Controller('payments')
+@UseInterceptors(LockInterceptor)
+class PaymentController {
+  constructor(private readonly payments: PaymentService) {}
+
+  @Post()
+  @WithLock('payment:<0.orderId>')
+  async pay(@Body() body: PaymentDto): Promise<string> {
+    ran('pay');
+    return `paid ${body.orderId}`;
+  }
+
+  @Get('status')
+  @WithLock('payment:<0>')
+  async status(@Query('id') id: string): Promise<string> {
+    ran('status');
+    return `status ${id}`;
+  }
+
+  @Post('charge')
+  charge(@Body() body: PaymentDto): Promise<string> {
+    return this.payments.charge(body);
+  }
+
+  // A programming error: the template names the whole body, which is never a scalar.
+  @Post('whole-body')
+  @WithLock('payment:<0>')
+  async wholeBody(@Body() _body: PaymentDto): Promise<string> {
+    ran('whole-body');
+    return 'unreachable';
+  }
+}
+
 @Controller('bare')
 class BareController {
   @Post(':sku')
@@ -101,6 +157,17 @@ class BareController {
   async buy(@Param('sku') sku: string): Promise<string> {
     return sku;
   }
+}
+
+/** A 503 of a lock acquisition without Redis: Retry-After 1 and the operation, nothing more. */
+function expectRedisUnavailable(res: request.Response): void {
+  expect(res.status).toBe(503);
+  expect(res.headers['retry-after']).toBe('1');
+  expect(res.body).toEqual({
+    statusCode: 503,
+    error: 'Service Unavailable',
+    message: 'Redis unavailable (lock acquire)',
+  });
 }
 
 describe('LockInterceptor', () => {
@@ -112,8 +179,8 @@ describe('LockInterceptor', () => {
   beforeAll(async () => {
     const moduleRef = await Test.createTestingModule({
       imports: [RedisLockModule.forRoot({ redis: testRedisUrl(), keyPrefix: prefix })],
-      controllers: [StockController, BareController],
-      providers: [OrderService],
+      controllers: [StockController, BareController, PaymentController],
+      providers: [OrderService, PaymentService],
     }).compile();
     app = moduleRef.createNestApplication({ logger: false });
     await app.listen(0, '127.0.0.1');
@@ -146,6 +213,18 @@ describe('LockInterceptor', () => {
       expect(after.text).toBe('bought 2 of sku-1');
     });
 
+    it('Retry-After estimates the wait from the line and recent hold times, not the holder TTL', async () => {
+      // A few quick sections: this instance has seen how long the lock is held.
+      for (let i = 0; i < 3; i++)
+        expect((await http().post('/stock/sku-7/buy').send({})).status).toBe(201);
+      const held = await locks.acquire('stock:sku-7', { ttlMs: 20_000 });
+      const res = await http().post('/stock/sku-7/buy').send({});
+      expect(res.status).toBe(423);
+      // Held for 20 s more, but sections take milliseconds here: retry in a second, not 20.
+      expect(res.headers['retry-after']).toBe('1');
+      await held.release();
+    });
+
     it('maps a LockTimeoutError from a decorated service the handler calls', async () => {
       const held = await locks.acquire('order:9', { ttlMs: 3_000 });
       const res = await http().post('/stock/orders/9');
@@ -159,13 +238,8 @@ describe('LockInterceptor', () => {
     it.each(['redis', 'quorum'])(
       'answers 503 with Retry-After when the lock store is out of reach (%s)',
       async (kind) => {
-        const res = await http().get(`/stock/outage/${kind}`);
-        expect(res.status).toBe(503);
-        expect(res.headers['retry-after']).toBe('1');
-        expect(res.body).toMatchObject({ statusCode: 503, error: 'Service Unavailable' });
-        expect(res.body.message).toMatch(
-          kind === 'quorum' ? /only 1 of 3 Redis nodes/ : /no answer/,
-        );
+        // The operation only: node counts and client wording stay in the log.
+        expectRedisUnavailable(await http().get(`/stock/outage/${kind}`));
       },
     );
 
@@ -183,6 +257,76 @@ describe('LockInterceptor', () => {
       const res = await http().post('/bare/bare');
       expect(res.status).toBe(500);
       await held.release();
+    });
+  });
+
+  describe('a lock key value missing from the request', () => {
+    beforeEach(() => paid.clear());
+
+    it('answers 400 naming the missing body field; the handler does not run', async () => {
+      const res = await http().post('/payments').send({ amount: 7 });
+      expect(res.status).toBe(400);
+      expect(res.body).toEqual({
+        statusCode: 400,
+        error: 'Bad Request',
+        message: "body.orderId is missing; the lock key 'payment:<0.orderId>' needs it",
+        missing: 'body.orderId',
+      });
+      const ok = await http().post('/payments').send({ orderId: 'o-1', amount: 7 });
+      expect(ok.status).toBe(201);
+      expect(ok.text).toBe('paid o-1');
+      expect(paid.get('pay')).toBe(1);
+    });
+
+    it.each([
+      ['absent', '/payments/status', 'query.id is missing'],
+      ['empty', '/payments/status?id=', 'query.id is empty'],
+    ])('answers 400 for an %s query parameter', async (_what, url, message) => {
+      const res = await http().get(url);
+      expect(res.status).toBe(400);
+      expect(res.body).toEqual({
+        statusCode: 400,
+        error: 'Bad Request',
+        message: `${message}; the lock key 'payment:<0>' needs it`,
+        missing: 'query.id',
+      });
+      expect(paid.get('status')).toBeUndefined();
+    });
+
+    it("answers 400 naming the placeholder when a service's key misses a value", async () => {
+      const res = await http().post('/payments/charge').send({ amount: 7 });
+      expect(res.status).toBe(400);
+      expect(res.body.missing).toBe('<0.orderId>');
+      expect(res.body.message).toBe(
+        "<0.orderId> is missing; the lock key 'charge:<0.orderId>' needs it",
+      );
+      expect(paid.get('charge')).toBeUndefined();
+    });
+
+    it('keeps a 500 for a template that can never be filled (a programming error)', async () => {
+      const res = await http().post('/payments/whole-body').send({ orderId: 'o-2', amount: 7 });
+      expect(res.status).toBe(500);
+      expect(paid.get('whole-body')).toBeUndefined();
+    });
+
+    it('a service still gets LockKeyValueMissingError, a LockKeyError naming method and value', async () => {
+      const err = await app
+        .get(PaymentService)
+        .charge({ amount: 7 })
+        .catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(LockKeyValueMissingError);
+      expect(err).toBeInstanceOf(LockKeyError);
+      expect(err).toMatchObject({
+        name: 'LockKeyValueMissingError',
+        template: 'charge:<0.orderId>',
+        placeholder: '<0.orderId>',
+        argument: 0,
+        path: ['orderId'],
+        method: 'PaymentService.charge',
+        message:
+          "@WithLock on PaymentService.charge: key template 'charge:<0.orderId>': " +
+          '<0.orderId> is undefined; expected a non-empty string, a finite number, a bigint or a boolean',
+      });
     });
   });
 
@@ -254,6 +398,51 @@ describe('LockInterceptor registered globally (APP_INTERCEPTOR)', () => {
       expect((await request(app.getHttpServer()).post('/bare/g')).status).toBe(201);
     } finally {
       await app.close();
+    }
+  });
+});
+
+describe('LockInterceptor when Redis is down', () => {
+  it('answers 503 "Redis unavailable" without client internals; the detail is logged once', async () => {
+    const server = await startRedisServer();
+    const warnings: string[] = [];
+    const logger: LoggerService = {
+      log: () => undefined,
+      error: () => undefined,
+      warn: (message: unknown, context?: unknown) => {
+        if (context === 'LockInterceptor') warnings.push(String(message));
+      },
+    };
+    const moduleRef = await Test.createTestingModule({
+      imports: [
+        RedisLockModule.forRoot({
+          redis: server.url,
+          keyPrefix: uniquePrefix('interceptor-down'),
+          commandTimeoutMs: 300,
+        }),
+      ],
+      controllers: [StockController],
+      providers: [OrderService],
+    }).compile();
+    const app = moduleRef.createNestApplication({ logger });
+    await app.init();
+    try {
+      const buy = () => request(app.getHttpServer()).post('/stock/down/buy').send({ qty: 1 });
+      expect((await buy()).status).toBe(201);
+      await server.stop();
+      // Three at once: one warning per throttle interval (5 s), not one per request.
+      const answers = await Promise.all([buy(), buy(), buy()]);
+      for (const res of answers) expectRedisUnavailable(res);
+      expect(warnings).toEqual([
+        expect.stringMatching(
+          /^POST \/stock\/down\/buy answered 503: Redis lock acquire failed: \S/,
+        ),
+      ]);
+      // Back up before closing, so that the shutdown releases and quits normally.
+      await server.restart();
+    } finally {
+      await app.close();
+      await server.stop();
     }
   });
 });

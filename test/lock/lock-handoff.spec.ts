@@ -8,7 +8,6 @@ import {
   createLockApp,
   redisClient,
   uniquePrefix,
-  waitFor,
   waitForLine,
 } from '../support/helpers';
 import { startRedisServer, type RedisServer } from '../support/redis-server';
@@ -26,13 +25,10 @@ describe('LockService handoff and fairness', () => {
   beforeAll(async () => {
     server = await startRedisServer();
     redis = redisClient(server.url);
-    holderApp = await createLockApp({ redis: server.url, keyPrefix: prefix });
-    // A poll interval far beyond the test: a waiter that gets the lock got it by the release message.
-    waiterApp = await createLockApp({
-      redis: server.url,
-      keyPrefix: prefix,
-      retryIntervalMs: 600_000,
-    });
+    // Cohorts off: every caller stands in the Redis line itself, which is what this file tests
+    // (cohorts: lock-cohorts.spec.ts).
+    holderApp = await createLockApp({ redis: server.url, keyPrefix: prefix, maxLocalHandoffs: 0 });
+    waiterApp = await createLockApp({ redis: server.url, keyPrefix: prefix, maxLocalHandoffs: 0 });
     holder = holderApp.get(LockService);
     waiter = waiterApp.get(LockService);
   });
@@ -105,18 +101,28 @@ describe('LockService handoff and fairness', () => {
     await lock.release();
   });
 
-  it('fair: false waiters race instead of lining up', async () => {
+  it('fair: false waiters stand in line only to be woken: a release frees the lock and wakes one', async () => {
     const keys = lockRedisKeys(prefix, 'unfair');
     const held = await holder.acquire('unfair', { fair: false });
     const waiting = waiter.acquire('unfair', { waitMs: 30_000, fair: false });
-    await waitFor('the waiter to subscribe', async () => {
-      const [, subs] = (await redis.pubsub('NUMSUB', keys.channel)) as [string, number];
-      return subs === 1;
-    });
-    expect(await redis.zcard(keys.line)).toBe(0);
+    const second = waiter.acquire('unfair', { waitMs: 30_000, fair: false });
+    await waitForLine(redis, prefix, 'unfair', 2);
+    const entries = Object.values(await redis.hgetall(keys.entries));
+    expect(entries.every((e) => e.endsWith(':w'))).toBe(true);
+    await redis.config('RESETSTAT');
     await held.release();
     const lock = await waiting;
+    // The release deleted the key and woke the first waiter only: its one retry took the lock.
+    const calls = await commandCalls(redis);
+    expect(calls.get('evalsha')).toBe(2);
+    expect(calls.get('publish')).toBe(1);
     expect(await lock.isHeld()).toBe(true);
+    // Barging is allowed: the releaser takes the free lock at once when nobody holds it.
     await lock.release();
+    const next = await second;
+    await next.release();
+    const barger = await holder.acquire('unfair', { fair: false });
+    expect(await barger.isHeld()).toBe(true);
+    await barger.release();
   });
 });

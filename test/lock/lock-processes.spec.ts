@@ -54,7 +54,9 @@ describe('LockService across OS processes', () => {
     await lineFrom(child, /^started$/);
     await waitForLine(redis, prefix, key, 1, 10_000);
     const [childToken] = await redis.zrange(line, 0, 0);
-    const second = locks.acquire(key, { waitMs: 20_000 });
+    // Another instance (a caller of the holder's own process would wait in its local cohort).
+    const other = await createLockApp({ keyPrefix: prefix });
+    const second = other.get(LockService).acquire(key, { waitMs: 20_000 });
     await waitForLine(redis, prefix, key, 2);
 
     child.kill('SIGKILL');
@@ -74,5 +76,6 @@ describe('LockService across OS processes', () => {
     expect(lock.fence).toBe(holder.fence + 1);
     expect(await redis.zscore(line, childToken)).toBeNull();
     await lock.release();
+    await other.close();
   }, 30_000);
 });

@@ -77,8 +77,11 @@ describe('LockService', () => {
       expect(lock.fences).toEqual([0]);
       expect(await redis.exists(`${prefix}lock:{unfenced}:fence`)).toBe(0);
       await lock.release();
+      // The first fenced acquisition creates the counter, starting at Redis TIME in microseconds.
+      const [seconds] = await redis.time();
       const fenced = await locks.acquire('unfenced');
-      expect(fenced.fence).toBe(1);
+      expect(fenced.fence).toBeGreaterThanOrEqual(Number(seconds) * 1e6);
+      expect(Number(await redis.get(`${prefix}lock:{unfenced}:fence`))).toBe(fenced.fence);
       await fenced.release();
     });
 
@@ -106,8 +109,9 @@ describe('LockService', () => {
       expect(err).toBeInstanceOf(LockTimeoutError);
       expect(Date.now() - started).toBeGreaterThanOrEqual(300);
       expect(err.waitedMs).toBeGreaterThanOrEqual(300);
-      // It left the line: the holder's release finds nobody to hand the lock to.
-      expect(await redis.zcard(`${prefix}lock:{slow}:line`)).toBe(0);
+      // It leaves the line right after giving up: the holder's release finds nobody to hand the
+      // lock to.
+      await waitForLine(redis, prefix, 'slow', 0);
       await held.release();
       expect(await redis.exists(`${prefix}lock:{slow}`)).toBe(0);
     });
@@ -186,6 +190,28 @@ describe('LockService', () => {
       expect(await rival.release('bykey')).toBe(true);
       expect(await lock.isHeld()).toBe(false);
     });
+
+    it('key-based calls act on the lock held now, not on an earlier one that ran out unreleased', async () => {
+      const value = `${prefix}lock:{rerun}`;
+      await locks.acquire('rerun', { ttlMs: 100 });
+      await waitFor('the first lock to expire', async () => (await redis.exists(value)) === 0);
+      const current = await locks.acquire('rerun', { ttlMs: 10_000 });
+      expect(await locks.isHeld('rerun')).toBe(true);
+      expect(await locks.extend('rerun', 20_000)).toBe(true);
+      expect(await redis.pttl(value)).toBeGreaterThan(10_000);
+      expect(await locks.release('rerun')).toBe(true);
+      expect(await redis.exists(value)).toBe(0);
+      expect(await current.isHeld()).toBe(false);
+    });
+
+    it('forgets locks that ran out unreleased (a TTL used as a throttle does not grow memory)', async () => {
+      const held = (locks as unknown as { held: Set<Lock> }).held;
+      const throttles = () => [...held].filter((l) => l.keys[0].startsWith('throttle-')).length;
+      for (let i = 0; i < 20; i++) await locks.acquire(`throttle-${i}`, { ttlMs: 50 });
+      expect(throttles()).toBe(20);
+      await waitFor('the expired locks to be dropped', async () => throttles() === 0, 15_000);
+      expect(await locks.isHeld('throttle-0')).toBe(false);
+    }, 20_000);
 
     it('releaseAll releases every lock this instance holds and nothing else', async () => {
       const mine = [await locks.acquire('all-1'), await locks.acquire('all-2')];

@@ -90,7 +90,9 @@ describe('Redis Cluster: 3 masters + 3 replicas, real redis-server processes', (
         fc.asyncProperty(fc.oneof(braces, fc.string({ unit: 'binary' })), async (key) => {
           expect(clusterKeySlot(key)).toBe(await direct.cluster('KEYSLOT', key));
         }),
-        { numRuns: 300 },
+        // Always tried: an empty tag ends the search (the whole key is hashed), a later '}' or
+        // '{…}' does not count. cluster-key-slot 1.1.1/1.1.2 (ioredis' calculator) gets these wrong.
+        { numRuns: 300, examples: [['{}}'], ['a{}b}c'], ['foo{}{bar}'], ['}{x}'], ['{']] },
       );
     });
 
@@ -134,9 +136,12 @@ describe('Redis Cluster: 3 masters + 3 replicas, real redis-server processes', (
       // The holder's TTL and the poll interval are far longer than the wait, so only a release
       // message can let a waiter in before its wait runs out.
       const slow = { waitMs: 8_000, retryIntervalMs: 60_000 };
+      // Waiters of another instance (this one's own callers would wait in its local cohorts).
+      const other = await createLockApp({ ...moduleOptions(), commandTimeoutMs: 1_000 });
+      const waiters = other.get(LockService);
       for (const fair of [true, false]) {
         const held = await Promise.all(names.map((n) => locks.acquire(n, { ttlMs: 60_000 })));
-        const waiting = names.map((n) => locks.acquire(n, { ...slow, fair }));
+        const waiting = names.map((n) => waiters.acquire(n, { ...slow, fair }));
         await waitFor('every waiter subscribed', async () => {
           for (const n of names) {
             const channel = lockRedisKeys(prefix, n).channel;
@@ -153,6 +158,7 @@ describe('Redis Cluster: 3 masters + 3 replicas, real redis-server processes', (
         expect(got.map((l) => l.keys[0])).toEqual(names);
         await Promise.all(got.map((l) => l.release()));
       }
+      await other.close();
     });
 
     it("waitForReplicas sends WAIT to the master of the lock's slot: its replica holds the token", async () => {

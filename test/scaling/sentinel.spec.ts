@@ -19,6 +19,10 @@ describe('Redis Sentinel: 1 master, 1 replica, 3 sentinels (real processes)', ()
   let locks: LockService;
   let queues: QueueService;
   let replica: Redis;
+  // Waiters of another instance: callers of `app` itself would wait in its local cohort, and
+  // these tests are about the Redis line and its pub/sub handoff.
+  let waiterApp: INestApplicationContext;
+  let waiters: LockService;
 
   beforeAll(async () => {
     sentinel = await startRedisSentinel();
@@ -29,10 +33,17 @@ describe('Redis Sentinel: 1 master, 1 replica, 3 sentinels (real processes)', ()
     });
     locks = app.get(LockService);
     queues = app.get(QueueService);
+    waiterApp = await createLockApp({
+      redis: { sentinels: sentinel.sentinels, name: sentinel.name },
+      keyPrefix: prefix,
+      commandTimeoutMs: 1_000,
+    });
+    waiters = waiterApp.get(LockService);
     replica = redisClient(`redis://127.0.0.1:${sentinel.servers[1].port}`);
   }, 60_000);
   afterAll(async () => {
     await app?.close();
+    await waiterApp?.close();
     replica?.disconnect();
     await sentinel?.stop();
   });
@@ -40,7 +51,7 @@ describe('Redis Sentinel: 1 master, 1 replica, 3 sentinels (real processes)', ()
   it('locks (with a waiter woken by pub/sub) and the queue work through the master Sentinel names', async () => {
     const held = await locks.acquire('s', { ttlMs: 60_000 });
     // Only the release message can let the waiter in before its wait runs out.
-    const waiter = locks.acquire('s', { waitMs: 8_000, retryIntervalMs: 60_000 });
+    const waiter = waiters.acquire('s', { waitMs: 8_000 });
     await waitForLine(replica, prefix, 's');
     await held.release();
     const next = await waiter;
@@ -64,7 +75,7 @@ describe('Redis Sentinel: 1 master, 1 replica, 3 sentinels (real processes)', ()
       expect(await replica.get(`${prefix}lock:{r}`)).toBe(lock.token);
       // A fair waiter is handed the lock by the release script (a write of the releaser's
       // connection); its confirmation still covers it.
-      const waiter = locks.acquire('r', { waitForReplicas: w, waitMs: 5_000 });
+      const waiter = waiters.acquire('r', { waitForReplicas: w, waitMs: 5_000 });
       await waitForLine(replica, prefix, 'r');
       await lock.release();
       const next = await waiter;

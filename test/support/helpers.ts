@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Test } from '@nestjs/testing';
-import type { INestApplicationContext } from '@nestjs/common';
+import type { INestApplicationContext, Provider } from '@nestjs/common';
 import { Redis } from 'ioredis';
 import { RedisLockModule, type QueueStats, type RedisLockModuleOptions } from '../../lib';
 import { lockRedisKeys } from '../../lib/lock/lock-keys';
@@ -23,12 +23,17 @@ export function redisClient(url = testRedisUrl()): Redis {
   return new Redis(url, { maxRetriesPerRequest: 1 });
 }
 
-/** A Nest application context with `RedisLockModule.forRoot(options)` on the test server. */
+/**
+ * A Nest application context with `RedisLockModule.forRoot(options)` on the test server, and
+ * `providers` beside it.
+ */
 export async function createLockApp(
   options: RedisLockModuleOptions = {},
+  providers: Provider[] = [],
 ): Promise<INestApplicationContext> {
   const moduleRef = await Test.createTestingModule({
     imports: [RedisLockModule.forRoot({ redis: testRedisUrl(), ...options })],
+    providers,
   }).compile();
   return moduleRef.init();
 }
@@ -98,6 +103,20 @@ export async function redisTimeMs(client: Redis): Promise<number> {
  * Waits until exactly `n` fair waiters stand in the line of lock `name` (keys under `prefix`),
  * read through `client`: a waiter in line is surely waiting.
  */
+/** Waits until `n` callers of `locks` wait in its local cohort for lock `name`. */
+export function waitForLocalWaiters(
+  locks: { localWaiters(key: string): number },
+  name: string,
+  n = 1,
+  timeoutMs = 5_000,
+): Promise<void> {
+  return waitFor(
+    `${n} local waiter(s) for lock '${name}'`,
+    async () => locks.localWaiters(name) === n,
+    timeoutMs,
+  );
+}
+
 export function waitForLine(
   client: Redis,
   prefix: string,

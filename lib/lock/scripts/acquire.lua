@@ -1,83 +1,148 @@
 -- Acquires one or more locks for one token, all or nothing.
 --
--- KEYS, 4 per lock:  value (string: holder token, PX ttl), fence (counter, never expires),
---                    line (zset: waiting tokens in arrival order), entries (hash: token -> entry)
--- ARGV[1] token        fresh random value of this acquisition
+-- KEYS, 4 per lock:  value (string: holder token, PX ttl; a trailing '*' marks "someone waits"),
+--                    fence (counter, PX fenceTtl), line (zset: waiting tokens in arrival order),
+--                    entries (hash: token -> entry)
+-- ARGV[1] token        fresh random value of this acquisition (a cohort's line token when joining)
 -- ARGV[2] ttl          lock TTL in ms
--- ARGV[3] fencing      '1': INCR the fence counter of each lock and return it
+-- ARGV[3] fencing      '1': increment the fence counter of each lock and return it
 -- ARGV[4] respectLine  '1': a free lock whose line has a live waiter is not free for this token
--- ARGV[5] join         '1': if not granted, join the line (or renew this token's place in it);
---                      single lock only. '0' promises the token never joined a line.
--- ARGV[6] entryTtl     ms a line entry stays live without being renewed by its waiter
+-- ARGV[5] wait         what a caller that is not granted does: '1' waits in line (one lock: joins
+--                      the line or keeps this token's place), 'm' waits outside any line (marks
+--                      the blocking lock so that its release announces itself), '0' does not
+--                      wait ('0' and 'm' promise the token never joined a line).
+-- ARGV[6] entryTtl     ms a line entry stays live without being renewed (renew.lua)
+-- ARGV[7] mode         'h': hand me the lock on release (fair) | 'w': only wake me (fair: false)
+-- ARGV[8] fenceTtl     ms a newly created fence counter lives (see nextFence)
 --
--- Returns {1, nowMs, fence_1, ..., fence_n} when granted (fence 0 when fencing is off);
---         {0, nowMs, wait} when not: wait = holder's PTTL, -1 for a holder without TTL,
---         -2 when the lock is free but another waiter is first in line.
--- An entry is "deadlineMs:ttlMs:fencing" so that release.lua can hand the lock over directly.
+-- Returns {1, others, fence_1, ..., fence_n} when granted: others = 1 when other waiters are in
+--         the line of the (single) lock, fence 0 when fencing is off;
+--         {0, nowMs, wait, line} when not: wait = holder's PTTL, -1 for a holder without TTL,
+--         -2 when the lock is free but another waiter is first in line; line = entries in the
+--         blocking lock's line (processes waiting, an estimate's input).
+-- An entry is "deadlineMs:ttlMs:fencing:mode" so that release.lua can hand the lock over directly.
+-- The fast path (one free lock, nobody in line) is 3 commands: EXISTS line, SET NX, INCR fence.
 
 local token = ARGV[1]
 local ttl = tonumber(ARGV[2])
 local fencing = ARGV[3] == '1'
 local respectLine = ARGV[4] == '1'
-local join = ARGV[5] == '1'
+local join = ARGV[5] == '1' and #KEYS == 4
+local wait = ARGV[5] ~= '0'
 local entryTtl = tonumber(ARGV[6])
+local mode = ARGV[7]
+local fenceTtl = tonumber(ARGV[8])
 local n = #KEYS / 4
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local marked = token .. '*'
 
--- Already ours: release.lua handed it to this token while it waited in line. Only a token that
--- joined the line can be handed the lock (an attempt that does not join has a token never seen).
-if join and n == 1 and redis.call('GET', KEYS[1]) == token then
-  redis.call('ZREM', KEYS[3], token)
-  redis.call('HDEL', KEYS[4], token)
-  return {1, now, tonumber(redis.call('GET', KEYS[2]) or '0')}
+local now = nil
+local function clock()
+  if not now then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return now
+end
+
+-- A counter that does not exist (new, or removed after fenceTtl) starts at Redis TIME in
+-- microseconds: above every fence it handed out before, as long as fewer than one fence per
+-- microsecond was handed out since it was created (Redis cannot run scripts that fast) and the
+-- Redis clock did not go back by more than fenceTtl.
+local function nextFence(fence)
+  if not fencing then return 0 end
+  local f = redis.call('INCR', fence)
+  if f == 1 then
+    local t = redis.call('TIME')
+    local seed = t[1] .. string.sub('00000' .. t[2], -6)
+    redis.call('SET', fence, seed, 'PX', fenceTtl)
+    f = tonumber(seed)
+  end
+  return f
 end
 
 -- The first waiter in line whose entry is still live; entries of waiters that stopped renewing
--- (crashed, gave up) are dropped on the way.
+-- (crashed, frozen, gave up) are dropped on the way.
 local function liveHead(line, entries)
   while true do
     local head = redis.call('ZRANGE', line, 0, 0)[1]
     if not head then return nil end
     local entry = redis.call('HGET', entries, head)
-    if entry and tonumber(string.match(entry, '^%d+')) >= now then return head end
+    if entry and tonumber(string.match(entry, '^%d+')) >= clock() then return head end
     redis.call('ZREM', line, head)
     redis.call('HDEL', entries, head)
   end
 end
 
-for i = 0, n - 1 do
+local function leave(line, entries)
+  redis.call('ZREM', line, token)
+  redis.call('HDEL', entries, token)
+end
+
+-- Not granted: wait behind the holder (or the line's head).
+local function blocked(i, waitMs)
   local value, line, entries = KEYS[i * 4 + 1], KEYS[i * 4 + 3], KEYS[i * 4 + 4]
-  local wait = nil
-  local pttl = redis.call('PTTL', value)
-  if pttl ~= -2 then
-    wait = pttl
-  elseif respectLine then
-    local head = liveHead(line, entries)
-    if head and head ~= token then wait = -2 end
-  end
   if wait then
-    if join and n == 1 then
+    if join then
       -- Score = last score + 1: strict arrival order, independent of clocks. NX keeps the place
-      -- of a waiter that is only renewing its entry.
+      -- of a waiter that is only checking again.
       local last = redis.call('ZRANGE', line, -1, -1, 'WITHSCORES')[2]
       redis.call('ZADD', line, 'NX', (tonumber(last) or 0) + 1, token)
-      redis.call('HSET', entries, token, (now + entryTtl) .. ':' .. ttl .. ':' .. ARGV[3])
+      redis.call('HSET', entries, token, (clock() + entryTtl) .. ':' .. ttl .. ':' .. ARGV[3] .. ':' .. mode)
       -- The line lives as long as someone renews it.
       redis.call('PEXPIRE', line, entryTtl * 2)
       redis.call('PEXPIRE', entries, entryTtl * 2)
     end
-    return {0, now, wait}
+    -- Mark the holder's token so that its release takes the path that wakes waiters.
+    local v = redis.call('GET', value)
+    if v and string.sub(v, -1) ~= '*' then redis.call('SET', value, v .. '*', 'KEEPTTL') end
   end
+  return {0, clock(), waitMs, redis.call('ZCARD', line)}
 end
 
-local result = {1, now}
-for i = 0, n - 1 do
-  redis.call('SET', KEYS[i * 4 + 1], token, 'PX', ttl)
+if n == 1 then
+  local value, fence, line, entries = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+  -- Already ours: release.lua handed it to this token while it waited in line.
   if join then
-    redis.call('ZREM', KEYS[i * 4 + 3], token)
-    redis.call('HDEL', KEYS[i * 4 + 4], token)
+    local v = redis.call('GET', value)
+    if v == token or v == marked then
+      leave(line, entries)
+      return {1, v == marked and 1 or 0, fencing and tonumber(redis.call('GET', fence) or '0') or 0}
+    end
   end
-  result[i + 3] = fencing and redis.call('INCR', KEYS[i * 4 + 2]) or 0
+  local inLine = redis.call('EXISTS', line) == 1
+  if inLine and respectLine then
+    local head = liveHead(line, entries)
+    if head and head ~= token then return blocked(0, -2) end
+  end
+  if not redis.call('SET', value, token, 'NX', 'PX', ttl) then
+    return blocked(0, redis.call('PTTL', value))
+  end
+  local others = 0
+  if inLine then
+    leave(line, entries)
+    if redis.call('EXISTS', line) == 1 then
+      others = 1
+      redis.call('SET', value, marked, 'KEEPTTL')
+    end
+  end
+  return {1, others, nextFence(fence)}
+end
+
+for i = 0, n - 1 do
+  local value, line, entries = KEYS[i * 4 + 1], KEYS[i * 4 + 3], KEYS[i * 4 + 4]
+  local pttl = redis.call('PTTL', value)
+  if pttl ~= -2 then return blocked(i, pttl) end
+  if respectLine and redis.call('EXISTS', line) == 1 then
+    local head = liveHead(line, entries)
+    if head and head ~= token then return blocked(i, -2) end
+  end
+end
+local result = {1, 0}
+for i = 0, n - 1 do
+  local value, line = KEYS[i * 4 + 1], KEYS[i * 4 + 3]
+  local v = token
+  if redis.call('EXISTS', line) == 1 then v = marked end
+  redis.call('SET', value, v, 'PX', ttl)
+  result[i + 3] = nextFence(KEYS[i * 4 + 2])
 end
 return result

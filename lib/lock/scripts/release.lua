@@ -1,52 +1,118 @@
--- Releases the locks a token holds, handing each one straight to the first live waiter in its
--- line: the waiter owns it as soon as this script ends and learns so from the message, which
--- saves it a round trip and leaves no gap in which a newcomer could barge in.
+-- Releases the locks a token holds. A lock whose value carries the waiters' mark ('*') goes
+-- straight to the first live waiter in its line: a fair one ('h' entry) owns it as soon as this
+-- script ends and learns so from the message, which saves it a round trip and leaves no gap in
+-- which a newcomer could barge in; a non-fair one ('w' entry) is only woken to race for it. A lock
+-- without the mark has nobody waiting: it is deleted and nothing is published.
 --
 -- KEYS, 5 per lock: value, fence, line, entries (as in acquire.lua), channel (pub/sub channel)
 -- ARGV[1] token
--- ARGV[2] sharded  '1': publish with SPUBLISH (Cluster), else PUBLISH
+-- ARGV[2] sharded   '1': publish with SPUBLISH (Cluster), else PUBLISH
+-- ARGV[3] fenceTtl  ms a newly created fence counter lives (as in acquire.lua)
+-- ARGV[4] rejoin    '' or, for a single lock, a token that takes a place at the end of the line
+--                   after the release (a process whose own callers still wait; see docs/locks.md)
+-- ARGV[5] entry     with rejoin: "ttlMs:fencing:mode" of its entry
+-- ARGV[6] entryTtl  with rejoin: ms its entry stays live without renewal
 --
 -- Publishes on each released lock's channel either
---   'h <token> <fence> <nowMs> <ttlMs>'  handed to the waiter <token>, or
---   'f'                                  free, nobody was waiting in line.
--- Returns the number of locks that were held by ARGV[1] (and are released now).
+--   'h <token> <fence> <nowMs> <ttlMs> <others>'  handed to the fair waiter <token>,
+--   'w <token>'                                   free; wakes the non-fair waiter <token>, or
+--   'f'                                           free, nobody live was in line (wakes watchers).
+-- Returns the number of locks that were held by ARGV[1] (and are released now); with rejoin,
+-- {released, rejoined, fence, nowMs}: rejoined = 1 when the rejoin token stands in line, 2 when
+-- nobody else was waiting and it was granted the lock at once (then fence is its fence); nowMs
+-- dates a later handoff message to it.
 
 local token = ARGV[1]
 local publish = ARGV[2] == '1' and 'SPUBLISH' or 'PUBLISH'
+local fenceTtl = tonumber(ARGV[3])
+local rejoin = ARGV[4] or ''
 local released = 0
-local now = nil
 
+local now = nil
+local function clock()
+  if not now then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return now
+end
+
+-- As in acquire.lua: a new counter starts at Redis TIME in microseconds.
+local function nextFence(fence, fencing)
+  if fencing ~= '1' then return 0 end
+  local f = redis.call('INCR', fence)
+  if f == 1 then
+    local t = redis.call('TIME')
+    local seed = t[1] .. string.sub('00000' .. t[2], -6)
+    redis.call('SET', fence, seed, 'PX', fenceTtl)
+    f = tonumber(seed)
+  end
+  return f
+end
+
+-- Gives the free lock to the first live waiter; false when nobody live waits.
+local function handOver(value, fence, line, entries, channel)
+  while true do
+    local next = redis.call('ZRANGE', line, 0, 0)[1]
+    if not next then return false end
+    local entry = redis.call('HGET', entries, next)
+    local deadline, ttl, fencing, mode = nil, nil, nil, nil
+    if entry then deadline, ttl, fencing, mode = string.match(entry, '^(%d+):(%d+):(%d):(%a)$') end
+    -- A waiter that stopped renewing its entry is skipped, not waited for.
+    if deadline and tonumber(deadline) >= clock() then
+      if mode == 'w' then
+        redis.call('DEL', value)
+        redis.call(publish, channel, 'w ' .. next)
+        return true
+      end
+      redis.call('ZREM', line, next)
+      redis.call('HDEL', entries, next)
+      local others = redis.call('EXISTS', line)
+      redis.call('SET', value, others == 1 and next .. '*' or next, 'PX', ttl)
+      local f = nextFence(fence, fencing)
+      -- %.0f: a fence is a 16-digit number, which plain concatenation would round.
+      redis.call(publish, channel, string.format('h %s %.0f %.0f %s %d', next, f, clock(), ttl, others))
+      return true
+    end
+    redis.call('ZREM', line, next)
+    redis.call('HDEL', entries, next)
+  end
+end
+
+local rejoined = 0
 for i = 0, #KEYS / 5 - 1 do
   local value, fence, line, entries, channel =
     KEYS[i * 5 + 1], KEYS[i * 5 + 2], KEYS[i * 5 + 3], KEYS[i * 5 + 4], KEYS[i * 5 + 5]
-  if redis.call('GET', value) == token then
+  local v = redis.call('GET', value)
+  if v == token then
     released = released + 1
-    local handed = false
-    while not handed do
-      local next = redis.call('ZRANGE', line, 0, 0)[1]
-      if not next then break end
-      local entry = redis.call('HGET', entries, next)
-      redis.call('ZREM', line, next)
-      redis.call('HDEL', entries, next)
-      if entry then
-        if not now then
-          local t = redis.call('TIME')
-          now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-        end
-        local deadline, ttl, fencing = string.match(entry, '^(%d+):(%d+):(%d)$')
-        -- A waiter that stopped renewing its entry is skipped, not waited for.
-        if tonumber(deadline) >= now then
-          redis.call('SET', value, next, 'PX', ttl)
-          local f = fencing == '1' and redis.call('INCR', fence) or 0
-          redis.call(publish, channel, 'h ' .. next .. ' ' .. f .. ' ' .. now .. ' ' .. ttl)
-          handed = true
-        end
-      end
-    end
-    if not handed then
+    redis.call('DEL', value)
+  elseif v == token .. '*' then
+    released = released + 1
+    if not handOver(value, fence, line, entries, channel) then
       redis.call('DEL', value)
       redis.call(publish, channel, 'f')
     end
   end
 end
-return released
+
+if rejoin == '' then return released end
+if released == 1 then
+  local value, fence, line, entries = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+  local ttl, fencing = string.match(ARGV[5], '^(%d+):(%d)')
+  if redis.call('EXISTS', value) == 0 and redis.call('EXISTS', line) == 0 then
+    -- Nobody else waits any more: the rejoining process keeps the lock.
+    redis.call('SET', value, rejoin, 'PX', ttl)
+    return {released, 2, nextFence(fence, fencing), clock()}
+  end
+  local entryTtl = tonumber(ARGV[6])
+  local last = redis.call('ZRANGE', line, -1, -1, 'WITHSCORES')[2]
+  redis.call('ZADD', line, 'NX', (tonumber(last) or 0) + 1, rejoin)
+  redis.call('HSET', entries, rejoin, (clock() + entryTtl) .. ':' .. ARGV[5])
+  redis.call('PEXPIRE', line, entryTtl * 2)
+  redis.call('PEXPIRE', entries, entryTtl * 2)
+  local held = redis.call('GET', value)
+  if held and string.sub(held, -1) ~= '*' then redis.call('SET', value, held .. '*', 'KEEPTTL') end
+  rejoined = 1
+end
+return {released, rejoined, 0, clock()}

@@ -1,23 +1,21 @@
 /**
- * Where a waiting acquisition sleeps between attempts. Release messages for its lock are pushed
- * in; `wait` resolves with the first relevant one, or `undefined` when the timer fires first.
- * A message that arrives while no one is waiting is kept for the next `wait`.
+ * Where a caller waiting outside any line (a multi-key lock, quorum mode) sleeps between attempts.
+ * Release messages of its locks are pushed in; `wait` resolves with the first 'free' one, or
+ * `undefined` when the timer fires first. A message that arrives while no one is waiting is kept
+ * for the next `wait`.
  */
 export class WakeSignal {
   private pending?: string;
   private wake?: (message: string | undefined) => void;
 
-  constructor(private readonly token: string) {}
-
-  /** Message listener: keeps 'handed to me' and 'free'; ignores handoffs to other waiters. */
+  /** Message listener: keeps 'free'; ignores handoffs and wake-ups meant for line waiters. */
   readonly push = (message: string): void => {
-    const forMe = message.startsWith(`h ${this.token} `);
-    if (!forMe && message !== 'f') return;
+    if (message !== 'f') return;
     if (this.wake) {
       const wake = this.wake;
       this.wake = undefined;
       wake(message);
-    } else if (forMe || !this.pending) {
+    } else {
       this.pending = message;
     }
   };

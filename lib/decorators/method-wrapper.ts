@@ -1,0 +1,55 @@
+import { RedisLockError } from '../errors/redis-lock.error';
+import { WITH_LOCK_METHODS } from './with-lock.constants';
+
+/** @internal The method a decorator is applied to. */
+export interface DecoratedMethod {
+  /** The method as it is before this decorator. */
+  readonly original: (...args: unknown[]) => unknown;
+  /** `Class.method`, for messages. */
+  readonly where: string;
+  readonly className: string;
+}
+
+/**
+ * @internal Reads the method `decorator` (e.g. `'@WithLock'`) is applied to.
+ * @throws RedisLockError when it is not a method
+ */
+export function decoratedMethod(
+  decorator: string,
+  target: object,
+  propertyKey: string | symbol,
+  descriptor: { value?: unknown },
+): DecoratedMethod {
+  const className =
+    typeof target === 'function' ? target.name : (target.constructor?.name ?? 'anonymous');
+  const where = `${className}.${String(propertyKey)}`;
+  const original = descriptor.value;
+  if (typeof original !== 'function') {
+    throw new RedisLockError(`${decorator} on ${where}: only methods can be decorated`);
+  }
+  return { original: original as DecoratedMethod['original'], where, className };
+}
+
+/**
+ * @internal Puts `wrapper` in the place of `original`: with its metadata (decorators written below
+ * have put theirs on the original already; those above put theirs on the wrapper), its `name` and
+ * `length`; and lists the method as one that needs the module's `LockService`, so that
+ * `WithLockExplorer` binds the instance.
+ */
+export function replaceMethod<T>(
+  target: object,
+  propertyKey: string | symbol,
+  descriptor: TypedPropertyDescriptor<T>,
+  original: DecoratedMethod['original'],
+  wrapper: (...args: unknown[]) => unknown,
+): TypedPropertyDescriptor<T> {
+  for (const k of Reflect.getOwnMetadataKeys(original)) {
+    Reflect.defineMetadata(k, Reflect.getOwnMetadata(k, original), wrapper);
+  }
+  Object.defineProperty(wrapper, 'name', { value: original.name, configurable: true });
+  Object.defineProperty(wrapper, 'length', { value: original.length, configurable: true });
+  const marked: unknown[] = Reflect.getOwnMetadata(WITH_LOCK_METHODS, target) ?? [];
+  Reflect.defineMetadata(WITH_LOCK_METHODS, [...marked, propertyKey], target);
+  descriptor.value = wrapper as unknown as T;
+  return descriptor;
+}

@@ -1,0 +1,81 @@
+import { describeValue } from './describe-value';
+import { LockKeyError } from './lock-key.error';
+
+/**
+ * A `@WithLock` key template could not be filled at call time because a value is missing from the
+ * method's arguments: the argument, or a field on the placeholder's path, is `undefined` or
+ * `null`, or the value is an empty string. This is the caller's mistake, not the template's: over
+ * HTTP, `LockInterceptor` answers `400 Bad Request` naming the missing value. A value that is
+ * present but unusable (an object, an array, `NaN`, a function) stays a plain `LockKeyError`, a
+ * programming error (HTTP 500), like an invalid template or a key function's bad result.
+ */
+export class LockKeyValueMissingError extends LockKeyError {
+  /** The placeholder as written, e.g. `<0.orderId>`. */
+  readonly placeholder: string;
+  /** The argument index of the placeholder (`0` for `<0.orderId>`). */
+  readonly argument: number;
+  /** The field path of the placeholder (`['orderId']` for `<0.orderId>`). */
+  readonly path: readonly string[];
+
+  /**
+   * @param template the key template, e.g. `'payment:<0.orderId>'`
+   * @param placeholder the placeholder that could not be filled
+   * @param reached how far the path could be read, e.g. `'0'` when argument 0 itself is missing
+   * @param value what was found there: `undefined`, `null` or `''`
+   * @param method `Class.method` of the decorated method, when known
+   */
+  constructor(
+    readonly template: string,
+    placeholder: {
+      readonly index: number;
+      readonly path: readonly string[];
+      readonly text: string;
+    },
+    readonly reached: string,
+    readonly value: unknown,
+    readonly method?: string,
+  ) {
+    super(
+      (method ? `@WithLock on ${method}: ` : '') +
+        placeholderProblem(template, placeholder.text, reached, value),
+      template,
+    );
+    this.placeholder = placeholder.text;
+    this.argument = placeholder.index;
+    this.path = placeholder.path;
+  }
+
+  /** The same error, naming the decorated method. */
+  inMethod(method: string): LockKeyValueMissingError {
+    const placeholder = { index: this.argument, path: this.path, text: this.placeholder };
+    return new LockKeyValueMissingError(
+      this.template,
+      placeholder,
+      this.reached,
+      this.value,
+      method,
+    );
+  }
+}
+
+/**
+ * Why `placeholder` of `template` cannot be filled: `value` is what was found at `<reached>`.
+ * @example
+ * placeholderProblem('pay:<0.id>', '<0.id>', '0', undefined)
+ * // "key template 'pay:<0.id>': <0.id> cannot be read: <0> is undefined; expected …"
+ */
+export function placeholderProblem(
+  template: string,
+  placeholder: string,
+  reached: string,
+  value: unknown,
+): string {
+  const what =
+    reached === placeholder.slice(1, -1)
+      ? `${placeholder} is ${describeValue(value)}`
+      : `${placeholder} cannot be read: <${reached}> is ${describeValue(value)}`;
+  return (
+    `key template '${template}': ${what}; ` +
+    'expected a non-empty string, a finite number, a bigint or a boolean'
+  );
+}

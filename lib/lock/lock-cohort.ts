@@ -1,0 +1,508 @@
+import { LockTimeoutError } from '../errors/lock-timeout.error';
+import type { ResolvedLockOptions } from '../options/resolve-options';
+import { LocalLine } from '../waiting/local-line';
+import type { LineRenewal, RenewedPlace } from '../waiting/line-renewal';
+import type { Lock } from './lock';
+import type { LockRedisKeys } from './lock-keys';
+import {
+  entrySpec,
+  LINE_ENTRY_TTL_MS,
+  type LineEntry,
+  type LineStatus,
+  type LockAttempt,
+  type LockHandoff,
+  type LockRejoin,
+  type LockStore,
+} from './lock-store';
+
+/** What a waiting acquisition ends with (a timeout is returned, not thrown). */
+export type Obtained = Lock | LockTimeoutError;
+
+/** What a cohort needs from the service that owns it. */
+export interface CohortHost {
+  readonly store: LockStore;
+  readonly renewal: LineRenewal<LineEntry, LineStatus>;
+  /** Bound of consecutive local handoffs while other processes wait. */
+  readonly maxLocalHandoffs: number;
+  newToken(): string;
+  /** Creates the Lock handle of a grant and registers it as held. */
+  grant(
+    key: LockRedisKeys,
+    token: string,
+    o: ResolvedLockOptions,
+    fence: number,
+    expiresAt: number,
+    cohort: LockCohort,
+  ): Lock;
+  /** Forgets a granted lock that no caller took (it was passed on). */
+  forget(lock: Lock): void;
+  listen(channel: string, onMessage: (message: string) => void): Promise<() => void>;
+  /** The cohort has nobody holding or waiting: forget it. */
+  dispose(cohort: LockCohort): void;
+  /** A background step failed (logged; the waiters are told or retried). */
+  warn(what: string, err: unknown): void;
+  /** Recent hold time of `key` in this process (ms), if any was seen. */
+  holdTime(key: LockRedisKeys): number | undefined;
+}
+
+/**
+ * The callers of one process that want one lock (lock cohorting: Dice, Marathe & Shavit, PPoPP
+ * 2012). They wait in an in-process FIFO; only the process stands in the Redis line, with one
+ * entry renewed by the process-wide heartbeat. When the process gets the lock (handed over by a
+ * release, or by its own attempt) the first local caller holds it; its release passes the lock to
+ * the next local caller in one round trip (`handoff.lua`: own token, full TTL, new fence) without
+ * waking another process, at most `maxLocalHandoffs` times in a row while other processes wait.
+ * Then the release hands the lock to the Redis line and puts the process at its end (`rejoin`).
+ *
+ * With `maxLocalHandoffs: 0` every caller has a cohort of its own, so it stands in the Redis line
+ * itself; the waiting machinery (heartbeat, messages) is the same.
+ */
+export class LockCohort implements RenewedPlace<LineEntry, LineStatus> {
+  /** The local caller holding the lock now. */
+  private holder?: Lock;
+  private line?: LocalLine<ResolvedLockOptions, Obtained>;
+  /** The token of this process's entry in the Redis line, while it stands there. */
+  private lineToken?: string;
+  /** The last attempt made with `lineToken` (dates a handoff message). */
+  private lastAttempt?: LockAttempt;
+  /** When the request that put `lineToken` in line was sent (dates a message before its reply). */
+  private joinSentAt = 0;
+  /** A wake-up message came while a round trip was running: check again after it. */
+  private recheckPending = false;
+  /** The first caller's attempt, while it runs (nothing is known about the lock yet). */
+  private firstAttempt?: Promise<LockAttempt>;
+  /** A round trip on behalf of the cohort is in flight. */
+  private busy = false;
+  private localHandoffs = 0;
+  private othersWaiting = false;
+  private unlisten?: () => void;
+  private retryTimer?: NodeJS.Timeout;
+  private holderTimer?: NodeJS.Timeout;
+  private disposed = false;
+
+  constructor(
+    private readonly host: CohortHost,
+    readonly key: LockRedisKeys,
+  ) {}
+
+  /** How long the holder holds the lock at most, as far as this process knows. */
+  private holderMs(): number | undefined {
+    if (this.holder) return Math.max(0, this.holder.expiresAt - Date.now());
+    return this.lastAttempt?.wait;
+  }
+
+  /** Callers of this process waiting for the lock (not counting the holder). */
+  get waiting(): number {
+    return this.line?.pending ?? 0;
+  }
+
+  /** Nobody of this process holds, waits or stands in line. */
+  get idle(): boolean {
+    return !this.holder && !this.busy && !this.lineToken && !this.line?.first();
+  }
+
+  /**
+   * Acquires for one caller: the first caller of an idle cohort tries Redis at once; the others
+   * wait in the local FIFO (a `waitMs: 0` caller gives up at once when the lock is surely taken).
+   */
+  acquire(o: ResolvedLockOptions, started: number): Promise<Obtained> {
+    // A local holder whose lock ran out unreleased holds nothing any more.
+    if (this.holder?.isLost) this.lost(this.holder);
+    if (this.idle) return this.tryFirst(o, started);
+    if (o.waitMs === 0) {
+      // Held here or queued behind another process: surely taken. Only an attempt in flight
+      // leaves it open (it may fail, e.g. Redis unreachable): then try too.
+      return this.holder || this.lineToken ? Promise.resolve(this.timeout(0)) : this.tryOnce(o);
+    }
+    const p = this.enqueue(o, started, false);
+    this.watchHolder();
+    this.drive();
+    return p;
+  }
+
+  /**
+   * Releases the lock `lock` of this cohort: to the next local caller (local handoff), or to the
+   * Redis line with this process queuing again at its end (bound reached), or for good.
+   */
+  async release(lock: Lock): Promise<boolean> {
+    if (this.holder !== lock) return this.host.store.release([this.key], lock.token);
+    this.holder = undefined;
+    clearTimeout(this.holderTimer);
+    this.busy = true;
+    try {
+      let token = lock.token;
+      let released: boolean | undefined;
+      for (;;) {
+        const next = this.line?.shift();
+        if (!next) {
+          const ok = await this.host.store.release([this.key], token);
+          return released ?? ok;
+        }
+        if (this.localHandoffs >= this.host.maxLocalHandoffs && this.othersWaiting) {
+          this.line!.unshift(next);
+          const ok = await this.rejoin(token, next.options);
+          return released ?? ok;
+        }
+        const o = next.options;
+        const newToken = this.host.newToken();
+        let h: LockHandoff;
+        try {
+          h = await this.host.store.handoff(this.key, token, newToken, o);
+        } catch (err) {
+          if (!next.settled) this.line!.unshift(next);
+          throw err;
+        }
+        if (!h.handed) {
+          // Our lock lapsed: the next caller queues through Redis.
+          if (!next.settled) this.line!.unshift(next);
+          return released ?? false;
+        }
+        released ??= true;
+        this.othersWaiting = h.others;
+        this.localHandoffs = h.others ? this.localHandoffs + 1 : 0;
+        const nextLock = this.host.grant(this.key, newToken, o, h.fence, h.sentAt + o.ttlMs, this);
+        if (next.resolve(nextLock)) {
+          this.hold(nextLock, h.others);
+          return released;
+        }
+        // Its wait ran out during the round trip: pass the lock on in turn.
+        this.host.forget(nextLock);
+        token = newToken;
+      }
+    } finally {
+      this.busy = false;
+      this.drive();
+    }
+  }
+
+  /** The lock `lock` was lost (an extension found it gone): the next local caller goes on. */
+  lost(lock: Lock): void {
+    if (this.holder !== lock) return;
+    this.holder = undefined;
+    clearTimeout(this.holderTimer);
+    this.drive();
+  }
+
+  /** @internal what the heartbeat renews */
+  entry(): LineEntry | undefined {
+    const first = this.line?.first();
+    if (!this.lineToken || !first || this.busy) return undefined;
+    return { key: this.key, token: this.lineToken, spec: entrySpec(first.options) };
+  }
+
+  /** @internal what the heartbeat found */
+  onRenewed(entry: LineEntry, status: LineStatus): void {
+    if (entry.token !== this.lineToken || this.busy) return;
+    if (status.state === 'gone') {
+      // Our entry lapsed (frozen or cut off for longer than its deadline): queue again.
+      this.leaveLineLocally();
+      this.drive();
+    } else if (status.state === 'handed') {
+      // The handoff message was lost; the heartbeat found the lock ours.
+      this.obtained(entry.token, status.fence, status.expiresAt, true);
+    } else if (status.state === 'free') {
+      // The holder let the lock lapse (crashed, frozen): the first in line takes it now.
+      void this.recheck();
+    }
+  }
+
+  private async tryFirst(o: ResolvedLockOptions, started: number): Promise<Obtained> {
+    this.busy = true;
+    const token = this.host.newToken();
+    let attempt: LockAttempt;
+    try {
+      this.firstAttempt = this.host.store.attempt([this.key], token, o, 'none');
+      attempt = await this.firstAttempt;
+    } catch (err) {
+      this.busy = false;
+      this.firstAttempt = undefined;
+      // Callers queued behind an attempt that failed share its failure (Redis unreachable).
+      this.line?.rejectAll(err);
+      this.drive();
+      throw err;
+    }
+    this.busy = false;
+    this.firstAttempt = undefined;
+    if (attempt.granted) {
+      const lock = this.host.grant(this.key, token, o, attempt.fences[0], attempt.expiresAt, this);
+      this.hold(lock, attempt.others === true);
+      this.drive();
+      return lock;
+    }
+    this.lastAttempt = attempt;
+    if (o.waitMs === 0) {
+      this.drive();
+      return this.timeout(0, attempt.wait);
+    }
+    const p = this.enqueue(o, started, true);
+    this.drive();
+    return p;
+  }
+
+  /** One attempt beside another in flight (a `waitMs: 0` caller that came meanwhile). */
+  private async tryOnce(o: ResolvedLockOptions): Promise<Obtained> {
+    const token = this.host.newToken();
+    const attempt = await this.host.store.attempt([this.key], token, o, 'none');
+    if (!attempt.granted) return this.timeout(0, attempt.wait);
+    const lock = this.host.grant(this.key, token, o, attempt.fences[0], attempt.expiresAt, this);
+    this.hold(lock, attempt.others === true);
+    this.drive();
+    return lock;
+  }
+
+  private enqueue(o: ResolvedLockOptions, started: number, first: boolean): Promise<Obtained> {
+    this.line ??= new LocalLine(() => this.drive());
+    const left = o.waitMs - (Date.now() - started);
+    return this.line.add(o, left, o.signal, () => this.timeoutOrFailure(started), first);
+  }
+
+  /** Decides the cohort's next step after any change; does nothing while a round trip runs. */
+  private drive(): void {
+    if (this.busy || this.holder || this.disposed) return;
+    const first = this.line?.first();
+    if (first && this.lineToken && this.recheckPending) void this.recheck();
+    else if (first && !this.lineToken) void this.join(first.options);
+    else if (!first && this.lineToken) void this.leave();
+    else if (!first) this.dispose();
+  }
+
+  /** Puts the process in the Redis line for its first local caller (`o`). */
+  private async join(o: ResolvedLockOptions): Promise<void> {
+    this.busy = true;
+    const token = this.host.newToken();
+    try {
+      await this.subscribe();
+      // In line from the moment the request is sent: its handoff message may come before its reply.
+      this.lineToken = token;
+      this.joinSentAt = Date.now();
+      const attempt = await this.host.store.attempt([this.key], token, o, 'line');
+      this.busy = false;
+      if (token !== this.lineToken) return;
+      if (attempt.granted) {
+        this.obtained(token, attempt.fences[0], attempt.expiresAt, attempt.others === true);
+      } else {
+        this.host.renewal.add(this);
+        this.waitFor(attempt);
+      }
+    } catch (err) {
+      // Every caller of the cohort would meet the same failure: tell them all.
+      this.busy = false;
+      if (token === this.lineToken) this.leaveLineLocally();
+      this.line?.rejectAll(err);
+    } finally {
+      this.drive();
+    }
+  }
+
+  /** Checks again with the line token (a lapsed holder, a wake-up message): keeps the place. */
+  private async recheck(): Promise<void> {
+    const token = this.lineToken;
+    const first = this.line?.first();
+    if (this.busy || !token || !first) return this.drive();
+    this.recheckPending = false;
+    this.busy = true;
+    let attempt: LockAttempt | undefined;
+    try {
+      attempt = await this.host.store.attempt([this.key], token, first.options, 'line');
+    } catch (err) {
+      this.host.warn(`lock ${this.key.name}: checking the line failed`, err);
+    } finally {
+      this.busy = false;
+    }
+    if (token !== this.lineToken) return this.drive();
+    if (attempt?.granted) {
+      this.obtained(token, attempt.fences[0], attempt.expiresAt, attempt.others === true);
+    } else if (attempt) {
+      this.waitFor(attempt);
+    } else {
+      this.retryIn(LINE_ENTRY_TTL_MS);
+    }
+    this.drive();
+  }
+
+  /** In line: a release message, the heartbeat, or the holder's PTTL running out moves us on. */
+  private waitFor(attempt: LockAttempt): void {
+    this.lastAttempt = attempt;
+    // The holder's PTTL bounds a lost message (and finds a crashed holder's lock lapsed);
+    // a free lock with another waiter first is checked again after an entry's lifetime.
+    if (attempt.wait >= 0) this.retryIn(attempt.wait + 1);
+    else if (attempt.wait === -2) this.retryIn(LINE_ENTRY_TTL_MS);
+  }
+
+  private retryIn(ms: number): void {
+    clearTimeout(this.retryTimer);
+    this.retryTimer = setTimeout(() => void this.recheck(), ms);
+    this.retryTimer.unref();
+  }
+
+  private onMessage = (message: string): void => {
+    const token = this.lineToken;
+    if (!token) return;
+    if (message.startsWith(`h ${token} `)) {
+      // Handed to us by release.lua at Redis time `grantedAt`, after our last attempt (at
+      // `redisNow`, sent at `sentAt`): so it expires no sooner than this. Before that attempt's
+      // reply, the grant is known to come after the request was sent.
+      const [, , fence, grantedAt, ttl, others] = message.split(' ');
+      const last = this.lastAttempt;
+      const expiresAt = last
+        ? last.sentAt + (Number(grantedAt) - last.redisNow) + Number(ttl)
+        : this.joinSentAt + Number(ttl);
+      this.obtained(token, Number(fence), expiresAt, others === '1');
+    } else if (message === `w ${token}` || message === 'f') {
+      if (this.busy) this.recheckPending = true;
+      else void this.recheck();
+    }
+  };
+
+  /** The process holds the lock under `token`: its first local caller gets it. */
+  private obtained(token: string, fence: number, expiresAt: number, others: boolean): void {
+    if (token !== this.lineToken) return;
+    this.leaveLineLocally();
+    this.localHandoffs = 0;
+    // shift() returns a caller still waiting, and nothing can settle it before resolve().
+    const next = this.line?.shift();
+    if (!next) {
+      // Every caller gave up meanwhile: give the lock back at once.
+      void this.host.store.release([this.key], token).catch((err) => {
+        this.host.warn(`lock ${this.key.name}: returning an unwanted lock failed`, err);
+      });
+      this.drive();
+      return;
+    }
+    const lock = this.host.grant(this.key, token, next.options, fence, expiresAt, this);
+    this.hold(lock, others);
+    next.resolve(lock);
+  }
+
+  /** Bound reached: the lock goes to the Redis line, and this process queues at its end. */
+  private async rejoin(heldToken: string, o: ResolvedLockOptions): Promise<boolean> {
+    const token = this.host.newToken();
+    await this.subscribe();
+    this.lineToken = token;
+    this.joinSentAt = Date.now();
+    let r: LockRejoin;
+    try {
+      r = await this.host.store.rejoin(this.key, heldToken, {
+        key: this.key,
+        token,
+        spec: entrySpec(o),
+      });
+    } catch (err) {
+      if (token === this.lineToken) this.leaveLineLocally();
+      throw err;
+    }
+    if (!r.released) {
+      if (token === this.lineToken) this.leaveLineLocally();
+      return false;
+    }
+    this.localHandoffs = 0;
+    // Handed over already by a message that beat the reply.
+    if (token !== this.lineToken) return true;
+    this.lastAttempt = {
+      granted: false,
+      fences: [],
+      expiresAt: 0,
+      redisNow: r.redisNow,
+      sentAt: r.sentAt,
+      wait: -1,
+    };
+    if (r.outcome === 'granted') {
+      this.obtained(token, r.fence, r.sentAt + o.ttlMs, false);
+    } else {
+      this.host.renewal.add(this);
+      // No PTTL is known: the heartbeat bounds a lost message (one period).
+    }
+    return true;
+  }
+
+  /** No local caller waits any more: leave the Redis line (returning a lock handed meanwhile). */
+  private async leave(): Promise<void> {
+    const token = this.lineToken!;
+    this.leaveLineLocally();
+    this.busy = true;
+    try {
+      const left = await this.host.store.leaveLine(this.key, token);
+      if (left.granted) await this.host.store.release([this.key], token);
+    } catch (err) {
+      // Unreachable: the entry lapses by its deadline, a lock handed to it by its TTL.
+      this.host.warn(`lock ${this.key.name}: leaving the line failed`, err);
+    } finally {
+      this.busy = false;
+      this.drive();
+    }
+  }
+
+  private leaveLineLocally(): void {
+    this.lineToken = undefined;
+    this.lastAttempt = undefined;
+    this.recheckPending = false;
+    clearTimeout(this.retryTimer);
+    this.host.renewal.delete(this);
+  }
+
+  private hold(lock: Lock, others: boolean): void {
+    this.holder = lock;
+    this.othersWaiting = others;
+    this.watchHolder();
+  }
+
+  /**
+   * While callers wait behind a local holder, its lock running out (by `expiresAt`) must not
+   * stall them: the cohort then goes on as if it had been released.
+   */
+  private watchHolder(): void {
+    const holder = this.holder;
+    if (!holder || this.holderTimer || !this.line?.first()) return;
+    const check = () => {
+      this.holderTimer = undefined;
+      if (this.holder !== holder) return;
+      if (holder.expiresAt > Date.now()) return this.watchHolder();
+      this.lost(holder);
+    };
+    this.holderTimer = setTimeout(check, Math.max(0, holder.expiresAt - Date.now()) + 1);
+    this.holderTimer.unref();
+  }
+
+  private async subscribe(): Promise<void> {
+    if (this.unlisten) return;
+    try {
+      this.unlisten = await this.host.listen(this.key.channel, this.onMessage);
+    } catch (err) {
+      // No subscription: the heartbeat and the holder's PTTL still move us on (slower).
+      this.host.warn(`lock ${this.key.name}: subscribing failed`, err);
+    }
+  }
+
+  private dispose(): void {
+    if (!this.idle || this.disposed) return;
+    this.disposed = true;
+    clearTimeout(this.holderTimer);
+    this.leaveLineLocally();
+    this.unlisten?.();
+    this.unlisten = undefined;
+    this.host.dispose(this);
+  }
+
+  /**
+   * A local caller's wait ran out. While the first attempt is still in flight nothing shows the
+   * lock taken: the caller gets that attempt's failure (e.g. Redis unreachable), or then the
+   * timeout.
+   */
+  private timeoutOrFailure(started: number): Obtained | Promise<Obtained> {
+    const pending = this.firstAttempt;
+    if (!pending || this.holder || this.lineToken) return this.timeout(Date.now() - started);
+    return pending.then(() => this.timeout(Date.now() - started));
+  }
+
+  private timeout(waited: number, holderMs = this.holderMs()): LockTimeoutError {
+    const remaining = holderMs !== undefined && holderMs >= 0 ? holderMs : undefined;
+    // Callers ahead: this process's own and one per other process in line (at least).
+    const hold = this.host.holdTime(this.key);
+    const ahead = (this.line?.pending ?? 0) + (this.lastAttempt?.lineLength ?? 0);
+    const expected =
+      hold === undefined
+        ? undefined
+        : Math.min(hold * (ahead + 1), remaining ?? Number.POSITIVE_INFINITY);
+    return new LockTimeoutError([this.key.name], waited, remaining, expected);
+  }
+}

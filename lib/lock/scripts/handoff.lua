@@ -1,0 +1,47 @@
+-- Local handoff inside a process's cohort: the holder's token passes the lock to the next caller
+-- of the same process, with that caller's own token, full TTL and a new, larger fence, in one
+-- round trip and without waking anyone. It also tells whether other processes wait in line, so
+-- that the process can bound how often it bypasses them (maxLocalHandoffs).
+--
+-- KEYS[1] value, KEYS[2] fence, KEYS[3] line, KEYS[4] entries (as in acquire.lua)
+-- ARGV[1] old token (the holder), ARGV[2] new token, ARGV[3] ttl ms, ARGV[4] fencing '1'|'0',
+-- ARGV[5] fenceTtl ms (as in acquire.lua)
+-- Returns {1, others, fence} when handed over (others = 1 when a live waiter of another process
+-- is in line), {0} when the old token does not hold the lock any more (nothing changed).
+
+local value, fence, line, entries = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local v = redis.call('GET', value)
+local old = ARGV[1]
+if v ~= old and v ~= old .. '*' then return {0} end
+
+local others = 0
+if v ~= old then
+  -- Marked: someone joined the line; check that a live waiter is still there.
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  while others == 0 do
+    local head = redis.call('ZRANGE', line, 0, 0)[1]
+    if not head then break end
+    local entry = redis.call('HGET', entries, head)
+    if entry and tonumber(string.match(entry, '^%d+')) >= now then
+      others = 1
+    else
+      redis.call('ZREM', line, head)
+      redis.call('HDEL', entries, head)
+    end
+  end
+end
+redis.call('SET', value, others == 1 and ARGV[2] .. '*' or ARGV[2], 'PX', ARGV[3])
+
+-- As in acquire.lua: a new counter starts at Redis TIME in microseconds.
+local f = 0
+if ARGV[4] == '1' then
+  f = redis.call('INCR', fence)
+  if f == 1 then
+    local t = redis.call('TIME')
+    local seed = t[1] .. string.sub('00000' .. t[2], -6)
+    redis.call('SET', fence, seed, 'PX', ARGV[5])
+    f = tonumber(seed)
+  end
+end
+return {1, others, f}

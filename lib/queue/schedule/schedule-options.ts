@@ -1,0 +1,77 @@
+import { Cron } from 'croner';
+import { QueueError } from '../../errors/queue.error';
+import { checkInt } from '../../options/validate';
+import { checkOptionKeys, serializePayload } from '../queue-arguments';
+import { MAX_DELAY_MS } from '../queue.constants';
+import type { QueueScheduleOptions } from './schedule.interface';
+
+/** @internal A validated schedule definition, as stored (payload as JSON text). */
+export interface ScheduleSpec {
+  cron?: string;
+  everyMs?: number;
+  tz?: string;
+  payload?: string;
+  startAt?: number;
+  endAt?: number;
+  limit?: number;
+}
+
+const KEYS = ['cron', 'everyMs', 'tz', 'payload', 'startAt', 'endAt', 'limit'] as const;
+/** Shortest `everyMs`: a schedule is not a busy loop. */
+const MIN_EVERY_MS = 10;
+/** Latest time a JavaScript `Date` can hold, in ms. */
+const MAX_TIME_MS = 8_640_000_000_000_000;
+
+function toTime(argument: string, value: unknown): number | undefined {
+  if (value === undefined) return undefined;
+  const ms = value instanceof Date ? value.getTime() : value;
+  return checkInt(argument, ms, 0, MAX_TIME_MS, QueueError.invalid);
+}
+
+/**
+ * @internal Validates the options of `QueueService.schedule`; throws `QueueError` naming the
+ * option. The cron expression and time zone are checked by croner.
+ */
+export function checkScheduleOptions(options: unknown): ScheduleSpec {
+  const o = checkOptionKeys(options, KEYS) as QueueScheduleOptions;
+  if ((o.cron === undefined) === (o.everyMs === undefined)) {
+    throw QueueError.invalid('options', options, 'exactly one of cron and everyMs');
+  }
+  const spec: ScheduleSpec = {};
+  if (o.everyMs !== undefined) {
+    spec.everyMs = checkInt('everyMs', o.everyMs, MIN_EVERY_MS, MAX_DELAY_MS, QueueError.invalid);
+    if (o.tz !== undefined) throw QueueError.invalid('tz', o.tz, 'no time zone with everyMs');
+  } else {
+    if (typeof o.cron !== 'string' || o.cron.trim() === '') {
+      throw QueueError.invalid('cron', o.cron, 'a cron expression');
+    }
+    if (o.tz !== undefined) {
+      try {
+        if (typeof o.tz !== 'string') throw new Error('not a string');
+        new Intl.DateTimeFormat('en-US', { timeZone: o.tz });
+      } catch {
+        throw QueueError.invalid('tz', o.tz, "an IANA time zone (e.g. 'Europe/Berlin')");
+      }
+    }
+    try {
+      new Cron(o.cron, { paused: true, timezone: o.tz ?? 'UTC' });
+    } catch (err) {
+      throw QueueError.invalid('cron', o.cron, `a cron expression (${(err as Error).message})`);
+    }
+    spec.cron = o.cron;
+    if (o.tz !== undefined) spec.tz = o.tz;
+  }
+  const payload = serializePayload(o.payload);
+  if (payload !== undefined) spec.payload = payload;
+  const startAt = toTime('startAt', o.startAt);
+  const endAt = toTime('endAt', o.endAt);
+  if (startAt !== undefined) spec.startAt = startAt;
+  if (endAt !== undefined) {
+    if (startAt !== undefined && endAt < startAt) {
+      throw QueueError.invalid('endAt', o.endAt, `a time not before startAt (${startAt})`);
+    }
+    spec.endAt = endAt;
+  }
+  if (o.limit !== undefined) spec.limit = checkInt('limit', o.limit, 1, 1e9, QueueError.invalid);
+  return spec;
+}

@@ -1,0 +1,63 @@
+-- Enqueues the task of one tick of a queue schedule, once: whichever instances fire the tick,
+-- only the first call enqueues; a tick at or before the last one enqueued never is (so a late
+-- instance cannot enqueue a tick again after its task was acked).
+--
+-- Writes the task exactly like enqueue.lua does for a task without priority or group (due zset at
+-- Redis TIME, payload hash, enqueue time, attempts, last error and dead reset, wake-up marker):
+-- keep the two in step when the queue's layout changes.
+--
+-- KEYS[1] definitions  hash: schedule id -> JSON { spec, rev, anchor }
+-- KEYS[2] state        hash: schedule id -> '<last tick> <count>'
+-- KEYS[3] due          zset: id -> due time (ms)
+-- KEYS[4] leased       zset: id -> lease expiry (ms)
+-- KEYS[5] payload      hash: id -> JSON payload
+-- KEYS[6] attempts     hash: id -> claims so far
+-- KEYS[7] dead         zset: id -> time of death (ms)
+-- KEYS[8] wake         list: wake-up marker for idle workers (at most one element)
+-- KEYS[9] info         hash: id -> enqueue time (ms) (or options of tasks with priority/group)
+-- KEYS[10] errors      hash: id -> last error message
+-- ARGV[1] schedule id
+-- ARGV[2] rev          the definition's revision the caller computed the tick from
+-- ARGV[3] tick         the tick's time (ms)
+-- ARGV[4] task id
+-- ARGV[5] limit        most tasks the schedule enqueues ('' = no limit)
+-- ARGV[6] hasPayload   '1': ARGV[7] is the payload
+-- ARGV[7] payload      JSON text
+--
+-- Returns {result, now}: 1 enqueued; 0 enqueued before (by any instance); 2 the schedule reached
+-- its limit; 3 the schedule is gone; -1 its definition changed (re-read it); -2 the tick is not
+-- due yet (Redis clock).
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local def = redis.call('HGET', KEYS[1], ARGV[1])
+if not def then return { 3, now } end
+if tostring(cjson.decode(def).rev) ~= ARGV[2] then return { -1, now } end
+local tick = tonumber(ARGV[3])
+if tick > now then return { -2, now } end
+
+local last, count = nil, 0
+local st = redis.call('HGET', KEYS[2], ARGV[1])
+if st then
+  local l, c = string.match(st, '^(%d+) (%d+)$')
+  last, count = tonumber(l), tonumber(c)
+end
+if last and tick <= last then return { 0, now } end
+if ARGV[5] ~= '' and count >= tonumber(ARGV[5]) then return { 2, now } end
+
+local id = ARGV[4]
+if not redis.call('ZSCORE', KEYS[4], id) and not redis.call('ZSCORE', KEYS[3], id) then
+  redis.call('ZREM', KEYS[7], id)
+  redis.call('HDEL', KEYS[6], id)
+  redis.call('HDEL', KEYS[10], id)
+  redis.call('HSET', KEYS[9], id, now)
+  if ARGV[6] == '1' then
+    redis.call('HSET', KEYS[5], id, ARGV[7])
+  else
+    redis.call('HDEL', KEYS[5], id)
+  end
+  redis.call('ZADD', KEYS[3], now, id)
+  if redis.call('LLEN', KEYS[8]) == 0 then redis.call('RPUSH', KEYS[8], '1') end
+end
+redis.call('HSET', KEYS[2], ARGV[1], string.format('%d %d', tick, count + 1))
+return { 1, now }

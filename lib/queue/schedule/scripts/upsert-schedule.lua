@@ -1,0 +1,30 @@
+-- Creates or changes a queue schedule. An unchanged definition is left as it is (so instances
+-- that all upsert the same schedule at boot do not move its ticks).
+--
+-- KEYS[1] definitions  hash: schedule id -> JSON { spec, rev, anchor }
+-- ARGV[1] id
+-- ARGV[2] spec     the definition as JSON text (compared as text)
+-- ARGV[3] everyMs  '' for a cron schedule
+-- ARGV[4] startAt  ms, or ''
+--
+-- Returns {changed (0/1), rev, now}. A changed definition gets rev + 1 and a new anchor: its
+-- first tick (everyMs: startAt, else now + everyMs; cron: no tick before startAt, else now).
+-- The schedule's state (last enqueued tick, count) is kept, so no tick is enqueued twice.
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local rev = 1
+local old = redis.call('HGET', KEYS[1], ARGV[1])
+if old then
+  local d = cjson.decode(old)
+  if d.spec == ARGV[2] then return { 0, d.rev, now } end
+  rev = d.rev + 1
+end
+local anchor = now
+if ARGV[4] ~= '' then
+  anchor = tonumber(ARGV[4])
+elseif ARGV[3] ~= '' then
+  anchor = now + tonumber(ARGV[3])
+end
+redis.call('HSET', KEYS[1], ARGV[1], cjson.encode({ spec = ARGV[2], rev = rev, anchor = anchor }))
+return { 1, rev, now }

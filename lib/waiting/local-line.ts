@@ -1,0 +1,130 @@
+/**
+ * A caller waiting in this process: settled once, by a grant, its deadline, its AbortSignal or a
+ * failure of the wait on its behalf.
+ */
+export class LocalWaiter<O, T> {
+  private done = false;
+
+  /** @internal created by LocalLine */
+  constructor(
+    /** The caller's options. */
+    readonly options: O,
+    private readonly onResolve: (value: T | PromiseLike<T>) => void,
+    private readonly onReject: (reason: unknown) => void,
+    private readonly cleanup: () => void,
+  ) {}
+
+  /** Whether the caller has its answer already. */
+  get settled(): boolean {
+    return this.done;
+  }
+
+  /** Answers the caller; `false` when it already had an answer (then `value` is not taken). */
+  resolve(value: T | PromiseLike<T>): boolean {
+    if (this.done) return false;
+    this.done = true;
+    this.cleanup();
+    this.onResolve(value);
+    return true;
+  }
+
+  /** Fails the caller; `false` when it already had an answer. */
+  reject(reason: unknown): boolean {
+    if (this.done) return false;
+    this.done = true;
+    this.cleanup();
+    this.onReject(reason);
+    return true;
+  }
+}
+
+/**
+ * The in-process FIFO of callers that wait for one resource (the local half of a cohort): each
+ * caller has its own deadline and AbortSignal, and only the process as a whole stands in the Redis
+ * line. Adding, taking the first and dropping settled callers are O(1) amortized, so a crowd of
+ * thousands costs nothing but memory.
+ */
+export class LocalLine<O, T> {
+  private items: LocalWaiter<O, T>[] = [];
+  private head = 0;
+
+  /** @param onLeave called when a caller leaves by its deadline or signal (not by a grant) */
+  constructor(private readonly onLeave: () => void) {}
+
+  /**
+   * Adds a caller at the end (or, with `first`, at the front) and resolves with what it is given,
+   * or with (the outcome of) `onTimeout()` after `waitMs`; rejects with the signal's reason when
+   * `signal` aborts.
+   */
+  add(
+    options: O,
+    waitMs: number,
+    signal: AbortSignal | undefined,
+    onTimeout: () => T | PromiseLike<T>,
+    first = false,
+  ): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const onAbort = () => {
+        if (waiter.reject(signal?.reason)) this.onLeave();
+      };
+      const timer = setTimeout(
+        () => {
+          if (waiter.resolve(onTimeout())) this.onLeave();
+        },
+        Math.max(0, waitMs),
+      );
+      const waiter = new LocalWaiter<O, T>(options, resolve, reject, () => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+      });
+      signal?.addEventListener('abort', onAbort, { once: true });
+      if (first) this.unshift(waiter);
+      else this.items.push(waiter);
+    });
+  }
+
+  /** The first caller still waiting, without removing it. */
+  first(): LocalWaiter<O, T> | undefined {
+    this.dropSettled();
+    return this.items[this.head];
+  }
+
+  /** Removes and returns the first caller still waiting. */
+  shift(): LocalWaiter<O, T> | undefined {
+    const waiter = this.first();
+    if (waiter) this.head++;
+    return waiter;
+  }
+
+  /** Puts a caller back at the front (a handoff to it did not happen). */
+  unshift(waiter: LocalWaiter<O, T>): void {
+    if (this.head > 0) this.items[--this.head] = waiter;
+    else this.items.unshift(waiter);
+  }
+
+  /** How many callers are still waiting. */
+  get pending(): number {
+    let n = 0;
+    for (let i = this.head; i < this.items.length; i++) if (!this.items[i].settled) n++;
+    return n;
+  }
+
+  /** Fails every caller still waiting. */
+  rejectAll(reason: unknown): void {
+    const waiting = this.items.slice(this.head);
+    this.items = [];
+    this.head = 0;
+    for (const waiter of waiting) waiter.reject(reason);
+  }
+
+  private dropSettled(): void {
+    while (this.head < this.items.length && this.items[this.head].settled) this.head++;
+    if (this.head === this.items.length) {
+      this.items = [];
+      this.head = 0;
+    } else if (this.head > 1024 && this.head * 2 > this.items.length) {
+      this.items = this.items.slice(this.head);
+      this.head = 0;
+    }
+  }
+}

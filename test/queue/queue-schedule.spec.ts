@@ -1,0 +1,224 @@
+import 'reflect-metadata';
+import type { ChildProcess } from 'node:child_process';
+import type { INestApplicationContext } from '@nestjs/common';
+import type { Redis } from 'ioredis';
+import { QueueError, QueueService } from '../../lib';
+import { queueRedisKeys } from '../../lib/queue/queue-keys';
+import { scheduleTicks } from '../../lib/queue/schedule/schedule-ticks';
+import { exited, lineFrom, spawnTs } from '../support/child';
+import {
+  createLockApp,
+  redisClient,
+  redisTimeMs,
+  testRedisUrl,
+  uniquePrefix,
+  waitFor,
+} from '../support/helpers';
+
+/** The tick times of the tasks of schedule `id` among `ids` (task id `<id>:<tick>`), sorted. */
+function ticksOf(ids: string[], id: string): number[] {
+  return ids
+    .filter((taskId) => taskId.startsWith(`${id}:`))
+    .map((taskId) => Number(taskId.slice(id.length + 1)))
+    .sort((a, b) => a - b);
+}
+
+/** Differences between consecutive values. */
+const gaps = (ticks: number[]) => ticks.slice(1).map((t, i) => t - ticks[i]);
+
+describe('Queue schedules', () => {
+  let redis: Redis;
+
+  beforeAll(() => {
+    redis = redisClient();
+  });
+  afterAll(() => redis.disconnect());
+
+  it('3 instances upserting the same schedules: each tick processed exactly once; an upsert changes the interval without a double tick; unschedule stops them', async () => {
+    const prefix = uniquePrefix('queue-schedule');
+    const queue = 'scheduled';
+    const env = { REDIS_URL: testRedisUrl(), PREFIX: prefix, QUEUE: queue };
+    const children: ChildProcess[] = [0, 1, 2].map(() =>
+      spawnTs('test/fixtures/queue-schedule-child.ts', [], env),
+    );
+    const ready = Promise.all(children.map((c) => lineFrom(c, /^ready$/, 60_000)));
+    const app = await createLockApp({ keyPrefix: prefix });
+    try {
+      const queues = app.get(QueueService);
+      await ready;
+      const schedules = await queues.schedules(queue);
+      expect(schedules.map((s) => s.id).sort()).toEqual(['cron', 'every']);
+      expect(schedules.find((s) => s.id === 'cron')).toMatchObject({
+        cron: '* * * * * *',
+        tz: 'Asia/Kolkata',
+        payload: { kind: 'cron' },
+      });
+
+      const ran = async () => Object.keys(await redis.hgetall(`${prefix}obs:runs`));
+      const atLeast = (id: string, n: number, after = 0) =>
+        waitFor(
+          `${n} ticks of '${id}'`,
+          async () => ticksOf(await ran(), id).filter((t) => t > after).length >= n,
+          20_000,
+          20,
+        );
+      await atLeast('every', 15);
+      await atLeast('cron', 3);
+
+      const changed = await queues.schedule(queue, 'every', { everyMs: 300 });
+      const upsertedAt = await redisTimeMs(redis);
+      expect(changed.everyMs).toBe(300);
+      await atLeast('every', 8, upsertedAt);
+
+      expect(await queues.unschedule(queue, 'every')).toBe(true);
+      expect(await queues.unschedule(queue, 'cron')).toBe(true);
+      expect(await queues.unschedule(queue, 'cron')).toBe(false);
+      const unscheduledAt = await redisTimeMs(redis);
+      expect(await queues.schedules(queue)).toEqual([]);
+      // Several periods of both schedules pass on the Redis clock, and the queue drains.
+      await waitFor(
+        'two seconds after unschedule, an empty queue',
+        async () => {
+          const { ready, delayed, leased } = await queues.stats(queue);
+          return (
+            (await redisTimeMs(redis)) > unscheduledAt + 2_000 && ready + delayed + leased === 0
+          );
+        },
+        20_000,
+        50,
+      );
+      for (const child of children) child.kill('SIGTERM');
+      await Promise.all(children.map(exited));
+
+      const runs = await redis.hgetall(`${prefix}obs:runs`);
+      expect(Object.entries(runs).filter(([, n]) => n !== '1')).toEqual([]);
+      const ids = Object.keys(runs);
+      const every = ticksOf(ids, 'every');
+      const before = every.filter((t) => t <= upsertedAt);
+      const after = every.filter((t) => t > upsertedAt);
+      // Every tick of each grid, none missing, none doubled around the change.
+      expect(new Set(gaps(before))).toEqual(new Set([200]));
+      expect(new Set(gaps(after))).toEqual(new Set([300]));
+      expect(after[0] - before[before.length - 1]).toBeGreaterThanOrEqual(200);
+      const cron = ticksOf(ids, 'cron');
+      expect(new Set(gaps(cron))).toEqual(new Set([1_000]));
+      expect(cron.every((t) => t % 1_000 === 0)).toBe(true);
+      // Nothing was enqueued after unschedule.
+      expect(Math.max(...every, ...cron)).toBeLessThanOrEqual(unscheduledAt);
+      const payloads = await redis.hgetall(`${prefix}obs:payloads`);
+      expect(payloads[`cron:${cron[0]}`]).toBe('{"kind":"cron"}');
+      expect(payloads[`every:${every[0]}`]).toBe('null');
+      expect((await queues.stats(queue)).dead).toBe(0);
+    } finally {
+      await app.close();
+    }
+  }, 150_000);
+
+  it('after downtime, only the latest missed tick is enqueued, then the schedule goes on', async () => {
+    const prefix = uniquePrefix('queue-schedule-missed');
+    const queue = 'missed';
+    const due = queueRedisKeys(prefix, queue).due;
+    const first = await createLockApp({ keyPrefix: prefix });
+    await first.get(QueueService).schedule(queue, 'm', { everyMs: 100 });
+    await waitFor('two ticks', async () => (await redis.zcard(due)) >= 2, 10_000, 10);
+    await first.close();
+    const before = ticksOf(await redis.zrange(due, 0, -1), 'm');
+    const last = before[before.length - 1];
+
+    // No instance runs for ten ticks.
+    await waitFor(
+      'ten missed ticks',
+      async () => (await redisTimeMs(redis)) > last + 1_000,
+      10_000,
+      20,
+    );
+    const restartedAt = await redisTimeMs(redis);
+    let second: INestApplicationContext | undefined;
+    try {
+      second = await createLockApp({ keyPrefix: prefix });
+      await waitFor(
+        'two more ticks',
+        async () => (await redis.zcard(due)) >= before.length + 2,
+        10_000,
+        10,
+      );
+    } finally {
+      await second?.close();
+    }
+    const later = ticksOf(await redis.zrange(due, 0, -1), 'm').filter((t) => t > last);
+    // The ticks missed before the restart are skipped; the latest one runs once, then every 100 ms.
+    expect(later[0]).toBeGreaterThan(restartedAt - 100);
+    expect(later.filter((t) => t <= restartedAt)).toHaveLength(later[0] <= restartedAt ? 1 : 0);
+    expect(new Set(gaps(later))).toEqual(new Set([100]));
+    expect((later[0] - last) % 100).toBe(0);
+  }, 30_000);
+
+  describe('ticks (croner in a time zone)', () => {
+    const utc = (iso: string) => Date.parse(iso);
+    const iso = (ms: number | undefined) =>
+      ms === undefined ? undefined : new Date(ms).toISOString();
+
+    it('spring forward in Europe/Berlin: a daily 02:30 that does not exist runs once, at 03:00', () => {
+      const ticks = scheduleTicks({ cron: '30 2 * * *', tz: 'Europe/Berlin', anchor: 0 });
+      expect(iso(ticks.after(utc('2026-03-28T12:00:00Z')))).toBe('2026-03-29T01:00:00.000Z');
+      expect(iso(ticks.after(utc('2026-03-29T01:00:00Z')))).toBe('2026-03-30T00:30:00.000Z');
+      // 09:00 local moves from 08:00 UTC (CET) to 07:00 UTC (CEST).
+      const nine = scheduleTicks({ cron: '0 9 * * *', tz: 'Europe/Berlin', anchor: 0 });
+      expect(iso(nine.after(utc('2026-03-28T00:00:00Z')))).toBe('2026-03-28T08:00:00.000Z');
+      expect(iso(nine.after(utc('2026-03-28T08:00:00Z')))).toBe('2026-03-29T07:00:00.000Z');
+    });
+
+    it('fall back in America/New_York: 01:30 (twice that night) runs once; hourly runs 25 times that day', () => {
+      const daily = scheduleTicks({ cron: '30 1 * * *', tz: 'America/New_York', anchor: 0 });
+      expect(iso(daily.after(utc('2026-10-31T12:00:00Z')))).toBe('2026-11-01T05:30:00.000Z');
+      expect(iso(daily.after(utc('2026-11-01T05:30:00Z')))).toBe('2026-11-02T06:30:00.000Z');
+      const hourly = scheduleTicks({ cron: '0 * * * *', tz: 'America/New_York', anchor: 0 });
+      // From local midnight (04:00 UTC, EDT) to the next local midnight (05:00 UTC, EST).
+      let t = utc('2026-11-01T04:00:00Z') - 1;
+      let n = 0;
+      while ((t = hourly.after(t)!) < utc('2026-11-02T05:00:00Z')) n++;
+      expect(n).toBe(25);
+      expect(iso(hourly.atOrBefore(utc('2026-11-01T06:30:00Z')))).toBe('2026-11-01T06:00:00.000Z');
+    });
+
+    it('everyMs ticks from the anchor; none after endAt', () => {
+      const ticks = scheduleTicks({ everyMs: 100, anchor: 1_000, endAt: 1_250 });
+      expect([ticks.after(0), ticks.after(1_000), ticks.after(1_150), ticks.after(1_200)]).toEqual([
+        1_000,
+        1_100,
+        1_200,
+        undefined,
+      ]);
+      expect([ticks.atOrBefore(999), ticks.atOrBefore(1_199), ticks.atOrBefore(5_000)]).toEqual([
+        undefined,
+        1_100,
+        1_200,
+      ]);
+    });
+  });
+
+  it('rejects bad options with a QueueError naming the option', async () => {
+    const app = await createLockApp({ keyPrefix: uniquePrefix('queue-schedule-bad') });
+    try {
+      const queues = app.get(QueueService);
+      const bad = async (options: unknown, argument: string) => {
+        const err = await queues.schedule('q', 's', options as never).catch((e: unknown) => e);
+        expect(err).toBeInstanceOf(QueueError);
+        expect((err as QueueError).argument).toBe(argument);
+      };
+      await bad({}, 'options');
+      await bad({ cron: '* * * * *', everyMs: 100 }, 'options');
+      await bad({ everyMs: 5 }, 'everyMs');
+      await bad({ cron: '99 * * * *' }, 'cron');
+      await bad({ cron: '* * * * *', tz: 'Nowhere/City' }, 'tz');
+      await bad({ everyMs: 100, tz: 'UTC' }, 'tz');
+      await bad({ everyMs: 100, startAt: 2_000, endAt: 1_000 }, 'endAt');
+      await bad({ everyMs: 100, limit: 0 }, 'limit');
+      await bad({ everyMs: 100, payload: () => 1 }, 'payload');
+      await bad({ every: 100 }, 'every');
+      expect(await queues.schedules('q')).toEqual([]);
+    } finally {
+      await app.close();
+    }
+  });
+});

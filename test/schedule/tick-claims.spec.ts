@@ -1,0 +1,119 @@
+import 'reflect-metadata';
+import { execFileSync } from 'node:child_process';
+import { resolve } from 'node:path';
+import {
+  applyDecorators,
+  Injectable,
+  SetMetadata,
+  type INestApplicationContext,
+} from '@nestjs/common';
+import type { Redis } from 'ioredis';
+import { currentTick, OncePerTick, RedisLockError, RedisLockOptionsError } from '../../lib';
+import { taggedKey } from '../../lib/redis/tagged-key';
+import { createLockApp, redisClient, redisTimeMs, uniquePrefix } from '../support/helpers';
+
+/**
+ * The metadata `@Interval(ms)` of @nestjs/schedule sets (its 12.x is an ES module, which Jest
+ * cannot load; the child-process test uses the real decorators).
+ */
+const Interval = (ms: number) =>
+  applyDecorators(
+    SetMetadata('SCHEDULE_INTERVAL_OPTIONS', { timeout: ms }),
+    SetMetadata('SCHEDULER_TYPE', 3),
+  );
+
+@Injectable()
+class Jobs {
+  ticks: number[] = [];
+
+  // Never started by @nestjs/schedule here (no ScheduleModule): the test calls it by hand.
+  @Interval(60_000)
+  @OncePerTick({ name: 'minute', startLeaseMs: 200 })
+  async minute(): Promise<string> {
+    this.ticks.push(currentTick()!.tick);
+    return 'ran';
+  }
+
+  @OncePerTick()
+  async unscheduled(): Promise<void> {}
+}
+
+describe('@OncePerTick claims', () => {
+  const prefix = uniquePrefix('tick-claims');
+  let redis: Redis;
+  let app: INestApplicationContext;
+  let jobs: Jobs;
+  const key = taggedKey(prefix, 'tick', 'minute');
+
+  beforeAll(async () => {
+    redis = redisClient();
+    app = await createLockApp({ keyPrefix: prefix }, [Jobs]);
+    jobs = app.get(Jobs);
+  });
+  afterAll(async () => {
+    await app.close();
+    redis.disconnect();
+  });
+  beforeEach(async () => {
+    jobs.ticks = [];
+    await redis.del(key);
+  });
+
+  it('an interval window runs once: a second call in the same window resolves undefined', async () => {
+    const window = Math.floor(((await redisTimeMs(redis)) + 1_000) / 60_000);
+    await expect(jobs.minute()).resolves.toBe('ran');
+    await expect(jobs.minute()).resolves.toBeUndefined();
+    expect(jobs.ticks).toHaveLength(1);
+    expect([window - 1, window]).toContain(jobs.ticks[0]);
+    // Kept after the handler returned, until it lapses (4 windows and some).
+    expect(await redis.hget(key, `t:${jobs.ticks[0]}`)).toMatch(/^r /);
+    expect(await redis.pttl(key)).toBeGreaterThan(4 * 60_000);
+  });
+
+  it('takes over a window whose claimer never started it, once its start lease is over', async () => {
+    const window = Math.floor(((await redisTimeMs(redis)) + 1_000) / 60_000);
+    const leaseEnd = (await redisTimeMs(redis)) + 300;
+    await redis.hset(key, 'last', window, `t:${window}`, `s dead-instance ${leaseEnd}`);
+    await expect(jobs.minute()).resolves.toBe('ran');
+    expect(jobs.ticks).toEqual([window]);
+    expect(await redis.hget(key, `t:${window}`)).toMatch(/^r /);
+  });
+
+  it('a window started elsewhere is not run', async () => {
+    const window = Math.floor(((await redisTimeMs(redis)) + 1_000) / 60_000);
+    await redis.hset(key, 'last', window, `t:${window}`, 'r other-instance');
+    await expect(jobs.minute()).resolves.toBeUndefined();
+    expect(jobs.ticks).toEqual([]);
+    expect(await redis.hget(key, `t:${window}`)).toBe('r other-instance');
+  });
+
+  it('a method without @Cron/@Interval/@Timeout is an error naming it', async () => {
+    await expect(jobs.unscheduled()).rejects.toThrow(
+      new RedisLockError(
+        '@OncePerTick on Jobs.unscheduled: the method has no @Cron, @Interval or @Timeout (@nestjs/schedule)',
+      ),
+    );
+  });
+
+  it('the library never loads @nestjs/schedule (an optional peer)', () => {
+    // A plain Node process (Jest has its own module registry): load the library, list what it loaded.
+    const loaded = execFileSync(
+      process.execPath,
+      [
+        '-r',
+        'ts-node/register/transpile-only',
+        '-e',
+        "require('./lib'); console.log(Object.keys(require.cache).filter((p) => p.includes('@nestjs/schedule')).length, Object.keys(require.cache).some((p) => p.includes('croner')))",
+      ],
+      { cwd: resolve(__dirname, '..', '..'), encoding: 'utf8' },
+    );
+    expect(loaded.trim()).toBe('0 true');
+  });
+
+  it('rejects bad options naming the option', () => {
+    expect(() => OncePerTick({ skewMs: -1 })).toThrow(RedisLockOptionsError);
+    expect(() => OncePerTick({ skewMs: -1 })).toThrow(/skewMs/);
+    expect(() => OncePerTick({ name: '' })).toThrow(/'name'/);
+    expect(() => OncePerTick({ every: 1 } as never)).toThrow(/every/);
+  });
+});
