@@ -30,7 +30,9 @@ describe('QueueService crash safety (worker processes killed with SIGKILL mid-ta
       REDIS_URL: testRedisUrl(),
       PREFIX: prefix,
       QUEUE: queue,
-      LEASE_MS: '800',
+      // Long enough that a worker stalled by a loaded machine keeps its leases (a stall past the
+      // lease would make a live worker's tasks run twice, which this test counts as a defect).
+      LEASE_MS: '1500',
       CONCURRENCY: '8',
     });
   const counts = async (name: string) => {
