@@ -7,6 +7,7 @@ import { QueueWorkerExplorer } from './queue/queue-worker.explorer';
 import { LockService } from './lock/lock.service';
 import { SemaphoreService } from './semaphore/semaphore.service';
 import { FencedStore } from './fencing/fenced-store';
+import { RedisLockEvents } from './events/redis-lock-events';
 import { resolveModuleOptions } from './options/resolve-options';
 import { RedisLockConnection } from './redis/redis-connection';
 import { TickClaims } from './schedule/tick-claims';
@@ -37,13 +38,21 @@ import type { RedisLockModuleOptions } from './interfaces/redis-lock-module-opti
     LockService,
     SemaphoreService,
     FencedStore,
+    RedisLockEvents,
     QueueService,
     QueueWorkerExplorer,
     LockInterceptor,
     WithLockExplorer,
     TickClaims,
   ],
-  exports: [LockService, SemaphoreService, FencedStore, QueueService, LockInterceptor],
+  exports: [
+    LockService,
+    SemaphoreService,
+    FencedStore,
+    QueueService,
+    LockInterceptor,
+    RedisLockEvents,
+  ],
 })
 export class RedisLockModule extends ConfigurableModuleClass implements OnApplicationShutdown {
   constructor(@Inject(RedisLockConnection) private readonly connection: RedisLockConnection) {

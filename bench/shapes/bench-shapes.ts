@@ -5,7 +5,7 @@ import { contendedShape } from './contended.shape';
 import { handoffShape } from './handoff.shape';
 import { parallelShape, serialShape } from './lock-throughput.shape';
 import { physicalFloorShape, type FloorProbe } from './physical-floor.shape';
-import { drainShape, enqueueShape } from './queue.shape';
+import { drainShape, enqueueShape, groupsShape, rateLimitedShape } from './queue.shape';
 import { semaphoreShape } from './semaphore.shape';
 import type { Shape } from './shape';
 
@@ -23,6 +23,8 @@ export interface BenchShapes {
   readonly enqueue: Shape<QueueLibrary>;
   /** One drain shape per `config.drainConcurrency`. */
   readonly drain: readonly Shape<QueueLibrary>[];
+  readonly groups: Shape<QueueLibrary>;
+  readonly rateLimited: Shape<QueueLibrary>;
 }
 
 /** The shapes of a run with `config`. */
@@ -40,5 +42,7 @@ export function benchShapes(config: BenchConfig): BenchShapes {
     semaphore: semaphoreShape(config),
     enqueue: enqueueShape(config),
     drain: config.drainConcurrency.map((c) => drainShape(config, c)),
+    groups: groupsShape(config),
+    rateLimited: rateLimitedShape(config),
   };
 }

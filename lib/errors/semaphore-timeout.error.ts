@@ -24,6 +24,7 @@ export class SemaphoreTimeoutError extends LockTimeoutError {
       [key],
       waitedMs,
       soonestMs,
+      undefined,
       `semaphore '${key}': ${permits} of ${limit} permit${limit === 1 ? '' : 's'} not acquired ` +
         `within ${waitedMs} ms; ` +
         (soonestMs !== undefined && soonestMs >= 0

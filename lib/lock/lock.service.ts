@@ -1,5 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { randomUUID } from 'node:crypto';
+import { randomFillSync } from 'node:crypto';
 import { BeforeApplicationShutdown, Injectable, Logger } from '@nestjs/common';
 import { LockLostError } from '../errors/lock-lost.error';
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
@@ -31,11 +31,25 @@ import { QuorumLockStore } from './quorum-lock-store';
 import { SharedLocks } from './shared-locks';
 import { SingleNodeLockStore } from './single-node-lock-store';
 
-/** A fresh acquisition token: 122 random bits as 32 hex digits (randomUUID draws on a cached pool). */
-const newToken = () => randomUUID().replace(/-/g, '');
+/** Random bytes drawn in bulk for tokens (one system call per 256 tokens). */
+const TOKEN_POOL = Buffer.alloc(16 * 256);
+let tokenOffset = TOKEN_POOL.length;
+
+/** A fresh acquisition token: 128 random bits as 32 hex digits. */
+const newToken = (): string => {
+  if (tokenOffset === TOKEN_POOL.length) {
+    randomFillSync(TOKEN_POOL);
+    tokenOffset = 0;
+  }
+  tokenOffset += 16;
+  return TOKEN_POOL.toString('hex', tokenOffset - 16, tokenOffset);
+};
 
 /** How often locks that ran out unreleased are dropped from what this instance holds, in ms. */
 const SWEEP_MS = 5_000;
+
+/** Lock names whose recent hold time is remembered (for `Retry-After`); the oldest go first. */
+const HOLD_TIMES_KEPT = 1_000;
 
 /**
  * Distributed locks on Redis: token-owned, atomic (one Lua script per operation), fair by default
@@ -58,6 +72,8 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
   private readonly cohorts = new Map<string, LockCohort>();
   private readonly renewal: LineRenewal<LineEntry, LineStatus>;
   private readonly cohortHost: CohortHost;
+  /** Per lock value key, a moving average of how long this process held it (ms). */
+  private readonly holdTimes = new Map<string, number>();
   /** Shared mode (`mode: 'shared'`, read locks). */
   private readonly shared: SharedLocks;
 
@@ -86,6 +102,7 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
         if (this.cohorts.get(cohort.key.value) === cohort) this.cohorts.delete(cohort.key.value);
       },
       warn: (what, err) => this.warn(what, err),
+      holdTime: (key) => this.holdTimes.get(key.value),
     };
   }
 
@@ -246,6 +263,7 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
     this.forget(lock);
     lock.end();
     if (this.shared.owns(lock)) return this.shared.release(lock.redisKeys[0], lock.token);
+    if (lock.redisKeys.length === 1) this.recordHold(lock.redisKeys[0].value, lock.acquiredAt);
     return lock.cohort ? lock.cohort.release(lock) : this.store.release(lock.redisKeys, lock.token);
   }
 
@@ -327,6 +345,17 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
   private forget(lock: Lock): void {
     this.held.delete(lock);
     for (const name of lock.keys) if (this.byName.get(name) === lock) this.byName.delete(name);
+  }
+
+  /** Keeps a moving average of hold times per lock (bounded: the oldest names are dropped). */
+  private recordHold(key: string, acquiredAt: number): void {
+    const held = Date.now() - acquiredAt;
+    const before = this.holdTimes.get(key);
+    this.holdTimes.delete(key);
+    this.holdTimes.set(key, before === undefined ? held : 0.8 * before + 0.2 * held);
+    if (this.holdTimes.size > HOLD_TIMES_KEPT) {
+      this.holdTimes.delete(this.holdTimes.keys().next().value as string);
+    }
   }
 
   private warn(what: string, err: unknown): void {

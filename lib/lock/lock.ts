@@ -26,6 +26,8 @@ export class Lock {
   /** The lock names, as given to `acquire`. */
   readonly keys: readonly string[];
   private readonly lifetime: GrantLifetime<LockLostError>;
+  /** @internal when this process got the lock (epoch ms): hold times feed `Retry-After` */
+  readonly acquiredAt = Date.now();
 
   /**
    * @internal created by LockService. (The constructor is private, so the published types show
