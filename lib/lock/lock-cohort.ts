@@ -79,6 +79,8 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus> {
   private retryTimer?: NodeJS.Timeout;
   private holderTimer?: NodeJS.Timeout;
   private disposed = false;
+  /** The module is shutting down: nothing new starts. */
+  private closed = false;
 
   constructor(
     private readonly host: CohortHost,
@@ -175,6 +177,31 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus> {
     }
   }
 
+  /**
+   * Module shutdown: callers still waiting are told (`reason`), the process leaves the Redis line,
+   * and a lock handed to it meanwhile is released, so that no other instance waits on a lock
+   * nobody will use. The holder's own lock is released by the service.
+   */
+  async close(reason: unknown): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.holderTimer);
+    this.line?.rejectAll(reason);
+    const token = this.lineToken;
+    this.leaveLineLocally();
+    try {
+      if (token) {
+        const left = await this.host.store.leaveLine(this.key, token);
+        if (left.granted) await this.host.store.release([this.key], token);
+      }
+    } catch (err) {
+      // Unreachable: the entry lapses by its deadline, a lock handed to it by its TTL.
+      this.host.warn(`lock ${this.key.name}: leaving the line at shutdown failed`, err);
+    } finally {
+      this.unlisten?.();
+      this.unlisten = undefined;
+    }
+  }
+
   /** The lock `lock` was lost (an extension found it gone): the next local caller goes on. */
   lost(lock: Lock): void {
     if (this.holder !== lock) return;
@@ -258,7 +285,7 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus> {
 
   /** Decides the cohort's next step after any change; does nothing while a round trip runs. */
   private drive(): void {
-    if (this.busy || this.holder || this.disposed) return;
+    if (this.busy || this.holder || this.disposed || this.closed) return;
     const first = this.line?.first();
     if (first && this.lineToken && this.recheckPending) void this.recheck();
     else if (first && !this.lineToken) void this.join(first.options);
@@ -272,6 +299,7 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus> {
     const token = this.host.newToken();
     try {
       await this.subscribe();
+      if (this.closed) return;
       // In line from the moment the request is sent: its handoff message may come before its reply.
       this.lineToken = token;
       this.lastAttempt = undefined;
@@ -359,6 +387,10 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus> {
   private obtained(token: string, fence: number, expiresAt: number, others: boolean): void {
     if (token !== this.lineToken) return;
     this.leaveLineLocally();
+    if (this.closed) {
+      void this.host.store.release([this.key], token).catch(() => undefined);
+      return;
+    }
     this.localHandoffs = 0;
     // shift() returns a caller still waiting, and nothing can settle it before resolve().
     const next = this.line?.shift();

@@ -6,6 +6,7 @@ import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
 import { LockQuorumError } from '../errors/lock-quorum.error';
 import { LockReplicationError } from '../errors/lock-replication.error';
 import { LockTimeoutError } from '../errors/lock-timeout.error';
+import { RedisUnavailableError } from '../errors/redis-unavailable.error';
 import { LockUpgradeError } from '../errors/lock-upgrade.error';
 import type {
   LockOptions,
@@ -70,6 +71,10 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
   private readonly store: LockStore;
   /** Local cohorts by lock value key (single-key locks with `maxLocalHandoffs > 0`). */
   private readonly cohorts = new Map<string, LockCohort>();
+  /** Every cohort with a caller holding or waiting (shared or a caller's own), for shutdown. */
+  private readonly liveCohorts = new Set<LockCohort>();
+  /** Set when the application shuts down: acquisitions are refused from then on. */
+  private closing = false;
   private readonly renewal: LineRenewal<LineEntry, LineStatus>;
   private readonly cohortHost: CohortHost;
   /** Per lock value key, a moving average of how long this process held it (ms). */
@@ -99,6 +104,7 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
       forget: (lock) => this.forget(lock),
       listen: (channel, onMessage) => this.store.listen(channel, onMessage),
       dispose: (cohort) => {
+        this.liveCohorts.delete(cohort);
         if (this.cohorts.get(cohort.key.value) === cohort) this.cohorts.delete(cohort.key.value);
       },
       warn: (what, err) => this.warn(what, err),
@@ -254,7 +260,13 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
 
   /** Nest lifecycle hook: releases what this instance holds when the application shuts down. */
   async beforeApplicationShutdown(): Promise<void> {
+    this.closing = true;
     this.renewal.close();
+    // Waiting callers are told, and this instance leaves every line it stands in, before its
+    // locks are released: a lock must not be handed to an instance that is going away.
+    const stopping = new RedisUnavailableError('lock acquire', 'the module is shutting down');
+    await Promise.allSettled([...this.liveCohorts].map((c) => c.close(stopping)));
+    this.liveCohorts.clear();
     await this.releaseAll();
   }
 
@@ -380,6 +392,9 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
     o: ResolvedLockOptions,
   ): Promise<Lock | LockTimeoutError> {
     o.signal?.throwIfAborted();
+    if (this.closing) {
+      throw new RedisUnavailableError('lock acquire', 'the module is shutting down');
+    }
     const started = Date.now();
     let result: Lock | LockTimeoutError;
     if (o.mode === 'shared') {
@@ -405,11 +420,12 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
 
   /** The cohort a single-key acquisition joins: shared per key, or its own with cohorts off. */
   private cohortOf(key: LockRedisKeys): LockCohort {
-    if (this.connection.options.maxLocalHandoffs === 0) return new LockCohort(this.cohortHost, key);
-    let cohort = this.cohorts.get(key.value);
+    let cohort =
+      this.connection.options.maxLocalHandoffs === 0 ? undefined : this.cohorts.get(key.value);
     if (!cohort) {
       cohort = new LockCohort(this.cohortHost, key);
-      this.cohorts.set(key.value, cohort);
+      if (this.connection.options.maxLocalHandoffs > 0) this.cohorts.set(key.value, cohort);
+      this.liveCohorts.add(cohort);
     }
     return cohort;
   }

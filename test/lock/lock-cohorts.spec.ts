@@ -164,13 +164,15 @@ describe('LockService local cohorts', () => {
     const periods = Math.ceil(((await redisTimeMs(redis)) - from) / 1_000) + 1;
     // 500 parked callers: at most one renewal per process per second (our own polling of TIME
     // and the stats themselves aside), no attempt, no message.
-    expect(calls.get('evalsha') ?? 0).toBeLessThanOrEqual(2 * periods);
-    expect(calls.get('hset') ?? 0).toBeLessThanOrEqual(2 * periods);
+    // (Twice that as room for a loaded machine, where a late renewal can let an entry lapse and
+    // the process join again: still nothing per caller, which would be thousands of calls.)
+    expect(calls.get('evalsha') ?? 0).toBeLessThanOrEqual(2 * 2 * periods);
+    expect(calls.get('hset') ?? 0).toBeLessThanOrEqual(2 * 2 * periods);
     expect(calls.get('publish')).toBeUndefined();
     const total = [...calls.entries()]
       .filter(([name]) => !['time', 'config', 'info'].includes(name))
       .reduce((sum, [, n]) => sum + n, 0);
-    expect(total).toBeLessThanOrEqual(2 * periods * 8);
+    expect(total).toBeLessThanOrEqual(2 * 2 * periods * 8);
     // Then the line drains completely: every parked caller gets the lock once.
     await held.release();
     await Promise.all(parked.map((c) => lineFrom(c, /^acquired 250$/, 30_000)));
@@ -287,6 +289,30 @@ describe('LockService local cohorts', () => {
     await fourth.release();
     expect((await fenced.read('row:7'))?.value).toBe('by third');
   }, 30_000);
+
+  it('shutdown tells waiting callers, leaves the line, and is never handed the lock afterwards', async () => {
+    const prefix = uniquePrefix('cohort-close');
+    await start(prefix);
+    const { value, line } = lockRedisKeys(prefix, 'closing');
+    const held = await locks.acquire('closing', { ttlMs: 30_000 });
+    const leaving = await createLockApp({ redis: server.url, keyPrefix: prefix });
+    const waiting = Array.from({ length: 5 }, () =>
+      leaving
+        .get(LockService)
+        .acquire('closing', { waitMs: 60_000 })
+        .then(
+          () => 'granted',
+          (err: Error) => err.name,
+        ),
+    );
+    await waitForLine(redis, prefix, 'closing', 1);
+    await leaving.close();
+    expect(await Promise.all(waiting)).toEqual(new Array(5).fill('RedisUnavailableError'));
+    expect(await redis.zcard(line)).toBe(0);
+    // The holder's release finds nobody: the lock is free, not handed to the instance that left.
+    expect(await held.release()).toBe(true);
+    expect(await redis.exists(value)).toBe(0);
+  });
 
   it('callers of one process wait locally: one place in the Redis line, served in arrival order', async () => {
     const prefix = uniquePrefix('cohort-local');
