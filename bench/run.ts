@@ -4,7 +4,11 @@
  * Starts its own redis-server and runs every shape for this library and each peer, alternating,
  * for several rounds; see bench/README.md.
  *
- * Options: `--quick`; `--out <dir>` to write the report elsewhere.
+ * Options: `--quick`; `--out <dir>` to write the report elsewhere; `--shapes a,b` and
+ * `--libraries c,d` to run only those shapes (ids or families: `parked`, `crowd`, `drain`) and
+ * libraries (ids as in results.json); `--rounds n` to run n rounds instead of the mode's. A
+ * filtered run (or one with `--rounds`) writes to the temp directory unless `--out`
+ * is given, and never updates README.md.
  */
 import 'reflect-metadata';
 import { tmpdir } from 'node:os';
@@ -17,7 +21,7 @@ import { oursQueueMissing } from './adapters/ours-queue.adapter';
 import type { QueueLibrary } from './adapters/queue-adapter';
 import { DRAIN_LIBRARIES, ENQUEUE_LIBRARIES } from './adapters/queue-libraries';
 import { FULL_CONFIG, QUICK_CONFIG, shapeTimeoutMs } from './bench-config';
-import { benchShapes } from './shapes/bench-shapes';
+import { benchShapes, type BenchShapes } from './shapes/bench-shapes';
 import { checkSharedClock } from './shapes/handoff.shape';
 import { FLOOR_PROBES, type FloorProbe } from './shapes/physical-floor.shape';
 import type { Shape, ShapeContext } from './shapes/shape';
@@ -32,6 +36,13 @@ import { updateReadme, writeReportFiles } from './support/report-files';
 import { reportTables } from './support/report-tables';
 import { installRequestCounter, uncountedClient } from './support/request-counter';
 import { RunResults } from './support/run-results';
+import {
+  filterNote,
+  parseRunFilter,
+  selectedLibraries,
+  shapeSelected,
+  type RunFilter,
+} from './support/run-filter';
 import { withTimeout } from './support/with-timeout';
 
 const ROOT = resolve(__dirname, '..');
@@ -48,20 +59,25 @@ interface RoundRun {
   results: RunResults;
   tables: readonly TableSpec[];
   admin: Redis;
+  filter: RunFilter;
 }
 
 /**
- * Runs `shape` for each library (rotated by round), flushing the server before each. A run that
- * fails, or does not finish within `shapeTimeoutMs`, is recorded as an error and the next begins.
+ * Runs `shape` for each library the filter selects (rotated by round), flushing the server
+ * before each. A run that fails, or does not finish within the shape's `timeoutMs` (default
+ * `shapeTimeoutMs`), is recorded as an error and the next begins.
  */
 async function runShape<L extends { id: string; label: string }>(
   shape: Shape<L>,
   libraries: readonly L[],
-  { ctx, results, tables, admin }: RoundRun,
+  { ctx, results, tables, admin, filter }: RoundRun,
 ): Promise<void> {
+  if (!shapeSelected(filter, shape.id)) return;
+  // The floor's probes are not libraries: a library filter leaves them alone.
+  const selected = shape.id === 'floor' ? libraries : selectedLibraries(filter, libraries);
   const columns = tables.find((t) => t.shape === shape.id)?.columns ?? [];
-  const timeoutMs = shapeTimeoutMs(ctx.config);
-  for (const library of rotate(libraries, ctx.round - 1)) {
+  const timeoutMs = shape.timeoutMs ?? shapeTimeoutMs(ctx.config);
+  for (const library of rotate(selected, ctx.round - 1)) {
     await admin.flushall();
     const label = `  ${shape.id.padEnd(12)} ${library.label}`;
     try {
@@ -81,13 +97,36 @@ function option(name: string): string | undefined {
   return i >= 0 ? process.argv[i + 1] : undefined;
 }
 
+/** Every shape of the run, in run order. */
+function allShapes(shapes: BenchShapes): { id: string }[] {
+  return [shapes.floor, ...shapes.lock, shapes.flashSale, shapes.enqueue, ...shapes.drain];
+}
+
 async function main(): Promise<void> {
-  const config = process.argv.includes('--quick') ? QUICK_CONFIG : FULL_CONFIG;
+  const rounds = option('--rounds');
+  if (rounds !== undefined && !/^[1-9]\d*$/.test(rounds)) {
+    throw new Error(`--rounds: a positive integer, got '${rounds}'`);
+  }
+  const base = process.argv.includes('--quick') ? QUICK_CONFIG : FULL_CONFIG;
+  const config = rounds ? { ...base, rounds: Number(rounds) } : base;
   const shapes = benchShapes(config);
+  const filter = parseRunFilter(
+    option('--shapes'),
+    option('--libraries'),
+    allShapes(shapes).map((s) => s.id),
+    [...LOCK_LIBRARIES, ...ENQUEUE_LIBRARIES, ...DRAIN_LIBRARIES].map((l) => l.id),
+  );
+  const filtered =
+    filterNote(filter) ??
+    (rounds && config.mode === 'full' ? `--rounds ${rounds} instead of ${base.rounds}` : undefined);
+  const lockLibraries = selectedLibraries(filter, LOCK_LIBRARIES);
+  const ours = lockLibraries.filter((l) => l.id === 'ours');
   const command = config.mode === 'quick' ? 'npm run bench:quick' : 'npm run bench';
   const outDir = resolve(
     option('--out') ??
-      (config.mode === 'quick' ? join(tmpdir(), 'nestjs-redis-lock-bench-quick') : __dirname),
+      (config.mode === 'quick' || filtered
+        ? join(tmpdir(), `nestjs-redis-lock-bench-${config.mode}`)
+        : __dirname),
   );
   installRequestCounter();
   const started = Date.now();
@@ -98,6 +137,7 @@ async function main(): Promise<void> {
   const skipped: string[] = [];
   const queueMissing = oursQueueMissing();
   if (queueMissing) skipped.push(`queue shapes: ${queueMissing}`);
+  if (filtered) skipped.push(filtered);
   try {
     const machine = await machineInfo(server.url);
     console.log(
@@ -109,16 +149,24 @@ async function main(): Promise<void> {
     }
     await checkSharedClock(children[0]);
     await checkSharedClock(children[1]);
-    await warmUp(server.url, config, !queueMissing);
+    await warmUp(
+      server.url,
+      config,
+      lockLibraries,
+      queueMissing ? [] : selectedLibraries(filter, DRAIN_LIBRARIES),
+    );
     await admin.flushall();
 
-    const tables = reportTables(shapes, !queueMissing);
+    const tables = reportTables(shapes, config, !queueMissing)
+      .filter((t) => shapeSelected(filter, t.shape))
+      .map((t) => (t.shape === 'floor' ? t : { ...t, rows: selectedLibraries(filter, t.rows) }));
     for (let round = 1; round <= config.rounds; round++) {
       console.log(`round ${round}/${config.rounds}`);
       const ctx: ShapeContext = { url: server.url, config, round, children };
-      const run: RoundRun = { ctx, results, tables, admin };
+      const run: RoundRun = { ctx, results, tables, admin, filter };
       await runShape<FloorProbe>(shapes.floor, FLOOR_PROBES, run);
       for (const shape of shapes.lock) await runShape<LockLibrary>(shape, LOCK_LIBRARIES, run);
+      await runShape<LockLibrary>(shapes.flashSale, ours, run);
       if (!queueMissing) {
         await runShape<QueueLibrary>(shapes.enqueue, ENQUEUE_LIBRARIES, run);
         for (const shape of shapes.drain) await runShape<QueueLibrary>(shape, DRAIN_LIBRARIES, run);
@@ -158,7 +206,7 @@ async function main(): Promise<void> {
       derived: results.summaries('derived'),
       records: results.records,
     });
-    if (config.mode === 'full' && !option('--out')) {
+    if (config.mode === 'full' && !option('--out') && !filtered) {
       const updated = await updateReadme(join(ROOT, 'README.md'), report, machine, command);
       if (updated) console.log('README.md: Performance section updated');
     }
@@ -168,13 +216,19 @@ async function main(): Promise<void> {
     // No performance thresholds, but a broken shape or an unsafe lock of ours fails the run (the
     // CI smoke test relies on this).
     const broken = results.records.filter((r) => r.error).length;
-    const oursOverlaps = LOCK_LIBRARIES.filter((l) => l.ours).reduce(
-      (sum, l) => sum + (results.summary(shapes.contended.id, l.id, 'overlaps')?.sum ?? 0),
-      0,
-    );
-    if (broken > 0 || oursOverlaps > 0) {
+    const oursSum = (shapeIds: readonly string[], metric: string) =>
+      LOCK_LIBRARIES.filter((l) => l.ours).reduce(
+        (sum, l) =>
+          sum + shapeIds.reduce((s, id) => s + (results.summary(id, l.id, metric)?.sum ?? 0), 0),
+        0,
+      );
+    const sectionShapes = [shapes.contended, ...shapes.crowd].map((s) => s.id);
+    const oursOverlaps = oursSum(sectionShapes, 'overlaps');
+    const oversold = oursSum([shapes.flashSale.id], 'oversold');
+    if (broken > 0 || oursOverlaps > 0 || oversold > 0) {
       console.error(
-        `${broken} shape run(s) failed; ${oursOverlaps} overlapping section(s) of ours`,
+        `${broken} shape run(s) failed; ${oursOverlaps} overlapping section(s) of ours; ` +
+          `${oversold} unit(s) oversold in the flash sale`,
       );
       process.exitCode = 1;
     }

@@ -2,8 +2,11 @@ import type { LockLibrary } from '../adapters/lock-adapter';
 import type { QueueLibrary } from '../adapters/queue-adapter';
 import type { BenchConfig } from '../bench-config';
 import { contendedShape } from './contended.shape';
+import { crowdShape } from './crowd.shape';
+import { flashSaleShape } from './flash-sale.shape';
 import { handoffShape } from './handoff.shape';
 import { parallelShape, serialShape } from './lock-throughput.shape';
+import { parkedShape } from './parked.shape';
 import { physicalFloorShape, type FloorProbe } from './physical-floor.shape';
 import { drainShape, enqueueShape } from './queue.shape';
 import type { Shape } from './shape';
@@ -15,8 +18,14 @@ export interface BenchShapes {
   readonly parallel: Shape<LockLibrary>;
   readonly contended: Shape<LockLibrary>;
   readonly handoff: Shape<LockLibrary>;
-  /** The four lock shapes, in run order. */
+  /** One crowd shape per `config.crowds`. */
+  readonly crowd: readonly Shape<LockLibrary>[];
+  /** One parked shape per `config.parkedWaiters`. */
+  readonly parked: readonly Shape<LockLibrary>[];
+  /** The lock shapes every lock library runs, in run order. */
   readonly lock: readonly Shape<LockLibrary>[];
+  /** Two instances of the sample app: ours only. */
+  readonly flashSale: Shape<LockLibrary>;
   readonly enqueue: Shape<QueueLibrary>;
   /** One drain shape per `config.drainConcurrency`. */
   readonly drain: readonly Shape<QueueLibrary>[];
@@ -27,13 +36,18 @@ export function benchShapes(config: BenchConfig): BenchShapes {
   const parallel = parallelShape(config);
   const contended = contendedShape(config);
   const handoff = handoffShape(config);
+  const crowd = config.crowds.map(([processes, callers]) => crowdShape(config, processes, callers));
+  const parked = config.parkedWaiters.map((waiters) => parkedShape(config, waiters));
   return {
     floor: physicalFloorShape,
     serial: serialShape,
     parallel,
     contended,
     handoff,
-    lock: [serialShape, parallel, contended, handoff],
+    crowd,
+    parked,
+    lock: [serialShape, parallel, contended, handoff, ...crowd, ...parked],
+    flashSale: flashSaleShape(config),
     enqueue: enqueueShape(config),
     drain: config.drainConcurrency.map((c) => drainShape(config, c)),
   };

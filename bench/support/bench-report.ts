@@ -20,6 +20,8 @@ export interface TableSpec {
   title: string;
   rows: readonly { id: string; label: string; ours: boolean }[];
   columns: readonly Column[];
+  /** What the reader must know about the rows, shown under the table. */
+  note?: string;
   /**
    * Metric compared in the "ours ÷ this" column (throughput: how many times ours is faster than
    * the row), against the first `ours` row.
@@ -95,6 +97,7 @@ function table(input: ReportInput, spec: TableSpec): string {
       );
     }
   }
+  if (spec.note) lines.push('', spec.note);
   if (notes.length) lines.push('', ...notes);
   return lines.join('\n');
 }
@@ -121,7 +124,7 @@ export function renderReport(input: ReportInput): string {
     '- Absolute numbers depend on the machine; compare rows of one table (same run, same server).',
     ...(warning ? ['', warning] : []),
     '',
-    '## Targets (issue 6; medians)',
+    '## Targets (issues 6 and 12; medians)',
     '',
     '| target | measured | status |',
     '|---|---|---|',
