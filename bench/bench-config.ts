@@ -44,6 +44,10 @@ export interface BenchConfig {
   readonly producers: number;
   /** Consumer concurrencies of the drain shapes. */
   readonly drainConcurrency: readonly number[];
+  /** Groups of the groups shape. */
+  readonly groups: number;
+  /** Rate limit of the rate-limited shape. */
+  readonly limiter: { readonly max: number; readonly durationMs: number };
   /**
    * The crowd shapes, as `[processes, callers per process]`: that many OS processes, each with
    * that many concurrent callers, on one key for `contendedMs`, holding it `holdMs` per section.
@@ -109,6 +113,8 @@ export const FULL_CONFIG: BenchConfig = {
   queueJobs: 10_000,
   producers: 50,
   drainConcurrency: [1, 10, 50],
+  groups: 100,
+  limiter: { max: 1_000, durationMs: 500 },
   crowds: [
     [4, 64],
     [8, 16],
@@ -143,6 +149,7 @@ export const QUICK_CONFIG: BenchConfig = {
   handoffDelayMs: [20, 60],
   floorRequests: 5_000,
   queueJobs: 1_000,
+  limiter: { max: 200, durationMs: 200 },
   // Small crowds: the polling peers' stragglers after the window would otherwise dominate.
   crowds: [[4, 8]],
   parkedWaiters: [100],

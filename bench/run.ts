@@ -6,9 +6,9 @@
  *
  * Options: `--quick`; `--out <dir>` to write the report elsewhere; `--shapes a,b` and
  * `--libraries c,d` to run only those shapes (ids or families: `parked`, `crowd`, `drain`) and
- * libraries (ids as in results.json); `--rounds n` to run n rounds instead of the mode's. A
- * filtered run (or one with `--rounds`) writes to the temp directory unless `--out`
- * is given, and never updates README.md.
+ * libraries (ids as in results.json); `--only lock|queue` for one half; `--rounds n` to run n
+ * rounds instead of the mode's. A filtered run (`--shapes`, `--libraries`, `--only`) writes to
+ * the temp directory unless `--out` is given, and never updates README.md.
  */
 import 'reflect-metadata';
 import { tmpdir } from 'node:os';
@@ -19,7 +19,12 @@ import type { LockLibrary } from './adapters/lock-adapter';
 import { LOCK_LIBRARIES } from './adapters/lock-libraries';
 import { oursQueueMissing } from './adapters/ours-queue.adapter';
 import type { QueueLibrary } from './adapters/queue-adapter';
-import { DRAIN_LIBRARIES, ENQUEUE_LIBRARIES } from './adapters/queue-libraries';
+import {
+  DRAIN_LIBRARIES,
+  ENQUEUE_LIBRARIES,
+  GROUP_LIBRARIES,
+  LIMITED_LIBRARIES,
+} from './adapters/queue-libraries';
 import { FULL_CONFIG, QUICK_CONFIG, shapeTimeoutMs } from './bench-config';
 import { benchShapes, type BenchShapes } from './shapes/bench-shapes';
 import { checkSharedClock } from './shapes/handoff.shape';
@@ -99,33 +104,58 @@ function option(name: string): string | undefined {
 
 /** Every shape of the run, in run order. */
 function allShapes(shapes: BenchShapes): { id: string }[] {
-  return [shapes.floor, ...shapes.lock, shapes.flashSale, shapes.enqueue, ...shapes.drain];
+  return [
+    shapes.floor,
+    ...shapes.lock,
+    shapes.flashSale,
+    shapes.enqueue,
+    ...shapes.drain,
+    shapes.groups,
+    shapes.rateLimited,
+  ];
 }
 
 async function main(): Promise<void> {
+  const base = process.argv.includes('--quick') ? QUICK_CONFIG : FULL_CONFIG;
   const rounds = option('--rounds');
   if (rounds !== undefined && !/^[1-9]\d*$/.test(rounds)) {
     throw new Error(`--rounds: a positive integer, got '${rounds}'`);
   }
-  const base = process.argv.includes('--quick') ? QUICK_CONFIG : FULL_CONFIG;
   const config = rounds ? { ...base, rounds: Number(rounds) } : base;
+  // `--only queue` (or `lock`): a partial run, reported under $TMPDIR unless --out says where.
+  const only = option('--only');
+  const runLocks = !only || only === 'lock';
+  const runQueues = !only || only === 'queue';
   const shapes = benchShapes(config);
   const filter = parseRunFilter(
     option('--shapes'),
     option('--libraries'),
     allShapes(shapes).map((s) => s.id),
-    [...LOCK_LIBRARIES, ...ENQUEUE_LIBRARIES, ...DRAIN_LIBRARIES].map((l) => l.id),
+    [
+      ...LOCK_LIBRARIES,
+      ...ENQUEUE_LIBRARIES,
+      ...DRAIN_LIBRARIES,
+      ...GROUP_LIBRARIES,
+      ...LIMITED_LIBRARIES,
+    ].map((l) => l.id),
   );
-  const filtered =
-    filterNote(filter) ??
-    (rounds && config.mode === 'full' ? `--rounds ${rounds} instead of ${base.rounds}` : undefined);
+  // `--shapes` / `--libraries`: a partial run too.
+  const filtered = filterNote(filter);
   const lockLibraries = selectedLibraries(filter, LOCK_LIBRARIES);
   const ours = lockLibraries.filter((l) => l.id === 'ours');
-  const command = config.mode === 'quick' ? 'npm run bench:quick' : 'npm run bench';
+  const args = [
+    only && `--only ${only}`,
+    rounds && `--rounds ${rounds}`,
+    filter.shapes && `--shapes ${filter.shapes.join(',')}`,
+    filter.libraries && `--libraries ${filter.libraries.join(',')}`,
+  ].filter(Boolean);
+  const command =
+    (config.mode === 'quick' ? 'npm run bench:quick' : 'npm run bench') +
+    (args.length ? ` -- ${args.join(' ')}` : '');
   const outDir = resolve(
     option('--out') ??
-      (config.mode === 'quick' || filtered
-        ? join(tmpdir(), `nestjs-redis-lock-bench-${config.mode}`)
+      (config.mode === 'quick' || only || filtered
+        ? join(tmpdir(), 'nestjs-redis-lock-bench-partial')
         : __dirname),
   );
   installRequestCounter();
@@ -144,16 +174,18 @@ async function main(): Promise<void> {
       `bench (${config.mode}): redis ${machine.redis} on ${server.url}, ${machine.cpus} CPUs, ` +
         `load ${machine.loadAverage.join(' ')}; starting ${config.contendedProcesses} child processes`,
     );
-    for (let i = 0; i < config.contendedProcesses; i++) {
+    for (let i = 0; runLocks && i < config.contendedProcesses; i++) {
       children.push(await BenchChild.start(i));
     }
-    await checkSharedClock(children[0]);
-    await checkSharedClock(children[1]);
+    if (runLocks) {
+      await checkSharedClock(children[0]);
+      await checkSharedClock(children[1]);
+    }
     await warmUp(
       server.url,
       config,
-      lockLibraries,
-      queueMissing ? [] : selectedLibraries(filter, DRAIN_LIBRARIES),
+      runLocks ? lockLibraries : [],
+      queueMissing || !runQueues ? [] : selectedLibraries(filter, DRAIN_LIBRARIES),
     );
     await admin.flushall();
 
@@ -164,12 +196,16 @@ async function main(): Promise<void> {
       console.log(`round ${round}/${config.rounds}`);
       const ctx: ShapeContext = { url: server.url, config, round, children };
       const run: RoundRun = { ctx, results, tables, admin, filter };
-      await runShape<FloorProbe>(shapes.floor, FLOOR_PROBES, run);
-      for (const shape of shapes.lock) await runShape<LockLibrary>(shape, LOCK_LIBRARIES, run);
-      await runShape<LockLibrary>(shapes.flashSale, ours, run);
-      if (!queueMissing) {
+      if (runLocks) {
+        await runShape<FloorProbe>(shapes.floor, FLOOR_PROBES, run);
+        for (const shape of shapes.lock) await runShape<LockLibrary>(shape, LOCK_LIBRARIES, run);
+        await runShape<LockLibrary>(shapes.flashSale, ours, run);
+      }
+      if (!queueMissing && runQueues) {
         await runShape<QueueLibrary>(shapes.enqueue, ENQUEUE_LIBRARIES, run);
         for (const shape of shapes.drain) await runShape<QueueLibrary>(shape, DRAIN_LIBRARIES, run);
+        await runShape<QueueLibrary>(shapes.groups, GROUP_LIBRARIES, run);
+        await runShape<QueueLibrary>(shapes.rateLimited, LIMITED_LIBRARIES, run);
       }
       addDerived(results, round);
       machine.loadAfterRounds.push(currentLoadAverage());
@@ -206,7 +242,7 @@ async function main(): Promise<void> {
       derived: results.summaries('derived'),
       records: results.records,
     });
-    if (config.mode === 'full' && !option('--out') && !filtered) {
+    if (config.mode === 'full' && !option('--out') && !only && !filtered) {
       const updated = await updateReadme(join(ROOT, 'README.md'), report, machine, command);
       if (updated) console.log('README.md: Performance section updated');
     }

@@ -20,13 +20,13 @@ export interface TableSpec {
   title: string;
   rows: readonly { id: string; label: string; ours: boolean }[];
   columns: readonly Column[];
-  /** What the reader must know about the rows, shown under the table. */
-  note?: string;
   /**
    * Metric compared in the "ours ÷ this" column (throughput: how many times ours is faster than
    * the row), against the first `ours` row.
    */
   ratioOf?: string;
+  /** A line shown under the table (e.g. a library that cannot run the shape). */
+  note?: string;
 }
 
 /** Everything RESULTS.md shows. */
@@ -97,7 +97,7 @@ function table(input: ReportInput, spec: TableSpec): string {
       );
     }
   }
-  if (spec.note) lines.push('', spec.note);
+  if (spec.note) notes.push(`- ${spec.note}`);
   if (notes.length) lines.push('', ...notes);
   return lines.join('\n');
 }

@@ -1,5 +1,11 @@
 import { LOCK_LIBRARIES } from '../adapters/lock-libraries';
-import { DRAIN_LIBRARIES, ENQUEUE_LIBRARIES } from '../adapters/queue-libraries';
+import {
+  DRAIN_LIBRARIES,
+  ENQUEUE_LIBRARIES,
+  GROUP_LIBRARIES,
+  LIMITED_LIBRARIES,
+  NOT_SUPPORTED,
+} from '../adapters/queue-libraries';
 import type { BenchConfig } from '../bench-config';
 import type { BenchShapes } from '../shapes/bench-shapes';
 import { FLOOR_PROBES } from '../shapes/physical-floor.shape';
@@ -194,5 +200,21 @@ export function reportTables(
       ratioOf: 'jobsPerSec',
     });
   }
+  specs.push(
+    {
+      shape: shapes.groups.id,
+      title: shapes.groups.title,
+      rows: GROUP_LIBRARIES,
+      columns: throughputColumns('job'),
+      note: NOT_SUPPORTED.groups,
+    },
+    {
+      shape: shapes.rateLimited.id,
+      title: shapes.rateLimited.title,
+      rows: LIMITED_LIBRARIES,
+      columns: throughputColumns('job'),
+      ratioOf: 'jobsPerSec',
+    },
+  );
   return specs;
 }

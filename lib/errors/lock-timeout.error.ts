@@ -10,11 +10,15 @@ export class LockTimeoutError extends RedisLockError {
    * @param waitedMs how long the caller waited, in ms
    * @param holderRemainingMs the current holder's remaining TTL in ms, or `undefined` when unknown
    *   (e.g. the lock was free but other waiters were first in line)
+   * @param expectedWaitMs an estimate of how long until a new attempt could succeed: the callers
+   *   ahead (this process's and the Redis line's) times the hold time recently seen for this lock
+   *   by this process, never above `holderRemainingMs`; `undefined` when nothing is known
    */
   constructor(
     readonly keys: readonly string[],
     readonly waitedMs: number,
     readonly holderRemainingMs: number | undefined,
+    readonly expectedWaitMs?: number,
   ) {
     super(
       `lock ${keys.map((k) => `'${k}'`).join(', ')} not acquired within ${waitedMs} ms; ` +

@@ -96,7 +96,9 @@ export class LockInterceptor implements NestInterceptor {
 
 /** Sets `Retry-After` on the response and builds the 423 exception for the exception filter. */
 function locked(err: LockTimeoutError, context: ExecutionContext): HttpException {
-  const retryAfter = Math.max(1, Math.ceil((err.holderRemainingMs ?? 0) / 1000));
+  // The expected wait (line x recent hold time), else the holder's TTL: whole seconds, at least 1.
+  const wait = err.expectedWaitMs ?? err.holderRemainingMs ?? 0;
+  const retryAfter = Math.max(1, Math.ceil(wait / 1000));
   setHeader(context.switchToHttp().getResponse(), 'Retry-After', String(retryAfter));
   const body: LockedResponseBody = {
     statusCode: 423,

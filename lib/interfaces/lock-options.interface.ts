@@ -9,13 +9,21 @@ export interface WaitForReplicasOptions {
 /** Options of one lock acquisition; unset fields fall back to the module's defaults. */
 export interface LockOptions {
   /**
-   * How long the lock lives unless extended or released, in ms.
+   * How long the lock lives unless extended or released, in ms: an integer from 1 to 86,400,000
+   * (one day; a larger value is a `RedisLockOptionsError`). Also the default of `extend()`.
    * @default 30000
+   * @example
+   * await locks.acquire('report:daily', { ttlMs: 60_000 });
    */
   ttlMs?: number;
   /**
-   * How long to wait for the lock, in ms. `0` tries once.
+   * How long to wait for the lock, in ms: an integer from 0 to 86,400,000 (one day; a larger
+   * value is a `RedisLockOptionsError`). `0` tries once. In quorum mode (`nodes`), when fewer
+   * than a majority of nodes answer, the call rejects with `LockQuorumError` once the wait is
+   * over (`tryAcquire` too: it resolves `null` only for contention).
    * @default 0
+   * @example
+   * await locks.acquire('stock:42', { waitMs: 2_000 });
    */
   waitMs?: number;
   /**

@@ -41,6 +41,8 @@ export interface CohortHost {
   dispose(cohort: LockCohort): void;
   /** A background step failed (logged; the waiters are told or retried). */
   warn(what: string, err: unknown): void;
+  /** Recent hold time of `key` in this process (ms), if any was seen. */
+  holdTime(key: LockRedisKeys): number | undefined;
 }
 
 /**
@@ -67,6 +69,8 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus> {
   private joinSentAt = 0;
   /** A wake-up message came while a round trip was running: check again after it. */
   private recheckPending = false;
+  /** The first caller's attempt, while it runs (nothing is known about the lock yet). */
+  private firstAttempt?: Promise<LockAttempt>;
   /** A round trip on behalf of the cohort is in flight. */
   private busy = false;
   private localHandoffs = 0;
@@ -99,13 +103,17 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus> {
 
   /**
    * Acquires for one caller: the first caller of an idle cohort tries Redis at once; the others
-   * wait in the local FIFO (a `waitMs: 0` caller gives up at once: the lock is surely taken).
+   * wait in the local FIFO (a `waitMs: 0` caller gives up at once when the lock is surely taken).
    */
   acquire(o: ResolvedLockOptions, started: number): Promise<Obtained> {
     // A local holder whose lock ran out unreleased holds nothing any more.
     if (this.holder?.isLost) this.lost(this.holder);
     if (this.idle) return this.tryFirst(o, started);
-    if (o.waitMs === 0) return Promise.resolve(this.timeout(0));
+    if (o.waitMs === 0) {
+      // Held here or queued behind another process: surely taken. Only an attempt in flight
+      // leaves it open (it may fail, e.g. Redis unreachable): then try too.
+      return this.holder || this.lineToken ? Promise.resolve(this.timeout(0)) : this.tryOnce(o);
+    }
     const p = this.enqueue(o, started, false);
     this.watchHolder();
     this.drive();
@@ -203,13 +211,18 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus> {
     const token = this.host.newToken();
     let attempt: LockAttempt;
     try {
-      attempt = await this.host.store.attempt([this.key], token, o, 'none');
+      this.firstAttempt = this.host.store.attempt([this.key], token, o, 'none');
+      attempt = await this.firstAttempt;
     } catch (err) {
       this.busy = false;
+      this.firstAttempt = undefined;
+      // Callers queued behind an attempt that failed share its failure (Redis unreachable).
+      this.line?.rejectAll(err);
       this.drive();
       throw err;
     }
     this.busy = false;
+    this.firstAttempt = undefined;
     if (attempt.granted) {
       const lock = this.host.grant(this.key, token, o, attempt.fences[0], attempt.expiresAt, this);
       this.hold(lock, attempt.others === true);
@@ -226,10 +239,21 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus> {
     return p;
   }
 
+  /** One attempt beside another in flight (a `waitMs: 0` caller that came meanwhile). */
+  private async tryOnce(o: ResolvedLockOptions): Promise<Obtained> {
+    const token = this.host.newToken();
+    const attempt = await this.host.store.attempt([this.key], token, o, 'none');
+    if (!attempt.granted) return this.timeout(0, attempt.wait);
+    const lock = this.host.grant(this.key, token, o, attempt.fences[0], attempt.expiresAt, this);
+    this.hold(lock, attempt.others === true);
+    this.drive();
+    return lock;
+  }
+
   private enqueue(o: ResolvedLockOptions, started: number, first: boolean): Promise<Obtained> {
     this.line ??= new LocalLine(() => this.drive());
     const left = o.waitMs - (Date.now() - started);
-    return this.line.add(o, left, o.signal, () => this.timeout(Date.now() - started), first);
+    return this.line.add(o, left, o.signal, () => this.timeoutOrFailure(started), first);
   }
 
   /** Decides the cohort's next step after any change; does nothing while a round trip runs. */
@@ -250,6 +274,7 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus> {
       await this.subscribe();
       // In line from the moment the request is sent: its handoff message may come before its reply.
       this.lineToken = token;
+      this.lastAttempt = undefined;
       this.joinSentAt = Date.now();
       const attempt = await this.host.store.attempt([this.key], token, o, 'line');
       this.busy = false;
@@ -459,11 +484,26 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus> {
     this.host.dispose(this);
   }
 
+  /**
+   * A local caller's wait ran out. While the first attempt is still in flight nothing shows the
+   * lock taken: the caller gets that attempt's failure (e.g. Redis unreachable), or then the
+   * timeout.
+   */
+  private timeoutOrFailure(started: number): Obtained | Promise<Obtained> {
+    const pending = this.firstAttempt;
+    if (!pending || this.holder || this.lineToken) return this.timeout(Date.now() - started);
+    return pending.then(() => this.timeout(Date.now() - started));
+  }
+
   private timeout(waited: number, holderMs = this.holderMs()): LockTimeoutError {
-    return new LockTimeoutError(
-      [this.key.name],
-      waited,
-      holderMs !== undefined && holderMs >= 0 ? holderMs : undefined,
-    );
+    const remaining = holderMs !== undefined && holderMs >= 0 ? holderMs : undefined;
+    // Callers ahead: this process's own and one per other process in line (at least).
+    const hold = this.host.holdTime(this.key);
+    const ahead = (this.line?.pending ?? 0) + (this.lastAttempt?.lineLength ?? 0);
+    const expected =
+      hold === undefined
+        ? undefined
+        : Math.min(hold * (ahead + 1), remaining ?? Number.POSITIVE_INFINITY);
+    return new LockTimeoutError([this.key.name], waited, remaining, expected);
   }
 }

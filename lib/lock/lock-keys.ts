@@ -31,6 +31,8 @@ export function checkKeyName(name: unknown, what = 'lock key'): string {
     throw new LockKeyError(`${what} must be a string, got ${describeValue(name)}`, name);
   }
   if (name.length === 0) throw new LockKeyError(`${what} must not be empty`, name);
+  // A UTF-16 unit is at most 3 UTF-8 bytes: short names need no counting.
+  if (name.length * 3 <= MAX_KEY_BYTES) return name;
   const bytes = Buffer.byteLength(name);
   if (bytes > MAX_KEY_BYTES) {
     throw new LockKeyError(
@@ -60,6 +62,20 @@ export function checkLockNames(key: unknown): string[] {
  * `{tag}` keeps it, so that locks sharing a tag share a Cluster slot (needed for multi-key locks).
  */
 export function lockRedisKeys(prefix: string, name: string): LockRedisKeys {
+  const id = `${prefix}\0${name}`;
+  const cached = KEYS_CACHE.get(id);
+  if (cached) return cached;
+  const keys = makeLockRedisKeys(prefix, name);
+  if (KEYS_CACHE.size >= KEYS_CACHED) KEYS_CACHE.delete(KEYS_CACHE.keys().next().value as string);
+  KEYS_CACHE.set(id, keys);
+  return keys;
+}
+
+/** How many lock names keep their keys built (a hot lock builds them once; the oldest go first). */
+const KEYS_CACHED = 1_000;
+const KEYS_CACHE = new Map<string, LockRedisKeys>();
+
+function makeLockRedisKeys(prefix: string, name: string): LockRedisKeys {
   const value = taggedKey(prefix, 'lock', name);
   return {
     name,

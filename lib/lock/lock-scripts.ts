@@ -8,6 +8,7 @@ export const LOCK_SCRIPTS = {
   acquire: new LuaScript('lock acquire', file('acquire')),
   release: new LuaScript('lock release', file('release')),
   extend: new LuaScript('lock extend', file('extend')),
+  extendOrRelock: new LuaScript('lock extend-or-relock', file('extend-or-relock')),
   leaveLine: new LuaScript('lock leave-line', file('leave-line')),
   handoff: new LuaScript('lock handoff', file('handoff')),
   renew: new LuaScript('lock renew', file('renew')),

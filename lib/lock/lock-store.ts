@@ -21,8 +21,13 @@ export interface QuorumShortfall {
  */
 export type WaitMode = 'none' | 'line' | 'mark';
 
-/** The `wait` argument of `acquire.lua` for each `WaitMode`. */
-export const WAIT_ARG: Record<WaitMode, string> = { none: '0', line: '1', mark: 'm' };
+/** The `wait` flag of `acquire.lua` for each `WaitMode`. */
+const WAIT_FLAG: Record<WaitMode, string> = { none: '0', line: '1', mark: 'm' };
+
+/** The flags argument of `acquire.lua`: fencing, respectLine, wait, mode (see its header). */
+export function acquireFlags(fencing: boolean, fair: boolean, wait: WaitMode): string {
+  return `${fencing ? 1 : 0}${fair ? 1 : 0}${WAIT_FLAG[wait]}${fair ? 'h' : 'w'}`;
+}
 
 /** The outcome of one acquisition attempt (or of leaving the line). */
 export interface LockAttempt {
@@ -39,6 +44,8 @@ export interface LockAttempt {
   wait: number;
   /** When granted (single key): other waiters stand in the lock's line. */
   others?: boolean;
+  /** When not granted: entries in the blocking lock's line. */
+  lineLength?: number;
   /** Quorum mode: set when fewer nodes than a quorum answered (not contention: an outage). */
   shortOf?: QuorumShortfall;
 }
@@ -172,11 +179,6 @@ export const LINE_RENEW_MS = 1_000;
  * is frozen (or cut off from Redis) longer than this loses its places in line.
  */
 export const LINE_ENTRY_TTL_MS = 3 * LINE_RENEW_MS;
-
-/** The entry TTL sent to `acquire.lua` (the same for every caller; options do not change it). */
-export function lineEntryTtl(_o?: ResolvedLockOptions): number {
-  return LINE_ENTRY_TTL_MS;
-}
 
 /** The `ttlMs:fencing:mode` part of a line entry for callers with options `o`. */
 export function entrySpec(o: ResolvedLockOptions): string {

@@ -31,6 +31,8 @@ export class Lock {
   private expiryTimer?: NodeJS.Timeout;
   private expiry: number;
   private ended = false;
+  /** @internal when this process got the lock (epoch ms): hold times feed `Retry-After` */
+  readonly acquiredAt = Date.now();
 
   /**
    * @internal created by LockService. (The constructor is private, so the published types show

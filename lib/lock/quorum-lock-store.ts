@@ -8,13 +8,12 @@ import { checkOneSlot, type LockRedisKeys } from './lock-keys';
 import { LOCK_SCRIPTS } from './lock-scripts';
 import {
   acquireKeys,
-  lineEntryTtl,
   releaseKeys,
   type LockAttempt,
   type LockExtension,
   type LockStore,
   type QuorumShortfall,
-  WAIT_ARG,
+  acquireFlags,
   type WaitMode,
   type LineEntry,
   type LineStatus,
@@ -43,10 +42,19 @@ type NodeOutcome<T> =
  *   a fresh token.
  * - Release, extend, isHeld and isLocked go to every node and count a majority; when fewer nodes
  *   than a quorum answer, they throw `LockQuorumError`.
+ * - Extending also locks again, with the same token, a node that lost the lock (restarted
+ *   empty), while the lock is surely valid; such a node confirms the extension.
  */
 export class QuorumLockStore implements LockStore {
   readonly lines = false;
   private readonly needed: number;
+  /**
+   * Per token of a lock granted here: until when (`performance.now()` ms) it is surely valid.
+   * Dropped on release and on a lost extension; lapsed ones are swept as grants add entries.
+   */
+  private readonly validUntil = new Map<string, number>();
+  /** The size at which `remember` next sweeps lapsed entries (amortised: doubles). */
+  private sweepAt = 64;
 
   constructor(
     private readonly nodes: readonly RedisLockConnection[],
@@ -85,14 +93,7 @@ export class QuorumLockStore implements LockStore {
     const redisKeys = acquireKeys(keys);
     // Not fair (lines of independent masters do not compose), no line, no fence; a waiter marks
     // the holders so that their release announces itself.
-    const args = [
-      token,
-      o.ttlMs,
-      0,
-      0,
-      WAIT_ARG[wait === 'none' ? 'none' : 'mark'],
-      lineEntryTtl(o),
-    ];
+    const args = [token, o.ttlMs, acquireFlags(false, false, wait === 'none' ? 'none' : 'mark')];
     const outcomes = await this.gather(
       (node) => node.run(LOCK_SCRIPTS.acquire, redisKeys, args) as Promise<number[]>,
       (reply) => reply[0] === 1,
@@ -101,6 +102,7 @@ export class QuorumLockStore implements LockStore {
     const validity = o.ttlMs - (performance.now() - start) - drift;
     const tally = this.tally(outcomes, (reply) => reply[0] === 1);
     if (tally.granted >= this.needed && validity > 0) {
+      this.remember(token, start + o.ttlMs - drift);
       return {
         granted: true,
         fences: keys.map(() => 0),
@@ -149,6 +151,7 @@ export class QuorumLockStore implements LockStore {
   }
 
   async release(keys: readonly LockRedisKeys[], token: string): Promise<boolean> {
+    this.validUntil.delete(token);
     const outcomes = await this.gather(
       (node) => releaseOn(node, keys, token),
       (released) => released === keys.length,
@@ -167,13 +170,25 @@ export class QuorumLockStore implements LockStore {
     const start = performance.now();
     const drift = this.drift(ttlMs);
     const values = keys.map((k) => k.value);
+    // A node that lost the lock is locked again only while the lock is surely valid: then no one
+    // else can hold a majority, so the relock cannot revive a lock that lapsed (and may have been
+    // taken and released since). It confirms when its reply arrived within that time too.
+    const validUntil = this.validUntil.get(token) ?? -Infinity;
+    const relock = start < validUntil ? 1 : 0;
+    const confirms = (r: { reply: unknown; at: number }) =>
+      r.reply === 1 || (r.reply === 2 && r.at < validUntil);
     const outcomes = await this.gather(
-      (node) => node.run(LOCK_SCRIPTS.extend, values, [token, ttlMs]),
-      (ok) => ok === 1,
+      async (node) => ({
+        reply: await node.run(LOCK_SCRIPTS.extendOrRelock, values, [token, ttlMs, relock]),
+        at: performance.now(),
+      }),
+      confirms,
       Math.max(1, ttlMs - drift),
     );
     const validity = ttlMs - (performance.now() - start) - drift;
-    const held = this.decide(keys, 'extend', outcomes, (ok) => ok === 1) && validity > 0;
+    const held = this.decide(keys, 'extend', outcomes, confirms) && validity > 0;
+    if (held) this.remember(token, start + ttlMs - drift);
+    else this.validUntil.delete(token);
     return { held, expiresAt: sentAt + ttlMs - drift };
   }
 
@@ -202,6 +217,16 @@ export class QuorumLockStore implements LockStore {
     for (const r of results) if (r.status === 'fulfilled') stops.push(r.value);
     if (stops.length === 0) throw (results[0] as PromiseRejectedResult).reason;
     return () => stops.forEach((stop) => stop());
+  }
+
+  /** Records that the lock of `token` is surely valid until `until` (`performance.now()` ms). */
+  private remember(token: string, until: number): void {
+    if (this.validUntil.size >= this.sweepAt) {
+      const now = performance.now();
+      for (const [t, end] of this.validUntil) if (end <= now) this.validUntil.delete(t);
+      this.sweepAt = Math.max(64, 2 * this.validUntil.size);
+    }
+    this.validUntil.set(token, until);
   }
 
   private drift(ttlMs: number): number {

@@ -15,7 +15,7 @@ import {
   type LockHandoff,
   type LockRejoin,
   type LockStore,
-  WAIT_ARG,
+  acquireFlags,
   type WaitMode,
 } from './lock-store';
 
@@ -49,11 +49,8 @@ export class SingleNodeLockStore implements LockStore {
       reply = (await this.connection.run(LOCK_SCRIPTS.acquire, acquireKeys(keys), [
         token,
         o.ttlMs,
-        o.fencing ? 1 : 0,
-        o.fair ? 1 : 0,
-        WAIT_ARG[wait],
+        acquireFlags(o.fencing, o.fair, wait),
         LINE_ENTRY_TTL_MS,
-        o.fair ? 'h' : 'w',
         this.fenceTtlMs,
       ])) as number[];
     } catch (err) {
@@ -80,6 +77,7 @@ export class SingleNodeLockStore implements LockStore {
           fences: [],
           wait: reply[2],
           expiresAt: 0,
+          lineLength: reply[3],
         };
   }
 

@@ -15,6 +15,65 @@ export function toRedisError(operation: string, err: unknown): RedisLockError {
     : new RedisCommandError(operation, message, { cause: err });
 }
 
+/** A bounded call still waiting for its answer. */
+interface Pending {
+  deadline: number;
+  operation: string;
+  ms: number;
+  settled: boolean;
+  reject: (err: unknown) => void;
+}
+
+/**
+ * The calls of one bound (`ms`) in the order they were made, so in deadline order: one timer for
+ * the earliest unsettled one instead of a timer per call (a hot path makes tens of thousands of
+ * calls a second, nearly all answered long before their bound).
+ */
+class DeadlineQueue {
+  private items: Pending[] = [];
+  private head = 0;
+  private timer?: NodeJS.Timeout;
+
+  add(p: Pending): void {
+    this.items.push(p);
+    if (!this.timer) this.arm();
+  }
+
+  private arm(): void {
+    while (this.head < this.items.length && this.items[this.head].settled) this.head++;
+    if (this.head === this.items.length) {
+      this.items = [];
+      this.head = 0;
+      this.timer = undefined;
+      return;
+    }
+    if (this.head > 1024) {
+      this.items = this.items.slice(this.head);
+      this.head = 0;
+    }
+    this.timer = setTimeout(
+      () => this.expire(),
+      Math.max(0, this.items[this.head].deadline - Date.now()),
+    );
+    this.timer.unref();
+  }
+
+  private expire(): void {
+    const now = Date.now();
+    while (this.head < this.items.length) {
+      const p = this.items[this.head];
+      if (!p.settled && p.deadline > now) break;
+      this.head++;
+      if (p.settled) continue;
+      p.settled = true;
+      p.reject(new RedisUnavailableError(p.operation, `no answer within ${p.ms} ms`));
+    }
+    this.arm();
+  }
+}
+
+const queues = new Map<number, DeadlineQueue>();
+
 /**
  * Awaits a Redis call for at most `ms`: rejects with `RedisUnavailableError` when it takes longer
  * and maps Redis errors to typed errors. The command itself is not cancelled (Redis has no way to),
@@ -22,17 +81,22 @@ export function toRedisError(operation: string, err: unknown): RedisLockError {
  */
 export function bounded<T>(operation: string, call: Promise<T>, ms: number): Promise<T> {
   return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(
-      () => reject(new RedisUnavailableError(operation, `no answer within ${ms} ms`)),
-      ms,
-    );
+    const p: Pending = { deadline: Date.now() + ms, operation, ms, settled: false, reject };
+    let queue = queues.get(ms);
+    if (!queue) {
+      queue = new DeadlineQueue();
+      queues.set(ms, queue);
+    }
+    queue.add(p);
     call.then(
       (value) => {
-        clearTimeout(timer);
+        if (p.settled) return;
+        p.settled = true;
         resolve(value);
       },
       (err: unknown) => {
-        clearTimeout(timer);
+        if (p.settled) return;
+        p.settled = true;
         reject(toRedisError(operation, err));
       },
     );

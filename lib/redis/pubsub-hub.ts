@@ -19,6 +19,8 @@ export class PubSubHub {
   private subscriber?: Redis | Cluster;
   private readonly channels = new Map<string, ChannelEntry>();
   private closed = false;
+  /** The wait for the subscriber to be ready that SUBSCRIBEs share, while one is under way. */
+  private readying?: Promise<void>;
 
   /**
    * @param createSubscriber opens the dedicated subscriber connection (called once, lazily)
@@ -49,12 +51,11 @@ export class PubSubHub {
     const unlisten = () => this.unlisten(channel, current, onMessage);
     if (!entry.subscribed) {
       const sub = this.connection();
-      const command = this.sharded ? sub.ssubscribe(channel) : sub.subscribe(channel);
-      entry.subscribed = bounded(
-        this.sharded ? 'SSUBSCRIBE' : 'SUBSCRIBE',
-        command,
-        this.timeoutMs,
-      ).then(() => undefined);
+      const operation = this.sharded ? 'SSUBSCRIBE' : 'SUBSCRIBE';
+      entry.subscribed = this.ready(sub, operation).then(async () => {
+        const command = this.sharded ? sub.ssubscribe(channel) : sub.subscribe(channel);
+        await bounded(operation, command, this.timeoutMs);
+      });
       entry.subscribed.catch(() => (current.subscribed = undefined));
     }
     try {
@@ -72,6 +73,40 @@ export class PubSubHub {
     for (const entry of this.channels.values()) clearTimeout(entry.linger);
     this.channels.clear();
     this.subscriber?.disconnect();
+  }
+
+  /**
+   * Resolves once `sub` is ready, within `timeoutMs`; connects it if it was made with `lazyConnect`.
+   *
+   * Why: a SUBSCRIBE sent after the socket connected but before ioredis's ready check (INFO) puts
+   * the connection in subscriber mode under that check; since ioredis 5.8.2 the check is sent only
+   * after the CLIENT SETINFO replies, so the INFO fails, ioredis drops the connection and rejects
+   * the SUBSCRIBEs it had queued (ioredis issue 2037), and those waiters only poll. Waiting is
+   * chosen over turning the ready check off in the copy: it holds for any ioredis version and any
+   * options the user's client was made with (`enableOfflineQueue: false`, `lazyConnect`), for the
+   * Cluster copy too, and after every reconnect, where ioredis itself resubscribes only when ready.
+   */
+  private ready(sub: Redis | Cluster, operation: string): Promise<void> {
+    if (sub.status === 'ready') return Promise.resolve();
+    if (!this.readying) {
+      let onReady!: () => void;
+      let onEnd!: () => void;
+      const ready = new Promise<void>((resolve, reject) => {
+        onReady = resolve;
+        onEnd = () => reject(new Error('Connection is closed.'));
+      });
+      sub.once('ready', onReady).once('end', onEnd);
+      if (sub.status === 'wait') sub.connect().catch(() => undefined);
+      this.readying = bounded(
+        `${operation} (waiting for the connection)`,
+        ready,
+        this.timeoutMs,
+      ).finally(() => {
+        sub.off('ready', onReady).off('end', onEnd);
+        this.readying = undefined;
+      });
+    }
+    return this.readying;
   }
 
   private connection(): Redis | Cluster {

@@ -9,7 +9,7 @@ export class LocalWaiter<O, T> {
   constructor(
     /** The caller's options. */
     readonly options: O,
-    private readonly onResolve: (value: T) => void,
+    private readonly onResolve: (value: T | PromiseLike<T>) => void,
     private readonly onReject: (reason: unknown) => void,
     private readonly cleanup: () => void,
   ) {}
@@ -20,7 +20,7 @@ export class LocalWaiter<O, T> {
   }
 
   /** Answers the caller; `false` when it already had an answer (then `value` is not taken). */
-  resolve(value: T): boolean {
+  resolve(value: T | PromiseLike<T>): boolean {
     if (this.done) return false;
     this.done = true;
     this.cleanup();
@@ -53,13 +53,14 @@ export class LocalLine<O, T> {
 
   /**
    * Adds a caller at the end (or, with `first`, at the front) and resolves with what it is given,
-   * or with `onTimeout()` after `waitMs`; rejects with the signal's reason when `signal` aborts.
+   * or with (the outcome of) `onTimeout()` after `waitMs`; rejects with the signal's reason when
+   * `signal` aborts.
    */
   add(
     options: O,
     waitMs: number,
     signal: AbortSignal | undefined,
-    onTimeout: () => T,
+    onTimeout: () => T | PromiseLike<T>,
     first = false,
   ): Promise<T> {
     return new Promise<T>((resolve, reject) => {

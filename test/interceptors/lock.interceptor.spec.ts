@@ -213,6 +213,18 @@ describe('LockInterceptor', () => {
       expect(after.text).toBe('bought 2 of sku-1');
     });
 
+    it('Retry-After estimates the wait from the line and recent hold times, not the holder TTL', async () => {
+      // A few quick sections: this instance has seen how long the lock is held.
+      for (let i = 0; i < 3; i++)
+        expect((await http().post('/stock/sku-7/buy').send({})).status).toBe(201);
+      const held = await locks.acquire('stock:sku-7', { ttlMs: 20_000 });
+      const res = await http().post('/stock/sku-7/buy').send({});
+      expect(res.status).toBe(423);
+      // Held for 20 s more, but sections take milliseconds here: retry in a second, not 20.
+      expect(res.headers['retry-after']).toBe('1');
+      await held.release();
+    });
+
     it('maps a LockTimeoutError from a decorated service the handler calls', async () => {
       const held = await locks.acquire('order:9', { ttlMs: 3_000 });
       const res = await http().post('/stock/orders/9');

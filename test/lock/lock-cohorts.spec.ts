@@ -186,7 +186,7 @@ describe('LockService local cohorts', () => {
     victim.kill('SIGKILL');
     await exited(victim);
     const killedAt = Date.now();
-    await Promise.all(others.map((c) => lineFrom(c, /^done$/, 60_000)));
+    await Promise.all(others.map((c) => lineFrom(c, /^done$/, 100_000)));
     expect(await Promise.all(others.map((c) => exited(c)))).toEqual([0, 0]);
     const log = (await sectionLog(prefix)) as Section[];
     const after = log.filter((s) => s.at >= killedAt);
@@ -204,7 +204,7 @@ describe('LockService local cohorts', () => {
     const counter = Number(await redis.get(`${prefix}counter`));
     expect(counter).toBeGreaterThanOrEqual(2 * 8 * 12 + victimSections - 1);
     expect(counter).toBeLessThanOrEqual(2 * 8 * 12 + victimSections);
-  }, 90_000);
+  }, 150_000);
 
   it('a SIGSTOPped process loses its place once its entry deadline passed, and is not handed the lock while frozen', async () => {
     const prefix = uniquePrefix('cohort-stop');

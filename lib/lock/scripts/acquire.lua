@@ -5,32 +5,57 @@
 --                    entries (hash: token -> entry)
 -- ARGV[1] token        fresh random value of this acquisition (a cohort's line token when joining)
 -- ARGV[2] ttl          lock TTL in ms
--- ARGV[3] fencing      '1': increment the fence counter of each lock and return it
--- ARGV[4] respectLine  '1': a free lock whose line has a live waiter is not free for this token
--- ARGV[5] wait         what a caller that is not granted does: '1' waits in line (one lock: joins
---                      the line or keeps this token's place), 'm' waits outside any line (marks
---                      the blocking lock so that its release announces itself), '0' does not
---                      wait ('0' and 'm' promise the token never joined a line).
--- ARGV[6] entryTtl     ms a line entry stays live without being renewed (renew.lua)
--- ARGV[7] mode         'h': hand me the lock on release (fair) | 'w': only wake me (fair: false)
--- ARGV[8] fenceTtl     ms a newly created fence counter lives (see nextFence)
+-- ARGV[3] flags        4 characters (one argument: each costs on the hot path):
+--                      1. fencing: '1' increments the fence counter of each lock and returns it
+--                      2. respectLine: '1' a free lock whose line has a live waiter is not free
+--                         for this token
+--                      3. wait: what a caller that is not granted does: '1' waits in line (one
+--                         lock: joins the line or keeps this token's place), 'm' waits outside any
+--                         line (marks the blocking lock so that its release announces itself),
+--                         '0' does not wait ('0' and 'm' promise the token never joined a line)
+--                      4. mode: 'h' hand me the lock on release (fair), 'w' only wake me
+-- ARGV[4] entryTtl     ms a line entry stays live without being renewed (renew.lua)
+-- ARGV[5] fenceTtl     ms a newly created fence counter lives (see nextFence)
 --
 -- Returns {1, others, fence_1, ..., fence_n} when granted: others = 1 when other waiters are in
 --         the line of the (single) lock, fence 0 when fencing is off;
---         {0, nowMs, wait} when not: wait = holder's PTTL, -1 for a holder without TTL,
---         -2 when the lock is free but another waiter is first in line.
+--         {0, nowMs, wait, line} when not (nowMs 0 on the fast path, which dates nothing): wait =
+--         holder's PTTL, -1 for a holder without TTL,
+--         -2 when the lock is free but another waiter is first in line; line = entries in the
+--         blocking lock's line (processes waiting, an estimate's input).
 -- An entry is "deadlineMs:ttlMs:fencing:mode" so that release.lua can hand the lock over directly.
 -- The fast path (one free lock, nobody in line) is 3 commands: EXISTS line, SET NX, INCR fence.
 
 local token = ARGV[1]
+
+-- Fast path first, before any function is defined (defining them costs every call): one lock,
+-- nobody in its line, and the caller would not wait.
+local flags = ARGV[3]
+if #KEYS == 4 and string.sub(flags, 3, 3) == '0' and redis.call('EXISTS', KEYS[3]) == 0 then
+  if not redis.call('SET', KEYS[1], token, 'NX', 'PX', ARGV[2]) then
+    return {0, 0, redis.call('PTTL', KEYS[1]), 0}
+  end
+  if string.sub(flags, 1, 1) ~= '1' then return {1, 0, 0} end
+  local f = redis.call('INCR', KEYS[2])
+  if f == 1 then
+    -- A new counter starts at Redis TIME in microseconds (see nextFence below).
+    local t = redis.call('TIME')
+    local seed = t[1] .. string.sub('00000' .. t[2], -6)
+    redis.call('SET', KEYS[2], seed, 'PX', ARGV[5])
+    f = tonumber(seed)
+  end
+  return {1, 0, f}
+end
+
 local ttl = tonumber(ARGV[2])
-local fencing = ARGV[3] == '1'
-local respectLine = ARGV[4] == '1'
-local join = ARGV[5] == '1' and #KEYS == 4
-local wait = ARGV[5] ~= '0'
-local entryTtl = tonumber(ARGV[6])
-local mode = ARGV[7]
-local fenceTtl = tonumber(ARGV[8])
+local fencingFlag = string.sub(flags, 1, 1)
+local fencing = fencingFlag == '1'
+local respectLine = string.sub(flags, 2, 2) == '1'
+local join = string.sub(flags, 3, 3) == '1' and #KEYS == 4
+local wait = string.sub(flags, 3, 3) ~= '0'
+local mode = string.sub(flags, 4, 4)
+local entryTtl = tonumber(ARGV[4])
+local fenceTtl = tonumber(ARGV[5])
 local n = #KEYS / 4
 local marked = token .. '*'
 
@@ -86,7 +111,7 @@ local function blocked(i, waitMs)
       -- of a waiter that is only checking again.
       local last = redis.call('ZRANGE', line, -1, -1, 'WITHSCORES')[2]
       redis.call('ZADD', line, 'NX', (tonumber(last) or 0) + 1, token)
-      redis.call('HSET', entries, token, (clock() + entryTtl) .. ':' .. ttl .. ':' .. ARGV[3] .. ':' .. mode)
+      redis.call('HSET', entries, token, (clock() + entryTtl) .. ':' .. ttl .. ':' .. fencingFlag .. ':' .. mode)
       -- The line lives as long as someone renews it.
       redis.call('PEXPIRE', line, entryTtl * 2)
       redis.call('PEXPIRE', entries, entryTtl * 2)
@@ -95,7 +120,7 @@ local function blocked(i, waitMs)
     local v = redis.call('GET', value)
     if v and string.sub(v, -1) ~= '*' then redis.call('SET', value, v .. '*', 'KEEPTTL') end
   end
-  return {0, clock(), waitMs}
+  return {0, clock(), waitMs, redis.call('ZCARD', line)}
 end
 
 if n == 1 then

@@ -38,6 +38,9 @@ export class LatencyProxy {
   private connect(client: Socket): void {
     const upstream = new Socket({ allowHalfOpen: true });
     for (const socket of [client, upstream]) {
+      // Without it, Nagle's algorithm holds a small chunk written while the previous one is not yet
+      // acknowledged, for up to the peer's delayed-ACK time (40 ms on Linux), on top of `delayMs`.
+      socket.setNoDelay(true);
       this.sockets.add(socket);
       socket.once('close', () => this.sockets.delete(socket));
       socket.on('error', () => {
