@@ -17,6 +17,7 @@ import { Redis } from 'ioredis';
 import { startRedisServer } from '../scripts/redis-server';
 import type { LockLibrary } from './adapters/lock-adapter';
 import { LOCK_LIBRARIES } from './adapters/lock-libraries';
+import { SEMAPHORE_LIBRARIES } from './adapters/semaphore-libraries';
 import { oursQueueMissing } from './adapters/ours-queue.adapter';
 import type { QueueLibrary } from './adapters/queue-adapter';
 import {
@@ -199,6 +200,7 @@ async function main(): Promise<void> {
       if (runLocks) {
         await runShape<FloorProbe>(shapes.floor, FLOOR_PROBES, run);
         for (const shape of shapes.lock) await runShape<LockLibrary>(shape, LOCK_LIBRARIES, run);
+        await runShape<LockLibrary>(shapes.semaphore, SEMAPHORE_LIBRARIES, run);
         await runShape<LockLibrary>(shapes.flashSale, ours, run);
       }
       if (!queueMissing && runQueues) {
@@ -232,6 +234,7 @@ async function main(): Promise<void> {
       config,
       libraries: {
         lock: LOCK_LIBRARIES.map(({ id, label, ours }) => ({ id, label, ours })),
+        semaphore: SEMAPHORE_LIBRARIES.map(({ id, label, ours }) => ({ id, label, ours })),
         enqueue: ENQUEUE_LIBRARIES.map(({ id, label, ours }) => ({ id, label, ours })),
         drain: DRAIN_LIBRARIES.map(({ id, label, ours }) => ({ id, label, ours })),
         floor: FLOOR_PROBES.map(({ id, label }) => ({ id, label })),

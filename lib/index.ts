@@ -20,3 +20,7 @@ export * from './interceptors';
 export * from './fencing';
 export * from './schedule';
 export * from './errors';
+export { SemaphoreService } from './semaphore/semaphore.service';
+export { Permit } from './semaphore/permit';
+export type { SemaphoreOptions, WithPermitOptions } from './semaphore/semaphore-options';
+export { WithSemaphore, type WithSemaphoreOptions } from './semaphore/with-semaphore.decorator';

@@ -5,6 +5,7 @@ import { LockInterceptor } from './interceptors/lock.interceptor';
 import { QueueService } from './queue/queue.service';
 import { QueueWorkerExplorer } from './queue/queue-worker.explorer';
 import { LockService } from './lock/lock.service';
+import { SemaphoreService } from './semaphore/semaphore.service';
 import { FencedStore } from './fencing/fenced-store';
 import { RedisLockEvents } from './events/redis-lock-events';
 import { resolveModuleOptions } from './options/resolve-options';
@@ -35,6 +36,7 @@ import type { RedisLockModuleOptions } from './interfaces/redis-lock-module-opti
         new RedisLockConnection(options),
     },
     LockService,
+    SemaphoreService,
     FencedStore,
     RedisLockEvents,
     QueueService,
@@ -43,7 +45,14 @@ import type { RedisLockModuleOptions } from './interfaces/redis-lock-module-opti
     WithLockExplorer,
     TickClaims,
   ],
-  exports: [LockService, FencedStore, QueueService, LockInterceptor, RedisLockEvents],
+  exports: [
+    LockService,
+    SemaphoreService,
+    FencedStore,
+    QueueService,
+    LockInterceptor,
+    RedisLockEvents,
+  ],
 })
 export class RedisLockModule extends ConfigurableModuleClass implements OnApplicationShutdown {
   constructor(@Inject(RedisLockConnection) private readonly connection: RedisLockConnection) {

@@ -9,6 +9,7 @@ import { parallelShape, serialShape } from './lock-throughput.shape';
 import { parkedShape } from './parked.shape';
 import { physicalFloorShape, type FloorProbe } from './physical-floor.shape';
 import { drainShape, enqueueShape, groupsShape, rateLimitedShape } from './queue.shape';
+import { semaphoreShape } from './semaphore.shape';
 import type { Shape } from './shape';
 
 /** Every shape of a run, with the ids and titles `config` gives them. */
@@ -22,6 +23,8 @@ export interface BenchShapes {
   readonly crowd: readonly Shape<LockLibrary>[];
   /** One parked shape per `config.parkedWaiters`. */
   readonly parked: readonly Shape<LockLibrary>[];
+  /** Semaphore of 5 permits over the contended processes, against `SEMAPHORE_LIBRARIES`. */
+  readonly semaphore: Shape<LockLibrary>;
   /** The lock shapes every lock library runs, in run order. */
   readonly lock: readonly Shape<LockLibrary>[];
   /** Two instances of the sample app: ours only. */
@@ -49,6 +52,7 @@ export function benchShapes(config: BenchConfig): BenchShapes {
     crowd,
     parked,
     lock: [serialShape, parallel, contended, handoff, ...crowd, ...parked],
+    semaphore: semaphoreShape(config),
     flashSale: flashSaleShape(config),
     enqueue: enqueueShape(config),
     drain: config.drainConcurrency.map((c) => drainShape(config, c)),

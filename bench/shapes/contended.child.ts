@@ -7,8 +7,12 @@ import { requestCount } from '../support/request-counter';
 export interface ContendedParams {
   /** The one lock key every process fights for. */
   key: string;
-  /** INCR'd on entering, DECR'd on leaving the section: a value above 1 is an overlap. */
+  /**
+   * INCR'd on entering, DECR'd on leaving the section: a value above `capacity` is an overlap.
+   */
   insideKey: string;
+  /** How many may be inside at once (a semaphore's limit). @default 1 */
+  capacity?: number;
   /** INCR'd once per section (a cross-check of the reported counts). */
   counterKey: string;
   /** Monotonic ms at which every process starts. */
@@ -16,8 +20,8 @@ export interface ContendedParams {
   durationMs: number;
   /** Time each section holds the lock (after its INCRs), in ms. */
   holdMs: number;
-  /** Concurrent callers in this process, each looping on the key (the crowd shapes). */
-  callers: number;
+  /** Concurrent callers in this process, each looping on the key (the crowd shapes). @default 1 */
+  callers?: number;
 }
 
 /** What one contended process measured. */
@@ -86,7 +90,7 @@ export async function runContended(
       }
       report.waitsMs.push(monotonicMs() - asked);
       const replies = await marker.multi().incr(params.insideKey).incr(params.counterKey).exec();
-      if (Number(replies?.[0]?.[1]) > 1) report.overlaps++;
+      if (Number(replies?.[0]?.[1]) > (params.capacity ?? 1)) report.overlaps++;
       await sleep(params.holdMs);
       await marker.decr(params.insideKey);
       await adapter.release(lock);
@@ -95,7 +99,7 @@ export async function runContended(
     }
     return sections;
   };
-  report.sectionsPerCaller = await Promise.all(Array.from({ length: params.callers }, caller));
+  report.sectionsPerCaller = await Promise.all(Array.from({ length: params.callers ?? 1 }, caller));
   report.sections = report.sectionsPerCaller.reduce((a, b) => a + b, 0);
   report.requests = requestCount() - requestsBefore;
   return report;

@@ -1,4 +1,5 @@
 import { LOCK_LIBRARIES } from '../adapters/lock-libraries';
+import { SEMAPHORE_LIBRARIES } from '../adapters/semaphore-libraries';
 import {
   DRAIN_LIBRARIES,
   ENQUEUE_LIBRARIES,
@@ -50,24 +51,30 @@ const FAILED_ACQUIRES: Column[] = [
   { metric: 'gaveUpAfterMs', header: 'gave up after ms (median)', digits: 0 },
 ];
 
+/**
+ * The columns of the contended loop (`summarizeContended`), with the given headers and Jain
+ * columns (default: one, over processes).
+ */
+function sectionColumns(
+  throughput: string,
+  overlaps: string,
+  jain: Column[] = [{ metric: 'jain', header: 'Jain', digits: 3 }],
+): Column[] {
+  return [
+    { metric: 'handoffsPerSec', header: throughput, digits: 0 },
+    ...latencyColumns('wait', 2),
+    ...jain,
+    { metric: 'overlaps', header: overlaps, digits: 0, sum: true },
+    ...FAILED_ACQUIRES,
+  ];
+}
+
 const ROUND_TRIP: Column = { metric: 'roundTripMs', header: 'ioredis round trip ms', digits: 3 };
 
 const throughputColumns = (op: string): Column[] => [
   { metric: `${op}sPerSec`, header: `${op}s/s`, digits: 0 },
   ...costColumns(op),
 ];
-
-/** Sections on one key: the contended and crowd tables, with Jain over `jain` as given. */
-function sectionColumns(jain: Column[]): Column[] {
-  return [
-    { metric: 'handoffsPerSec', header: 'handoffs/s', digits: 0 },
-    ...latencyColumns('wait', 2),
-    ...jain,
-    { metric: 'overlaps', header: 'overlaps', digits: 0, sum: true },
-    ...FAILED_ACQUIRES,
-    ...costColumns('section', ['redis']),
-  ];
-}
 
 /** The tables of the shapes of locks under a crowd: crowd, parked and flash sale. */
 function crowdTables(shapes: BenchShapes, config: BenchConfig): TableSpec[] {
@@ -77,10 +84,13 @@ function crowdTables(shapes: BenchShapes, config: BenchConfig): TableSpec[] {
     shape: shape.id,
     title: shape.title,
     rows: lock,
-    columns: sectionColumns([
-      { metric: 'jain', header: 'Jain processes', digits: 3 },
-      { metric: 'jainCallers', header: 'Jain callers', digits: 3 },
-    ]),
+    columns: [
+      ...sectionColumns('handoffs/s', 'overlaps', [
+        { metric: 'jain', header: 'Jain processes', digits: 3 },
+        { metric: 'jainCallers', header: 'Jain callers', digits: 3 },
+      ]),
+      ...costColumns('section', ['redis']),
+    ],
     ratioOf: 'handoffsPerSec',
   }));
   for (const shape of shapes.parked) {
@@ -172,7 +182,7 @@ export function reportTables(
       shape: shapes.contended.id,
       title: shapes.contended.title,
       rows: lock,
-      columns: sectionColumns([{ metric: 'jain', header: 'Jain', digits: 3 }]),
+      columns: [...sectionColumns('handoffs/s', 'overlaps'), ...costColumns('section', ['redis'])],
       ratioOf: 'handoffsPerSec',
     },
     {
@@ -189,6 +199,19 @@ export function reportTables(
       ],
     },
     ...crowdTables(shapes, config),
+    {
+      shape: shapes.semaphore.id,
+      title: shapes.semaphore.title,
+      rows: SEMAPHORE_LIBRARIES,
+      columns: [
+        ...sectionColumns('sections/s', 'above limit'),
+        { metric: 'requestsPerSection', header: 'requests/section', digits: 2 },
+        { metric: 'parkedRequestsPerSec', header: 'parked: requests/s', digits: 0 },
+        { metric: 'parkedCommandsPerSec', header: 'parked: Redis commands/s', digits: 0 },
+        { metric: 'parkedRedisCpuUsPerSec', header: 'parked: Redis CPU µs/s', digits: 0 },
+      ],
+      ratioOf: 'handoffsPerSec',
+    },
   ];
   if (!queues) return specs;
   for (const shape of [shapes.enqueue, ...shapes.drain]) {

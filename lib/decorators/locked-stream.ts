@@ -10,9 +10,63 @@ import {
   type Subscription,
 } from 'rxjs';
 import { LockLostError } from '../errors/lock-lost.error';
-import type { Lock } from '../lock/lock';
-import type { LockService } from '../lock/lock.service';
-import type { WithLockOptions } from '../interfaces/lock-options.interface';
+
+/** What a stream holds: a lock, or a semaphore's permits (named by `keys` in errors). */
+export interface StreamGrant {
+  readonly keys: readonly string[];
+  readonly ttlMs: number;
+}
+
+/**
+ * Runs `fn` while holding the grant (`LockService.withLock`, `SemaphoreService.withPermit`), which
+ * is released when `fn` settles; with `signal`, waiting stops when it aborts. Resolves without
+ * calling `fn` when the grant is skipped (`skipIfLocked`).
+ */
+export type HoldGrant<G> = (
+  fn: (grant: G) => Promise<unknown> | undefined,
+  signal?: AbortSignal,
+) => Promise<unknown>;
+
+/**
+ * A decorated method returning a Promise (or a plain value): runs it while holding the grant; the
+ * result arrives after the release. An Observable result (e.g. from an async handler) is handed
+ * out at once and keeps the grant until it completes, errors or is unsubscribed.
+ */
+export function heldCall<G extends StreamGrant>(
+  hold: HoldGrant<G>,
+  where: string,
+  run: () => unknown,
+): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    let streamed = false;
+    const released = settledSignal();
+    hold(async (grant) => {
+      const result = await run();
+      if (!isObservable(result)) return result;
+      streamed = true;
+      const held = holdWhileSubscribed(result, grant, where, released.promise);
+      resolve(held.observable);
+      await held.ended;
+      return undefined;
+    }).then(
+      (value) => {
+        released.done();
+        if (!streamed) resolve(value);
+      },
+      (err: unknown) => {
+        released.done();
+        reject(err);
+      },
+    );
+  });
+}
+
+/** A promise resolved by `done()`: "the hold has settled, so the grant is released". */
+function settledSignal(): { promise: Promise<void>; done: () => void } {
+  let done!: () => void;
+  const promise = new Promise<void>((r) => (done = r));
+  return { promise, done };
+}
 
 /** An Observable that holds a lock, and a promise that settles when the lock may be released. */
 export interface HeldStream {
@@ -30,7 +84,7 @@ export interface HeldStream {
  */
 export function holdWhileSubscribed(
   source: Observable<unknown>,
-  lock: Lock,
+  lock: StreamGrant,
   where: string,
   released: Promise<void>,
 ): HeldStream {
@@ -74,12 +128,7 @@ export function holdWhileSubscribed(
  * Unsubscribing while waiting for the lock stops the wait. With `skipIfLocked`, a lock that
  * cannot be had in time completes the stream without a value (the method is not called).
  */
-export function runLockedStream(
-  locks: LockService,
-  names: string[],
-  options: WithLockOptions | undefined,
-  run: () => unknown,
-): Observable<unknown> {
+export function runLockedStream(hold: HoldGrant<unknown>, run: () => unknown): Observable<unknown> {
   return new Observable<unknown>((subscriber) => {
     const abort = new AbortController();
     let inner: Subscription | undefined;
@@ -88,28 +137,22 @@ export function runLockedStream(
     let markReleased!: () => void;
     const released = new Promise<void>((r) => (markReleased = r));
     let ran = false;
-    locks
-      .withLock(
-        names,
-        () => {
-          ran = true;
-          if (subscriber.closed) return undefined;
-          inner = toObservable(run()).subscribe(relay(subscriber, () => (end(), released)));
-          return ended;
-        },
-        { ...options, signal: abort.signal },
-      )
-      .then(
-        () => {
-          markReleased();
-          // skipIfLocked: the method did not run, so the stream ends without a value.
-          if (!ran) subscriber.complete();
-        },
-        (err: unknown) => {
-          markReleased();
-          subscriber.error(err);
-        },
-      );
+    hold(() => {
+      ran = true;
+      if (subscriber.closed) return undefined;
+      inner = toObservable(run()).subscribe(relay(subscriber, () => (end(), released)));
+      return ended;
+    }, abort.signal).then(
+      () => {
+        markReleased();
+        // skipIfLocked: the method did not run, so the stream ends without a value.
+        if (!ran) subscriber.complete();
+      },
+      (err: unknown) => {
+        markReleased();
+        subscriber.error(err);
+      },
+    );
     return () => {
       abort.abort();
       inner?.unsubscribe();

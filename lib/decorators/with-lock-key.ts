@@ -27,48 +27,47 @@ export type LockKeyBuilder = (self: unknown, args: readonly unknown[]) => string
 /**
  * Validates `key` once, when the method is decorated, and returns the builder used on every
  * call. Templates are parsed here; one naming an argument index at or beyond `declaredParams`
- * throws `LockKeyError`. Every message starts with `@WithLock on <where>`.
+ * throws `LockKeyError`. Every message starts with `<decorator> on <where>`.
  */
 export function compileLockKey(
   key: WithLockKey,
   where: string,
   declaredParams: number,
+  decorator = '@WithLock',
 ): LockKeyBuilder {
+  const on = `${decorator} on ${where}`;
   if (typeof key === 'function') {
     return (self, args) => {
       const names = (key as (...a: unknown[]) => unknown).apply(self, args as unknown[]);
       if (typeof names !== 'string' && !Array.isArray(names)) {
         throw new LockKeyError(
-          `@WithLock on ${where}: the key function returned ${describeValue(names)}; ` +
+          `${on}: the key function returned ${describeValue(names)}; ` +
             'expected a string or an array of strings',
           names,
         );
       }
-      return named(where, () => checkLockNames(distinct(names)));
+      return named(on, where, () => checkLockNames(distinct(names)));
     };
   }
   const sources: readonly unknown[] = Array.isArray(key) ? key : [key];
   if (sources.length === 0) {
-    throw new LockKeyError(`@WithLock on ${where}: the key template list is empty`, key);
+    throw new LockKeyError(`${on}: the key template list is empty`, key);
   }
-  const templates = sources.map((source) => named(where, () => parseKeyTemplate(source)));
+  const templates = sources.map((source) => named(on, where, () => parseKeyTemplate(source)));
   for (const t of templates) {
     if (sources.indexOf(t.source) !== sources.lastIndexOf(t.source)) {
-      throw new LockKeyError(
-        `@WithLock on ${where}: key template '${t.source}' is listed twice`,
-        key,
-      );
+      throw new LockKeyError(`${on}: key template '${t.source}' is listed twice`, key);
     }
     if (t.maxIndex >= declaredParams) {
       throw new LockKeyError(
-        `@WithLock on ${where}: key template '${t.source}' names argument ${t.maxIndex}, ` +
+        `${on}: key template '${t.source}' names argument ${t.maxIndex}, ` +
           `but the method declares ${declaredParams} parameter${declaredParams === 1 ? '' : 's'}`,
         t.source,
       );
     }
   }
   return (_self, args) =>
-    named(where, () =>
+    named(on, where, () =>
       checkLockNames(distinct(templates.map((t: KeyTemplate) => renderKeyTemplate(t, args)))),
     );
 }
@@ -78,14 +77,17 @@ function distinct(names: unknown): unknown {
   return Array.isArray(names) ? [...new Set(names)] : names;
 }
 
-/** Runs `fn`, prefixing the message of a `LockKeyError` with the decorated method. */
-function named<T>(where: string, fn: () => T): T {
+/**
+ * Runs `fn`, prefixing the message of a `LockKeyError` with `on` (`@WithLock on Class.method`);
+ * a missing value names the method `where`.
+ */
+function named<T>(on: string, where: string, fn: () => T): T {
   try {
     return fn();
   } catch (err) {
     if (err instanceof LockKeyValueMissingError) throw err.inMethod(where);
     if (err instanceof LockKeyError) {
-      throw new LockKeyError(`@WithLock on ${where}: ${err.message}`, err.key);
+      throw new LockKeyError(`${on}: ${err.message}`, err.key);
     }
     throw err;
   }

@@ -1,11 +1,11 @@
-import { isObservable, Observable, throwError } from 'rxjs';
+import { Observable, throwError } from 'rxjs';
 import { RedisLockError } from '../errors/redis-lock.error';
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
 import type { WithLockOptions } from '../interfaces/lock-options.interface';
 import type { LockService } from '../lock/lock.service';
 import { resolveLockOptions, type ResolvedLockOptions } from '../options/resolve-options';
 import { lockServiceRegistry } from './lock-service.registry';
-import { holdWhileSubscribed, runLockedStream } from './locked-stream';
+import { heldCall, runLockedStream } from './locked-stream';
 import { decoratedMethod, replaceMethod } from './method-wrapper';
 import {
   compileLockKey,
@@ -18,7 +18,8 @@ import {
  * Options of `@WithLock`; unset ones fall back to the module's defaults (`ttlMs` 30000,
  * `waitMs` 0, `retryIntervalMs` 100, `fair` and `fencing` on, the module's `keyPrefix`).
  * `autoExtend` (default on) extends the lock every `ttlMs / 3` while the method runs;
- * `skipIfLocked` (default off) skips the method instead of throwing when the lock is busy.
+ * `skipIfLocked` (default off) skips the method instead of throwing when the lock is busy;
+ * `mode: 'shared'` takes a read lock (any number of shared holders, or one exclusive).
  */
 export type WithLockDecoratorOptions = Omit<WithLockOptions, 'signal'>;
 
@@ -54,8 +55,8 @@ export interface LockedMethod {
   readonly className: string;
 }
 
-/** Any valid lock options: only used to validate the decorator's options when decorated. */
-const VALIDATION_BASE: ResolvedLockOptions = {
+/** @internal Any valid lock options: only used to validate decorator options when decorated. */
+export const VALIDATION_BASE: ResolvedLockOptions = {
   ttlMs: 30_000,
   waitMs: 0,
   retryIntervalMs: 100,
@@ -147,38 +148,14 @@ export function WithLock(key: WithLockKey, options?: WithLockDecoratorOptions): 
 }
 
 /** A method returning a Promise (or a plain value): the result arrives after the release. */
-function lockedCall(method: LockedMethod, self: unknown, args: unknown[]): Promise<unknown> {
-  return new Promise((resolve, reject) => {
-    const names = method.keys(self, args);
-    const locks = lockServiceOf(method, self);
-    let streamed = false;
-    const released = settledSignal();
-    locks
-      .withLock(
-        names,
-        async (lock) => {
-          const result = await method.original.apply(self, args);
-          if (!isObservable(result)) return result;
-          // An Observable (e.g. from an async handler): hand it out now, keep the lock until it ends.
-          streamed = true;
-          const held = holdWhileSubscribed(result, lock, method.where, released.promise);
-          resolve(held.observable);
-          await held.ended;
-          return undefined;
-        },
-        method.options,
-      )
-      .then(
-        (value) => {
-          released.done();
-          if (!streamed) resolve(value);
-        },
-        (err: unknown) => {
-          released.done();
-          reject(err);
-        },
-      );
-  });
+async function lockedCall(method: LockedMethod, self: unknown, args: unknown[]): Promise<unknown> {
+  const names = method.keys(self, args);
+  const locks = lockServiceOf(method, self);
+  return heldCall(
+    (fn) => locks.withLock(names, fn, method.options),
+    method.where,
+    () => method.original.apply(self, args),
+  );
 }
 
 /** A method declared to return an Observable: the lock is taken on each subscription. */
@@ -191,7 +168,10 @@ function lockedStream(method: LockedMethod, self: unknown, args: unknown[]): Obs
   } catch (err) {
     return throwError(() => err);
   }
-  return runLockedStream(locks, names, method.options, () => method.original.apply(self, args));
+  return runLockedStream(
+    (fn, signal) => locks.withLock(names, fn, { ...method.options, signal }),
+    () => method.original.apply(self, args),
+  );
 }
 
 function lockServiceOf(method: LockedMethod, self: unknown): LockService {
@@ -221,15 +201,9 @@ function checkDecoratorOptions(
   return options === undefined ? undefined : Object.freeze({ ...options });
 }
 
-function isObservableType(type: unknown): boolean {
+/** @internal Whether a method's declared return type is an Observable. */
+export function isObservableType(type: unknown): boolean {
   return (
     typeof type === 'function' && (type === Observable || type.prototype instanceof Observable)
   );
-}
-
-/** A promise resolved by `done()`: "withLock has settled, so the lock is released". */
-function settledSignal(): { promise: Promise<void>; done: () => void } {
-  let done!: () => void;
-  const promise = new Promise<void>((r) => (done = r));
-  return { promise, done };
 }

@@ -3,6 +3,8 @@ import { DiscoveryService } from '@nestjs/core';
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
 import { wrappersServedBy } from '../discovery/served-wrappers';
 import { LockService } from '../lock/lock.service';
+import { SemaphoreService } from '../semaphore/semaphore.service';
+import { semaphoreServices } from '../semaphore/with-semaphore.decorator';
 import { lockServiceRegistry, type LockServiceSource } from './lock-service.registry';
 import { WITH_LOCK_METHODS } from './with-lock.constants';
 
@@ -19,8 +21,11 @@ export class WithLockExplorer implements LockServiceSource, OnModuleInit, OnAppl
   constructor(
     private readonly discovery: DiscoveryService,
     readonly lockService: LockService,
+    semaphoreService: SemaphoreService,
   ) {
     lockServiceRegistry.join(this);
+    // @WithSemaphore finds its module's SemaphoreService through the LockService beside it.
+    semaphoreServices.set(lockService, semaphoreService);
   }
 
   get bound(): boolean {

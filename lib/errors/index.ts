@@ -9,3 +9,6 @@ export { RedisLockOptionsError } from './redis-lock-options.error';
 export { RedisCommandError } from './redis-command.error';
 export { RedisUnavailableError } from './redis-unavailable.error';
 export { QueueError } from './queue.error';
+export { SemaphoreTimeoutError } from './semaphore-timeout.error';
+export { SemaphoreLimitError } from './semaphore-limit.error';
+export { LockUpgradeError } from './lock-upgrade.error';

@@ -13,18 +13,21 @@ export class LockTimeoutError extends RedisLockError {
    * @param expectedWaitMs an estimate of how long until a new attempt could succeed: the callers
    *   ahead (this process's and the Redis line's) times the hold time recently seen for this lock
    *   by this process, never above `holderRemainingMs`; `undefined` when nothing is known
+   * @param message the message of a subclass (e.g. `SemaphoreTimeoutError`)
    */
   constructor(
     readonly keys: readonly string[],
     readonly waitedMs: number,
     readonly holderRemainingMs: number | undefined,
     readonly expectedWaitMs?: number,
+    message?: string,
   ) {
     super(
-      `lock ${keys.map((k) => `'${k}'`).join(', ')} not acquired within ${waitedMs} ms; ` +
-        (holderRemainingMs !== undefined && holderRemainingMs >= 0
-          ? `held by another owner for ${holderRemainingMs} ms more`
-          : 'other waiters were first in line'),
+      message ??
+        `lock ${keys.map((k) => `'${k}'`).join(', ')} not acquired within ${waitedMs} ms; ` +
+          (holderRemainingMs !== undefined && holderRemainingMs >= 0
+            ? `held by another owner for ${holderRemainingMs} ms more`
+            : 'other waiters were first in line'),
     );
   }
 

@@ -62,6 +62,16 @@ export interface LockOptions {
    * await locks.acquire('payout:7', { waitForReplicas: { replicas: 1, timeoutMs: 100 } });
    */
   waitForReplicas?: WaitForReplicasOptions;
+  /**
+   * `'shared'` takes a read lock: any number of shared holders at once, or one exclusive holder.
+   * Fair: a shared caller never passes a waiting exclusive one, so a writer gets in after the
+   * readers holding now. Single key only; not in quorum mode. Taking the lock exclusively inside
+   * a shared hold of it in the same call chain throws `LockUpgradeError` (see docs/locks.md).
+   * @default 'exclusive'
+   * @example
+   * await locks.withLock('prices', () => readPrices(), { mode: 'shared', waitMs: 1000 });
+   */
+  mode?: 'shared' | 'exclusive';
   /** Aborting this signal stops waiting: the call rejects with the signal's reason. */
   signal?: AbortSignal;
 }

@@ -12,4 +12,15 @@ export const LOCK_SCRIPTS = {
   leaveLine: new LuaScript('lock leave-line', file('leave-line')),
   handoff: new LuaScript('lock handoff', file('handoff')),
   renew: new LuaScript('lock renew', file('renew')),
+  acquireShared: new LuaScript(
+    'lock acquire-shared',
+    file('acquire-shared'),
+    file('shared-common'),
+  ),
+  releaseShared: new LuaScript(
+    'lock release-shared',
+    file('release-shared'),
+    file('shared-common'),
+  ),
+  extendShared: new LuaScript('lock extend-shared', file('extend-shared')),
 };

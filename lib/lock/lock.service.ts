@@ -6,6 +6,7 @@ import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
 import { LockQuorumError } from '../errors/lock-quorum.error';
 import { LockReplicationError } from '../errors/lock-replication.error';
 import { LockTimeoutError } from '../errors/lock-timeout.error';
+import { LockUpgradeError } from '../errors/lock-upgrade.error';
 import type {
   LockOptions,
   WaitForReplicasOptions,
@@ -13,6 +14,7 @@ import type {
 } from '../interfaces/lock-options.interface';
 import { resolveLockOptions, type ResolvedLockOptions } from '../options/resolve-options';
 import { RedisLockConnection } from '../redis/redis-connection';
+import { keepExtended } from '../waiting/keep-extended';
 import { LineRenewal } from '../waiting/line-renewal';
 import { WakeSignal } from '../waiting/wake-signal';
 import { Lock, type LockOwner } from './lock';
@@ -26,6 +28,7 @@ import {
   type LockStore,
 } from './lock-store';
 import { QuorumLockStore } from './quorum-lock-store';
+import { SharedLocks } from './shared-locks';
 import { SingleNodeLockStore } from './single-node-lock-store';
 
 /** Random bytes drawn in bulk for tokens (one system call per 256 tokens). */
@@ -71,6 +74,8 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
   private readonly cohortHost: CohortHost;
   /** Per lock value key, a moving average of how long this process held it (ms). */
   private readonly holdTimes = new Map<string, number>();
+  /** Shared mode (`mode: 'shared'`, read locks). */
+  private readonly shared: SharedLocks;
 
   constructor(private readonly connection: RedisLockConnection) {
     this.defaults = connection.options.lock;
@@ -78,6 +83,7 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
       connection.nodes.length > 0
         ? new QuorumLockStore(connection.nodes, connection.options.clockDriftFactor)
         : new SingleNodeLockStore(connection);
+    this.shared = new SharedLocks(connection);
     this.renewal = new LineRenewal(
       (entries) => this.store.renew(entries),
       LINE_RENEW_MS,
@@ -158,6 +164,10 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
     const { o, keys } = this.resolve(key, options);
     const current = this.context.getStore();
     const joined = current && keys.every((k) => current.has(k.value)) && current.get(keys[0].value);
+    // A shared hold joins nothing exclusive: upgrading could deadlock (see LockUpgradeError).
+    if (joined && o.mode !== 'shared' && this.shared.owns(joined)) {
+      throw new LockUpgradeError(keys[0].name);
+    }
     if (joined) return fn(joined);
 
     const lock = await this.obtain(keys, o);
@@ -252,6 +262,7 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
   async releaseLock(lock: Lock): Promise<boolean> {
     this.forget(lock);
     lock.end();
+    if (this.shared.owns(lock)) return this.shared.release(lock.redisKeys[0], lock.token);
     if (lock.redisKeys.length === 1) this.recordHold(lock.redisKeys[0].value, lock.acquiredAt);
     return lock.cohort ? lock.cohort.release(lock) : this.store.release(lock.redisKeys, lock.token);
   }
@@ -264,7 +275,12 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
   async extendLock(lock: Lock, ttlMs: number): Promise<boolean> {
     const ttl = resolveLockOptions(this.defaults, { ttlMs }).ttlMs;
     const w = lock.waitForReplicas;
-    const extension = await this.store.extend(lock.redisKeys, lock.token, ttl, w);
+    const extension = this.shared.owns(lock)
+      ? {
+          held: await this.shared.extend(lock.redisKeys[0], lock.token, ttl),
+          expiresAt: Date.now() + ttl,
+        }
+      : await this.store.extend(lock.redisKeys, lock.token, ttl, w);
     if (extension.held) {
       if (w && extension.acknowledged! < w.replicas) {
         // Held on the master, but not durably: `expiresAt` stays at the last acknowledged
@@ -288,6 +304,7 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
 
   /** @internal */
   async isHeldLock(lock: Lock): Promise<boolean> {
+    if (this.shared.owns(lock)) return this.shared.extend(lock.redisKeys[0], lock.token, 0);
     return this.store.isHeld(lock.redisKeys, lock.token);
   }
 
@@ -352,7 +369,8 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
   ): { o: ResolvedLockOptions; keys: LockRedisKeys[] } {
     const o = resolveLockOptions(this.defaults, options);
     const keys = checkLockNames(key).map((name) => lockRedisKeys(o.keyPrefix, name));
-    this.store.check(keys, o);
+    if (o.mode === 'shared') this.shared.check(keys, o);
+    else this.store.check(keys, o);
     return { o, keys };
   }
 
@@ -364,7 +382,11 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
     o.signal?.throwIfAborted();
     const started = Date.now();
     let result: Lock | LockTimeoutError;
-    if (keys.length === 1 && this.store.lines) {
+    if (o.mode === 'shared') {
+      result = await this.shared.obtain(keys[0], o, started, (token, fence, expiresAt) =>
+        this.grant(keys, token, o, [fence], expiresAt),
+      );
+    } else if (keys.length === 1 && this.store.lines) {
       result = await this.cohortOf(keys[0]).acquire(o, started);
     } else {
       const token = newToken();
@@ -504,32 +526,11 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
    * the lock would have expired, and then aborts it too.
    */
   private keepExtended(lock: Lock): () => void {
-    let timer: NodeJS.Timeout | undefined;
-    let stopped = false;
-    const schedule = (ms: number) => {
-      if (stopped || lock.signal.aborted) return;
-      timer = setTimeout(tick, Math.max(0, ms));
-      timer.unref();
-    };
-    const tick = async () => {
-      try {
-        if (await this.extendLock(lock, lock.ttlMs)) {
-          schedule(lock.expiresAt - Date.now() - (2 * lock.ttlMs) / 3);
-        }
-      } catch (err) {
-        const left = lock.expiresAt - Date.now();
-        if (left > 0) schedule(Math.min(left / 2, lock.ttlMs / 10));
-        else
-          lock.end(
-            new LockLostError(lock.keys, `it could not be extended: ${(err as Error).message}`),
-          );
-      }
-    };
-    schedule(lock.expiresAt - Date.now() - (2 * lock.ttlMs) / 3);
-    return () => {
-      stopped = true;
-      clearTimeout(timer);
-    };
+    return keepExtended(
+      lock,
+      (ms) => this.extendLock(lock, ms),
+      (detail) => lock.end(new LockLostError(lock.keys, `it ${detail}`)),
+    );
   }
 }
 

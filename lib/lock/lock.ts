@@ -1,5 +1,6 @@
 import { LockLostError } from '../errors/lock-lost.error';
 import type { WaitForReplicasOptions } from '../interfaces/lock-options.interface';
+import { GrantLifetime } from '../waiting/grant-lifetime';
 import type { LockCohort } from './lock-cohort';
 import type { LockRedisKeys } from './lock-keys';
 
@@ -24,13 +25,7 @@ export interface LockOwner {
 export class Lock {
   /** The lock names, as given to `acquire`. */
   readonly keys: readonly string[];
-  // The signal and its expiry timer are made when `signal` is first read: most locks are
-  // released long before anyone looks, and the hot path should not pay for them.
-  private controller?: AbortController;
-  private lostReason?: LockLostError;
-  private expiryTimer?: NodeJS.Timeout;
-  private expiry: number;
-  private ended = false;
+  private readonly lifetime: GrantLifetime<LockLostError>;
   /** @internal when this process got the lock (epoch ms): hold times feed `Retry-After` */
   readonly acquiredAt = Date.now();
 
@@ -70,7 +65,10 @@ export class Lock {
     readonly cohort?: LockCohort,
   ) {
     this.keys = redisKeys.map((k) => k.name);
-    this.expiry = expiresAt;
+    this.lifetime = new GrantLifetime(
+      expiresAt,
+      (at) => new LockLostError(this.keys, `its TTL ran out at ${new Date(at).toISOString()}`),
+    );
   }
 
   /**
@@ -87,7 +85,7 @@ export class Lock {
    * network time is already subtracted). Moves forward on each successful extend.
    */
   get expiresAt(): number {
-    return this.expiry;
+    return this.lifetime.expiresAt;
   }
 
   /**
@@ -96,17 +94,12 @@ export class Lock {
    * not abort it.
    */
   get signal(): AbortSignal {
-    if (!this.controller) {
-      this.controller = new AbortController();
-      if (this.lostReason) this.controller.abort(this.lostReason);
-      else this.armExpiry();
-    }
-    return this.controller.signal;
+    return this.lifetime.signal;
   }
 
   /** @internal whether the lock was lost (signal aborted, or would be if read) */
   get isLost(): boolean {
-    return this.lostReason !== undefined || this.expiry <= Date.now();
+    return this.lifetime.isLost;
   }
 
   /** Releases the lock. Resolves `false` if it was no longer held by this token. */
@@ -129,8 +122,7 @@ export class Lock {
 
   /** @internal */
   setExpiresAt(expiresAt: number): void {
-    this.expiry = expiresAt;
-    if (this.controller) this.armExpiry();
+    this.lifetime.setExpiresAt(expiresAt);
   }
 
   /**
@@ -138,25 +130,6 @@ export class Lock {
    * (`reason` given) rather than released, aborts `signal` with `reason`
    */
   end(reason?: LockLostError): void {
-    clearTimeout(this.expiryTimer);
-    this.expiryTimer = undefined;
-    this.ended = true;
-    if (!reason || this.lostReason) return;
-    this.lostReason = reason;
-    if (this.controller && !this.controller.signal.aborted) this.controller.abort(reason);
-  }
-
-  private armExpiry(): void {
-    clearTimeout(this.expiryTimer);
-    if (this.ended) return;
-    const ttl = this.expiry - Date.now();
-    this.expiryTimer = setTimeout(
-      () =>
-        this.end(
-          new LockLostError(this.keys, `its TTL ran out at ${new Date(this.expiry).toISOString()}`),
-        ),
-      Math.max(0, ttl),
-    );
-    this.expiryTimer.unref();
+    this.lifetime.end(reason);
   }
 }

@@ -33,6 +33,8 @@ export interface ResolvedLockOptions {
   fencing: boolean;
   keyPrefix: string;
   autoExtend: boolean;
+  /** `'shared'`: a read lock (see lib/lock/shared-locks.ts); unset: exclusive. */
+  mode?: 'shared' | 'exclusive';
   /** `withLock` only: resolve `undefined` instead of throwing on timeout (unset: false). */
   skipIfLocked?: boolean;
   signal?: AbortSignal;
@@ -99,6 +101,7 @@ const LOCK_KEYS = [
   'autoExtend',
   'waitForReplicas',
   'skipIfLocked',
+  'mode',
 ] as const;
 const WAIT_FOR_REPLICAS_KEYS = ['replicas', 'timeoutMs'] as const;
 
@@ -137,6 +140,13 @@ function checkWaitForReplicas(option: string, value: unknown): WaitForReplicasOp
     replicas: checkInt(`${option}.replicas`, w.replicas, 1, 1_000),
     timeoutMs: checkInt(`${option}.timeoutMs`, w.timeoutMs, 1, MAX_LOCK_MS),
   };
+}
+
+function checkMode(value: unknown): 'shared' | 'exclusive' {
+  if (value !== 'shared' && value !== 'exclusive') {
+    throw new RedisLockOptionsError('mode', value, "'shared' or 'exclusive'");
+  }
+  return value;
 }
 
 /** Validates the module options and applies defaults; throws `RedisLockOptionsError`. */
@@ -242,6 +252,7 @@ export function resolveLockOptions(
         ? defaults.skipIfLocked
         : checkBoolean('skipIfLocked', o.skipIfLocked),
     signal,
+    mode: o.mode === undefined ? defaults.mode : checkMode(o.mode),
     waitForReplicas:
       o.waitForReplicas === undefined
         ? defaults.waitForReplicas

@@ -11,12 +11,18 @@ export class LuaScript {
   readonly source: string;
   readonly sha: string;
 
-  /** @param file absolute path of the `.lua` file */
+  /**
+   * @param file absolute path of the `.lua` file
+   * @param prelude absolute path of a `.lua` file of helpers the script shares with others of its
+   *   capability, put before it (one EVAL body; see lib/semaphore/scripts/common.lua)
+   */
   constructor(
     readonly name: string,
     file: string,
+    prelude?: string,
   ) {
-    this.source = readFileSync(file, 'utf8');
+    const body = readFileSync(file, 'utf8');
+    this.source = prelude ? `${readFileSync(prelude, 'utf8')}\n${body}` : body;
     this.sha = createHash('sha1').update(this.source).digest('hex');
   }
 

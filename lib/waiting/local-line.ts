@@ -77,6 +77,9 @@ export class LocalLine<O, T> {
         clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
       });
+      // Aborted before it could be added (e.g. during the caller's first round trip): it never
+      // waits. The owner learns it from the rejection, not from onLeave.
+      if (signal?.aborted) return void waiter.reject(signal.reason);
       signal?.addEventListener('abort', onAbort, { once: true });
       if (first) this.unshift(waiter);
       else this.items.push(waiter);
@@ -87,6 +90,15 @@ export class LocalLine<O, T> {
   first(): LocalWaiter<O, T> | undefined {
     this.dropSettled();
     return this.items[this.head];
+  }
+
+  /** The first caller still waiting whose options match (e.g. the one a grant names). */
+  find(match: (options: O) => boolean): LocalWaiter<O, T> | undefined {
+    for (let i = this.head; i < this.items.length; i++) {
+      const waiter = this.items[i];
+      if (!waiter.settled && match(waiter.options)) return waiter;
+    }
+    return undefined;
   }
 
   /** Removes and returns the first caller still waiting. */

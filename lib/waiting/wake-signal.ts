@@ -8,9 +8,15 @@ export class WakeSignal {
   private pending?: string;
   private wake?: (message: string | undefined) => void;
 
-  /** Message listener: keeps 'free'; ignores handoffs and wake-ups meant for line waiters. */
+  /**
+   * @param accept which messages wake the waiter (default: 'free' only; handoffs and wake-ups
+   *   meant for line waiters are ignored)
+   */
+  constructor(private readonly accept: (message: string) => boolean = (m) => m === 'f') {}
+
+  /** Message listener: keeps the accepted messages. */
   readonly push = (message: string): void => {
-    if (message !== 'f') return;
+    if (!this.accept(message)) return;
     if (this.wake) {
       const wake = this.wake;
       this.wake = undefined;

@@ -117,7 +117,12 @@ describe('LockService local cohorts', () => {
     });
     // Once the busy process runs sections, another process asks once; the moment its place is in
     // the Redis line (the busy process, holding, has none there) is marked in the section log.
-    await waitFor('the busy process to run', async () => (await redis.llen(`${prefix}log`)) > 2);
+    // Deadlines for child start-up only (ts-node compiles; slow on a loaded machine).
+    await waitFor(
+      'the busy process to run',
+      async () => (await redis.llen(`${prefix}log`)) > 2,
+      60_000,
+    );
     const once = child(prefix, { TAG: 'once', MODE: 'once' });
     await waitFor('its place in line', async () => (await redis.zcard(line)) === 1, 20_000, 2);
     await redis.rpush(`${prefix}log`, 'want joined');
@@ -136,7 +141,7 @@ describe('LockService local cohorts', () => {
     expect(bypassed).toBeLessThanOrEqual(3 + 1);
     // The busy process queued again and finished after it.
     expect(log.slice(got + 1).some((e) => 'tag' in e && e.tag === 'busy')).toBe(true);
-  }, 90_000);
+  }, 150_000);
 
   it('parked callers cost the renewal only: one call per second per process, whatever their number', async () => {
     const prefix = uniquePrefix('cohort-park');
@@ -145,7 +150,7 @@ describe('LockService local cohorts', () => {
     const parked = ['p1', 'p2'].map((tag) =>
       child(prefix, { TAG: tag, KEY: 'parked', MODE: 'park', CALLERS: '250' }),
     );
-    await Promise.all(parked.map((c) => lineFrom(c, /^parked$/)));
+    await Promise.all(parked.map((c) => lineFrom(c, /^parked$/, 60_000)));
     // One entry per process in the Redis line, not one per caller.
     await waitForLine(redis, prefix, 'parked', 2, 10_000);
     await redis.config('RESETSTAT');
@@ -171,7 +176,7 @@ describe('LockService local cohorts', () => {
     await Promise.all(parked.map((c) => lineFrom(c, /^acquired 250$/, 30_000)));
     await Promise.all(parked.map((c) => exited(c)));
     expect(await redis.exists(lockRedisKeys(prefix, 'parked').line)).toBe(0);
-  }, 60_000);
+  }, 120_000);
 
   it('a SIGKILLed process, holding or waiting, does not stall the others beyond one TTL and entry deadline', async () => {
     const prefix = uniquePrefix('cohort-kill');
@@ -212,7 +217,7 @@ describe('LockService local cohorts', () => {
     const { value, line, entries } = lockRedisKeys(prefix, 'frozen');
     const held = await locks.acquire('frozen', { ttlMs: 60_000 });
     const frozen = child(prefix, { TAG: 'frozen', KEY: 'frozen', MODE: 'park', CALLERS: '3' });
-    await lineFrom(frozen, /^parked$/);
+    await lineFrom(frozen, /^parked$/, 60_000);
     await waitForLine(redis, prefix, 'frozen', 1, 10_000);
     const [frozenToken] = await redis.zrange(line, 0, 0);
     frozen.kill('SIGSTOP');
@@ -249,7 +254,7 @@ describe('LockService local cohorts', () => {
     // Thawed, it finds its place gone, queues again, and its callers get the lock.
     await lineFrom(frozen, /^acquired 3$/, 20_000);
     await exited(frozen);
-  }, 60_000);
+  }, 120_000);
 
   it('fence counters expire and come back above every fence they handed out; FencedStore keeps refusing the stale writer', async () => {
     const prefix = uniquePrefix('cohort-fence');

@@ -72,7 +72,8 @@ local function handOver(value, fence, line, entries, channel)
     if entry then deadline, ttl, fencing, mode = string.match(entry, '^(%d+):(%d+):(%d):(%a)$') end
     -- A waiter that stopped renewing its entry is skipped, not waited for.
     if deadline and tonumber(deadline) >= clock() then
-      if mode == 'w' then
+      -- 'w' (fair: false) and 'r' (a shared waiter, see acquire-shared.lua) are only woken.
+      if mode ~= 'h' then
         redis.call('DEL', value)
         redis.call(publish, channel, 'w ' .. next)
         return true

@@ -1,0 +1,50 @@
+-- Acquires a lock in shared mode (read lock): any number of shared holders, or one exclusive one.
+-- Shared holders stand in a zset; while there are any, the lock's value holds the sentinel
+-- '!shared' (with the waiters' mark '*' when someone waits), PX the longest shared TTL. So an
+-- exclusive acquire (acquire.lua) needs no extra command: its SET NX fails on the sentinel and it
+-- waits in the line like behind any holder. Fair: a shared caller never passes a live waiter in
+-- the line (a waiting exclusive caller is not starved by a stream of shared ones); consecutive
+-- shared waiters at the head of the line are granted together.
+--
+-- KEYS   value, fence, line, entries, shared, channel (see shared-common.lua, put before this)
+-- ARGV[1] token     fresh random value of this acquisition (its place in line when waiting)
+-- ARGV[2] ttl       ms
+-- ARGV[3] wait      '1': a caller that is not granted joins the line with a reader entry ('r',
+--                   which release.lua only wakes) or keeps its place; '0': it does not wait
+-- ARGV[4] entryTtl  ms a line entry stays live without being refreshed (a waiting shared caller
+--                   refreshes its entry by calling this script again about once a second)
+-- ARGV[5] sharded   '1': publish with SPUBLISH (Cluster)
+-- ARGV[6] fencing   '1': report the fence counter (shared grants do not increment it)
+--
+-- Returns {1, fence, remainingMs} when granted (now, or while it waited); {0, nowMs, wait} when
+-- not: wait = the exclusive holder's PTTL, -2 when a waiter is first in line.
+-- Publishes 'h <token> <fence> <nowMs> <ttlMs> 0' for each shared waiter granted with it.
+
+local token, ttl, entryTtl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
+local publish = ARGV[5] == '1' and 'SPUBLISH' or 'PUBLISH'
+
+-- Granted while it waited (by a shared caller before it, see serveReaders).
+local mine = redis.call('ZSCORE', shared, token)
+if mine and tonumber(mine) > now then return {1, currentFence(ARGV[6]), tonumber(mine) - now} end
+
+local v = redis.call('GET', value)
+local free = not v or v == SHARED or v == SHARED .. '*'
+if free then
+  redis.call('ZREMRANGEBYSCORE', shared, '-inf', now)
+  local head = liveHead()
+  if not head or head == token then
+    addReader(token, ttl)
+    serveReaders(publish)
+    return {1, currentFence(ARGV[6]), ttl}
+  end
+end
+if ARGV[3] == '1' then
+  local last = redis.call('ZRANGE', line, -1, -1, 'WITHSCORES')[2]
+  redis.call('ZADD', line, 'NX', (tonumber(last) or 0) + 1, token)
+  redis.call('HSET', entries, token, (now + entryTtl) .. ':' .. ttl .. ':' .. ARGV[6] .. ':r')
+  redis.call('PEXPIRE', line, entryTtl * 2)
+  redis.call('PEXPIRE', entries, entryTtl * 2)
+  -- Mark the holder (exclusive or shared) so that its release hands over or wakes the line.
+  if v and string.sub(v, -1) ~= '*' then redis.call('SET', value, v .. '*', 'KEEPTTL') end
+end
+return {0, now, free and -2 or redis.call('PTTL', value)}

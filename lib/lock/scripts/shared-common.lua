@@ -1,0 +1,56 @@
+-- Shared part of the shared-mode scripts (acquire-shared.lua, release-shared.lua): put before
+-- each when it is loaded (lock-scripts.ts), so every script is one self-contained EVAL body.
+--
+-- KEYS[1] value, KEYS[2] fence, KEYS[3] line, KEYS[4] entries (as in acquire.lua),
+-- KEYS[5] shared (zset: shared holder token -> expiry ms, Redis clock), KEYS[6] channel
+-- While shared holders exist the value holds SHARED ('!shared', '!shared*' while someone waits),
+-- PX the longest shared hold.
+
+local SHARED = '!shared'
+local value, fence, line, entries, shared, channel = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+-- As in acquire.lua: the first waiter whose entry is live, and its entry; stale ones are dropped.
+local function liveHead()
+  while true do
+    local head = redis.call('ZRANGE', line, 0, 0)[1]
+    if not head then return nil, nil end
+    local entry = redis.call('HGET', entries, head)
+    if entry and tonumber(string.match(entry, '^%d+')) >= now then return head, entry end
+    redis.call('ZREM', line, head)
+    redis.call('HDEL', entries, head)
+  end
+end
+
+-- A shared grant does not increment the fence: it reports the latest exclusive grant's.
+local function currentFence(fencing)
+  if fencing ~= '1' then return 0 end
+  return tonumber(redis.call('GET', fence) or '0')
+end
+
+-- Adds a shared holder (out of the line): the sentinel lives as long as the longest shared
+-- holder, marked while someone waits (so the last shared release hands the lock over).
+local function addReader(reader, readerTtl)
+  redis.call('ZREM', line, reader)
+  redis.call('HDEL', entries, reader)
+  redis.call('ZADD', shared, now + readerTtl, reader)
+  local keep = tonumber(redis.call('ZRANGE', shared, -1, -1, 'WITHSCORES')[2]) - now
+  local marked = redis.call('EXISTS', line) == 1
+  redis.call('SET', value, marked and SHARED .. '*' or SHARED, 'PX', keep)
+  redis.call('PEXPIRE', shared, keep)
+end
+
+-- Grants the shared waiters at the head of the line, up to the first exclusive one, and tells
+-- each: 'h <token> <fence> <nowMs> <ttlMs> 0'.
+local function serveReaders(publish)
+  while true do
+    local head, entry = liveHead()
+    if not head then return end
+    local readerTtl, fencing, mode = string.match(entry, '^%d+:(%d+):(%d):(%a)$')
+    if mode ~= 'r' then return end
+    addReader(head, tonumber(readerTtl))
+    redis.call(publish, channel,
+      string.format('h %s %.0f %.0f %s 0', head, currentFence(fencing), now, readerTtl))
+  end
+end

@@ -1,0 +1,103 @@
+import { throwError } from 'rxjs';
+import { LockKeyError } from '../errors/lock-key.error';
+import { RedisLockError } from '../errors/redis-lock.error';
+import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
+import type { LockService } from '../lock/lock.service';
+import { lockServiceRegistry } from '../decorators/lock-service.registry';
+import { heldCall, runLockedStream, type HoldGrant } from '../decorators/locked-stream';
+import { decoratedMethod, replaceMethod } from '../decorators/method-wrapper';
+import { compileLockKey, type LockKeyFunction } from '../decorators/with-lock-key';
+import { isObservableType, VALIDATION_BASE } from '../decorators/with-lock.decorator';
+import type { Permit } from './permit';
+import { resolveSemaphoreOptions, type WithPermitOptions } from './semaphore-options';
+import type { SemaphoreService } from './semaphore.service';
+
+/** @internal The SemaphoreService of each running module, by the LockService beside it. */
+export const semaphoreServices = new WeakMap<LockService, SemaphoreService>();
+
+/** Options of `@WithSemaphore`: `limit` and, unset, the module's defaults for the rest. */
+export type WithSemaphoreOptions = Omit<WithPermitOptions, 'signal'>;
+
+/**
+ * Runs the method while holding permits of a semaphore whose key is built from its arguments
+ * (through `SemaphoreService.withPermit`: auto-extended, always released). `key` follows the
+ * rules of `@WithLock` (template `'provider:<0>'`, `<N.a.b>`, or a function of the arguments),
+ * but names one semaphore. Templates and options are checked when the class is defined; at call
+ * time a missing value throws `LockKeyError` before any permit is taken. Contention rejects with
+ * `SemaphoreTimeoutError` (a `LockTimeoutError`: `423 Locked` over HTTP with `LockInterceptor`).
+ * An Observable result keeps the permits until it completes, errors or is unsubscribed; other
+ * decorators keep working above or below it; the `SemaphoreService` is found like `@WithLock`'s
+ * `LockService`.
+ * @param key template or `(...args) => string`
+ * @param options `limit` (required), `permits` (default 1), `ttlMs`, `waitMs`, `autoExtend`
+ * @example
+ * ```ts
+ * @Post(':provider/charge')
+ * @WithSemaphore('provider:<0>', { limit: 5, waitMs: 2000 })
+ * async charge(@Param('provider') provider: string, @Body() dto: ChargeDto) { … }
+ * ```
+ */
+export function WithSemaphore(
+  key: string | LockKeyFunction,
+  options: WithSemaphoreOptions,
+): MethodDecorator {
+  if (options !== null && typeof options === 'object' && 'signal' in options) {
+    throw new RedisLockOptionsError(
+      'signal',
+      (options as WithPermitOptions).signal,
+      'no signal: @WithSemaphore has no per-call options (use SemaphoreService.withPermit)',
+    );
+  }
+  resolveSemaphoreOptions(VALIDATION_BASE, options);
+  const frozen = Object.freeze({ ...options });
+  if (Array.isArray(key)) {
+    throw new LockKeyError('@WithSemaphore takes one key template, not an array', key);
+  }
+  return <T>(
+    target: object,
+    propertyKey: string | symbol,
+    descriptor: TypedPropertyDescriptor<T>,
+  ): TypedPropertyDescriptor<T> => {
+    const { original, where } = decoratedMethod('@WithSemaphore', target, propertyKey, descriptor);
+    const paramtypes: unknown = Reflect.getMetadata('design:paramtypes', target, propertyKey);
+    const declared = Math.max(original.length, Array.isArray(paramtypes) ? paramtypes.length : 0);
+    const keys = compileLockKey(key, where, declared, '@WithSemaphore');
+    const holder = (self: unknown, args: unknown[]): HoldGrant<Permit> => {
+      const names = keys(self, args);
+      if (names.length !== 1) {
+        throw new LockKeyError(
+          `@WithSemaphore on ${where}: the key function returned ${names.length} keys; a semaphore has one`,
+          names,
+        );
+      }
+      const semaphores = semaphoreServiceOf(where, self);
+      return (fn, signal) =>
+        semaphores.withPermit(names[0], fn, signal ? { ...frozen, signal } : frozen);
+    };
+    const run = (self: unknown, args: unknown[]) => () => original.apply(self, args);
+    const wrapper = isObservableType(Reflect.getMetadata('design:returntype', target, propertyKey))
+      ? function (this: unknown, ...args: unknown[]) {
+          let hold: HoldGrant<Permit>;
+          try {
+            hold = holder(this, args);
+          } catch (err) {
+            return throwError(() => err);
+          }
+          return runLockedStream(hold as HoldGrant<unknown>, run(this, args));
+        }
+      : async function (this: unknown, ...args: unknown[]) {
+          return heldCall(holder(this, args), where, run(this, args));
+        };
+    return replaceMethod(target, propertyKey, descriptor, original, wrapper);
+  };
+}
+
+function semaphoreServiceOf(where: string, self: unknown): SemaphoreService {
+  const locks = lockServiceRegistry.find(self);
+  const found = locks && semaphoreServices.get(locks);
+  if (found) return found;
+  throw new RedisLockError(
+    `@WithSemaphore on ${where}: no SemaphoreService — import RedisLockModule.forRoot() in the ` +
+      'module that provides this class',
+  );
+}

@@ -1,0 +1,67 @@
+/**
+ * The lifetime of a grant (a lock, a semaphore's permits) as its holder sees it: when it expires,
+ * and an AbortSignal that aborts once it is known to be lost (its expiry passed by the local
+ * clock, or `end(reason)`). The signal and its timer are made when `signal` is first read: most
+ * grants are released long before anyone looks, and the hot path should not pay for them.
+ */
+export class GrantLifetime<E extends Error> {
+  private controller?: AbortController;
+  private lostReason?: E;
+  private expiryTimer?: NodeJS.Timeout;
+  private ended = false;
+
+  /**
+   * @param expiry epoch ms until which the grant is surely held
+   * @param expired the reason of a grant whose expiry passed at `expiresAt`
+   */
+  constructor(
+    private expiry: number,
+    private readonly expired: (expiresAt: number) => E,
+  ) {}
+
+  get expiresAt(): number {
+    return this.expiry;
+  }
+
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.lostReason) this.controller.abort(this.lostReason);
+      else this.armExpiry();
+    }
+    return this.controller.signal;
+  }
+
+  /** Whether the grant was lost (signal aborted, or would be if read). */
+  get isLost(): boolean {
+    return this.lostReason !== undefined || this.expiry <= Date.now();
+  }
+
+  setExpiresAt(expiresAt: number): void {
+    this.expiry = expiresAt;
+    if (this.controller) this.armExpiry();
+  }
+
+  /**
+   * Not held any more: stops the expiry timer and, when it was lost (`reason` given) rather than
+   * released, aborts `signal` with `reason`.
+   */
+  end(reason?: E): void {
+    clearTimeout(this.expiryTimer);
+    this.expiryTimer = undefined;
+    this.ended = true;
+    if (!reason || this.lostReason) return;
+    this.lostReason = reason;
+    if (this.controller && !this.controller.signal.aborted) this.controller.abort(reason);
+  }
+
+  private armExpiry(): void {
+    clearTimeout(this.expiryTimer);
+    if (this.ended) return;
+    this.expiryTimer = setTimeout(
+      () => this.end(this.expired(this.expiry)),
+      Math.max(0, this.expiry - Date.now()),
+    );
+    this.expiryTimer.unref();
+  }
+}

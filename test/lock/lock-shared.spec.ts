@@ -1,0 +1,141 @@
+import 'reflect-metadata';
+import type { INestApplicationContext } from '@nestjs/common';
+import type { Redis } from 'ioredis';
+import { LockService, LockUpgradeError, RedisLockOptionsError } from '../../lib';
+import { lockRedisKeys } from '../../lib/lock/lock-keys';
+import { exited, lineFrom, spawnTs } from '../support/child';
+import {
+  createLockApp,
+  redisClient,
+  testRedisUrl,
+  uniquePrefix,
+  waitFor,
+} from '../support/helpers';
+
+describe("LockService mode: 'shared' (read-write lock)", () => {
+  let redis: Redis;
+  let app: INestApplicationContext;
+  let locks: LockService;
+  let prefix: string;
+
+  beforeAll(() => {
+    redis = redisClient();
+  });
+  afterAll(() => redis.disconnect());
+  beforeEach(async () => {
+    prefix = uniquePrefix('rw');
+    app = await createLockApp({ keyPrefix: prefix });
+    locks = app.get(LockService);
+  });
+  afterEach(() => app.close());
+
+  it('3 processes of readers and writers: readers overlap, a writer is alone, writer fences strictly increase', async () => {
+    const children = Array.from({ length: 3 }, () =>
+      spawnTs('test/fixtures/rw-child.ts', [], {
+        REDIS_URL: testRedisUrl(),
+        PREFIX: prefix,
+        READERS: '5',
+        WRITERS: '2',
+        ROUNDS: '4',
+        HOLD_MS: '10',
+      }),
+    );
+    const codes = await Promise.all(
+      children.map(async (c) => {
+        await lineFrom(c, /^done$/, 60_000);
+        return exited(c);
+      }),
+    );
+    expect(codes).toEqual([0, 0, 0]);
+    expect(await redis.get(`${prefix}violations`)).toBeNull();
+    expect(Number(await redis.get(`${prefix}maxReaders`))).toBeGreaterThanOrEqual(2);
+    const fences = (await redis.lrange(`${prefix}fences`, 0, -1)).map(Number);
+    expect(fences).toHaveLength(3 * 2 * 4);
+    for (let i = 1; i < fences.length; i++) expect(fences[i]).toBeGreaterThan(fences[i - 1]);
+  }, 60_000);
+
+  it('a writer waiting behind a continuous stream of readers gets in within one reader generation', async () => {
+    let writerAsked = false;
+    let writerIn = false;
+    let stop = false;
+    /** Per reader loop: grants asked for after the writer asked and had before it got in. */
+    const passed = [0, 0, 0, 0];
+    const shared = { mode: 'shared', ttlMs: 10_000 } as const;
+    // Each loop takes its next shared hold before letting go of the current one, so that the
+    // readers never all let go at once: only fairness lets the writer in.
+    const loops = passed.map(async (_, i) => {
+      let held = await locks.acquire('stream', { ...shared, waitMs: 20_000 });
+      while (!stop) {
+        await new Promise((r) => setTimeout(r, 20 + i * 5));
+        const asked = writerAsked;
+        const next = await locks.tryAcquire('stream', shared);
+        if (next && asked && !writerIn) passed[i]++;
+        await held.release();
+        held = next ?? (await locks.acquire('stream', { ...shared, waitMs: 20_000 }));
+      }
+      await held.release();
+    });
+    await waitFor(
+      'readers holding',
+      async () => (await redis.zcard(`${lockRedisKeys(prefix, 'stream').value}:shared`)) >= 2,
+    );
+    writerAsked = true;
+    await locks.withLock(
+      'stream',
+      async () => {
+        writerIn = true;
+      },
+      { waitMs: 5_000 },
+    );
+    stop = true;
+    await Promise.all(loops);
+    // Each loop may have had one grant in flight when the writer joined the line; none after.
+    for (const n of passed) expect(n).toBeLessThanOrEqual(1);
+  }, 30_000);
+
+  it('refuses to upgrade shared to exclusive in the same call chain; shared inside exclusive joins', async () => {
+    const err = await locks
+      .withLock('up', () => locks.withLock('up', () => 'never'), { mode: 'shared' })
+      .catch((e) => e);
+    expect(err).toBeInstanceOf(LockUpgradeError);
+    expect(err.message).toContain("lock 'up' is held in shared mode");
+    // Released after the refusal: an exclusive lock is free.
+    expect(await locks.tryAcquire('up')).not.toBeNull();
+    await locks.release('up');
+    const inner = await locks.withLock('up', (outer) =>
+      locks.withLock('up', (lock) => lock === outer, { mode: 'shared' }),
+    );
+    expect(inner).toBe(true);
+  });
+
+  it('shared locks: release, extend, isHeld, fence = the latest exclusive fence', async () => {
+    const w = await locks.acquire('f');
+    await w.release();
+    const r = await locks.acquire('f', { mode: 'shared', ttlMs: 500 });
+    expect(r.fence).toBe(w.fence);
+    expect(await r.isHeld()).toBe(true);
+    expect(await locks.isLocked('f')).toBe(true);
+    expect(await r.extend(5_000)).toBe(true);
+    expect(await locks.tryAcquire('f')).toBeNull();
+    expect(await r.release()).toBe(true);
+    expect(await r.isHeld()).toBe(false);
+    const w2 = await locks.acquire('f');
+    expect(w2.fence).toBeGreaterThan(w.fence);
+    await w2.release();
+  });
+
+  it.each([
+    [{ mode: 'read' }, 'mode'],
+    [{ mode: 'shared', waitForReplicas: { replicas: 1, timeoutMs: 10 } }, 'waitForReplicas'],
+  ])('rejects %j naming the option', async (options, option) => {
+    const err = await locks.acquire('bad', options as never).catch((e) => e);
+    expect(err).toBeInstanceOf(RedisLockOptionsError);
+    expect(err.option).toBe(option);
+  });
+
+  it('rejects shared mode on a multi-key lock', async () => {
+    const err = await locks.acquire(['{m}a', '{m}b'], { mode: 'shared' }).catch((e) => e);
+    expect(err).toBeInstanceOf(RedisLockOptionsError);
+    expect(err.message).toContain("'exclusive' for a multi-key lock");
+  });
+});
