@@ -48,6 +48,51 @@ export interface BenchConfig {
   readonly groups: number;
   /** Rate limit of the rate-limited shape. */
   readonly limiter: { readonly max: number; readonly durationMs: number };
+  /**
+   * The crowd shapes, as `[processes, callers per process]`: that many OS processes, each with
+   * that many concurrent callers, on one key for `contendedMs`, holding it `holdMs` per section.
+   */
+  readonly crowds: readonly (readonly [number, number])[];
+  /** The parked shapes: waiters in all, spread evenly over `parkedProcesses`. */
+  readonly parkedWaiters: readonly number[];
+  /** OS processes the parked waiters run in (one more process holds the lock). */
+  readonly parkedProcesses: number;
+  /** How long the parked shape's holder keeps the lock, from acquiring it to releasing, in ms. */
+  readonly parkedHoldMs: number;
+  /**
+   * Time between the last waiter calling acquire and the start of the measured window, in ms
+   * (the waiters' first requests are not "parked" yet).
+   */
+  readonly parkedSettleMs: number;
+  /** Measured window of the parked shape (Redis commands/s and CPU while parked), in ms. */
+  readonly parkedWindowMs: number;
+  /**
+   * How long each parked waiter is willing to wait (each library's own wait option; redlock's
+   * is its retry count and keeps its default), in ms.
+   */
+  readonly parkedWaitMs: number;
+  /**
+   * How long the drain may take after the release before the shape stops it and counts the
+   * waiters still waiting as unfinished, in ms: bounds a library that cannot drain the line.
+   */
+  readonly parkedDrainCapMs: number;
+  /** The flash-sale shape (two instances of the sample app, ours only). */
+  readonly flashSale: FlashSaleConfig;
+}
+
+/** Size of the flash-sale shape. */
+export interface FlashSaleConfig {
+  /** Units of the measured sale. */
+  readonly stock: number;
+  /** Distinct buyers, one buy each. */
+  readonly buyers: number;
+  /** HTTP connections, split evenly over the two instances. */
+  readonly connections: number;
+  /** How long the HTTP ceiling (GET of the sale's status) is measured, in ms. */
+  readonly ceilingMs: number;
+  /** Stock and buyers of the unmeasured warm-up sale run first (JIT, connections). */
+  readonly warmUpStock: number;
+  readonly warmUpBuyers: number;
 }
 
 /** `npm run bench`: what RESULTS.md is made from. */
@@ -70,6 +115,25 @@ export const FULL_CONFIG: BenchConfig = {
   drainConcurrency: [1, 10, 50],
   groups: 100,
   limiter: { max: 1_000, durationMs: 500 },
+  crowds: [
+    [4, 64],
+    [8, 16],
+  ],
+  parkedWaiters: [1_000, 10_000],
+  parkedProcesses: 4,
+  parkedHoldMs: 6_000,
+  parkedSettleMs: 1_000,
+  parkedWindowMs: 3_000,
+  parkedWaitMs: 120_000,
+  parkedDrainCapMs: 20_000,
+  flashSale: {
+    stock: 2_000,
+    buyers: 12_000,
+    connections: 300,
+    ceilingMs: 4_000,
+    warmUpStock: 200,
+    warmUpBuyers: 1_000,
+  },
 };
 
 /** `npm run bench:quick`: every shape once, small, in well under a minute; no thresholds. */
@@ -86,6 +150,21 @@ export const QUICK_CONFIG: BenchConfig = {
   floorRequests: 5_000,
   queueJobs: 1_000,
   limiter: { max: 200, durationMs: 200 },
+  // Small crowds: the polling peers' stragglers after the window would otherwise dominate.
+  crowds: [[4, 8]],
+  parkedWaiters: [100],
+  parkedHoldMs: 1_000,
+  parkedSettleMs: 200,
+  parkedWindowMs: 400,
+  parkedDrainCapMs: 10_000,
+  flashSale: {
+    stock: 100,
+    buyers: 600,
+    connections: 40,
+    ceilingMs: 500,
+    warmUpStock: 10,
+    warmUpBuyers: 50,
+  },
 };
 
 /**

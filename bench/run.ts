@@ -4,7 +4,11 @@
  * Starts its own redis-server and runs every shape for this library and each peer, alternating,
  * for several rounds; see bench/README.md.
  *
- * Options: `--quick`; `--out <dir>` to write the report elsewhere.
+ * Options: `--quick`; `--out <dir>` to write the report elsewhere; `--shapes a,b` and
+ * `--libraries c,d` to run only those shapes (ids or families: `parked`, `crowd`, `drain`) and
+ * libraries (ids as in results.json); `--only lock|queue` for one half; `--rounds n` to run n
+ * rounds instead of the mode's. A filtered run (`--shapes`, `--libraries`, `--only`) writes to
+ * the temp directory unless `--out` is given, and never updates README.md.
  */
 import 'reflect-metadata';
 import { tmpdir } from 'node:os';
@@ -23,7 +27,7 @@ import {
   LIMITED_LIBRARIES,
 } from './adapters/queue-libraries';
 import { FULL_CONFIG, QUICK_CONFIG, shapeTimeoutMs } from './bench-config';
-import { benchShapes } from './shapes/bench-shapes';
+import { benchShapes, type BenchShapes } from './shapes/bench-shapes';
 import { checkSharedClock } from './shapes/handoff.shape';
 import { FLOOR_PROBES, type FloorProbe } from './shapes/physical-floor.shape';
 import type { Shape, ShapeContext } from './shapes/shape';
@@ -38,6 +42,13 @@ import { updateReadme, writeReportFiles } from './support/report-files';
 import { reportTables } from './support/report-tables';
 import { installRequestCounter, uncountedClient } from './support/request-counter';
 import { RunResults } from './support/run-results';
+import {
+  filterNote,
+  parseRunFilter,
+  selectedLibraries,
+  shapeSelected,
+  type RunFilter,
+} from './support/run-filter';
 import { withTimeout } from './support/with-timeout';
 
 const ROOT = resolve(__dirname, '..');
@@ -54,20 +65,25 @@ interface RoundRun {
   results: RunResults;
   tables: readonly TableSpec[];
   admin: Redis;
+  filter: RunFilter;
 }
 
 /**
- * Runs `shape` for each library (rotated by round), flushing the server before each. A run that
- * fails, or does not finish within `shapeTimeoutMs`, is recorded as an error and the next begins.
+ * Runs `shape` for each library the filter selects (rotated by round), flushing the server
+ * before each. A run that fails, or does not finish within the shape's `timeoutMs` (default
+ * `shapeTimeoutMs`), is recorded as an error and the next begins.
  */
 async function runShape<L extends { id: string; label: string }>(
   shape: Shape<L>,
   libraries: readonly L[],
-  { ctx, results, tables, admin }: RoundRun,
+  { ctx, results, tables, admin, filter }: RoundRun,
 ): Promise<void> {
+  if (!shapeSelected(filter, shape.id)) return;
+  // The floor's probes are not libraries: a library filter leaves them alone.
+  const selected = shape.id === 'floor' ? libraries : selectedLibraries(filter, libraries);
   const columns = tables.find((t) => t.shape === shape.id)?.columns ?? [];
-  const timeoutMs = shapeTimeoutMs(ctx.config);
-  for (const library of rotate(libraries, ctx.round - 1)) {
+  const timeoutMs = shape.timeoutMs ?? shapeTimeoutMs(ctx.config);
+  for (const library of rotate(selected, ctx.round - 1)) {
     await admin.flushall();
     const label = `  ${shape.id.padEnd(12)} ${library.label}`;
     try {
@@ -87,22 +103,59 @@ function option(name: string): string | undefined {
   return i >= 0 ? process.argv[i + 1] : undefined;
 }
 
+/** Every shape of the run, in run order. */
+function allShapes(shapes: BenchShapes): { id: string }[] {
+  return [
+    shapes.floor,
+    ...shapes.lock,
+    shapes.flashSale,
+    shapes.enqueue,
+    ...shapes.drain,
+    shapes.groups,
+    shapes.rateLimited,
+  ];
+}
+
 async function main(): Promise<void> {
   const base = process.argv.includes('--quick') ? QUICK_CONFIG : FULL_CONFIG;
   const rounds = option('--rounds');
+  if (rounds !== undefined && !/^[1-9]\d*$/.test(rounds)) {
+    throw new Error(`--rounds: a positive integer, got '${rounds}'`);
+  }
   const config = rounds ? { ...base, rounds: Number(rounds) } : base;
   // `--only queue` (or `lock`): a partial run, reported under $TMPDIR unless --out says where.
   const only = option('--only');
   const runLocks = !only || only === 'lock';
   const runQueues = !only || only === 'queue';
   const shapes = benchShapes(config);
+  const filter = parseRunFilter(
+    option('--shapes'),
+    option('--libraries'),
+    allShapes(shapes).map((s) => s.id),
+    [
+      ...LOCK_LIBRARIES,
+      ...ENQUEUE_LIBRARIES,
+      ...DRAIN_LIBRARIES,
+      ...GROUP_LIBRARIES,
+      ...LIMITED_LIBRARIES,
+    ].map((l) => l.id),
+  );
+  // `--shapes` / `--libraries`: a partial run too.
+  const filtered = filterNote(filter);
+  const lockLibraries = selectedLibraries(filter, LOCK_LIBRARIES);
+  const ours = lockLibraries.filter((l) => l.id === 'ours');
+  const args = [
+    only && `--only ${only}`,
+    rounds && `--rounds ${rounds}`,
+    filter.shapes && `--shapes ${filter.shapes.join(',')}`,
+    filter.libraries && `--libraries ${filter.libraries.join(',')}`,
+  ].filter(Boolean);
   const command =
     (config.mode === 'quick' ? 'npm run bench:quick' : 'npm run bench') +
-    (only ? ` -- --only ${only}` : '') +
-    (rounds ? ` --rounds ${rounds}` : '');
+    (args.length ? ` -- ${args.join(' ')}` : '');
   const outDir = resolve(
     option('--out') ??
-      (config.mode === 'quick' || only
+      (config.mode === 'quick' || only || filtered
         ? join(tmpdir(), 'nestjs-redis-lock-bench-partial')
         : __dirname),
   );
@@ -115,6 +168,7 @@ async function main(): Promise<void> {
   const skipped: string[] = [];
   const queueMissing = oursQueueMissing();
   if (queueMissing) skipped.push(`queue shapes: ${queueMissing}`);
+  if (filtered) skipped.push(filtered);
   try {
     const machine = await machineInfo(server.url);
     console.log(
@@ -128,18 +182,26 @@ async function main(): Promise<void> {
       await checkSharedClock(children[0]);
       await checkSharedClock(children[1]);
     }
-    await warmUp(server.url, config, !queueMissing);
+    await warmUp(
+      server.url,
+      config,
+      runLocks ? lockLibraries : [],
+      queueMissing || !runQueues ? [] : selectedLibraries(filter, DRAIN_LIBRARIES),
+    );
     await admin.flushall();
 
-    const tables = reportTables(shapes, !queueMissing);
+    const tables = reportTables(shapes, config, !queueMissing)
+      .filter((t) => shapeSelected(filter, t.shape))
+      .map((t) => (t.shape === 'floor' ? t : { ...t, rows: selectedLibraries(filter, t.rows) }));
     for (let round = 1; round <= config.rounds; round++) {
       console.log(`round ${round}/${config.rounds}`);
       const ctx: ShapeContext = { url: server.url, config, round, children };
-      const run: RoundRun = { ctx, results, tables, admin };
+      const run: RoundRun = { ctx, results, tables, admin, filter };
       if (runLocks) {
         await runShape<FloorProbe>(shapes.floor, FLOOR_PROBES, run);
         for (const shape of shapes.lock) await runShape<LockLibrary>(shape, LOCK_LIBRARIES, run);
         await runShape<LockLibrary>(shapes.semaphore, SEMAPHORE_LIBRARIES, run);
+        await runShape<LockLibrary>(shapes.flashSale, ours, run);
       }
       if (!queueMissing && runQueues) {
         await runShape<QueueLibrary>(shapes.enqueue, ENQUEUE_LIBRARIES, run);
@@ -183,7 +245,7 @@ async function main(): Promise<void> {
       derived: results.summaries('derived'),
       records: results.records,
     });
-    if (config.mode === 'full' && !option('--out') && !only) {
+    if (config.mode === 'full' && !option('--out') && !only && !filtered) {
       const updated = await updateReadme(join(ROOT, 'README.md'), report, machine, command);
       if (updated) console.log('README.md: Performance section updated');
     }
@@ -193,13 +255,19 @@ async function main(): Promise<void> {
     // No performance thresholds, but a broken shape or an unsafe lock of ours fails the run (the
     // CI smoke test relies on this).
     const broken = results.records.filter((r) => r.error).length;
-    const oursOverlaps = LOCK_LIBRARIES.filter((l) => l.ours).reduce(
-      (sum, l) => sum + (results.summary(shapes.contended.id, l.id, 'overlaps')?.sum ?? 0),
-      0,
-    );
-    if (broken > 0 || oursOverlaps > 0) {
+    const oursSum = (shapeIds: readonly string[], metric: string) =>
+      LOCK_LIBRARIES.filter((l) => l.ours).reduce(
+        (sum, l) =>
+          sum + shapeIds.reduce((s, id) => s + (results.summary(id, l.id, metric)?.sum ?? 0), 0),
+        0,
+      );
+    const sectionShapes = [shapes.contended, ...shapes.crowd].map((s) => s.id);
+    const oursOverlaps = oursSum(sectionShapes, 'overlaps');
+    const oversold = oursSum([shapes.flashSale.id], 'oversold');
+    if (broken > 0 || oursOverlaps > 0 || oversold > 0) {
       console.error(
-        `${broken} shape run(s) failed; ${oursOverlaps} overlapping section(s) of ours`,
+        `${broken} shape run(s) failed; ${oursOverlaps} overlapping section(s) of ours; ` +
+          `${oversold} unit(s) oversold in the flash sale`,
       );
       process.exitCode = 1;
     }

@@ -9,8 +9,11 @@ export interface LockAdapter {
   /**
    * Acquires `key`, waiting the way the library waits by default. Rejects when the library gives
    * up (e.g. redlock after its default 10 retries); shapes count such failures.
+   * @param waitMs how long to wait, through the library's own wait option where it has a
+   *   time-based one (redlock's wait is a retry count: it keeps its default)
+   * @default waitMs the library's default, or `BENCH_WAIT_MS` where the harness chooses it
    */
-  acquire(key: string): Promise<HeldLock>;
+  acquire(key: string, waitMs?: number): Promise<HeldLock>;
   /** Releases a lock returned by `acquire`. */
   release(lock: HeldLock): Promise<void>;
   /** Closes every connection the adapter opened. */

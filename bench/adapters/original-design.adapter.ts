@@ -40,16 +40,16 @@ export class OriginalDesignAdapter implements LockAdapter {
     return new OriginalDesignAdapter(client as ClientWithRelease);
   }
 
-  async acquire(key: string): Promise<HeldLock> {
+  async acquire(key: string, waitMs = BENCH_WAIT_MS): Promise<HeldLock> {
     const token = randomBytes(16).toString('hex');
-    const deadline = Date.now() + BENCH_WAIT_MS;
+    const deadline = Date.now() + waitMs;
     for (;;) {
       if ((await this.client.set(key, token, 'PX', EXPIRE_MS, 'NX')) === 'OK') {
         const lock: OriginalLock = { key, token };
         return lock;
       }
       if (Date.now() >= deadline) {
-        throw new Error(`lock '${key}' not acquired within ${BENCH_WAIT_MS} ms`);
+        throw new Error(`lock '${key}' not acquired within ${waitMs} ms`);
       }
       await sleep(POLL_MS);
     }

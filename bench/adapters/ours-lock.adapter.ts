@@ -23,8 +23,8 @@ export class OursLockAdapter implements LockAdapter {
     return new OursLockAdapter(app, app.get(LockService));
   }
 
-  acquire(key: string): Promise<HeldLock> {
-    return this.locks.acquire(key);
+  acquire(key: string, waitMs?: number): Promise<HeldLock> {
+    return this.locks.acquire(key, waitMs === undefined ? undefined : { waitMs });
   }
 
   async release(lock: HeldLock): Promise<void> {

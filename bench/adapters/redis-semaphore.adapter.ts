@@ -17,8 +17,12 @@ export class RedisSemaphoreAdapter implements LockAdapter {
     return new RedisSemaphoreAdapter(client);
   }
 
-  async acquire(key: string): Promise<HeldLock> {
-    const mutex = new Mutex(this.client, key);
+  async acquire(key: string, waitMs?: number): Promise<HeldLock> {
+    const mutex = new Mutex(
+      this.client,
+      key,
+      waitMs === undefined ? undefined : { acquireTimeout: waitMs },
+    );
     await mutex.acquire();
     return mutex;
   }

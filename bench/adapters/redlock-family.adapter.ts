@@ -13,7 +13,9 @@ export interface RedlockLike {
 
 /**
  * A Redlock-family library on one Redis with its default settings (10 retries, 200 ms delay,
- * 100 ms jitter) and `BENCH_TTL_MS` as the duration it needs on every call.
+ * 100 ms jitter) and `BENCH_TTL_MS` as the duration it needs on every call. A shape's `waitMs`
+ * does not apply: redlock's wait is its retry count, kept at the default, so its waiters give up
+ * after about 2–3 s.
  * @param make builds the library's `Redlock` on the client the harness created (so on this
  *   process's single ioredis copy)
  * @returns the `create` of a `LockLibrary`

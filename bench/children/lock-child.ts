@@ -1,6 +1,7 @@
 /**
  * Entry point of the bench's child processes (started by `BenchChild.start`): holds one lock
- * adapter at a time and runs one side of the contended and handoff shapes on request.
+ * adapter at a time and runs one side of the contended, crowd, handoff and parked shapes on
+ * request.
  * Argument: the child's index.
  */
 import 'reflect-metadata';
@@ -9,8 +10,10 @@ import type { LockAdapter } from '../adapters/lock-adapter';
 import { lockLibrary } from '../adapters/lock-libraries';
 import { runContended, type ContendedParams } from '../shapes/contended.child';
 import { HandoffRole } from '../shapes/handoff.child';
+import { ParkedRole, type ParkParams } from '../shapes/parked.child';
 import { PubSubFloorRole } from '../shapes/pubsub-floor.child';
-import type { ChildReply, ChildRequest, ChildSetup } from '../support/bench-child';
+import type { ChildSetup } from '../support/bench-child';
+import { serveRequests, type ChildOperation } from '../support/child-server';
 import { monotonicMs } from '../support/monotonic-clock';
 import { installRequestCounter, uncountedClient } from '../support/request-counter';
 import { warmUpAdapter } from './adapter-warm-up';
@@ -22,25 +25,27 @@ const index = process.argv[2];
 let adapter: LockAdapter | undefined;
 let marker: Redis | undefined;
 let role: HandoffRole | undefined;
+let parked: ParkedRole | undefined;
 const floor = new PubSubFloorRole();
 
-function ready(): { adapter: LockAdapter; marker: Redis; role: HandoffRole } {
-  if (!adapter || !marker || !role) throw new Error('no library set up');
-  return { adapter, marker, role };
+function ready(): { adapter: LockAdapter; marker: Redis; role: HandoffRole; parked: ParkedRole } {
+  if (!adapter || !marker || !role || !parked) throw new Error('no library set up');
+  return { adapter, marker, role, parked };
 }
 
 async function teardown(): Promise<void> {
   const closing = [adapter?.close(), marker?.quit()];
-  adapter = marker = role = undefined;
+  adapter = marker = role = parked = undefined;
   await Promise.allSettled(closing);
 }
 
-const operations: Record<string, (args: any) => unknown> = {
+const operations: Record<string, ChildOperation> = {
   async setup({ library, url, key, warmupPairs }: ChildSetup) {
     await teardown();
     adapter = await lockLibrary(library).create(url);
     marker = uncountedClient(new Redis(url));
     role = new HandoffRole(adapter);
+    parked = new ParkedRole(adapter);
     await marker.ping();
     // Each child on a key of its own: the children's warm-ups do not wait for one another.
     const holder = await lockLibrary(library).create(url);
@@ -57,6 +62,8 @@ const operations: Record<string, (args: any) => unknown> = {
   release: ({ delayMs }: { delayMs: number }) => ready().role.release(delayMs),
   startWait: ({ key }: { key: string }) => ready().role.startWait(key),
   finishWait: () => ready().role.finishWait(),
+  parkStart: (params: ParkParams) => ready().parked.start(params),
+  parkFinish: ({ deadline }: { deadline: number }) => ready().parked.finish({ deadline }),
   floorSubscribe: ({ url, channel }: { url: string; channel: string }) =>
     floor.subscribe(url, channel),
   floorExpect: () => floor.expect(),
@@ -66,20 +73,4 @@ const operations: Record<string, (args: any) => unknown> = {
   floorClose: () => floor.close(),
 };
 
-process.on('message', async (request: ChildRequest) => {
-  let reply: ChildReply;
-  try {
-    const operation = operations[request.op];
-    if (!operation) throw new Error(`unknown operation '${request.op}'`);
-    reply = { id: request.id, ok: true, result: (await operation(request.args)) ?? null };
-  } catch (err) {
-    reply = { id: request.id, ok: false, error: (err as Error).stack ?? String(err) };
-  }
-  process.send?.(reply);
-});
-
-process.once('disconnect', () => {
-  void Promise.allSettled([teardown(), floor.close()]).finally(() => process.exit(0));
-});
-
-process.send?.({ ready: true });
+serveRequests(operations, () => Promise.allSettled([teardown(), floor.close()]));

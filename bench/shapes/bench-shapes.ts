@@ -2,8 +2,11 @@ import type { LockLibrary } from '../adapters/lock-adapter';
 import type { QueueLibrary } from '../adapters/queue-adapter';
 import type { BenchConfig } from '../bench-config';
 import { contendedShape } from './contended.shape';
+import { crowdShape } from './crowd.shape';
+import { flashSaleShape } from './flash-sale.shape';
 import { handoffShape } from './handoff.shape';
 import { parallelShape, serialShape } from './lock-throughput.shape';
+import { parkedShape } from './parked.shape';
 import { physicalFloorShape, type FloorProbe } from './physical-floor.shape';
 import { drainShape, enqueueShape, groupsShape, rateLimitedShape } from './queue.shape';
 import { semaphoreShape } from './semaphore.shape';
@@ -16,10 +19,16 @@ export interface BenchShapes {
   readonly parallel: Shape<LockLibrary>;
   readonly contended: Shape<LockLibrary>;
   readonly handoff: Shape<LockLibrary>;
+  /** One crowd shape per `config.crowds`. */
+  readonly crowd: readonly Shape<LockLibrary>[];
+  /** One parked shape per `config.parkedWaiters`. */
+  readonly parked: readonly Shape<LockLibrary>[];
   /** Semaphore of 5 permits over the contended processes, against `SEMAPHORE_LIBRARIES`. */
   readonly semaphore: Shape<LockLibrary>;
-  /** The four lock shapes, in run order. */
+  /** The lock shapes every lock library runs, in run order. */
   readonly lock: readonly Shape<LockLibrary>[];
+  /** Two instances of the sample app: ours only. */
+  readonly flashSale: Shape<LockLibrary>;
   readonly enqueue: Shape<QueueLibrary>;
   /** One drain shape per `config.drainConcurrency`. */
   readonly drain: readonly Shape<QueueLibrary>[];
@@ -32,14 +41,19 @@ export function benchShapes(config: BenchConfig): BenchShapes {
   const parallel = parallelShape(config);
   const contended = contendedShape(config);
   const handoff = handoffShape(config);
+  const crowd = config.crowds.map(([processes, callers]) => crowdShape(config, processes, callers));
+  const parked = config.parkedWaiters.map((waiters) => parkedShape(config, waiters));
   return {
     floor: physicalFloorShape,
     serial: serialShape,
     parallel,
     contended,
     handoff,
-    lock: [serialShape, parallel, contended, handoff],
+    crowd,
+    parked,
+    lock: [serialShape, parallel, contended, handoff, ...crowd, ...parked],
     semaphore: semaphoreShape(config),
+    flashSale: flashSaleShape(config),
     enqueue: enqueueShape(config),
     drain: config.drainConcurrency.map((c) => drainShape(config, c)),
     groups: groupsShape(config),

@@ -20,12 +20,16 @@ export interface ContendedParams {
   durationMs: number;
   /** Time each section holds the lock (after its INCRs), in ms. */
   holdMs: number;
+  /** Concurrent callers in this process, each looping on the key (the crowd shapes). @default 1 */
+  callers?: number;
 }
 
 /** What one contended process measured. */
 export interface ContendedReport {
   /** Sections (acquisitions) completed, including those released after the deadline. */
   sections: number;
+  /** `sections` per caller of this process (one entry per caller). */
+  sectionsPerCaller: number[];
   /** Sections whose release finished by `startAt + durationMs` (what handoffs/s counts). */
   sectionsInWindow: number;
   /** Time from calling acquire to having the lock, per section, in ms. */
@@ -47,6 +51,7 @@ export interface ContendedReport {
 export function emptyContendedReport(): ContendedReport {
   return {
     sections: 0,
+    sectionsPerCaller: [],
     sectionsInWindow: 0,
     waitsMs: [],
     failedWaitsMs: [],
@@ -56,10 +61,11 @@ export function emptyContendedReport(): ContendedReport {
 }
 
 /**
- * One of the contended processes: from `startAt`, for `durationMs`, loops acquire → INCR the
- * inside marker and the counter (one MULTI) → sleep `holdMs` → DECR the marker → release.
- * An acquisition that started before the deadline is completed and its wait recorded; its
- * section counts in `sectionsInWindow` only when its release finished by the deadline.
+ * One of the contended processes: from `startAt`, for `durationMs`, each of `callers` concurrent
+ * callers loops acquire → INCR the inside marker and the counter (one MULTI) → sleep `holdMs` →
+ * DECR the marker → release. An acquisition that started before the deadline is completed and
+ * its wait recorded; its section counts in `sectionsInWindow` only when its release finished by
+ * the deadline.
  */
 export async function runContended(
   adapter: LockAdapter,
@@ -70,25 +76,31 @@ export async function runContended(
   await sleepUntil(params.startAt);
   const requestsBefore = requestCount();
   const end = params.startAt + params.durationMs;
-  while (monotonicMs() < end) {
-    const asked = monotonicMs();
-    let lock: unknown;
-    try {
-      lock = await adapter.acquire(params.key);
-    } catch (err) {
-      report.failedWaitsMs.push(monotonicMs() - asked);
-      report.failureSample ??= (err as Error).message;
-      continue;
+  const caller = async (): Promise<number> => {
+    let sections = 0;
+    while (monotonicMs() < end) {
+      const asked = monotonicMs();
+      let lock: unknown;
+      try {
+        lock = await adapter.acquire(params.key);
+      } catch (err) {
+        report.failedWaitsMs.push(monotonicMs() - asked);
+        report.failureSample ??= (err as Error).message;
+        continue;
+      }
+      report.waitsMs.push(monotonicMs() - asked);
+      const replies = await marker.multi().incr(params.insideKey).incr(params.counterKey).exec();
+      if (Number(replies?.[0]?.[1]) > (params.capacity ?? 1)) report.overlaps++;
+      await sleep(params.holdMs);
+      await marker.decr(params.insideKey);
+      await adapter.release(lock);
+      sections++;
+      if (monotonicMs() <= end) report.sectionsInWindow++;
     }
-    report.waitsMs.push(monotonicMs() - asked);
-    const replies = await marker.multi().incr(params.insideKey).incr(params.counterKey).exec();
-    if (Number(replies?.[0]?.[1]) > (params.capacity ?? 1)) report.overlaps++;
-    await sleep(params.holdMs);
-    await marker.decr(params.insideKey);
-    await adapter.release(lock);
-    report.sections++;
-    if (monotonicMs() <= end) report.sectionsInWindow++;
-  }
+    return sections;
+  };
+  report.sectionsPerCaller = await Promise.all(Array.from({ length: params.callers ?? 1 }, caller));
+  report.sections = report.sectionsPerCaller.reduce((a, b) => a + b, 0);
   report.requests = requestCount() - requestsBefore;
   return report;
 }

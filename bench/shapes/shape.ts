@@ -21,6 +21,11 @@ export interface Shape<L> {
   readonly id: string;
   /** Heading in RESULTS.md. */
   readonly title: string;
+  /**
+   * How long one run may take before the orchestrator records it as failed, in ms.
+   * @default shapeTimeoutMs(config): the longest measured stretch of the common shapes plus a minute
+   */
+  readonly timeoutMs?: number;
   run(library: L, ctx: ShapeContext): Promise<Metrics>;
 }
 

@@ -2,7 +2,8 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { resolve } from 'node:path';
 
 const ROOT = resolve(__dirname, '..', '..');
-const ENTRY = resolve(ROOT, 'bench', 'children', 'lock-child.ts');
+/** The lock child: `bench/children/lock-child.ts`. */
+const LOCK_CHILD = 'lock-child.ts';
 
 /** A request from the orchestrator to a child process. */
 export interface ChildRequest {
@@ -28,9 +29,10 @@ export type ChildReply =
   { id: number; ok: true; result: unknown } | { id: number; ok: false; error: string };
 
 /**
- * A long-lived child process (`bench/children/lock-child.ts`, compiled by ts-node) that runs one
- * side of a multi-process shape on request. Started once per run and reused by every shape and
- * library, so that process start-up is never part of a measurement.
+ * A child process (compiled by ts-node) that runs operations on request. The lock children
+ * (`bench/children/lock-child.ts`) run one side of a multi-process shape; they are started once
+ * per run and reused by every shape and library, so that process start-up is never part of a
+ * measurement. The children's side of the protocol: `serveRequests` (support/child-server.ts).
  */
 export class BenchChild {
   private nextId = 1;
@@ -58,9 +60,13 @@ export class BenchChild {
     });
   }
 
-  /** Starts child number `index`; resolves once it is ready for requests. */
-  static start(index: number): Promise<BenchChild> {
-    const child = fork(ENTRY, [String(index)], {
+  /**
+   * Starts child number `index`; resolves once it is ready for requests.
+   * @param entry its file in `bench/children/`
+   * @default entry 'lock-child.ts'
+   */
+  static start(index: number, entry = LOCK_CHILD): Promise<BenchChild> {
+    const child = fork(resolve(ROOT, 'bench', 'children', entry), [String(index)], {
       cwd: ROOT,
       execArgv: ['-r', 'ts-node/register/transpile-only'],
       env: { ...process.env, TS_NODE_PROJECT: resolve(ROOT, 'tsconfig.json') },

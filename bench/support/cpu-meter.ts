@@ -9,7 +9,8 @@ export interface CpuSpent {
   redisUs: number;
 }
 
-async function redisCpuUs(client: Redis): Promise<number> {
+/** CPU time the redis-server has used since it started (user + system, `INFO cpu`), in µs. */
+export async function redisCpuUs(client: Redis): Promise<number> {
   const info = await client.info('cpu');
   const read = (field: string) => Number(new RegExp(`${field}:([\\d.]+)`).exec(info)?.[1] ?? NaN);
   return (read('used_cpu_user') + read('used_cpu_sys')) * 1e6;

@@ -7,7 +7,9 @@ import type { RunResults } from './run-results';
  *   measured by the same shape right before its window (`roundTripMs`);
  * - handoff: `roundTrips`, its p50 in the round trips measured right before its window, and
  *   `overPubSubMs`, its p50 above `pubSubFloorP50Ms` (the round's pub/sub floor probe: a wake-up
- *   between two processes without any lock logic).
+ *   between two processes without any lock logic);
+ * - flash-sale: `sellToCeiling`, units sold per second at the hot key over the GETs per second
+ *   the same instances served with the same connections.
  */
 export function derivedMetrics(
   shape: string,
@@ -17,6 +19,9 @@ export function derivedMetrics(
   const { roundTripMs } = metrics;
   if (shape === 'serial' && roundTripMs) {
     return { roundTrips: 1000 / metrics.pairsPerSec / roundTripMs };
+  }
+  if (shape === 'flash-sale' && metrics.ceilingPerSec) {
+    return { sellToCeiling: metrics.sellPerSec / metrics.ceilingPerSec };
   }
   if (shape === 'handoff') {
     const derived: Metrics = {};

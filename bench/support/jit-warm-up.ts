@@ -1,16 +1,21 @@
-import { LOCK_LIBRARIES } from '../adapters/lock-libraries';
-import { DRAIN_LIBRARIES } from '../adapters/queue-libraries';
+import type { LockLibrary } from '../adapters/lock-adapter';
+import type { QueueLibrary } from '../adapters/queue-adapter';
 import type { BenchConfig } from '../bench-config';
 import { monotonicMs } from './monotonic-clock';
 
 /**
- * Runs every library in this process for `config.jitWarmupMs` each before the first round (lock
- * libraries: acquire+release pairs; queue libraries: enqueue, then drain what was enqueued), so
- * that the first library measured does not pay for warming up the JIT of the code every library
- * shares (ioredis).
+ * Runs every library of the run in this process for `config.jitWarmupMs` each before the first
+ * round (lock libraries: acquire+release pairs; queue libraries: enqueue, then drain what was
+ * enqueued), so that the first library measured does not pay for warming up the JIT of the code
+ * every library shares (ioredis).
  */
-export async function warmUp(url: string, config: BenchConfig, queues: boolean): Promise<void> {
-  for (const library of LOCK_LIBRARIES) {
+export async function warmUp(
+  url: string,
+  config: BenchConfig,
+  lockLibraries: readonly LockLibrary[],
+  queueLibraries: readonly QueueLibrary[],
+): Promise<void> {
+  for (const library of lockLibraries) {
     const adapter = await library.create(url);
     try {
       const end = monotonicMs() + config.jitWarmupMs;
@@ -21,8 +26,7 @@ export async function warmUp(url: string, config: BenchConfig, queues: boolean):
       await adapter.close();
     }
   }
-  if (!queues) return;
-  for (const library of DRAIN_LIBRARIES) {
+  for (const library of queueLibraries) {
     const adapter = await library.create(url);
     try {
       const queue = `bench-warm-up-${library.id}`;

@@ -7,6 +7,7 @@ import {
   LIMITED_LIBRARIES,
   NOT_SUPPORTED,
 } from '../adapters/queue-libraries';
+import type { BenchConfig } from '../bench-config';
 import type { BenchShapes } from '../shapes/bench-shapes';
 import { FLOOR_PROBES } from '../shapes/physical-floor.shape';
 import type { Column, TableSpec } from './bench-report';
@@ -50,12 +51,19 @@ const FAILED_ACQUIRES: Column[] = [
   { metric: 'gaveUpAfterMs', header: 'gave up after ms (median)', digits: 0 },
 ];
 
-/** The columns of the contended loop (`summarizeContended`), with the given headers. */
-function sectionColumns(throughput: string, overlaps: string): Column[] {
+/**
+ * The columns of the contended loop (`summarizeContended`), with the given headers and Jain
+ * columns (default: one, over processes).
+ */
+function sectionColumns(
+  throughput: string,
+  overlaps: string,
+  jain: Column[] = [{ metric: 'jain', header: 'Jain', digits: 3 }],
+): Column[] {
   return [
     { metric: 'handoffsPerSec', header: throughput, digits: 0 },
     ...latencyColumns('wait', 2),
-    { metric: 'jain', header: 'Jain', digits: 3 },
+    ...jain,
     { metric: 'overlaps', header: overlaps, digits: 0, sum: true },
     ...FAILED_ACQUIRES,
   ];
@@ -68,8 +76,79 @@ const throughputColumns = (op: string): Column[] => [
   ...costColumns(op),
 ];
 
+/** The tables of the shapes of locks under a crowd: crowd, parked and flash sale. */
+function crowdTables(shapes: BenchShapes, config: BenchConfig): TableSpec[] {
+  const lock = LOCK_LIBRARIES;
+  const ours = lock.filter((l) => l.id === 'ours');
+  const specs: TableSpec[] = shapes.crowd.map((shape) => ({
+    shape: shape.id,
+    title: shape.title,
+    rows: lock,
+    columns: [
+      ...sectionColumns('handoffs/s', 'overlaps', [
+        { metric: 'jain', header: 'Jain processes', digits: 3 },
+        { metric: 'jainCallers', header: 'Jain callers', digits: 3 },
+      ]),
+      ...costColumns('section', ['redis']),
+    ],
+    ratioOf: 'handoffsPerSec',
+  }));
+  for (const shape of shapes.parked) {
+    specs.push({
+      shape: shape.id,
+      title: shape.title,
+      rows: lock,
+      columns: [
+        { metric: 'commandsPerSec', header: 'Redis commands/s while parked', digits: 0 },
+        { metric: 'redisCpuPct', header: 'Redis CPU % while parked', digits: 1 },
+        { metric: 'drainMs', header: 'drain ms', digits: 0 },
+        { metric: 'acquired', header: 'got the lock', digits: 0 },
+        { metric: 'gaveUp', header: 'gave up', digits: 0 },
+        { metric: 'unfinished', header: 'still waiting at the cut-off', digits: 0 },
+      ],
+      note:
+        `Each waiter may wait ${config.parkedWaitMs / 1000} s (ours \`waitMs\`, redis-semaphore ` +
+        "`acquireTimeout`, the original design's deadline); redlock and its fork keep their " +
+        'default 10 retries (about 2–3 s), so their waiters give up during the hold and their ' +
+        'window may include waiters that gave up already. Commands: `INFO commandstats` calls, ' +
+        "commands run inside scripts included, the meter's own `INFO` left out. The drain is " +
+        `cut off ${config.parkedDrainCapMs / 1000} s after the release: waiters still waiting ` +
+        'then are counted, and the drain has no time (—). Gave up / got the lock / still ' +
+        'waiting: median over rounds.',
+    });
+  }
+  specs.push({
+    shape: shapes.flashSale.id,
+    title: shapes.flashSale.title,
+    rows: ours,
+    columns: [
+      { metric: 'sellPerSec', header: 'units sold/s at the hot key', digits: 0 },
+      { metric: 'ceilingPerSec', header: 'HTTP ceiling GET/s', digits: 0 },
+      { metric: 'sellToCeiling', header: 'sell ÷ ceiling', digits: 2, derived: true },
+      { metric: 'locked', header: '423 answers', digits: 0, sum: true },
+      { metric: 'buyP50Ms', header: 'buy p50 ms', digits: 0 },
+      { metric: 'buyP99Ms', header: 'buy p99 ms', digits: 0 },
+      { metric: 'sold', header: 'units sold', digits: 0 },
+      { metric: 'oversold', header: 'oversold', digits: 0, sum: true },
+      { metric: 'unexpected', header: 'unexpected answers', digits: 0, sum: true },
+    ],
+    note:
+      'Ours only: this is the sample app of this library (`sample/`, as it ships: stock lock ' +
+      'with `waitMs` 2 s, default module options), two instances in child processes on the ' +
+      'bench Redis; the peers have no such app here. Sell rate: units per second at the hot ' +
+      "key, from the orders' `boughtAt` (first to last unit). HTTP ceiling: `GET` of the " +
+      "sale's status by the same connections against the same instances, measured in the same " +
+      'round right before the sale. Buy latencies: every buy answer (202, 409, 410 and 423).',
+  });
+  return specs;
+}
+
 /** The tables of RESULTS.md, in order; the queue tables only when the queue shapes ran. */
-export function reportTables(shapes: BenchShapes, queues: boolean): TableSpec[] {
+export function reportTables(
+  shapes: BenchShapes,
+  config: BenchConfig,
+  queues: boolean,
+): TableSpec[] {
   const lock = LOCK_LIBRARIES;
   const specs: TableSpec[] = [
     {
@@ -119,6 +198,7 @@ export function reportTables(shapes: BenchShapes, queues: boolean): TableSpec[] 
         ...FAILED_ACQUIRES,
       ],
     },
+    ...crowdTables(shapes, config),
     {
       shape: shapes.semaphore.id,
       title: shapes.semaphore.title,

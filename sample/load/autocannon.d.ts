@@ -17,6 +17,8 @@ declare module 'autocannon' {
       connections?: number;
       /** Requests to send in all (overrides `duration`). */
       amount?: number;
+      /** Seconds to run (when no `amount` is given). */
+      duration?: number;
       /** Seconds to wait for a response. */
       timeout?: number;
       requests?: Request[];

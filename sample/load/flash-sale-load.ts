@@ -5,6 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import autocannon from 'autocannon';
 import type { Order, SaleStatus } from '../flash-sale/flash-sale.dto';
+import { buyRequest } from './buy-request';
 import { latencyHistogram } from './latency-histogram';
 import { loadOptions, type LoadOptions } from './load-options';
 
@@ -37,18 +38,8 @@ async function main(): Promise<void> {
     connections: options.connections,
     amount: requests,
     timeout: 10,
-    requests: [
-      {
-        method: 'POST',
-        path: `/flash-sales/${sku}/buy`,
-        headers: { 'content-type': 'application/json' },
-        // One body per request: buyer-0, buyer-1, … (each `presses` times in a row).
-        setupRequest: (request) => ({
-          ...request,
-          body: JSON.stringify({ userId: `buyer-${Math.floor(sent++ / options.presses)}` }),
-        }),
-      },
-    ],
+    // One body per request: buyer-0, buyer-1, … (each `presses` times in a row).
+    requests: [buyRequest(sku, () => `buyer-${Math.floor(sent++ / options.presses)}`)],
   });
   load.on('response', (_client: unknown, status: number, _bytes: number, ms: number) => {
     latencies.push(ms);

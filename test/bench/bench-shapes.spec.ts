@@ -2,8 +2,18 @@ import { FULL_CONFIG, QUICK_CONFIG, shapeTimeoutMs } from '../../bench/bench-con
 import { benchShapes } from '../../bench/shapes/bench-shapes';
 import { emptyContendedReport, type ContendedReport } from '../../bench/shapes/contended.child';
 import { summarizeContended } from '../../bench/shapes/contended.shape';
+import type { Order, SaleStatus } from '../../sample/flash-sale/flash-sale.dto';
+import { sellRate, summarizeFlashSale } from '../../bench/shapes/flash-sale.shape';
+import type { ParkReport } from '../../bench/shapes/parked.child';
+import { summarizeParked } from '../../bench/shapes/parked.shape';
 import { parseRedisBenchmarkCsv } from '../../bench/shapes/physical-floor.shape';
 import { derivedMetrics } from '../../bench/support/derived-metrics';
+import {
+  filterNote,
+  parseRunFilter,
+  selectedLibraries,
+  shapeSelected,
+} from '../../bench/support/run-filter';
 
 /** A contended report with defaults for what a case does not care about. */
 function report(part: Partial<ContendedReport>): ContendedReport {
@@ -51,7 +61,156 @@ describe('bench shapes', () => {
       'parallel-16',
       'contended-4',
       'handoff',
+      'crowd-4x64',
+      'crowd-8x16',
+      'parked-1000',
+      'parked-10000',
     ]);
+    expect(shapes.crowd[0].title).toContain('4 processes × 64 concurrent callers');
+    expect(shapes.parked[1].title).toContain('10,000 waiters over 4 processes');
+    expect(shapes.flashSale.title).toContain('stock 2,000, 12,000 buyers, 300 connections');
+  });
+
+  it('bound a parked run by its hold and drain cut-off rather than the common timeout', () => {
+    const [parked] = benchShapes(FULL_CONFIG).parked;
+    expect(parked.timeoutMs).toBe(
+      FULL_CONFIG.parkedHoldMs + FULL_CONFIG.parkedDrainCapMs + 120_000,
+    );
+    expect(benchShapes(FULL_CONFIG).serial.timeoutMs).toBeUndefined();
+  });
+
+  it('quick mode runs a small version of each crowd-load shape', () => {
+    const quick = benchShapes(QUICK_CONFIG);
+    expect(quick.parked.map((s) => s.id)).toEqual(['parked-100']);
+    expect(quick.crowd.map((s) => s.id)).toEqual(['crowd-4x8']);
+    expect(QUICK_CONFIG.flashSale.stock).toBeLessThan(FULL_CONFIG.flashSale.stock);
+    expect(QUICK_CONFIG.contendedMs).toBeLessThan(FULL_CONFIG.contendedMs);
+  });
+});
+
+describe('bench run filter', () => {
+  const shapeIds = ['floor', 'serial', 'crowd-4x64', 'crowd-8x16', 'parked-1000', 'flash-sale'];
+  const libraryIds = ['ours', 'ours-unfair', 'redis-semaphore', 'bullmq'];
+
+  it('selects shapes by id or by family, and libraries by id', () => {
+    const filter = parseRunFilter('crowd,flash-sale', 'ours,redis-semaphore', shapeIds, libraryIds);
+    expect(shapeIds.filter((id) => shapeSelected(filter, id))).toEqual([
+      'crowd-4x64',
+      'crowd-8x16',
+      'flash-sale',
+    ]);
+    const rows = libraryIds.map((id) => ({ id }));
+    expect(selectedLibraries(filter, rows).map((r) => r.id)).toEqual(['ours', 'redis-semaphore']);
+    expect(filterNote(filter)).toContain(
+      '--shapes crowd,flash-sale --libraries ours,redis-semaphore',
+    );
+  });
+
+  it('selects everything without options', () => {
+    const filter = parseRunFilter(undefined, undefined, shapeIds, libraryIds);
+    expect(shapeIds.every((id) => shapeSelected(filter, id))).toBe(true);
+    expect(selectedLibraries(filter, [{ id: 'x' }])).toHaveLength(1);
+    expect(filterNote(filter)).toBeUndefined();
+  });
+
+  it('refuses an unknown shape or library, naming the option and the value', () => {
+    expect(() => parseRunFilter('park', undefined, shapeIds, libraryIds)).toThrow(
+      "--shapes: unknown value 'park'",
+    );
+    expect(() => parseRunFilter(undefined, 'ours,redlok', shapeIds, libraryIds)).toThrow(
+      "--libraries: unknown value 'redlok'",
+    );
+    expect(() => parseRunFilter('', undefined, shapeIds, libraryIds)).toThrow('--shapes');
+  });
+});
+
+describe('parked summary', () => {
+  const load = { commandsPerSec: 40, cpuPct: 0.5 };
+  const part = (p: Partial<ParkReport>): ParkReport => ({
+    acquired: 0,
+    lastAcquiredAt: null,
+    gaveUp: 0,
+    unfinished: 0,
+    ...p,
+  });
+
+  it('times the drain from the release to the last waiter when nobody is left', () => {
+    const metrics = summarizeParked(
+      [part({ acquired: 3, lastAcquiredAt: 1_250 }), part({ acquired: 2, lastAcquiredAt: 1_400 })],
+      load,
+      1_000,
+    );
+    expect(metrics).toEqual({
+      commandsPerSec: 40,
+      redisCpuPct: 0.5,
+      acquired: 5,
+      gaveUp: 0,
+      unfinished: 0,
+      drainMs: 400,
+    });
+  });
+
+  it('has no drain time when waiters were still waiting at the cut-off or none got it', () => {
+    const cut = summarizeParked(
+      [part({ acquired: 3, lastAcquiredAt: 1_250, unfinished: 7 })],
+      load,
+      1_000,
+    );
+    expect(cut.unfinished).toBe(7);
+    expect(cut).not.toHaveProperty('drainMs');
+    const gaveUp = summarizeParked([part({ gaveUp: 10 })], load, 1_000);
+    expect(gaveUp.gaveUp).toBe(10);
+    expect(gaveUp).not.toHaveProperty('drainMs');
+  });
+});
+
+describe('flash-sale summary', () => {
+  const config = { ...FULL_CONFIG.flashSale, stock: 3 };
+  const order = (n: number, at: string): Order => ({
+    orderId: `s-${n}`,
+    sku: 's',
+    userId: `buyer-${n}`,
+    price: 1,
+    fence: n,
+    boughtAt: at,
+  });
+  const orders = [
+    order(1, '2030-01-01T00:00:00.000Z'),
+    order(3, '2030-01-01T00:00:00.500Z'),
+    order(2, '2030-01-01T00:00:00.100Z'),
+  ];
+  const answers = (statuses: number[]) => statuses.map((status, i) => ({ status, ms: i + 1 }));
+
+  it('takes the sell rate from the first to the last boughtAt', () => {
+    expect(sellRate(orders)).toBe(4);
+    expect(sellRate(orders.slice(0, 1))).toBeNaN();
+  });
+
+  it('counts 423s, oversold units and answers it did not expect', () => {
+    const sold: SaleStatus = { sku: 's', stock: 0, sold: 3, orders: 3, pending: 0 };
+    const buys = {
+      answers: answers([202, 202, 202, 423, 410, 409, 500]),
+      elapsedMs: 700,
+      errors: 1,
+    };
+    const ceiling = { answers: answers([200, 200, 200, 200]), elapsedMs: 2, errors: 0 };
+    const metrics = summarizeFlashSale(config, buys, ceiling, sold, orders);
+    expect(metrics.locked).toBe(1);
+    expect(metrics.oversold).toBe(0);
+    expect(metrics.soldOut).toBe(1);
+    expect(metrics.ceilingPerSec).toBe(2_000);
+    expect(metrics.buyPerSec).toBe(10);
+    expect(metrics.unexpected).toBe(2);
+    expect(metrics.buyP99Ms).toBe(7);
+  });
+
+  it('reports units sold beyond the stock as oversold', () => {
+    const over: SaleStatus = { sku: 's', stock: -1, sold: 4, orders: 3, pending: 1 };
+    const buys = { answers: answers([202, 202, 202, 202]), elapsedMs: 100, errors: 0 };
+    const ceiling = { answers: answers([200]), elapsedMs: 1, errors: 0 };
+    const metrics = summarizeFlashSale(config, buys, ceiling, over, orders);
+    expect(metrics.oversold).toBe(1);
+    expect(metrics.soldOut).toBe(0);
   });
 });
 
@@ -95,6 +254,19 @@ describe('contended summary', () => {
     expect(metrics.jain).toBe(1);
   });
 
+  it('takes Jain over processes and over every caller', () => {
+    const metrics = summarizeContended(
+      [
+        report({ sections: 8, sectionsPerCaller: [8, 0] }),
+        report({ sections: 8, sectionsPerCaller: [4, 4] }),
+      ],
+      1_000,
+      16,
+    );
+    expect(metrics.jain).toBe(1);
+    expect(metrics.jainCallers).toBeCloseTo(256 / (4 * 96), 10);
+  });
+
   it('takes wait percentiles over every attempt, the given-up ones included', () => {
     const fast = Array.from({ length: 98 }, () => 0.1);
     const metrics = summarizeContended(
@@ -134,6 +306,12 @@ describe('derived metrics', () => {
     const derived = derivedMetrics('handoff', { p50Ms: 0.8, roundTripMs: 0.05 }, 0.5);
     expect(derived!.roundTrips).toBeCloseTo(16, 10);
     expect(derived!.overPubSubMs).toBeCloseTo(0.3, 10);
+  });
+
+  it('flash-sale: the sell rate over the HTTP ceiling', () => {
+    expect(derivedMetrics('flash-sale', { sellPerSec: 500, ceilingPerSec: 2_000 })).toEqual({
+      sellToCeiling: 0.25,
+    });
   });
 
   it('derives nothing for other shapes or without a measured round trip', () => {

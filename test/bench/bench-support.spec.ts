@@ -1,4 +1,9 @@
+import { DRAIN_LIBRARIES } from '../../bench/adapters/queue-libraries';
+import { FULL_CONFIG } from '../../bench/bench-config';
+import { benchShapes } from '../../bench/shapes/bench-shapes';
 import { jainIndex, median, percentile, spread } from '../../bench/support/bench-stats';
+import { evaluateTargets } from '../../bench/support/bench-targets';
+import { RunResults } from '../../bench/support/run-results';
 import { loadWarning, type MachineInfo } from '../../bench/support/machine-info';
 import { README_END, README_START, withReadmeSection } from '../../bench/support/readme-section';
 import {
@@ -125,5 +130,61 @@ describe('bench load warning', () => {
     expect(loadWarning(busy)).toContain('exceeded the 2 CPUs');
     expect(loadWarning(busy)).toContain('3.4 after round 3');
     expect(loadWarning({ ...calm, loadAverage: [2.1, 1, 1] })).toContain('2.1 at the start');
+  });
+});
+
+describe('bench targets', () => {
+  const shapes = benchShapes(FULL_CONFIG);
+  const bullmq = DRAIN_LIBRARIES.find((l) => l.id === 'bullmq')!;
+  const status = (results: RunResults, target: string) =>
+    evaluateTargets(results, shapes, bullmq).find((t) => t.target.startsWith(target))?.status;
+
+  it('compares serial with 1.05× the best peer', () => {
+    const results = new RunResults();
+    results.add({ shape: 'serial', library: 'ours', round: 1, metrics: { pairsPerSec: 1_040 } });
+    results.add({ shape: 'serial', library: 'redlock', round: 1, metrics: { pairsPerSec: 1_000 } });
+    expect(status(results, 'serial ≥ 1.05×')).toBe('missed');
+    results.add({ shape: 'serial', library: 'ours', round: 2, metrics: { pairsPerSec: 1_060 } });
+    results.add({ shape: 'serial', library: 'ours', round: 3, metrics: { pairsPerSec: 1_070 } });
+    expect(status(results, 'serial ≥ 1.05×')).toBe('met');
+  });
+
+  it('wants parked-10000 cheap while parked and drained in every round', () => {
+    const results = new RunResults();
+    const parked = (round: number, extra: Record<string, number>) =>
+      results.add({
+        shape: 'parked-10000',
+        library: 'ours',
+        round,
+        metrics: { commandsPerSec: 40, redisCpuPct: 0.3, gaveUp: 0, unfinished: 0, ...extra },
+      });
+    parked(1, { drainMs: 1_500 });
+    expect(status(results, 'parked-10000: ≤ 50 Redis commands/s')).toBe('met');
+    expect(status(results, 'parked-10000: ≤ 5 % Redis CPU')).toBe('met');
+    expect(status(results, 'parked-10000: the line drains')).toBe('met');
+    parked(2, { unfinished: 12 });
+    expect(status(results, 'parked-10000: the line drains')).toBe('missed');
+  });
+
+  it('wants no 423 in a flash sale that sold out, and every sale sold out', () => {
+    const results = new RunResults();
+    const sale = { sellPerSec: 1, ceilingPerSec: 2, buyP99Ms: 100, oversold: 0, sold: 10 };
+    results.add({
+      shape: 'flash-sale',
+      library: 'ours',
+      round: 1,
+      metrics: { ...sale, locked: 0, soldOut: 1 },
+      derived: { sellToCeiling: 0.5 },
+    });
+    expect(status(results, 'flash-sale: 0 answers 423')).toBe('met');
+    expect(status(results, 'flash-sale: sell rate ≥ 0.5×')).toBe('met');
+    expect(status(results, 'flash-sale: 0 oversold')).toBe('met');
+    results.add({
+      shape: 'flash-sale',
+      library: 'ours',
+      round: 2,
+      metrics: { ...sale, locked: 0, soldOut: 0 },
+    });
+    expect(status(results, 'flash-sale: 0 answers 423')).toBe('missed');
   });
 });
