@@ -44,6 +44,10 @@ export interface BenchConfig {
   readonly producers: number;
   /** Consumer concurrencies of the drain shapes. */
   readonly drainConcurrency: readonly number[];
+  /** Groups of the groups shape. */
+  readonly groups: number;
+  /** Rate limit of the rate-limited shape. */
+  readonly limiter: { readonly max: number; readonly durationMs: number };
 }
 
 /** `npm run bench`: what RESULTS.md is made from. */
@@ -64,6 +68,8 @@ export const FULL_CONFIG: BenchConfig = {
   queueJobs: 10_000,
   producers: 50,
   drainConcurrency: [1, 10, 50],
+  groups: 100,
+  limiter: { max: 1_000, durationMs: 500 },
 };
 
 /** `npm run bench:quick`: every shape once, small, in well under a minute; no thresholds. */
@@ -79,6 +85,7 @@ export const QUICK_CONFIG: BenchConfig = {
   handoffDelayMs: [20, 60],
   floorRequests: 5_000,
   queueJobs: 1_000,
+  limiter: { max: 200, durationMs: 200 },
 };
 
 /**

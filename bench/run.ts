@@ -15,7 +15,12 @@ import type { LockLibrary } from './adapters/lock-adapter';
 import { LOCK_LIBRARIES } from './adapters/lock-libraries';
 import { oursQueueMissing } from './adapters/ours-queue.adapter';
 import type { QueueLibrary } from './adapters/queue-adapter';
-import { DRAIN_LIBRARIES, ENQUEUE_LIBRARIES } from './adapters/queue-libraries';
+import {
+  DRAIN_LIBRARIES,
+  ENQUEUE_LIBRARIES,
+  GROUP_LIBRARIES,
+  LIMITED_LIBRARIES,
+} from './adapters/queue-libraries';
 import { FULL_CONFIG, QUICK_CONFIG, shapeTimeoutMs } from './bench-config';
 import { benchShapes } from './shapes/bench-shapes';
 import { checkSharedClock } from './shapes/handoff.shape';
@@ -82,12 +87,23 @@ function option(name: string): string | undefined {
 }
 
 async function main(): Promise<void> {
-  const config = process.argv.includes('--quick') ? QUICK_CONFIG : FULL_CONFIG;
+  const base = process.argv.includes('--quick') ? QUICK_CONFIG : FULL_CONFIG;
+  const rounds = option('--rounds');
+  const config = rounds ? { ...base, rounds: Number(rounds) } : base;
+  // `--only queue` (or `lock`): a partial run, reported under $TMPDIR unless --out says where.
+  const only = option('--only');
+  const runLocks = !only || only === 'lock';
+  const runQueues = !only || only === 'queue';
   const shapes = benchShapes(config);
-  const command = config.mode === 'quick' ? 'npm run bench:quick' : 'npm run bench';
+  const command =
+    (config.mode === 'quick' ? 'npm run bench:quick' : 'npm run bench') +
+    (only ? ` -- --only ${only}` : '') +
+    (rounds ? ` --rounds ${rounds}` : '');
   const outDir = resolve(
     option('--out') ??
-      (config.mode === 'quick' ? join(tmpdir(), 'nestjs-redis-lock-bench-quick') : __dirname),
+      (config.mode === 'quick' || only
+        ? join(tmpdir(), 'nestjs-redis-lock-bench-partial')
+        : __dirname),
   );
   installRequestCounter();
   const started = Date.now();
@@ -104,11 +120,13 @@ async function main(): Promise<void> {
       `bench (${config.mode}): redis ${machine.redis} on ${server.url}, ${machine.cpus} CPUs, ` +
         `load ${machine.loadAverage.join(' ')}; starting ${config.contendedProcesses} child processes`,
     );
-    for (let i = 0; i < config.contendedProcesses; i++) {
+    for (let i = 0; runLocks && i < config.contendedProcesses; i++) {
       children.push(await BenchChild.start(i));
     }
-    await checkSharedClock(children[0]);
-    await checkSharedClock(children[1]);
+    if (runLocks) {
+      await checkSharedClock(children[0]);
+      await checkSharedClock(children[1]);
+    }
     await warmUp(server.url, config, !queueMissing);
     await admin.flushall();
 
@@ -117,11 +135,15 @@ async function main(): Promise<void> {
       console.log(`round ${round}/${config.rounds}`);
       const ctx: ShapeContext = { url: server.url, config, round, children };
       const run: RoundRun = { ctx, results, tables, admin };
-      await runShape<FloorProbe>(shapes.floor, FLOOR_PROBES, run);
-      for (const shape of shapes.lock) await runShape<LockLibrary>(shape, LOCK_LIBRARIES, run);
-      if (!queueMissing) {
+      if (runLocks) {
+        await runShape<FloorProbe>(shapes.floor, FLOOR_PROBES, run);
+        for (const shape of shapes.lock) await runShape<LockLibrary>(shape, LOCK_LIBRARIES, run);
+      }
+      if (!queueMissing && runQueues) {
         await runShape<QueueLibrary>(shapes.enqueue, ENQUEUE_LIBRARIES, run);
         for (const shape of shapes.drain) await runShape<QueueLibrary>(shape, DRAIN_LIBRARIES, run);
+        await runShape<QueueLibrary>(shapes.groups, GROUP_LIBRARIES, run);
+        await runShape<QueueLibrary>(shapes.rateLimited, LIMITED_LIBRARIES, run);
       }
       addDerived(results, round);
       machine.loadAfterRounds.push(currentLoadAverage());
@@ -158,7 +180,7 @@ async function main(): Promise<void> {
       derived: results.summaries('derived'),
       records: results.records,
     });
-    if (config.mode === 'full' && !option('--out')) {
+    if (config.mode === 'full' && !option('--out') && !only) {
       const updated = await updateReadme(join(ROOT, 'README.md'), report, machine, command);
       if (updated) console.log('README.md: Performance section updated');
     }

@@ -14,6 +14,7 @@ export type {
 export { LockService } from './lock/lock.service';
 export { Lock } from './lock/lock';
 export * from './queue';
+export * from './events';
 export * from './decorators';
 export * from './interceptors';
 export * from './fencing';

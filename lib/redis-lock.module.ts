@@ -6,6 +6,7 @@ import { QueueService } from './queue/queue.service';
 import { QueueWorkerExplorer } from './queue/queue-worker.explorer';
 import { LockService } from './lock/lock.service';
 import { FencedStore } from './fencing/fenced-store';
+import { RedisLockEvents } from './events/redis-lock-events';
 import { resolveModuleOptions } from './options/resolve-options';
 import { RedisLockConnection } from './redis/redis-connection';
 import { TickClaims } from './schedule/tick-claims';
@@ -35,13 +36,14 @@ import type { RedisLockModuleOptions } from './interfaces/redis-lock-module-opti
     },
     LockService,
     FencedStore,
+    RedisLockEvents,
     QueueService,
     QueueWorkerExplorer,
     LockInterceptor,
     WithLockExplorer,
     TickClaims,
   ],
-  exports: [LockService, FencedStore, QueueService, LockInterceptor],
+  exports: [LockService, FencedStore, QueueService, LockInterceptor, RedisLockEvents],
 })
 export class RedisLockModule extends ConfigurableModuleClass implements OnApplicationShutdown {
   constructor(@Inject(RedisLockConnection) private readonly connection: RedisLockConnection) {

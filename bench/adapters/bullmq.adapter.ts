@@ -4,6 +4,7 @@ import {
   countdown,
   FILL_BATCH,
   handedBackAfter,
+  type Limit,
   type QueueAdapter,
   type StopConsumer,
 } from './queue-adapter';
@@ -31,7 +32,8 @@ export class BullmqAdapter implements QueueAdapter {
     await this.queue(queue).add('job', payload, JOB_OPTIONS);
   }
 
-  async fill(queue: string, count: number): Promise<void> {
+  async fill(queue: string, count: number, groups?: number): Promise<void> {
+    if (groups) throw new Error('groups are a BullMQ Pro feature (not in the open-source bullmq)');
     for (let start = 0; start < count; start += FILL_BATCH) {
       const jobs = Array.from({ length: Math.min(FILL_BATCH, count - start) }, (_, i) => ({
         name: 'job',
@@ -42,11 +44,12 @@ export class BullmqAdapter implements QueueAdapter {
     }
   }
 
-  drain(queue: string, count: number, concurrency: number): Promise<StopConsumer> {
+  drain(queue: string, count: number, concurrency: number, limiter?: Limit): Promise<StopConsumer> {
     const done = countdown(count);
     const worker = new Worker(queue, async () => done.tick(), {
       connection: this.connection,
       concurrency,
+      ...(limiter ? { limiter: { max: limiter.max, duration: limiter.durationMs } } : {}),
     });
     worker.on('error', () => undefined);
     return handedBackAfter(done.finished, () => worker.close());

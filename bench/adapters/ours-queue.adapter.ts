@@ -5,6 +5,7 @@ import {
   countdown,
   FILL_BATCH,
   handedBackAfter,
+  type Limit,
   type QueueAdapter,
   type StopConsumer,
 } from './queue-adapter';
@@ -50,17 +51,27 @@ export class OursQueueAdapter implements QueueAdapter {
     await this.queues.enqueue(queue, id, { payload });
   }
 
-  async fill(queue: string, count: number): Promise<void> {
+  async fill(queue: string, count: number, groups?: number): Promise<void> {
     for (let start = 0; start < count; start += FILL_BATCH) {
       const ids = Array.from({ length: Math.min(FILL_BATCH, count - start) }, (_, i) => start + i);
-      await Promise.all(ids.map((n) => this.queues.enqueue(queue, `job-${n}`, { payload: { n } })));
+      await Promise.all(
+        ids.map((n) =>
+          this.queues.enqueue(queue, `job-${n}`, {
+            payload: { n },
+            ...(groups ? { group: `g${n % groups}` } : {}),
+          }),
+        ),
+      );
     }
   }
 
-  drain(queue: string, count: number, concurrency: number): Promise<StopConsumer> {
+  drain(queue: string, count: number, concurrency: number, limiter?: Limit): Promise<StopConsumer> {
     const done = countdown(count);
     if (this.mode === 'leased') {
-      const worker = this.queues.process(queue, async () => done.tick(), { concurrency });
+      const worker = this.queues.process(queue, async () => done.tick(), {
+        concurrency,
+        ...(limiter ? { limiter } : {}),
+      });
       return handedBackAfter(done.finished, () => worker.close());
     }
     let popped = 0;

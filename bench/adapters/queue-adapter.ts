@@ -5,17 +5,26 @@
 export interface QueueAdapter {
   /** Adds one job `id` with `payload` to `queue` (the measured operation of the enqueue shape). */
   enqueue(queue: string, id: string, payload: Record<string, unknown>): Promise<void>;
-  /** Adds `count` jobs to `queue` as fast as it can (untimed set-up of the drain shapes). */
-  fill(queue: string, count: number): Promise<void>;
+  /**
+   * Adds `count` jobs to `queue` as fast as it can (untimed set-up of the drain shapes); with
+   * `groups`, job n goes to group `n % groups` (only libraries that have groups).
+   */
+  fill(queue: string, count: number, groups?: number): Promise<void>;
   /**
    * Runs one consumer of `queue` at `concurrency` with a no-op handler; resolves as soon as
    * `count` jobs were handled, with the function that stops the consumer, which the caller calls
    * after its timer stopped (closing a worker is not part of a drain's time). Stops the consumer
-   * itself before rejecting.
+   * itself before rejecting. `limiter`: the consumer's rate limit.
    */
-  drain(queue: string, count: number, concurrency: number): Promise<StopConsumer>;
+  drain(queue: string, count: number, concurrency: number, limiter?: Limit): Promise<StopConsumer>;
   /** Closes every connection the adapter opened. */
   close(): Promise<void>;
+}
+
+/** A consumer's rate limit: at most `max` jobs per `durationMs`. */
+export interface Limit {
+  max: number;
+  durationMs: number;
 }
 
 /** Stops a consumer started by `QueueAdapter.drain` and closes what it opened. */

@@ -37,3 +37,14 @@ export const DRAIN_LIBRARIES: readonly QueueLibrary[] = [
   },
   BULLMQ,
 ];
+
+/** Rows of the groups table: BullMQ's open-source edition has no groups (BullMQ Pro has). */
+export const GROUP_LIBRARIES: readonly QueueLibrary[] = [DRAIN_LIBRARIES[0]];
+
+/** Rows of the rate-limited table. */
+export const LIMITED_LIBRARIES: readonly QueueLibrary[] = [DRAIN_LIBRARIES[0], BULLMQ];
+
+/** Why a library has no row in a feature table (shown under it). */
+export const NOT_SUPPORTED: Readonly<Record<string, string>> = {
+  groups: `${BULLMQ.label}: not run — the open-source bullmq has no groups (a BullMQ Pro feature)`,
+};

@@ -5,7 +5,7 @@ import { contendedShape } from './contended.shape';
 import { handoffShape } from './handoff.shape';
 import { parallelShape, serialShape } from './lock-throughput.shape';
 import { physicalFloorShape, type FloorProbe } from './physical-floor.shape';
-import { drainShape, enqueueShape } from './queue.shape';
+import { drainShape, enqueueShape, groupsShape, rateLimitedShape } from './queue.shape';
 import type { Shape } from './shape';
 
 /** Every shape of a run, with the ids and titles `config` gives them. */
@@ -20,6 +20,8 @@ export interface BenchShapes {
   readonly enqueue: Shape<QueueLibrary>;
   /** One drain shape per `config.drainConcurrency`. */
   readonly drain: readonly Shape<QueueLibrary>[];
+  readonly groups: Shape<QueueLibrary>;
+  readonly rateLimited: Shape<QueueLibrary>;
 }
 
 /** The shapes of a run with `config`. */
@@ -36,5 +38,7 @@ export function benchShapes(config: BenchConfig): BenchShapes {
     lock: [serialShape, parallel, contended, handoff],
     enqueue: enqueueShape(config),
     drain: config.drainConcurrency.map((c) => drainShape(config, c)),
+    groups: groupsShape(config),
+    rateLimited: rateLimitedShape(config),
   };
 }

@@ -101,3 +101,54 @@ export function drainShape(config: BenchConfig, concurrency: number): Shape<Queu
     },
   };
 }
+
+/**
+ * Queue shape: `config.queueJobs` ready jobs in `config.groups` groups (job n in group n mod
+ * groups, added untimed), drained by one consumer at concurrency 10 with `groupConcurrency` 1 (a
+ * group's jobs one after another), no-op handler. Metrics: as the enqueue shape's.
+ */
+export function groupsShape(config: BenchConfig): Shape<QueueLibrary> {
+  const { queueJobs, groups } = config;
+  return {
+    id: 'groups',
+    title:
+      `queue groups: ${groups} groups, one job of a group at a time, one consumer at ` +
+      `concurrency 10, ${queueJobs.toLocaleString('en-US')} jobs`,
+    async run(library, ctx) {
+      const queue = queueName('groups', library.id, ctx.round);
+      const adapter = await library.create(ctx.url);
+      try {
+        await adapter.fill(queue, queueJobs, groups);
+        return await measureJobs(ctx.url, queueJobs, () => adapter.drain(queue, queueJobs, 10));
+      } finally {
+        await adapter.close();
+      }
+    },
+  };
+}
+
+/**
+ * Queue shape: `4 × limiter.max` ready jobs drained by one consumer at concurrency 10 under a
+ * rate limit of `config.limiter`: jobs/s shows how close a library gets to its limit, CPU per
+ * job what waiting for the window costs.
+ */
+export function rateLimitedShape(config: BenchConfig): Shape<QueueLibrary> {
+  const { limiter } = config;
+  const jobs = 4 * limiter.max;
+  return {
+    id: 'rate-limited',
+    title:
+      `queue rate-limited: at most ${limiter.max} jobs per ${limiter.durationMs} ms, one ` +
+      `consumer at concurrency 10, ${jobs.toLocaleString('en-US')} jobs`,
+    async run(library, ctx) {
+      const queue = queueName('limited', library.id, ctx.round);
+      const adapter = await library.create(ctx.url);
+      try {
+        await adapter.fill(queue, jobs);
+        return await measureJobs(ctx.url, jobs, () => adapter.drain(queue, jobs, 10, limiter));
+      } finally {
+        await adapter.close();
+      }
+    },
+  };
+}

@@ -25,6 +25,8 @@ export interface TableSpec {
    * the row), against the first `ours` row.
    */
   ratioOf?: string;
+  /** A line shown under the table (e.g. a library that cannot run the shape). */
+  note?: string;
 }
 
 /** Everything RESULTS.md shows. */
@@ -95,6 +97,7 @@ function table(input: ReportInput, spec: TableSpec): string {
       );
     }
   }
+  if (spec.note) notes.push(`- ${spec.note}`);
   if (notes.length) lines.push('', ...notes);
   return lines.join('\n');
 }

@@ -1,5 +1,11 @@
 import { LOCK_LIBRARIES } from '../adapters/lock-libraries';
-import { DRAIN_LIBRARIES, ENQUEUE_LIBRARIES } from '../adapters/queue-libraries';
+import {
+  DRAIN_LIBRARIES,
+  ENQUEUE_LIBRARIES,
+  GROUP_LIBRARIES,
+  LIMITED_LIBRARIES,
+  NOT_SUPPORTED,
+} from '../adapters/queue-libraries';
 import type { BenchShapes } from '../shapes/bench-shapes';
 import { FLOOR_PROBES } from '../shapes/physical-floor.shape';
 import type { Column, TableSpec } from './bench-report';
@@ -119,5 +125,21 @@ export function reportTables(shapes: BenchShapes, queues: boolean): TableSpec[] 
       ratioOf: 'jobsPerSec',
     });
   }
+  specs.push(
+    {
+      shape: shapes.groups.id,
+      title: shapes.groups.title,
+      rows: GROUP_LIBRARIES,
+      columns: throughputColumns('job'),
+      note: NOT_SUPPORTED.groups,
+    },
+    {
+      shape: shapes.rateLimited.id,
+      title: shapes.rateLimited.title,
+      rows: LIMITED_LIBRARIES,
+      columns: throughputColumns('job'),
+      ratioOf: 'jobsPerSec',
+    },
+  );
   return specs;
 }

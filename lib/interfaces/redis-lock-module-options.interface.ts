@@ -1,4 +1,5 @@
 import type { Cluster, ClusterNode, ClusterOptions, Redis, RedisOptions } from 'ioredis';
+import type { KeepBounds } from '../queue/interfaces/queue-options.interface';
 import type { WaitForReplicasOptions } from './lock-options.interface';
 
 /** Creates an ioredis `Cluster` client for the module (closed by the module on shutdown). */
@@ -38,6 +39,21 @@ export interface QueueDefaults {
    * @default 10000
    */
   drainTimeoutMs?: number;
+  /**
+   * Tasks of one group leased at once, across all workers.
+   * @default 1
+   */
+  groupConcurrency?: number;
+  /**
+   * How long, and how many, acked ids are kept so that enqueueing them again is refused.
+   * @default { ageMs: 0, count: 0 } (not kept)
+   */
+  keepCompleted?: KeepBounds;
+  /**
+   * Bounds of the dead-letter set (older or surplus dead tasks are deleted).
+   * @default { ageMs: 604800000, count: 10000 } (7 days, 10,000 tasks)
+   */
+  keepDead?: KeepBounds;
 }
 
 /** Options of `RedisLockModule.forRoot` / `forRootAsync`. */

@@ -10,7 +10,19 @@ import type {
 } from '../interfaces/redis-lock-module-options.interface';
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
 import { MAX_ATTEMPTS, MAX_CONCURRENCY } from '../queue/queue.constants';
-import { checkBoolean, checkInt, checkKnownKeys, checkMs, checkPrefix } from './validate';
+import type {
+  KeepBounds,
+  QueueWorkerOptions,
+  RateLimit,
+} from '../queue/interfaces/queue-options.interface';
+import {
+  checkBoolean,
+  checkInt,
+  checkKnownKeys,
+  checkMs,
+  checkPrefix,
+  type InvalidValue,
+} from './validate';
 
 /** Lock options with every default applied. */
 export interface ResolvedLockOptions {
@@ -33,7 +45,7 @@ export interface ResolvedModuleOptions {
   keyPrefix: string;
   commandTimeoutMs: number;
   lock: ResolvedLockOptions;
-  queue: Required<QueueDefaults>;
+  queue: ResolvedQueueDefaults;
   /** Quorum mode's independent masters; empty when locks use `redis`. */
   nodes: RedisConnectionOption[];
   clockDriftFactor: number;
@@ -63,7 +75,19 @@ const QUEUE_KEYS = [
   'backoffMs',
   'concurrency',
   'drainTimeoutMs',
+  'groupConcurrency',
+  'keepCompleted',
+  'keepDead',
 ] as const;
+const WORKER_KEYS = [...QUEUE_KEYS, 'limiter', 'groupLimiter'] as const;
+const RATE_LIMIT_KEYS = ['max', 'durationMs'] as const;
+const KEEP_KEYS = ['ageMs', 'count'] as const;
+
+/** Longest rate-limit window and keep age: a day, and a year. */
+const MAX_WINDOW_MS = 86_400_000;
+const MAX_KEEP_MS = 31_536_000_000;
+/** Largest rate-limit `max` and keep `count`. */
+const MAX_LIMIT = 1_000_000;
 const LOCK_KEYS = [
   'ttlMs',
   'waitMs',
@@ -225,14 +249,48 @@ export function resolveLockOptions(
   };
 }
 
+/** Queue defaults with every default applied. */
+export type ResolvedQueueDefaults = Required<QueueDefaults>;
+
+/** Worker options with every default applied (`limiter`, `groupLimiter`: undefined when none). */
+export interface ResolvedWorkerOptions extends ResolvedQueueDefaults {
+  limiter?: RateLimit;
+  groupLimiter?: RateLimit;
+}
+
 /** Defaults of the queue and its workers (module `queue` option). */
-export const QUEUE_DEFAULTS: Required<QueueDefaults> = {
+export const QUEUE_DEFAULTS: ResolvedQueueDefaults = {
   leaseMs: 30_000,
   maxAttempts: 5,
   backoffMs: 1_000,
   concurrency: 1,
   drainTimeoutMs: 10_000,
+  groupConcurrency: 1,
+  keepCompleted: { ageMs: 0, count: 0 },
+  keepDead: { ageMs: 604_800_000, count: 10_000 },
 };
+
+/** Validates a `{ max, durationMs }` rate limit named `option`. */
+export function checkRateLimit(
+  option: string,
+  value: unknown,
+  invalid?: InvalidValue,
+): RateLimit | undefined {
+  if (value === undefined) return undefined;
+  const o = checkKnownKeys(option, value, RATE_LIMIT_KEYS, invalid);
+  return {
+    max: checkInt(`${option}.max`, o.max, 1, MAX_LIMIT, invalid),
+    durationMs: checkInt(`${option}.durationMs`, o.durationMs, 1, MAX_WINDOW_MS, invalid),
+  };
+}
+
+function checkKeep(option: string, value: unknown): KeepBounds {
+  const o = checkKnownKeys(option, value, KEEP_KEYS);
+  return {
+    ageMs: checkInt(`${option}.ageMs`, o.ageMs, 0, MAX_KEEP_MS),
+    count: checkInt(`${option}.count`, o.count, 0, MAX_LIMIT),
+  };
+}
 
 /**
  * Validates queue or worker options (the module's `queue`, `@QueueWorker`, `process`) and fills
@@ -240,11 +298,35 @@ export const QUEUE_DEFAULTS: Required<QueueDefaults> = {
  * `option` (e.g. `queue.leaseMs`).
  */
 export function resolveQueueOptions(
-  defaults: Required<QueueDefaults>,
+  defaults: ResolvedQueueDefaults,
   options: QueueDefaults | undefined,
   option = '',
-): Required<QueueDefaults> {
+): ResolvedQueueDefaults {
   const o = checkKnownKeys(option, options, QUEUE_KEYS) as QueueDefaults;
+  return resolveQueueKeys(defaults, o, option);
+}
+
+/**
+ * Validates worker options (`@QueueWorker`, `process`) and fills unset ones from the module's
+ * queue defaults; throws `RedisLockOptionsError` naming the option.
+ */
+export function resolveWorkerOptions(
+  defaults: ResolvedQueueDefaults,
+  options: QueueWorkerOptions | undefined,
+): ResolvedWorkerOptions {
+  const o = checkKnownKeys('', options, WORKER_KEYS) as QueueWorkerOptions;
+  return {
+    ...resolveQueueKeys(defaults, o, ''),
+    limiter: checkRateLimit('limiter', o.limiter),
+    groupLimiter: checkRateLimit('groupLimiter', o.groupLimiter),
+  };
+}
+
+function resolveQueueKeys(
+  defaults: ResolvedQueueDefaults,
+  o: QueueDefaults,
+  option: string,
+): ResolvedQueueDefaults {
   const name = (key: string) => (option ? `${option}.${key}` : key);
   return {
     leaseMs: o.leaseMs === undefined ? defaults.leaseMs : checkMs(name('leaseMs'), o.leaseMs, 1),
@@ -262,5 +344,15 @@ export function resolveQueueOptions(
       o.drainTimeoutMs === undefined
         ? defaults.drainTimeoutMs
         : checkMs(name('drainTimeoutMs'), o.drainTimeoutMs, 0),
+    groupConcurrency:
+      o.groupConcurrency === undefined
+        ? defaults.groupConcurrency
+        : checkInt(name('groupConcurrency'), o.groupConcurrency, 1, MAX_CONCURRENCY),
+    keepCompleted:
+      o.keepCompleted === undefined
+        ? defaults.keepCompleted
+        : checkKeep(name('keepCompleted'), o.keepCompleted),
+    keepDead:
+      o.keepDead === undefined ? defaults.keepDead : checkKeep(name('keepDead'), o.keepDead),
   };
 }

@@ -1,4 +1,9 @@
-export { QueueService } from './queue.service';
+export {
+  QueueService,
+  defineQueue,
+  type QueueName,
+  type TypedEnqueueOptions,
+} from './queue.service';
 export { QueueWorker } from './queue-worker.decorator';
 export { MAX_QUEUE_BATCH } from './queue.constants';
 export type {
@@ -8,6 +13,9 @@ export type {
   QueueStats,
   QueueTaskId,
   NackResult,
+  QueueTaskInfo,
+  QueueTaskState,
+  TypedQueue,
 } from './interfaces/task.interface';
 export type {
   EnqueueOptions,
@@ -16,5 +24,7 @@ export type {
   QueueWorkerOptions,
   QueueHandler,
   QueueWorkerHandle,
+  RateLimit,
+  KeepBounds,
 } from './interfaces/queue-options.interface';
 export type { QueueSchedule, QueueScheduleOptions } from './schedule/schedule.interface';

@@ -3,7 +3,7 @@ import { QueueError } from '../errors/queue.error';
 import { checkInt, checkKnownKeys, checkMs } from '../options/validate';
 import type { LeasedTask } from './interfaces/task.interface';
 import { checkQueueName } from './queue-keys';
-import { MAX_ATTEMPTS, MAX_DELAY_MS, MAX_QUEUE_BATCH } from './queue.constants';
+import { MAX_ATTEMPTS, MAX_DELAY_MS, MAX_PRIORITY, MAX_QUEUE_BATCH } from './queue.constants';
 
 const ID_EXPECTED = 'a non-empty string or a finite number';
 
@@ -132,4 +132,44 @@ export function checkLeasedTask(task: unknown): LeasedTask {
     throw QueueError.invalid('task', task, "a LeasedTask whose 'queue' is a valid queue name");
   }
   return t as LeasedTask;
+}
+
+/** Longest group name accepted, in bytes (UTF-8). */
+const MAX_GROUP_BYTES = 512;
+
+/** A priority: an integer from -1000 (soonest) to 1000. */
+export function checkPriority(value: unknown): number {
+  return checkInt('priority', value, -MAX_PRIORITY, MAX_PRIORITY, QueueError.invalid);
+}
+
+/** A group name: a non-empty string without NUL, at most 512 bytes. */
+export function checkGroup(value: unknown): string {
+  if (
+    typeof value !== 'string' ||
+    value.length === 0 ||
+    value.includes('\0') ||
+    Buffer.byteLength(value) > MAX_GROUP_BYTES
+  ) {
+    throw QueueError.invalid(
+      'group',
+      value,
+      `a non-empty string without NUL of at most ${MAX_GROUP_BYTES} bytes`,
+    );
+  }
+  return value;
+}
+
+/** A page of `list`: `offset` from 0, `limit` from 1 to `MAX_QUEUE_BATCH`. */
+export function checkPage(options: unknown): { offset: number; limit: number } {
+  const o = checkOptionKeys(options, ['offset', 'limit']);
+  return {
+    offset:
+      o.offset === undefined
+        ? 0
+        : checkInt('offset', o.offset, 0, Number.MAX_SAFE_INTEGER, QueueError.invalid),
+    limit:
+      o.limit === undefined
+        ? 100
+        : checkInt('limit', o.limit, 1, MAX_QUEUE_BATCH, QueueError.invalid),
+  };
 }

@@ -21,6 +21,32 @@ export interface QueueRedisKeys {
   dead: string;
   /** LIST holding at most one wake-up marker; idle workers block on it. */
   wake: string;
+  /** HASH id -> 'enqueuedAt', or 'enqueuedAt|dueAt|priority|seq|group' for other tasks. */
+  info: string;
+  /** HASH id -> message of the last failure. */
+  errors: string;
+  /** ZSET id -> due time of delayed tasks with a priority or a group. */
+  pending: string;
+  /** ZSET id -> (priority + 1000) * 2^41 + seq: ready tasks with a priority. */
+  prio: string;
+  /** ZSET of 'group \0 seq \0 id' (all scores 0): ready grouped tasks, by group then order. */
+  gtasks: string;
+  /** ZSET group -> turn: groups with ready tasks, served round-robin. */
+  ring: string;
+  /** HASH group -> tasks of the group leased now. */
+  gactive: string;
+  /** ZSET group -> time its next task may start (retry backoff, group limiter). */
+  gpark: string;
+  /** HASH group -> 'windowEnd|count' of the group limiter. */
+  glimit: string;
+  /** ZSET lease -> time granted: the queue limiter's sliding window. */
+  limiter: string;
+  /** HASH of queue-wide settings: 'paused', 'concurrency'. */
+  config: string;
+  /** ZSET id -> end of its keepCompleted window. */
+  done: string;
+  /** STRING counter: enqueue sequence of tasks with a priority or a group. */
+  seq: string;
 }
 
 /** Throws a `QueueError` naming `queue` unless `name` is a usable queue name. */
@@ -53,5 +79,18 @@ export function queueRedisKeys(prefix: string, name: string): QueueRedisKeys {
     tokens: `${base}:tokens`,
     dead: `${base}:dead`,
     wake: `${base}:wake`,
+    info: `${base}:info`,
+    errors: `${base}:errors`,
+    pending: `${base}:pending`,
+    prio: `${base}:prio`,
+    gtasks: `${base}:gtasks`,
+    ring: `${base}:ring`,
+    gactive: `${base}:gactive`,
+    gpark: `${base}:gpark`,
+    glimit: `${base}:glimit`,
+    limiter: `${base}:limiter`,
+    config: `${base}:config`,
+    done: `${base}:done`,
+    seq: `${base}:seq`,
   };
 }

@@ -3,12 +3,14 @@ import type { Cluster, Redis } from 'ioredis';
 import { QueueError } from '../errors/queue.error';
 import { bounded } from '../redis/bounded';
 import { ThrottledWarning } from '../redis/throttled-warning';
+import type { RedisLockEvents } from '../events/redis-lock-events';
 import type { RedisLockConnection } from '../redis/redis-connection';
 import type { QueueHandler, QueueWorkerHandle } from './interfaces/queue-options.interface';
-import type { LeasedTask, NackResult } from './interfaces/task.interface';
+import type { LeasedTask } from './interfaces/task.interface';
 import { retryDelayMs } from './queue-backoff';
 import type { QueueRedisKeys } from './queue-keys';
 import type { ResolvedWorkerOptions } from './queue-worker-options';
+import type { ClaimStepResult, SettleStep } from './queue.service';
 import { MAX_IDLE_MS } from './queue.constants';
 
 /** What a worker needs from `QueueService` (called through it, so wrappers of its methods apply). */
@@ -17,22 +19,31 @@ export interface QueueWorkerBackend {
   claimBatch(
     queue: string,
     count: number,
-    options: { leaseMs: number; maxAttempts: number },
-  ): Promise<{ tasks: LeasedTask[]; nextInMs: number }>;
-  ack(task: LeasedTask): Promise<boolean>;
-  nack(task: LeasedTask, options: { delayMs: number; maxAttempts: number }): Promise<NackResult>;
+    options: ResolvedWorkerOptions,
+    settles?: readonly SettleStep[],
+  ): Promise<ClaimStepResult<unknown>>;
   extendLease(task: LeasedTask, ms: number): Promise<boolean>;
-  release(task: LeasedTask): Promise<boolean>;
 }
 
 interface RunningTask {
   readonly task: LeasedTask;
+  /** When the handler started (`performance.now()`), for `runMs`. */
+  started: number;
   readonly controller: AbortController;
   renewTimer?: NodeJS.Timeout;
   renewing: boolean;
   /** Shutdown gave the task back: its outcome must not be acked or nacked. */
   released: boolean;
   done?: Promise<void>;
+}
+
+/** A task whose handler ended, waiting for the next flush. */
+interface FinishedTask {
+  readonly step: SettleStep;
+  readonly runMs: number;
+  readonly failure?: { error: unknown };
+  /** Called once the flush settled it (or failed to). */
+  readonly resolve: () => void;
 }
 
 /** Shortest blocking wait, in ms (a due time a moment away is not worth a busy loop). */
@@ -56,6 +67,8 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
   private slotFreed?: () => void;
   private errorPause = 0;
   private readonly failures: ThrottledWarning;
+  /** Handlers that ended since the last flush, waiting for their ack or nack. */
+  private finished: FinishedTask[] = [];
 
   constructor(
     readonly queue: string,
@@ -65,6 +78,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
     private readonly backend: QueueWorkerBackend,
     private readonly connection: RedisLockConnection,
     private readonly logger: Logger,
+    private readonly events: RedisLockEvents,
     private readonly onClosed: () => void,
   ) {
     this.failures = new ThrottledWarning(logger);
@@ -87,7 +101,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
         await this.waitForSlot();
         continue;
       }
-      let batch: { tasks: LeasedTask[]; nextInMs: number };
+      let batch: ClaimStepResult<unknown>;
       try {
         batch = await this.backend.claimBatch(this.queue, free, this.options);
         this.errorPause = 0;
@@ -176,6 +190,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
   private startTask(task: LeasedTask): void {
     const entry: RunningTask = {
       task,
+      started: performance.now(),
       controller: new AbortController(),
       renewing: false,
       released: false,
@@ -192,7 +207,11 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
     });
   }
 
-  /** Runs the handler, then acks or nacks. Never rejects. */
+  /**
+   * Runs the handler, then queues its ack or nack for the next flush. Resolves once that is done
+   * and the tasks claimed in its place run (so the claim loop never claims for this slot too).
+   * Never rejects.
+   */
   private async execute(entry: RunningTask): Promise<void> {
     const { task } = entry;
     let failure: { error: unknown } | undefined;
@@ -203,36 +222,93 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
     }
     clearInterval(entry.renewTimer);
     if (entry.released) return;
-    try {
-      if (!failure) {
-        if (!(await this.backend.ack(task))) {
-          this.logger.warn(
-            `queue '${this.queue}': task '${task.id}' finished after its lease was lost; ` +
-              'another worker may run it again',
-          );
+    const runMs = performance.now() - entry.started;
+    const reason = failure && errorMessage(failure.error);
+    const step: SettleStep = failure
+      ? {
+          kind: 'nack',
+          task,
+          delayMs: retryDelayMs(this.options.backoffMs, task.attempt),
+          error: reason,
         }
-        return;
-      }
-      const delayMs = retryDelayMs(this.options.backoffMs, task.attempt);
-      const result = await this.backend.nack(task, {
-        delayMs,
-        maxAttempts: this.options.maxAttempts,
-      });
-      const reason = failure.error instanceof Error ? failure.error.message : String(failure.error);
-      if (result === 'dead') {
-        this.logger.error(
-          `queue '${this.queue}': task '${task.id}' failed attempt ${task.attempt} of ` +
-            `${this.options.maxAttempts} and moved to dead letter: ${reason}`,
-        );
-      } else if (result === 'retried') {
-        this.logger.warn(
-          `queue '${this.queue}': task '${task.id}' failed attempt ${task.attempt} of ` +
-            `${this.options.maxAttempts}, retrying in ${delayMs} ms: ${reason}`,
-        );
-      }
+      : { kind: 'ack', task };
+    await new Promise<void>((resolve) => {
+      this.finished.push({ step, runMs, failure, resolve });
+      if (this.finished.length === 1) setImmediate(() => void this.flush());
+    });
+  }
+
+  /**
+   * Acks and nacks every task finished since the last flush and claims as many in their place, in
+   * one round trip: under load, a flush settles every handler that ended in one turn of the event
+   * loop.
+   */
+  private async flush(): Promise<void> {
+    const batch = this.finished;
+    this.finished = [];
+    let result: ClaimStepResult<unknown> | undefined;
+    try {
+      result = await this.backend.claimBatch(
+        this.queue,
+        this.stop.signal.aborted ? 0 : batch.length,
+        this.options,
+        batch.map((f) => f.step),
+      );
     } catch (err) {
-      // The lease runs out and the task comes back: at-least-once holds without this call.
-      this.logFailure(failure ? 'nack' : 'ack', err);
+      // The leases run out and the tasks come back: at-least-once holds without this call.
+      this.logFailure(batch.some((f) => f.failure) ? 'nack' : 'ack', err);
+    }
+    if (result) {
+      if (this.stop.signal.aborted) await Promise.all(result.tasks.map((t) => this.giveBack(t)));
+      else for (const t of result.tasks) this.startTask(t);
+      batch.forEach((f, i) => this.report(f, result.settled[i]));
+    }
+    for (const f of batch) f.resolve();
+  }
+
+  /** Logs the outcome of a finished task and emits its events. */
+  private report(finished: FinishedTask, settled: number): void {
+    const { step, runMs, failure } = finished;
+    const { task, delayMs = 0, error: reason } = step;
+    const base = () => ({
+      queue: this.queue,
+      id: task.id,
+      attempt: task.attempt,
+      runMs,
+      ...(task.enqueuedAt === undefined
+        ? {}
+        : { waitMs: task.leaseExpiresAt - this.options.leaseMs - task.enqueuedAt }),
+    });
+    if (!failure) {
+      if (settled === 0) {
+        this.logger.warn(
+          `queue '${this.queue}': task '${task.id}' finished after its lease was lost; ` +
+            'another worker may run it again',
+        );
+      } else if (this.events.hasListeners('task.completed')) {
+        this.events.emit('task.completed', base());
+      }
+      return;
+    }
+    if (this.events.hasListeners('task.failed')) {
+      this.events.emit('task.failed', { ...base(), error: failure.error });
+    }
+    if (settled === 2) {
+      this.logger.error(
+        `queue '${this.queue}': task '${task.id}' failed attempt ${task.attempt} of ` +
+          `${this.options.maxAttempts} and moved to dead letter: ${reason}`,
+      );
+      if (this.events.hasListeners('task.dead')) {
+        this.events.emit('task.dead', { ...base(), error: failure.error });
+      }
+    } else if (settled === 1) {
+      this.logger.warn(
+        `queue '${this.queue}': task '${task.id}' failed attempt ${task.attempt} of ` +
+          `${this.options.maxAttempts}, retrying in ${delayMs} ms: ${reason}`,
+      );
+      if (this.events.hasListeners('task.retried')) {
+        this.events.emit('task.retried', { ...base(), error: failure.error, delayMs });
+      }
     }
   }
 
@@ -290,7 +366,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
   /** Returns a task to the queue without counting the attempt. Never rejects. */
   private async giveBack(task: LeasedTask): Promise<void> {
     try {
-      await this.backend.release(task);
+      await this.backend.claimBatch(this.queue, 0, this.options, [{ kind: 'release', task }]);
     } catch (err) {
       // Its lease runs out and a later claim returns it (counting the attempt).
       this.logFailure('release', err);
@@ -298,7 +374,13 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
   }
 
   private logFailure(operation: string, err: unknown): void {
-    const message = err instanceof Error ? err.message : String(err);
-    this.failures.warn(`queue '${this.queue}': worker ${operation} failed: ${message}`);
+    this.failures.warn(`queue '${this.queue}': worker ${operation} failed: ${errorMessage(err)}`);
+    if (this.events.hasListeners('worker.error')) {
+      this.events.emit('worker.error', { queue: this.queue, operation, error: err });
+    }
   }
+}
+
+function errorMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
 }

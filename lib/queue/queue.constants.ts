@@ -21,3 +21,6 @@ export const MAX_ATTEMPTS = 1_000_000;
 
 /** Largest worker `concurrency` accepted. */
 export const MAX_CONCURRENCY = 10_000;
+
+/** Priorities go from -MAX_PRIORITY (soonest) to MAX_PRIORITY (the Lua scripts rely on it). */
+export const MAX_PRIORITY = 1_000;

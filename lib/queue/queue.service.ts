@@ -1,7 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { BeforeApplicationShutdown, Injectable, Logger } from '@nestjs/common';
 import { QueueError } from '../errors/queue.error';
-import type { QueueDefaults } from '../interfaces/redis-lock-module-options.interface';
+import { RedisLockEvents } from '../events/redis-lock-events';
+import {
+  checkRateLimit,
+  type ResolvedQueueDefaults,
+  type ResolvedWorkerOptions,
+} from '../options/resolve-options';
+import { checkInt } from '../options/validate';
 import { RedisLockConnection } from '../redis/redis-connection';
 import type {
   ClaimOptions,
@@ -17,100 +23,204 @@ import type {
   NackResult,
   QueueStats,
   QueueTaskId,
+  QueueTaskInfo,
+  QueueTaskState,
   Task,
+  TypedQueue,
 } from './interfaces/task.interface';
 import {
   checkCount,
   checkDelay,
+  checkGroup,
   checkIds,
   checkLeaseMs,
   checkLeasedTask,
   checkMaxAttempts,
   checkOptionKeys,
+  checkPage,
+  checkPriority,
   checkScore,
   checkTaskId,
   parsePayload,
   serializePayload,
 } from './queue-arguments';
 import { checkQueueName, queueRedisKeys, type QueueRedisKeys } from './queue-keys';
+import { toLeasedTasks, toTaskInfos, toTasks } from './queue-replies';
 import { QUEUE_SCRIPTS } from './queue-scripts';
 import { resolveWorkerOptions } from './queue-worker-options';
 import { QueueWorkerRunner, type QueueWorkerBackend } from './queue-worker';
-import { MAX_QUEUE_BATCH } from './queue.constants';
+import { MAX_CONCURRENCY, MAX_QUEUE_BATCH } from './queue.constants';
 import { QueueScheduler } from './schedule/queue-scheduler';
 import type { QueueSchedule, QueueScheduleOptions } from './schedule/schedule.interface';
 
 /** Expired leases one claim returns to the queue at most (the next claim takes the rest). */
 const RECLAIM_PER_CLAIM = 1_000;
 
+/** Queues whose keys are cached at most (a cache, not a registry: it is cleared when full). */
+const KEY_CACHE_SIZE = 1_000;
+
+/** Longest failure message stored with a task, in characters. */
+const MAX_ERROR_CHARS = 1_000;
+
+/** A queue name, or a `TypedQueue` that carries its payload type. */
+export type QueueName<P = unknown> = string | TypedQueue<P>;
+
+/** `EnqueueOptions` whose payload must be a `P` (optional only when `P` admits `undefined`). */
+export type TypedEnqueueOptions<P> = Omit<EnqueueOptions, 'payload'> &
+  (undefined extends P ? { payload?: P } : { payload: P });
+
+/** What a claim does with the caller's finished task before it leases more. */
+export interface SettleStep {
+  kind: 'ack' | 'nack' | 'release';
+  task: LeasedTask;
+  /** nack: due again this many ms from now. */
+  delayMs?: number;
+  /** nack: the failure, stored as the task's last error. */
+  error?: string;
+}
+
+/** What a claim step returns. */
+export interface ClaimStepResult<P> {
+  tasks: LeasedTask<P>[];
+  /** In how many ms to look again (-1: when woken); see claim.lua. */
+  nextInMs: number;
+  /** Per settle, in order: 1 acked / retried / released, 2 dead, 0 stale lease. */
+  settled: number[];
+}
+
 /**
- * A Redis task queue: one sorted set of due times per queue, every operation one Lua script, all
- * times from the Redis clock.
+ * Declares a queue together with the payload type of its tasks, for `enqueue`, `claim`,
+ * `process` and `@QueueWorker` to check.
+ * @example
+ * export const ORDERS = defineQueue<{ sku: string; userId: string }>('orders');
+ * await queues.enqueue(ORDERS, id, { payload: { sku, userId } }); // payload required and checked
+ * queues.process(ORDERS, async (task) => create(task.payload.sku)); // task.payload is typed
+ */
+export function defineQueue<P>(name: string): TypedQueue<P> {
+  return { name: checkQueueName(name) };
+}
+
+/**
+ * A Redis task queue: one sorted set of due times per queue (plus per-priority and per-group
+ * structures), every operation one Lua script, all times from the Redis clock.
  *
  * - Seed-style (at-most-once): `enqueue`, `pop`, `top`, `dequeue`.
  * - Reliable (at-least-once): `claim` leases tasks; `ack` finishes, `nack` retries or dead-letters,
  *   `extendLease` keeps a lease alive; an expired lease returns the task by itself.
  * - Workers: `process(queue, handler)` or `@QueueWorker(queue)` on a provider method.
+ * - Control and inspection: `pause`, `resume`, `setGlobalConcurrency`, `stats`, `list`, `get`,
+ *   `remove`, `deadLetters`, `requeueDead`.
  *
  * Batches are capped at `MAX_QUEUE_BATCH` (1,000) ids / tasks per call.
  */
 @Injectable()
 export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdown {
   private readonly logger = new Logger('QueueService');
-  private readonly defaults: Required<QueueDefaults>;
+  private readonly defaults: ResolvedQueueDefaults;
   private readonly workers = new Set<QueueWorkerRunner>();
+  private readonly keyCache = new Map<string, QueueRedisKeys>();
+  private readonly tokenPrefix = randomBytes(9).toString('base64url');
+  private tokenCounter = 0;
   private shuttingDown = false;
 
-  constructor(private readonly connection: RedisLockConnection) {
+  constructor(
+    private readonly connection: RedisLockConnection,
+    /** The module's events; workers emit task outcomes on it. */
+    readonly events: RedisLockEvents = new RedisLockEvents(),
+  ) {
     this.defaults = connection.options.queue;
   }
 
   /**
    * Adds `id` (or every id of an array, at most 1,000) to `queue`, due `delayMs` from now.
    * An id already queued (ready or delayed) or leased is not added twice: it is kept as it is, or
-   * with `replace: true` (if not leased) gets the new due time and payload. A dead id is added
-   * again as a new task.
+   * with `replace: true` (if not leased) gets the new due time, priority, group and payload. A
+   * dead id is added again as a new task; an id acked within its `keepCompleted` window is
+   * refused.
    * @returns how many ids were newly added
    * @example
    * await queues.enqueue('orders', order.id, { payload: { sku, userId } });
    * await queues.enqueue('reminders', [1, 2, 3], { delayMs: 60_000 });
+   * await queues.enqueue('webhooks', event.id, { group: event.customerId, payload: event });
    */
-  async enqueue(
+  enqueue<P>(
+    queue: TypedQueue<P>,
+    id: QueueTaskId | readonly QueueTaskId[],
+    ...options: undefined extends P ? [TypedEnqueueOptions<P>?] : [TypedEnqueueOptions<P>]
+  ): Promise<number>;
+  enqueue(
     queue: string,
+    id: QueueTaskId | readonly QueueTaskId[],
+    options?: EnqueueOptions,
+  ): Promise<number>;
+  async enqueue(
+    queue: QueueName,
     id: QueueTaskId | readonly QueueTaskId[],
     options?: EnqueueOptions,
   ): Promise<number> {
     const k = this.keys(queue);
     const ids = checkIds(id);
-    const o = checkOptionKeys(options, ['delayMs', 'payload', 'replace']);
-    const delayMs = o.delayMs === undefined ? 0 : checkDelay('delayMs', o.delayMs);
+    const o = checkOptionKeys(options, [
+      'delayMs',
+      'payload',
+      'replace',
+      'priority',
+      'group',
+      'debounceMs',
+    ]);
     if (o.replace !== undefined && typeof o.replace !== 'boolean') {
       throw QueueError.invalid('replace', o.replace, 'true or false');
     }
+    let delayMs = o.delayMs === undefined ? 0 : checkDelay('delayMs', o.delayMs);
+    let replace = o.replace === true;
+    if (o.debounceMs !== undefined) {
+      if (o.delayMs !== undefined || o.replace !== undefined) {
+        throw QueueError.invalid('debounceMs', o.debounceMs, 'no delayMs or replace beside it');
+      }
+      delayMs = checkDelay('debounceMs', o.debounceMs);
+      replace = true;
+    }
+    const priority = o.priority === undefined ? 0 : checkPriority(o.priority);
+    const group = o.group === undefined ? '' : checkGroup(o.group);
+    if (group && priority !== 0) {
+      throw QueueError.invalid('priority', o.priority, 'no priority on a task with a group');
+    }
     const payload = serializePayload(o.payload);
-    const added = await this.connection.run(
-      QUEUE_SCRIPTS.enqueue,
-      [k.due, k.leased, k.payload, k.attempts, k.dead, k.wake],
-      [delayMs, o.replace ? 1 : 0, payload === undefined ? 0 : 1, payload ?? '', ...ids],
-    );
+    const added = await this.connection.run(QUEUE_SCRIPTS.enqueue, enqueueKeys(k), [
+      delayMs,
+      replace ? 1 : 0,
+      payload === undefined ? 0 : 1,
+      payload ?? '',
+      priority,
+      group,
+      ...ids,
+    ]);
     return Number(added);
   }
 
   /**
-   * Takes up to `count` (at most 1,000) ready tasks, lowest due time first, and removes them
-   * with their payload: each task is delivered at most once, even if the caller then crashes.
+   * Takes up to `count` (at most 1,000) ready tasks without priority or group, lowest due time
+   * first, and removes them with their payload: each task is delivered at most once, even if the
+   * caller then crashes.
    * @example
    * for (const task of await queues.pop('orders', 10)) await createOrder(task.payload);
    */
-  async pop<P = unknown>(queue: string, count = 1): Promise<Task<P>[]> {
+  async pop<P = unknown>(queue: QueueName<P>, count = 1): Promise<Task<P>[]> {
     const k = this.keys(queue);
     const n = checkCount(count);
-    const reply = await this.connection.run(QUEUE_SCRIPTS.pop, [k.due, k.payload, k.attempts], [n]);
+    const reply = await this.connection.run(
+      QUEUE_SCRIPTS.pop,
+      [k.due, k.payload, k.attempts, k.info, k.errors],
+      [n],
+    );
     return toTasks<P>(k.name, reply as (string | null)[]);
   }
 
-  /** Reads up to `count` (at most 1,000) ready tasks, lowest due time first, without removing them. */
-  async top<P = unknown>(queue: string, count = 1): Promise<Task<P>[]> {
+  /**
+   * Reads up to `count` (at most 1,000) ready tasks without priority or group, lowest due time
+   * first, without removing them.
+   */
+  async top<P = unknown>(queue: QueueName<P>, count = 1): Promise<Task<P>[]> {
     const k = this.keys(queue);
     const n = checkCount(count);
     const reply = await this.connection.run(QUEUE_SCRIPTS.top, [k.due, k.payload], [n]);
@@ -124,118 +234,141 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
    * const [task] = await queues.top('orders');
    * if (task && (await queues.dequeue('orders', task.id, task.score))) await handle(task);
    */
-  async dequeue(queue: string, id: QueueTaskId, score: number): Promise<boolean> {
+  async dequeue(queue: QueueName, id: QueueTaskId, score: number): Promise<boolean> {
     const k = this.keys(queue);
     const taskId = checkTaskId(id);
     const s = checkScore(score);
     const removed = await this.connection.run(
       QUEUE_SCRIPTS.dequeue,
-      [k.due, k.payload, k.attempts],
+      [k.due, k.payload, k.attempts, k.info, k.errors],
       [taskId, String(s)],
     );
     return removed === 1;
   }
 
   /**
-   * Leases up to `count` (at most 1,000) ready tasks for `leaseMs`, lowest due time first: each
-   * gets a fresh `leaseToken` and its `attempt` count goes up by one. Finish each with `ack`, or
-   * `nack`; a lease that runs out returns the task to the queue (or to dead letter once it used
-   * `maxAttempts`) at the next claim of anyone.
+   * Leases up to `count` (at most 1,000) ready tasks for `leaseMs`: tasks with a negative
+   * priority first, then ungrouped tasks (lowest due time first) taking turns with grouped ones
+   * (groups round-robin), then positive priorities. Each gets a fresh `leaseToken` and its
+   * `attempt` count goes up by one. Finish each with `ack`, or `nack`; a lease that runs out
+   * returns the task to the queue (or to dead letter once it used `maxAttempts`) at the next claim
+   * of anyone. Nothing is leased while the queue is paused or over its global concurrency.
    * @example
    * const [task] = await queues.claim('orders', 1, { leaseMs: 10_000 });
    * if (task) { await handle(task); await queues.ack(task); }
    */
   async claim<P = unknown>(
-    queue: string,
+    queue: QueueName<P>,
     count = 1,
     options?: ClaimOptions,
   ): Promise<LeasedTask<P>[]> {
     const k = this.keys(queue);
     const n = checkCount(count);
-    const o = checkOptionKeys(options, ['leaseMs', 'maxAttempts']);
-    const leaseMs =
-      o.leaseMs === undefined ? this.defaults.leaseMs : checkLeaseMs('leaseMs', o.leaseMs);
-    const maxAttempts =
-      o.maxAttempts === undefined
-        ? this.defaults.maxAttempts
-        : checkMaxAttempts('maxAttempts', o.maxAttempts);
-    return (await this.claimBatch<P>(k.name, n, { leaseMs, maxAttempts })).tasks;
+    const o = checkOptionKeys(options, [
+      'leaseMs',
+      'maxAttempts',
+      'groupConcurrency',
+      'limiter',
+      'groupLimiter',
+    ]);
+    const step: ResolvedWorkerOptions = {
+      ...this.defaults,
+      leaseMs: o.leaseMs === undefined ? this.defaults.leaseMs : checkLeaseMs('leaseMs', o.leaseMs),
+      maxAttempts:
+        o.maxAttempts === undefined
+          ? this.defaults.maxAttempts
+          : checkMaxAttempts('maxAttempts', o.maxAttempts),
+      groupConcurrency:
+        o.groupConcurrency === undefined
+          ? this.defaults.groupConcurrency
+          : checkInt(
+              'groupConcurrency',
+              o.groupConcurrency,
+              1,
+              MAX_CONCURRENCY,
+              QueueError.invalid,
+            ),
+      limiter: checkRateLimit('limiter', o.limiter, QueueError.invalid),
+      groupLimiter: checkRateLimit('groupLimiter', o.groupLimiter, QueueError.invalid),
+    };
+    return (await this.claimBatch<P>(k.name, n, step)).tasks;
   }
 
   /**
-   * @internal `claim` with validated arguments, also telling in how many ms the next task is due
-   * or the next lease expires (-1: neither).
+   * @internal One consumer step (claim.lua): settles the finished tasks of `settles` (ack, nack
+   * or release; all of `queue`), then leases up to `count` tasks with validated options.
    */
   async claimBatch<P = unknown>(
     queue: string,
     count: number,
-    options: { leaseMs: number; maxAttempts: number },
-  ): Promise<{ tasks: LeasedTask<P>[]; nextInMs: number }> {
+    options: ResolvedWorkerOptions,
+    settles: readonly SettleStep[] = [],
+  ): Promise<ClaimStepResult<P>> {
     const k = this.keys(queue);
-    const reply = (await this.connection.run(
-      QUEUE_SCRIPTS.claim,
-      [k.due, k.leased, k.payload, k.attempts, k.tokens, k.dead, k.wake],
-      [
-        count,
-        options.leaseMs,
-        options.maxAttempts,
-        randomBytes(12).toString('hex'),
-        RECLAIM_PER_CLAIM,
-      ],
-    )) as (string | number | null)[];
+    const args: (string | number)[] = [
+      count,
+      options.leaseMs,
+      options.maxAttempts,
+      `${this.tokenPrefix}.${(this.tokenCounter++).toString(36)}`,
+      RECLAIM_PER_CLAIM,
+      options.groupConcurrency,
+      options.limiter?.max ?? 0,
+      options.limiter?.durationMs ?? 0,
+      options.groupLimiter?.max ?? 0,
+      options.groupLimiter?.durationMs ?? 0,
+      options.keepDead.ageMs,
+      options.keepDead.count,
+      options.keepCompleted.count > 0 ? options.keepCompleted.ageMs : 0,
+      options.keepCompleted.count,
+    ];
+    for (const s of settles) {
+      args.push(
+        s.kind,
+        s.task.id,
+        s.task.leaseToken,
+        s.task.attempt,
+        s.delayMs ?? 0,
+        s.error?.slice(0, MAX_ERROR_CHARS) ?? '',
+      );
+    }
+    const reply = (await this.connection.run(QUEUE_SCRIPTS.claim, claimKeys(k), args)) as (
+      string | number | null
+    )[];
     const now = Number(reply[0]);
     const next = Number(reply[1]);
-    const tasks: LeasedTask<P>[] = [];
-    for (let i = 2; i < reply.length; i += 5) {
-      const payload = parsePayload(reply[i + 4] as string | null);
-      tasks.push({
-        queue: k.name,
-        id: String(reply[i]),
-        score: Number(reply[i + 1]),
-        attempt: Number(reply[i + 2]),
-        leaseToken: String(reply[i + 3]),
-        leaseExpiresAt: now + options.leaseMs,
-        ...(payload === undefined ? {} : { payload: payload as P }),
-      });
-    }
-    return { tasks, nextInMs: next < 0 ? -1 : next - now };
+    const settled = Number(reply[2]);
+    return {
+      tasks: toLeasedTasks<P>(k.name, reply, 3 + settled, options.leaseMs),
+      nextInMs: next < 0 ? -1 : next - now,
+      settled: reply.slice(3, 3 + settled).map(Number),
+    };
   }
 
   /**
-   * Finishes a leased task: removes it with its payload. Resolves `false` (and changes nothing)
-   * when the lease is stale: it expired and the task was returned or claimed by someone else.
+   * Finishes a leased task: removes it with its payload (keeping its id for the module's
+   * `keepCompleted` window). Resolves `false` (and changes nothing) when the lease is stale: it
+   * expired and the task was returned or claimed by someone else.
    */
   async ack(task: LeasedTask): Promise<boolean> {
-    const t = checkLeasedTask(task);
-    const k = this.keys(t.queue);
-    const acked = await this.connection.run(
-      QUEUE_SCRIPTS.ack,
-      [k.leased, k.tokens, k.payload, k.attempts],
-      [t.id, t.leaseToken],
-    );
-    return acked === 1;
+    return (await this.settle({ kind: 'ack', task: checkLeasedTask(task) })) === 1;
   }
 
   /**
    * Gives a leased task back after a failed attempt: due again `delayMs` from now (attempt count
    * and payload kept), or moved to the dead-letter set when its attempt count reached
-   * `maxAttempts`.
+   * `maxAttempts`. A grouped task keeps its place at the head of its group, and the group waits
+   * for it.
    * @returns `'retried'`, `'dead'`, or `false` when the lease is stale (nothing changes)
    */
   async nack(task: LeasedTask, options?: NackOptions): Promise<NackResult> {
     const t = checkLeasedTask(task);
-    const k = this.keys(t.queue);
     const o = checkOptionKeys(options, ['delayMs', 'maxAttempts']);
     const delayMs = o.delayMs === undefined ? 0 : checkDelay('delayMs', o.delayMs);
     const maxAttempts =
       o.maxAttempts === undefined
         ? this.defaults.maxAttempts
         : checkMaxAttempts('maxAttempts', o.maxAttempts);
-    const result = await this.connection.run(
-      QUEUE_SCRIPTS.nack,
-      [k.due, k.leased, k.tokens, k.attempts, k.dead, k.wake],
-      [t.id, t.leaseToken, delayMs, maxAttempts],
-    );
+    const result = await this.settle({ kind: 'nack', task: t, delayMs }, maxAttempts);
     return result === 1 ? 'retried' : result === 2 ? 'dead' : false;
   }
 
@@ -260,29 +393,97 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
    * workers do on shutdown). Resolves `false` (and changes nothing) when the lease is stale.
    */
   async release(task: LeasedTask): Promise<boolean> {
-    const t = checkLeasedTask(task);
-    const k = this.keys(t.queue);
-    const released = await this.connection.run(
-      QUEUE_SCRIPTS.release,
-      [k.due, k.leased, k.tokens, k.attempts, k.wake],
-      [t.id, t.leaseToken],
-    );
-    return released === 1;
+    return (await this.settle({ kind: 'release', task: checkLeasedTask(task) })) === 1;
   }
 
-  /** Counts the tasks of `queue` by state, at one instant. */
-  async stats(queue: string): Promise<QueueStats> {
+  /** Counts the tasks of `queue` by state, at one instant, and tells whether it is paused. */
+  async stats(queue: QueueName): Promise<QueueStats> {
     const k = this.keys(queue);
-    const [ready, delayed, leased, dead] = (await this.connection.run(
+    const [ready, delayed, leased, dead, paused] = (await this.connection.run(
       QUEUE_SCRIPTS.stats,
-      [k.due, k.leased, k.dead],
+      [k.due, k.leased, k.dead, k.pending, k.prio, k.gtasks, k.config],
       [],
     )) as number[];
-    return { ready, delayed, leased, dead };
+    return { ready, delayed, leased, dead, paused: paused === 1 };
+  }
+
+  /**
+   * Stops every worker of `queue`, on every instance, from claiming: running tasks finish, and
+   * `claim` returns nothing until `resume(queue)`. `stats()` shows `paused: true`.
+   */
+  async pause(queue: QueueName): Promise<void> {
+    await this.setConfig(queue, 'paused', '1');
+  }
+
+  /** Lets the workers of `queue` claim again (and wakes one at once). */
+  async resume(queue: QueueName): Promise<void> {
+    await this.setConfig(queue, 'paused', '');
+  }
+
+  /**
+   * At most `n` tasks of `queue` leased at once across every worker and instance (stored in
+   * Redis); `null` removes the limit.
+   * @example await queues.setGlobalConcurrency('exports', 5);
+   */
+  async setGlobalConcurrency(queue: QueueName, n: number | null): Promise<void> {
+    const limit =
+      n === null ? '' : String(checkInt('n', n, 1, MAX_CONCURRENCY, QueueError.invalid));
+    await this.setConfig(queue, 'concurrency', limit);
+  }
+
+  /**
+   * Reads up to `limit` (default 100, at most 1,000) tasks of `queue` in `state`, from `offset`:
+   * ready (negative priorities, ungrouped by due time, positive priorities, grouped by group),
+   * delayed (by due time), leased (by lease expiry), dead (oldest death first).
+   * @example const page = await queues.list('orders', 'dead', { offset: 0, limit: 50 });
+   */
+  async list<P = unknown>(
+    queue: QueueName<P>,
+    state: QueueTaskState,
+    options?: { offset?: number; limit?: number },
+  ): Promise<QueueTaskInfo<P>[]> {
+    const k = this.keys(queue);
+    if (!['ready', 'delayed', 'leased', 'dead'].includes(state)) {
+      throw QueueError.invalid('state', state, "'ready', 'delayed', 'leased' or 'dead'");
+    }
+    const { offset, limit } = checkPage(options);
+    const reply = await this.connection.run(QUEUE_SCRIPTS.inspect, taskKeys(k), [
+      'list',
+      state,
+      offset,
+      limit,
+    ]);
+    return toTaskInfos<P>(k.name, reply as (string | number | null)[]);
+  }
+
+  /**
+   * Looks up one task of `queue`: its state, attempts, last error, payload, enqueue time, priority
+   * and group; `undefined` when no such task is queued, leased or dead.
+   */
+  async get<P = unknown>(
+    queue: QueueName<P>,
+    id: QueueTaskId,
+  ): Promise<QueueTaskInfo<P> | undefined> {
+    const k = this.keys(queue);
+    const reply = await this.connection.run(QUEUE_SCRIPTS.inspect, taskKeys(k), [
+      'get',
+      checkTaskId(id),
+    ]);
+    return toTaskInfos<P>(k.name, reply as (string | number | null)[])[0];
+  }
+
+  /**
+   * Deletes a task that is queued (ready or delayed) or dead, with its payload. Resolves `false`
+   * when it is leased (a worker runs it: it cannot be taken away) or unknown.
+   */
+  async remove(queue: QueueName, id: QueueTaskId): Promise<boolean> {
+    const k = this.keys(queue);
+    const removed = await this.connection.run(QUEUE_SCRIPTS.remove, taskKeys(k), [checkTaskId(id)]);
+    return removed === 1;
   }
 
   /** Reads up to `count` (at most 1,000) dead tasks of `queue`, oldest death first. */
-  async deadLetters<P = unknown>(queue: string, count = 100): Promise<DeadTask<P>[]> {
+  async deadLetters<P = unknown>(queue: QueueName<P>, count = 100): Promise<DeadTask<P>[]> {
     const k = this.keys(queue);
     const n = checkCount(count);
     const reply = (await this.connection.run(
@@ -292,13 +493,12 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
     )) as (string | number | null)[];
     const dead: DeadTask<P>[] = [];
     for (let i = 0; i < reply.length; i += 4) {
-      const payload = parsePayload(reply[i + 3] as string | null);
       dead.push({
         queue: k.name,
         id: String(reply[i]),
         diedAt: Number(reply[i + 1]),
         attempts: Number(reply[i + 2]),
-        ...(payload === undefined ? {} : { payload: payload as P }),
+        payload: parsePayload(reply[i + 3] as string | null) as P,
       });
     }
     return dead;
@@ -310,12 +510,12 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
    * a larger dead-letter set.
    * @returns how many tasks were moved
    */
-  async requeueDead(queue: string, ids?: QueueTaskId | readonly QueueTaskId[]): Promise<number> {
+  async requeueDead(queue: QueueName, ids?: QueueTaskId | readonly QueueTaskId[]): Promise<number> {
     const k = this.keys(queue);
     const list = ids === undefined ? [] : checkIds(ids);
     const moved = await this.connection.run(
       QUEUE_SCRIPTS.requeueDead,
-      [k.dead, k.due, k.attempts, k.wake],
+      [k.dead, k.due, k.attempts, k.wake, k.info, k.errors, k.prio, k.gtasks, k.ring, k.gpark],
       [MAX_QUEUE_BATCH, ...list],
     );
     return Number(moved);
@@ -323,16 +523,18 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
 
   /**
    * Starts a worker on `queue`: it claims up to `concurrency` tasks at a time, runs `handler` on
-   * each (renewing the lease while it runs), acks when it resolves and retries with exponential
-   * backoff when it throws, moving the task to dead letter after `maxAttempts`. Idle, it waits
-   * for a wake-up from `enqueue` instead of polling. It stops on `handle.close()` and on
-   * application shutdown (draining running handlers for up to `drainTimeoutMs`).
+   * each (renewing the lease while it runs), acks when it resolves (claiming the next task in the
+   * same round trip) and retries with exponential backoff when it throws, moving the task to dead
+   * letter after `maxAttempts`. Idle, it waits for a wake-up from `enqueue` instead of polling;
+   * limited (rate limit, global concurrency, pause), it sleeps until the limit opens. It stops on
+   * `handle.close()` and on application shutdown (draining running handlers for up to
+   * `drainTimeoutMs`). Outcomes are emitted on `RedisLockEvents`.
    * @example
-   * const worker = queues.process('emails', async (task) => mailer.send(task.payload), { concurrency: 5 });
+   * const worker = queues.process('emails', async (task: LeasedTask<Email>) => mailer.send(task.payload), { concurrency: 5 });
    * // later: await worker.close();
    */
   process<P = unknown>(
-    queue: string,
+    queue: QueueName<P>,
     handler: QueueHandler<P>,
     options?: QueueWorkerOptions,
   ): QueueWorkerHandle {
@@ -350,6 +552,7 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
       this,
       this.connection,
       this.logger,
+      this.events,
       () => this.workers.delete(worker),
     );
     this.workers.add(worker);
@@ -363,8 +566,27 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
     await Promise.all([...this.workers].map((w) => w.close()));
   }
 
+  private async settle(step: SettleStep, maxAttempts = this.defaults.maxAttempts): Promise<number> {
+    const options: ResolvedWorkerOptions = { ...this.defaults, maxAttempts };
+    return (await this.claimBatch(step.task.queue, 0, options, [step])).settled[0];
+  }
+
+  private async setConfig(queue: QueueName, field: string, value: string): Promise<void> {
+    const k = this.keys(queue);
+    await this.connection.run(QUEUE_SCRIPTS.config, [k.config, k.wake], [field, value]);
+  }
+
   private keys(queue: unknown): QueueRedisKeys {
-    return queueRedisKeys(this.connection.options.keyPrefix, checkQueueName(queue));
+    const name = checkQueueName(
+      typeof queue === 'object' && queue !== null ? (queue as TypedQueue<unknown>).name : queue,
+    );
+    let keys = this.keyCache.get(name);
+    if (!keys) {
+      if (this.keyCache.size >= KEY_CACHE_SIZE) this.keyCache.clear();
+      keys = queueRedisKeys(this.connection.options.keyPrefix, name);
+      this.keyCache.set(name, keys);
+    }
+    return keys;
   }
 
   // Schedules: implemented in ./schedule (QueueScheduler); these methods only delegate.
@@ -419,16 +641,81 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
   }
 }
 
-function toTasks<P>(queue: string, reply: (string | null)[]): Task<P>[] {
-  const tasks: Task<P>[] = [];
-  for (let i = 0; i < reply.length; i += 3) {
-    const payload = parsePayload(reply[i + 2]);
-    tasks.push({
-      queue,
-      id: String(reply[i]),
-      score: Number(reply[i + 1]),
-      ...(payload === undefined ? {} : { payload: payload as P }),
-    });
+/** KEYS arrays of the hot scripts, built once per queue. */
+const CLAIM_KEYS = new WeakMap<QueueRedisKeys, string[]>();
+const ENQUEUE_KEYS = new WeakMap<QueueRedisKeys, string[]>();
+
+function cached(
+  cache: WeakMap<QueueRedisKeys, string[]>,
+  k: QueueRedisKeys,
+  build: () => string[],
+): string[] {
+  let keys = cache.get(k);
+  if (!keys) {
+    keys = build();
+    cache.set(k, keys);
   }
-  return tasks;
+  return keys;
+}
+
+/** The KEYS of enqueue.lua, in its order. */
+function enqueueKeys(k: QueueRedisKeys): string[] {
+  return cached(ENQUEUE_KEYS, k, () => [
+    k.due,
+    k.leased,
+    k.payload,
+    k.attempts,
+    k.dead,
+    k.wake,
+    k.info,
+    k.errors,
+    k.pending,
+    k.prio,
+    k.gtasks,
+    k.ring,
+    k.gpark,
+    k.done,
+    k.seq,
+  ]);
+}
+
+/** The KEYS of claim.lua, in its order. */
+function claimKeys(k: QueueRedisKeys): string[] {
+  return cached(CLAIM_KEYS, k, () => [
+    k.due,
+    k.leased,
+    k.payload,
+    k.attempts,
+    k.tokens,
+    k.dead,
+    k.wake,
+    k.info,
+    k.errors,
+    k.pending,
+    k.prio,
+    k.gtasks,
+    k.ring,
+    k.gactive,
+    k.gpark,
+    k.glimit,
+    k.limiter,
+    k.config,
+    k.done,
+  ]);
+}
+
+/** The KEYS of inspect.lua and remove.lua: every key that holds a task or its data. */
+function taskKeys(k: QueueRedisKeys): string[] {
+  return [
+    k.due,
+    k.leased,
+    k.payload,
+    k.attempts,
+    k.dead,
+    k.info,
+    k.errors,
+    k.pending,
+    k.prio,
+    k.gtasks,
+  ];
 }

@@ -3,7 +3,13 @@ import type { INestApplicationContext } from '@nestjs/common';
 import type { Redis } from 'ioredis';
 import { QueueService } from '../../lib';
 import { exited, lineFrom } from '../support/child';
-import { createLockApp, redisClient, testRedisUrl, uniquePrefix } from '../support/helpers';
+import {
+  createLockApp,
+  redisClient,
+  testRedisUrl,
+  uniquePrefix,
+  queueStats,
+} from '../support/helpers';
 import {
   expectAckedOnce,
   killOneWorkerPerWave,
@@ -24,7 +30,9 @@ describe('QueueService crash safety (worker processes killed with SIGKILL mid-ta
       REDIS_URL: testRedisUrl(),
       PREFIX: prefix,
       QUEUE: queue,
-      LEASE_MS: '800',
+      // Long enough that a worker stalled by a loaded machine keeps its leases (a stall past the
+      // lease would make a live worker's tasks run twice, which this test counts as a defect).
+      LEASE_MS: '1500',
       CONCURRENCY: '8',
     });
   const counts = async (name: string) => {
@@ -69,7 +77,7 @@ describe('QueueService crash safety (worker processes killed with SIGKILL mid-ta
       workers.map(() => 'SIGTERM'),
     );
 
-    expect(await queues.stats(queue)).toEqual({ ready: 0, delayed: 0, leased: 0, dead: 0 });
+    expect(await queues.stats(queue)).toEqual(queueStats());
     for (const part of ['payload', 'attempts', 'tokens']) {
       expect(await redis.exists(`${prefix}queue:{${queue}}:${part}`)).toBe(0);
     }

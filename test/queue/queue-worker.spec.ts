@@ -21,6 +21,7 @@ import {
   testRedisUrl,
   uniquePrefix,
   waitFor,
+  queueStats,
 } from '../support/helpers';
 import { startRedisServer, type RedisServer } from '../support/redis-server';
 
@@ -54,7 +55,7 @@ describe('QueueService workers', () => {
       expect(seen.map((t) => t.id).sort()).toEqual(['a', 'b', 'c']);
       expect(seen[0]).toMatchObject({ queue: q, attempt: 1, payload: { n: 1 } });
       await waitFor('acks', async () => (await queues.stats(q)).leased === 0);
-      expect(await queues.stats(q)).toEqual({ ready: 0, delayed: 0, leased: 0, dead: 0 });
+      expect(await queues.stats(q)).toEqual(queueStats());
       await worker.close();
     });
 
@@ -331,7 +332,7 @@ describe('QueueService workers', () => {
         expect(reasons).toHaveLength(1);
         expect(reasons[0]).toBeInstanceOf(QueueError);
         // quick was acked; stuck was given back (attempt not counted); late was never claimed.
-        expect(await queues.stats(q)).toEqual({ ready: 2, delayed: 0, leased: 0, dead: 0 });
+        expect(await queues.stats(q)).toEqual(queueStats({ ready: 2 }));
         expect(await redis.hgetall(`${prefix}queue:{${q}}:attempts`)).toEqual({});
         expect(started.has('late')).toBe(false);
         const [first] = await queues.claim(q, 2);
@@ -359,7 +360,7 @@ describe('QueueService workers', () => {
         release.resolve();
         await closed;
         expect(done).toBe(true);
-        expect(await queues.stats(q)).toEqual({ ready: 0, delayed: 0, leased: 0, dead: 0 });
+        expect(await queues.stats(q)).toEqual(queueStats());
       } finally {
         await (closed ?? closing.close());
       }

@@ -25,6 +25,7 @@ import {
   testRedisUrl,
   uniquePrefix,
   waitFor,
+  queueStats,
 } from '../support/helpers';
 import {
   expectAckedOnce,
@@ -263,12 +264,7 @@ describe('Redis Cluster: 3 masters + 3 replicas, real redis-server processes', (
         for (const w of alive) w.child.kill('SIGTERM');
         await Promise.all([...alive].map((w) => exited(w.child)));
 
-        expect(await crashQueues.stats(queue)).toEqual({
-          ready: 0,
-          delayed: 0,
-          leased: 0,
-          dead: 0,
-        });
+        expect(await crashQueues.stats(queue)).toEqual(queueStats());
         await expectAckedOnce(obs, obsPrefix, ids, inFlightAtKill);
       } finally {
         await crashApp.close();

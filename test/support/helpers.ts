@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Test } from '@nestjs/testing';
 import type { INestApplicationContext, Provider } from '@nestjs/common';
 import { Redis } from 'ioredis';
-import { RedisLockModule, type RedisLockModuleOptions } from '../../lib';
+import { RedisLockModule, type QueueStats, type RedisLockModuleOptions } from '../../lib';
 import { lockRedisKeys } from '../../lib/lock/lock-keys';
 
 /** URL of the redis-server started by the global setup. */
@@ -130,4 +130,9 @@ export function waitForLine(
     async () => (await client.zcard(line)) === n,
     timeoutMs,
   );
+}
+
+/** What `QueueService.stats` returns for a queue with only the given counts (the rest 0, not paused). */
+export function queueStats(counts: Partial<QueueStats> = {}): QueueStats {
+  return { ready: 0, delayed: 0, leased: 0, dead: 0, paused: false, ...counts };
 }

@@ -1,5 +1,21 @@
 import type { LeasedTask } from './task.interface';
 
+/** A rate limit: at most `max` tasks started in any `durationMs` window. */
+export interface RateLimit {
+  /** Tasks started per window at most: an integer from 1 to 1,000,000. */
+  max: number;
+  /** Length of the window in ms: an integer from 1 to 86,400,000 (a day). */
+  durationMs: number;
+}
+
+/** How long finished (or dead) task ids are kept: both bounds apply. */
+export interface KeepBounds {
+  /** Kept this long after they finished, in ms. */
+  ageMs: number;
+  /** At most this many are kept (the oldest go first). */
+  count: number;
+}
+
 /** Options of `QueueService.enqueue`. */
 export interface EnqueueOptions {
   /**
@@ -20,6 +36,27 @@ export interface EnqueueOptions {
    * @default false
    */
   replace?: boolean;
+  /**
+   * Priority of the task: an integer from -1000 to 1000, **lower runs sooner** (like BullMQ and
+   * Unix `nice`); tasks of one priority run in enqueue order. 0 (the default) is "no priority":
+   * negative priorities run before ungrouped tasks without one, positive ones after. A delayed
+   * task keeps its priority when it becomes due. Not with `group`.
+   * @default 0
+   */
+  priority?: number;
+  /**
+   * Group of the task (a non-empty string without NUL, up to 512 bytes). Tasks of one group run
+   * in enqueue order, at most `groupConcurrency` at a time across every worker; groups are
+   * served round-robin. Not with `priority`.
+   */
+  group?: string;
+  /**
+   * Debounce window in ms: the task is due `debounceMs` from now, and enqueueing the same id
+   * again before it started replaces its payload and moves its due time again (it runs once,
+   * `debounceMs` after the last call). Same as `{ delayMs: debounceMs, replace: true }`; not
+   * with `delayMs` or `replace`.
+   */
+  debounceMs?: number;
 }
 
 /** Options of `QueueService.claim`. */
@@ -35,6 +72,12 @@ export interface ClaimOptions {
    * @default the module's `queue.maxAttempts` (5)
    */
   maxAttempts?: number;
+  /** @see QueueWorkerOptions.groupConcurrency */
+  groupConcurrency?: number;
+  /** @see QueueWorkerOptions.limiter */
+  limiter?: RateLimit;
+  /** @see QueueWorkerOptions.groupLimiter */
+  groupLimiter?: RateLimit;
 }
 
 /** Options of `QueueService.nack`. */
@@ -81,6 +124,39 @@ export interface QueueWorkerOptions {
    * @default 10000
    */
   drainTimeoutMs?: number;
+  /**
+   * Tasks of one group leased at the same time at most, across every worker and instance (give
+   * every worker of a queue the same value). 1: a group's tasks run strictly one after another.
+   * @default 1
+   */
+  groupConcurrency?: number;
+  /**
+   * Rate limit of the queue, shared by every worker on every instance: at most `max` tasks start
+   * in any sliding `durationMs` window (a log of the last `max` starts kept in Redis). A limited
+   * worker sleeps until the window opens (the claim tells it when). Give every worker of a queue
+   * the same limit.
+   * @default undefined (no limit)
+   */
+  limiter?: RateLimit;
+  /**
+   * Rate limit of each group: at most `max` tasks of one group start per `durationMs` window
+   * (fixed windows, beginning at the group's first start); a group over its limit waits for its
+   * next window while other groups run.
+   * @default undefined (no limit)
+   */
+  groupLimiter?: RateLimit;
+  /**
+   * Keep the ids of acked tasks for `ageMs`, at most `count` of them: meanwhile `enqueue` of
+   * such an id is refused (an idempotency window). `{ ageMs: 0, count: 0 }`: not kept.
+   * @default the module's `queue.keepCompleted` ({ ageMs: 0, count: 0 })
+   */
+  keepCompleted?: KeepBounds;
+  /**
+   * Bounds of the dead-letter set: dead tasks older than `ageMs`, and the oldest beyond `count`,
+   * are deleted with their payload.
+   * @default the module's `queue.keepDead` ({ ageMs: 604800000 (7 days), count: 10000 })
+   */
+  keepDead?: KeepBounds;
 }
 
 /**

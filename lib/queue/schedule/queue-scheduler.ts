@@ -222,7 +222,18 @@ export class QueueScheduler {
     try {
       [result, now] = (await this.connection.run(
         QUEUE_SCHEDULE_SCRIPTS.fire,
-        [k.definitions, k.state, q.due, q.leased, q.payload, q.attempts, q.dead, q.wake],
+        [
+          k.definitions,
+          k.state,
+          q.due,
+          q.leased,
+          q.payload,
+          q.attempts,
+          q.dead,
+          q.wake,
+          q.info,
+          q.errors,
+        ],
         [
           s.id,
           s.rev,

@@ -1,68 +1,398 @@
--- Leases up to `count` ready tasks, lowest due time first. Expired leases are returned first
--- (to ready, or to the dead-letter set once they used up `maxAttempts`), so a crashed worker's
--- tasks come back without any janitor.
+-- One step of a consumer: settles one leased task (ack, nack or release; optional), returns
+-- expired leases (to the queue, or to the dead-letter set once they used up `maxAttempts`), then
+-- leases up to `count` ready tasks. Workers call it once per finished task (ack-and-claim: one
+-- round trip per task); `claim`, `ack`, `nack` and `release` are its special cases.
 --
--- KEYS[1] due       zset: id -> due time (ms)
--- KEYS[2] leased    zset: id -> lease expiry (ms)
--- KEYS[3] payload   hash: id -> JSON payload
--- KEYS[4] attempts  hash: id -> claims so far
--- KEYS[5] tokens    hash: id -> lease token of the current lease
--- KEYS[6] dead      zset: id -> time of death (ms)
--- KEYS[7] wake      list: wake-up marker for idle workers (at most one element)
--- ARGV[1] count        tasks to lease at most (0: only return expired leases and report)
--- ARGV[2] leaseMs      lease length
--- ARGV[3] maxAttempts  an expired lease whose attempt count reached this goes to dead letter
--- ARGV[4] tokenBase    fresh random value; the lease token of the i-th task is tokenBase:i
--- ARGV[5] reclaimMax   expired leases returned per call at most
+-- Where ready tasks are, and the order they are leased in:
+--   prio    ready tasks with a priority (lower number sooner; FIFO by enqueue sequence within one)
+--   due     tasks without priority or group, ready (due <= now) and delayed, by due time
+--   gtasks  grouped tasks, one lexical range per group, in group sequence order
+-- Negative priorities go first, then ungrouped and grouped tasks take turns (groups round-robin
+-- through `ring`), then positive priorities.
 --
--- Returns {nowMs, nextMs, id_1, score_1, attempt_1, token_1, payload_1, ...}: nextMs is the
--- earliest due time or lease expiry still ahead (nowMs when ready tasks remain, -1 when the queue
--- is empty); a payload is false when the task has none.
+-- KEYS[1]  due       zset: id -> due time (ms)
+-- KEYS[2]  leased    zset: id -> lease expiry (ms)
+-- KEYS[3]  payload   hash: id -> JSON payload
+-- KEYS[4]  attempts  hash: id -> claims so far
+-- KEYS[5]  tokens    hash: id -> lease token of the current lease
+-- KEYS[6]  dead      zset: id -> time of death (ms)
+-- KEYS[7]  wake      list: wake-up marker for idle workers (at most one element)
+-- KEYS[8]  info      hash: id -> 'enqueuedAt' or 'enqueuedAt|dueAt|priority|seq|group'
+-- KEYS[9]  errors    hash: id -> last error message
+-- KEYS[10] pending   zset: id -> due time of delayed tasks with a priority or a group
+-- KEYS[11] prio      zset: id -> (priority + 1000) * 2^41 + seq
+-- KEYS[12] gtasks    zset (all scores 0): group \0 seq(15 digits) \0 id
+-- KEYS[13] ring      zset: group -> turn (groups with ready tasks, served lowest turn first)
+-- KEYS[14] gactive   hash: group -> tasks leased
+-- KEYS[15] gpark     zset: group -> time its next task may start (retry backoff, group limiter)
+-- KEYS[16] glimit    hash: group -> 'windowEnd|count' of the group limiter's current window
+-- KEYS[17] limiter   zset: lease -> time it was granted (the queue limiter's sliding log)
+-- KEYS[18] config    hash: 'paused' -> '1', 'concurrency' -> global limit of leased tasks
+-- KEYS[19] done      zset: id -> end of its keepCompleted window (ms)
+-- ARGV[1]  count            tasks to lease at most (0: settle and report only)
+-- ARGV[2]  leaseMs
+-- ARGV[3]  maxAttempts      a task whose attempt count reached this dies instead of retrying
+-- ARGV[4]  tokenBase        fresh unique value; the lease token of the i-th task is tokenBase:i
+-- ARGV[5]  reclaimMax       expired leases returned per call at most
+-- ARGV[6]  groupConcurrency tasks of one group leased at once at most
+-- ARGV[7]  limiterMax       leases per limiterMs window (0: no queue limiter)
+-- ARGV[8]  limiterMs
+-- ARGV[9]  groupLimiterMax  leases per group per groupLimiterMs window (0: none)
+-- ARGV[10] groupLimiterMs
+-- ARGV[11] keepDeadMs       dead tasks older than this are deleted
+-- ARGV[12] keepDeadCount    at most this many dead tasks are kept (oldest deleted first)
+-- ARGV[13] keepCompletedMs  an acked id is refused by enqueue this long (0: not kept)
+-- ARGV[14] keepCompletedCount  at most this many acked ids are kept
+-- ARGV[15..] settles, 6 values each: kind ('ack' | 'nack' | 'release'), id, lease token, the
+--            attempt it was leased as, nack delay (ms; due again that much later), nack error
+--
+-- Returns {nowMs, nextMs, settles, settled_1..settled_settles, id_1, score_1, attempt_1, token_1,
+-- payload_1, enqueuedAt_1, ...}. nextMs (only when fewer than `count` were leased; else nowMs):
+-- when to look again: nowMs when ready tasks remain, the time the limiter opens when it is what
+-- stops the caller, the earliest due time, group unpark or lease expiry, or -1 when nothing is
+-- pending or the queue is paused. settled_i: 1 acked / retried / released, 2 dead, 0 stale token.
+-- A payload is false when the task has none; enqueuedAt is false when unknown.
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local count = tonumber(ARGV[1])
 local leaseMs = tonumber(ARGV[2])
 local maxAttempts = tonumber(ARGV[3])
+local groupConcurrency = tonumber(ARGV[6])
+local limiterMax = tonumber(ARGV[7])
+local limiterMs = tonumber(ARGV[8])
+local groupLimiterMax = tonumber(ARGV[9])
+local groupLimiterMs = tonumber(ARGV[10])
+local PRIO_BASE = 2199023255552 -- 2^41: sequence numbers below it
 
+-- 'enqueuedAt|dueAt|priority|seq|group' -> its parts; a plain 'enqueuedAt' -> nil
+local function meta(id)
+  local v = redis.call('HGET', KEYS[8], id)
+  if not v then return nil end
+  local e, d, p, s, g = string.match(v, '^(%d+)|(%d+)|(-?%d+)|(%d+)|(.*)$')
+  if not e then return nil end
+  return {enq = e, due = tonumber(d), prio = tonumber(p), seq = tonumber(s), group = g}
+end
+
+local function groupMember(m, id)
+  return m.group .. '\0' .. string.format('%015.0f', m.seq) .. '\0' .. id
+end
+
+local function groupHasTasks(g)
+  return #redis.call('ZRANGEBYLEX', KEYS[12], '[' .. g .. '\0', '(' .. g .. '\1', 'LIMIT', 0, 1) > 0
+end
+
+local function toRing(g)
+  if redis.call('ZSCORE', KEYS[15], g) or not groupHasTasks(g) then return end
+  local last = redis.call('ZRANGE', KEYS[13], -1, -1, 'WITHSCORES')[2]
+  redis.call('ZADD', KEYS[13], 'NX', (tonumber(last) or 0) + 1, g)
+end
+
+-- A leased task of group g ended or was given back: the group may run its next one. Groups freed
+-- by this call's settles rejoin the ring only after its claim, so that their next task goes to
+-- another worker when one waits: a slow worker does not keep the same groups.
+local freedGroups = nil
+local function groupSlotFreed(g)
+  if redis.call('HINCRBY', KEYS[14], g, -1) <= 0 then redis.call('HDEL', KEYS[14], g) end
+  if freedGroups then freedGroups[#freedGroups + 1] = g else toRing(g) end
+end
+
+-- Deletes the group limiter's window of group g once it ended (bounds the hash).
+local function dropEndedWindow(g)
+  local w = redis.call('HGET', KEYS[16], g)
+  if w and tonumber(string.match(w, '^(%d+)')) <= now then redis.call('HDEL', KEYS[16], g) end
+end
+
+local function forget(id)
+  for _, k in ipairs({KEYS[3], KEYS[4], KEYS[8], KEYS[9]}) do redis.call('HDEL', k, id) end
+end
+
+-- A leased task goes back to the queue, due at `at`. A grouped task takes its old place at the
+-- head of its group, and the group waits until `at` (retries keep the group's order).
+local function requeue(id, at)
+  local m = meta(id)
+  if not m then
+    redis.call('ZADD', KEYS[1], at, id)
+  elseif m.group ~= '' then
+    redis.call('ZADD', KEYS[12], 0, groupMember(m, id))
+    if at > now then
+      redis.call('ZREM', KEYS[13], m.group)
+      redis.call('ZADD', KEYS[15], 'GT', at, m.group)
+    end
+    groupSlotFreed(m.group)
+  elseif at > now then
+    redis.call('ZADD', KEYS[10], at, id)
+  else
+    redis.call('ZADD', KEYS[11], string.format('%.0f', (m.prio + 1000) * PRIO_BASE + m.seq), id)
+  end
+end
+
+local function bury(id)
+  redis.call('ZADD', KEYS[6], now, id)
+  local m = meta(id)
+  if m and m.group ~= '' then groupSlotFreed(m.group) end
+  local old = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', now - tonumber(ARGV[11]), 'LIMIT', 0, 100)
+  local over = redis.call('ZCARD', KEYS[6]) - #old - tonumber(ARGV[12])
+  if over > 0 then
+    for _, d in ipairs(redis.call('ZRANGE', KEYS[6], #old, #old + over - 1)) do old[#old + 1] = d end
+  end
+  for _, d in ipairs(old) do
+    redis.call('ZREM', KEYS[6], d)
+    forget(d)
+  end
+end
+
+-- 1. Settle the caller's finished tasks.
+local settles = (#ARGV - 14) / 6
+if count > 0 then freedGroups = {} end
+local result = {now, now, settles}
+local freedSlot = false
+for i = 0, settles - 1 do
+  local at = 15 + i * 6
+  local kind, id = ARGV[at], ARGV[at + 1]
+  local settled = 0
+  if redis.call('HGET', KEYS[5], id) == ARGV[at + 2] then
+    redis.call('ZREM', KEYS[2], id)
+    redis.call('HDEL', KEYS[5], id)
+    settled = 1
+    freedSlot = true
+    if kind == 'ack' then
+      local m = meta(id)
+      if m and m.group ~= '' then groupSlotFreed(m.group) end
+      redis.call('HDEL', KEYS[3], id)
+      redis.call('HDEL', KEYS[4], id)
+      redis.call('HDEL', KEYS[8], id)
+      -- Only a failed attempt leaves an error: a first attempt has none.
+      if ARGV[at + 3] ~= '1' then redis.call('HDEL', KEYS[9], id) end
+      local keepMs = tonumber(ARGV[13])
+      if keepMs > 0 then
+        redis.call('ZADD', KEYS[19], now + keepMs, id)
+        redis.call('ZREMRANGEBYSCORE', KEYS[19], '-inf', now)
+        redis.call('ZREMRANGEBYRANK', KEYS[19], 0, -tonumber(ARGV[14]) - 1)
+      end
+    elseif kind == 'nack' then
+      if ARGV[at + 5] ~= '' then redis.call('HSET', KEYS[9], id, ARGV[at + 5]) end
+      if tonumber(redis.call('HGET', KEYS[4], id) or '0') >= maxAttempts then
+        bury(id)
+        settled = 2
+      else
+        requeue(id, now + tonumber(ARGV[at + 4]))
+      end
+    else
+      if redis.call('HINCRBY', KEYS[4], id, -1) <= 0 then redis.call('HDEL', KEYS[4], id) end
+      requeue(id, now)
+    end
+  end
+  result[#result + 1] = settled
+end
+
+local settleFreed = freedGroups
+freedGroups = nil
+
+-- 2. Return expired leases: a crashed worker's tasks come back without any janitor.
 local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, tonumber(ARGV[5]))
 for _, id in ipairs(expired) do
   redis.call('ZREM', KEYS[2], id)
   redis.call('HDEL', KEYS[5], id)
+  redis.call('HSET', KEYS[9], id, 'lease expired')
   if tonumber(redis.call('HGET', KEYS[4], id) or '0') >= maxAttempts then
-    redis.call('ZADD', KEYS[6], now, id)
+    bury(id)
   else
-    redis.call('ZADD', KEYS[1], now, id)
+    requeue(id, now)
   end
 end
 
-local result = {now, -1}
-if count > 0 then
-  local ready = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, count)
-  for i = 1, #ready, 2 do
-    local id = ready[i]
-    local token = ARGV[4] .. ':' .. ((i + 1) / 2)
-    redis.call('ZREM', KEYS[1], id)
-    redis.call('ZADD', KEYS[2], now + leaseMs, id)
-    redis.call('HSET', KEYS[5], id, token)
-    result[#result + 1] = id
-    result[#result + 1] = ready[i + 1]
-    result[#result + 1] = redis.call('HINCRBY', KEYS[4], id, 1)
-    result[#result + 1] = token
-    result[#result + 1] = redis.call('HGET', KEYS[3], id)
+-- 3. Delayed tasks with a priority or a group, and parked groups, whose time has come.
+if redis.call('EXISTS', KEYS[10]) == 1 then
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[10], '-inf', now, 'LIMIT', 0, 1000)) do
+    redis.call('ZREM', KEYS[10], id)
+    local m = meta(id)
+    if m and m.group ~= '' then
+      redis.call('ZADD', KEYS[12], 0, groupMember(m, id))
+      toRing(m.group)
+    elseif m then
+      redis.call('ZADD', KEYS[11], string.format('%.0f', (m.prio + 1000) * PRIO_BASE + m.seq), id)
+    end
+  end
+end
+if redis.call('EXISTS', KEYS[15]) == 1 then
+  for _, g in ipairs(redis.call('ZRANGEBYSCORE', KEYS[15], '-inf', now, 'LIMIT', 0, 1000)) do
+    redis.call('ZREM', KEYS[15], g)
+    dropEndedWindow(g)
+    toRing(g)
+  end
+end
+if groupLimiterMax > 0 then
+  -- Windows of groups that went quiet: one random look per call keeps the hash small.
+  local g = redis.call('HRANDFIELD', KEYS[16])
+  if g then dropEndedWindow(g) end
+end
+
+-- 4. How many this call may lease: paused, global concurrency, queue limiter.
+local n = count
+local blockedUntil = nil -- set when a limit (not a lack of tasks) stops this caller
+local config = redis.call('HMGET', KEYS[18], 'paused', 'concurrency')
+if config[1] == '1' then
+  n = 0
+  blockedUntil = -1
+end
+if n > 0 and config[2] then
+  local room = tonumber(config[2]) - redis.call('ZCARD', KEYS[2])
+  if room < n then n = math.max(room, 0) end
+  if n == 0 then blockedUntil = -1 end
+end
+if n > 0 and limiterMax > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[17], '-inf', now - limiterMs)
+  local room = limiterMax - redis.call('ZCARD', KEYS[17])
+  if room < n then n = math.max(room, 0) end
+  if n == 0 then
+    blockedUntil = tonumber(redis.call('ZRANGE', KEYS[17], 0, 0, 'WITHSCORES')[2]) + limiterMs
   end
 end
 
-local nextDue = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2]
-local nextLease = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')[2]
+-- 5. Lease.
+local taken = 0
+local function lease(id, score)
+  taken = taken + 1
+  local token = ARGV[4] .. ':' .. taken
+  redis.call('ZADD', KEYS[2], now + leaseMs, id)
+  redis.call('HSET', KEYS[5], id, token)
+  local info = redis.call('HGET', KEYS[8], id)
+  result[#result + 1] = id
+  result[#result + 1] = score
+  result[#result + 1] = redis.call('HINCRBY', KEYS[4], id, 1)
+  result[#result + 1] = token
+  result[#result + 1] = redis.call('HGET', KEYS[3], id)
+  result[#result + 1] = info and string.match(info, '^%d+') or false
+  if limiterMax > 0 then redis.call('ZADD', KEYS[17], now, token) end
+end
+
+-- Takes the next task of the group at the head of the ring; false when the ring is empty.
+local function leaseFromGroup()
+  local g = redis.call('ZRANGE', KEYS[13], 0, 0)[1]
+  if not g then return false end
+  local active = tonumber(redis.call('HGET', KEYS[14], g) or '0')
+  local head = redis.call('ZRANGEBYLEX', KEYS[12], '[' .. g .. '\0', '(' .. g .. '\1', 'LIMIT', 0, 2)
+  if active >= groupConcurrency or #head == 0 then
+    redis.call('ZREM', KEYS[13], g)
+    return true
+  end
+  local full = active + 1 >= groupConcurrency or #head < 2
+  if groupLimiterMax > 0 then
+    local w = redis.call('HGET', KEYS[16], g)
+    local wEnd, used = now + groupLimiterMs, 0
+    if w then
+      local e, c = string.match(w, '^(%d+)|(%d+)$')
+      if tonumber(e) > now then wEnd, used = tonumber(e), tonumber(c) end
+    end
+    if used >= groupLimiterMax then
+      redis.call('ZREM', KEYS[13], g)
+      redis.call('ZADD', KEYS[15], wEnd, g)
+      return true
+    end
+    redis.call('HSET', KEYS[16], g, wEnd .. '|' .. (used + 1))
+    if used + 1 >= groupLimiterMax then
+      redis.call('ZADD', KEYS[15], wEnd, g)
+      full = true
+    end
+  end
+  redis.call('ZREM', KEYS[12], head[1])
+  redis.call('HINCRBY', KEYS[14], g, 1)
+  local id = string.match(head[1], '^.-%z%d+%z(.*)$')
+  local m = meta(id)
+  lease(id, m and m.due or now)
+  if full then
+    redis.call('ZREM', KEYS[13], g)
+  else
+    local last = redis.call('ZRANGE', KEYS[13], -1, -1, 'WITHSCORES')[2]
+    redis.call('ZADD', KEYS[13], 'XX', tonumber(last) + 1, g)
+  end
+  return true
+end
+
+local special = redis.call('EXISTS', KEYS[11]) == 1 or redis.call('EXISTS', KEYS[13]) == 1
+if n > 0 then
+  if not special then
+    -- Only ungrouped tasks without priority: one range read.
+    local ready = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, n)
+    for i = 1, #ready, 2 do
+      redis.call('ZREM', KEYS[1], ready[i])
+      lease(ready[i], ready[i + 1])
+    end
+  else
+    local groupTurn = true
+    local ringEmpty = false
+    local steps = 0
+    while taken < n and steps < n * 4 + 1000 do
+      steps = steps + 1
+      local p = redis.call('ZRANGE', KEYS[11], 0, 0, 'WITHSCORES')
+      local d = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, 1)
+      local pFirst = p[1] and tonumber(p[2]) < 1000 * PRIO_BASE
+      if p[1] and (pFirst or (not d[1] and ringEmpty)) then
+        redis.call('ZREM', KEYS[11], p[1])
+        local m = meta(p[1])
+        lease(p[1], m and m.due or now)
+      elseif not ringEmpty and (groupTurn or not d[1]) then
+        ringEmpty = not leaseFromGroup()
+        groupTurn = false
+      elseif d[1] then
+        redis.call('ZREM', KEYS[1], d[1])
+        lease(d[1], d[2])
+        groupTurn = true
+      else
+        break
+      end
+    end
+  end
+  if limiterMax > 0 then redis.call('PEXPIRE', KEYS[17], limiterMs) end
+end
+
+local rejoined = false
+for _, g in ipairs(settleFreed or {}) do
+  if redis.call('ZSCORE', KEYS[13], g) == false then
+    toRing(g)
+    rejoined = rejoined or redis.call('ZSCORE', KEYS[13], g) ~= false
+  end
+end
+
+-- 6. When to look again, and whether to wake another idle worker.
+if n > 0 and taken == n and count == n then
+  -- The caller is full: it will not wait, so only pass the wake-up on if ready tasks remain
+  -- (a burst is spread over every idle worker one round trip at a time).
+  local more = redis.call('EXISTS', KEYS[11]) == 1 or redis.call('EXISTS', KEYS[13]) == 1
+    or #redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 1) > 0
+  if more and redis.call('LLEN', KEYS[7]) == 0 then redis.call('RPUSH', KEYS[7], '1') end
+  return result
+end
 local nextAt = -1
-if nextDue then nextAt = math.max(tonumber(nextDue), now) end
-if nextLease and (nextAt == -1 or tonumber(nextLease) < nextAt) then nextAt = tonumber(nextLease) end
+local readyLeft = redis.call('EXISTS', KEYS[11]) == 1 or redis.call('EXISTS', KEYS[13]) == 1
+local nextDue = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2]
+if readyLeft or (nextDue and tonumber(nextDue) <= now) then
+  nextAt = now
+elseif nextDue then
+  nextAt = tonumber(nextDue)
+end
+for _, k in ipairs({KEYS[10], KEYS[15]}) do
+  local s = redis.call('ZRANGE', k, 0, 0, 'WITHSCORES')[2]
+  if s and (nextAt == -1 or tonumber(s) < nextAt) then nextAt = math.max(tonumber(s), now) end
+end
+if nextAt == now and not rejoined and (taken < n or blockedUntil) then
+  -- What is left could not be taken (a group or a limit stops it): wait for a settle or a limit.
+  nextAt = blockedUntil or -1
+end
+local nextLease = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')[2]
+if nextLease and nextAt ~= now and (nextAt == -1 or tonumber(nextLease) < nextAt) then
+  nextAt = tonumber(nextLease)
+end
+if blockedUntil and blockedUntil > 0 and (nextAt == -1 or blockedUntil < nextAt) then
+  nextAt = blockedUntil
+end
 result[2] = nextAt
--- Ready tasks are left (this caller had no room for them): pass the wake-up on to the next idle
--- worker, so a burst of tasks is spread over every idle worker one round trip at a time.
-if nextAt ~= -1 and nextAt <= now then
-  redis.call('LPUSH', KEYS[7], '1')
-  redis.call('LTRIM', KEYS[7], 0, 0)
+-- Ready tasks are left that this caller had no room for, or a settle freed a slot under a global
+-- limit or of a group: wake the next idle worker.
+if ((nextAt ~= -1 and nextAt <= now and not blockedUntil)
+    or (freedSlot and count == 0 and (config[2] or readyLeft)))
+  and redis.call('LLEN', KEYS[7]) == 0 then
+  redis.call('RPUSH', KEYS[7], '1')
 end
 return result

@@ -4,6 +4,8 @@
 -- KEYS[1] due       zset: id -> due time (ms)
 -- KEYS[2] payload   hash: id -> JSON payload
 -- KEYS[3] attempts  hash: id -> claims so far
+-- KEYS[4] info      hash: id -> enqueue time and options
+-- KEYS[5] errors    hash: id -> last error message
 -- ARGV[1] id
 -- ARGV[2] score     the due time the caller saw
 --
@@ -14,4 +16,6 @@ if not score or tonumber(score) ~= tonumber(ARGV[2]) then return 0 end
 redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('HDEL', KEYS[2], ARGV[1])
 redis.call('HDEL', KEYS[3], ARGV[1])
+redis.call('HDEL', KEYS[4], ARGV[1])
+redis.call('HDEL', KEYS[5], ARGV[1])
 return 1

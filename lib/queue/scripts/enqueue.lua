@@ -1,46 +1,110 @@
 -- Adds tasks to a queue, each id at most once.
 --
--- KEYS[1] due       zset: id -> due time (ms); ready when due <= now, delayed otherwise
--- KEYS[2] leased    zset: id -> lease expiry (ms)
--- KEYS[3] payload   hash: id -> JSON payload
--- KEYS[4] attempts  hash: id -> claims so far
--- KEYS[5] dead      zset: id -> time of death (ms)
--- KEYS[6] wake      list: wake-up marker for idle workers (at most one element)
+-- KEYS[1]  due       zset: id -> due time (ms) of tasks without priority or group
+-- KEYS[2]  leased    zset: id -> lease expiry (ms)
+-- KEYS[3]  payload   hash: id -> JSON payload
+-- KEYS[4]  attempts  hash: id -> claims so far
+-- KEYS[5]  dead      zset: id -> time of death (ms)
+-- KEYS[6]  wake      list: wake-up marker for idle workers (at most one element)
+-- KEYS[7]  info      hash: id -> 'enqueuedAt' or 'enqueuedAt|dueAt|priority|seq|group'
+-- KEYS[8]  errors    hash: id -> last error message
+-- KEYS[9]  pending   zset: id -> due time of delayed tasks with a priority or a group
+-- KEYS[10] prio      zset: id -> (priority + 1000) * 2^41 + seq, ready tasks with a priority
+-- KEYS[11] gtasks    zset (all scores 0): group \0 seq(15 digits) \0 id, ready grouped tasks
+-- KEYS[12] ring      zset: group -> turn (groups with ready tasks)
+-- KEYS[13] gpark     zset: group -> time its next task may start
+-- KEYS[14] done      zset: id -> end of its keepCompleted window (ms)
+-- KEYS[15] seq       string: the queue's enqueue sequence (orders tasks with priority or group)
 -- ARGV[1] delayMs     due time = Redis TIME + delayMs
--- ARGV[2] replace     '1': an id already due (not leased) gets the new due time (and payload)
+-- ARGV[2] replace     '1': an id already queued (not leased) is placed again with the new due
+--                     time, priority, group (and payload when given)
 -- ARGV[3] hasPayload  '1': ARGV[4] is the payload of every id
 -- ARGV[4] payload     JSON text ('' when hasPayload is '0')
--- ARGV[5..] ids
+-- ARGV[5] priority    integer from -1000 to 1000; 0: none
+-- ARGV[6] group       '' for none
+-- ARGV[7..] ids
 --
--- Returns the number of ids newly added. A leased id is never touched. A dead id is added again
--- as a new task (out of the dead-letter set, attempts reset).
+-- Returns the number of ids newly added. A leased id is never touched; an id acked within its
+-- keepCompleted window is refused. A dead id is added again as a new task (out of the dead-letter
+-- set, attempts and last error reset).
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local due = now + tonumber(ARGV[1])
 local replace = ARGV[2] == '1'
 local hasPayload = ARGV[3] == '1'
+local priority = tonumber(ARGV[5])
+local group = ARGV[6]
+local PRIO_BASE = 2199023255552 -- 2^41: sequence numbers below it
 local added = 0
 local changed = false
+local keepsDone = redis.call('EXISTS', KEYS[14]) == 1
+if keepsDone then redis.call('ZREMRANGEBYSCORE', KEYS[14], '-inf', now) end
 
-for i = 5, #ARGV do
+local function place(id)
+  if group == '' and priority == 0 then
+    redis.call('HSET', KEYS[7], id, now)
+    redis.call('ZADD', KEYS[1], due, id)
+    return
+  end
+  local seq = redis.call('INCR', KEYS[15])
+  redis.call('HSET', KEYS[7], id, now .. '|' .. due .. '|' .. priority .. '|' .. seq .. '|' .. group)
+  if due > now then
+    redis.call('ZADD', KEYS[9], due, id)
+  elseif group ~= '' then
+    redis.call('ZADD', KEYS[11], 0, group .. '\0' .. string.format('%015.0f', seq) .. '\0' .. id)
+    if not redis.call('ZSCORE', KEYS[13], group) then
+      local last = redis.call('ZRANGE', KEYS[12], -1, -1, 'WITHSCORES')[2]
+      redis.call('ZADD', KEYS[12], 'NX', (tonumber(last) or 0) + 1, group)
+    end
+  else
+    redis.call('ZADD', KEYS[10], string.format('%.0f', (priority + 1000) * PRIO_BASE + seq), id)
+  end
+end
+
+-- Takes a queued task out of wherever it waits (before it is placed again).
+local function unplace(id, info)
+  local _, _, _, s, g = string.match(info or '', '^(%d+)|(%d+)|(-?%d+)|(%d+)|(.*)$')
+  if not s then
+    redis.call('ZREM', KEYS[1], id)
+    return
+  end
+  redis.call('ZREM', KEYS[9], id)
+  redis.call('ZREM', KEYS[10], id)
+  if g ~= '' then
+    redis.call('ZREM', KEYS[11], g .. '\0' .. string.format('%015.0f', tonumber(s)) .. '\0' .. id)
+  end
+end
+
+for i = 7, #ARGV do
   local id = ARGV[i]
-  if not redis.call('ZSCORE', KEYS[2], id) then
-    if redis.call('ZSCORE', KEYS[1], id) then
+  if not redis.call('ZSCORE', KEYS[2], id) and not (keepsDone and redis.call('ZSCORE', KEYS[14], id)) then
+    local queued = redis.call('ZSCORE', KEYS[1], id) ~= false
+    local info = (replace or not queued) and redis.call('HGET', KEYS[7], id)
+    if not queued and info then
+      if redis.call('ZSCORE', KEYS[5], id) then
+        redis.call('ZREM', KEYS[5], id)
+        redis.call('HDEL', KEYS[4], id)
+        redis.call('HDEL', KEYS[8], id)
+        info = false
+      else
+        queued = true
+      end
+    end
+    if queued then
       if replace then
-        redis.call('ZADD', KEYS[1], due, id)
+        unplace(id, info)
         if hasPayload then redis.call('HSET', KEYS[3], id, ARGV[4]) end
+        place(id)
         changed = true
       end
     else
-      redis.call('ZREM', KEYS[5], id)
-      redis.call('HDEL', KEYS[4], id)
       if hasPayload then
         redis.call('HSET', KEYS[3], id, ARGV[4])
       else
         redis.call('HDEL', KEYS[3], id)
       end
-      redis.call('ZADD', KEYS[1], due, id)
+      place(id)
       added = added + 1
       changed = true
     end
@@ -49,8 +113,5 @@ end
 
 -- Idle workers block on this list; one marker wakes one of them, and claim.lua passes it on
 -- while ready tasks remain. Delayed tasks wake them too, so they can shorten their wait.
-if changed then
-  redis.call('LPUSH', KEYS[6], '1')
-  redis.call('LTRIM', KEYS[6], 0, 0)
-end
+if changed and redis.call('LLEN', KEYS[6]) == 0 then redis.call('RPUSH', KEYS[6], '1') end
 return added

@@ -1,9 +1,11 @@
--- Takes up to `count` ready tasks (due <= now), lowest due time first, and removes them with
+-- Takes up to `count` ready tasks without priority or group (due <= now), lowest due time first, and removes them with
 -- their payload: at-most-once delivery.
 --
 -- KEYS[1] due       zset: id -> due time (ms)
 -- KEYS[2] payload   hash: id -> JSON payload
 -- KEYS[3] attempts  hash: id -> claims so far
+-- KEYS[4] info      hash: id -> enqueue time and options
+-- KEYS[5] errors    hash: id -> last error message
 -- ARGV[1] count
 --
 -- Returns {id_1, score_1, payload_1, ..., id_n, score_n, payload_n}; a payload is false when the
@@ -21,5 +23,7 @@ for i = 1, #ready, 2 do
   result[#result + 1] = redis.call('HGET', KEYS[2], id)
   redis.call('HDEL', KEYS[2], id)
   redis.call('HDEL', KEYS[3], id)
+  redis.call('HDEL', KEYS[4], id)
+  redis.call('HDEL', KEYS[5], id)
 end
 return result

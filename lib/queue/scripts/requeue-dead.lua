@@ -1,10 +1,17 @@
--- Moves dead tasks back to the queue, ready at once, with their attempt count reset and their
--- payload kept.
+-- Moves dead tasks back to the queue, ready at once, with their attempt count and last error
+-- reset and their payload kept. A grouped task takes its old place in its group; a task with a
+-- priority keeps it.
 --
--- KEYS[1] dead      zset: id -> time of death (ms)
--- KEYS[2] due       zset: id -> due time (ms)
--- KEYS[3] attempts  hash: id -> claims so far
--- KEYS[4] wake      list: wake-up marker for idle workers (at most one element)
+-- KEYS[1]  dead      zset: id -> time of death (ms)
+-- KEYS[2]  due       zset: id -> due time (ms) of tasks without priority or group
+-- KEYS[3]  attempts  hash: id -> claims so far
+-- KEYS[4]  wake      list: wake-up marker for idle workers (at most one element)
+-- KEYS[5]  info      hash: id -> 'enqueuedAt' or 'enqueuedAt|dueAt|priority|seq|group'
+-- KEYS[6]  errors    hash: id -> last error message
+-- KEYS[7]  prio      zset: id -> (priority + 1000) * 2^41 + seq
+-- KEYS[8]  gtasks    zset (all scores 0): group \0 seq(15 digits) \0 id
+-- KEYS[9]  ring      zset: group -> turn
+-- KEYS[10] gpark     zset: group -> time its next task may start
 -- ARGV[1] max       when no ids follow: move the `max` oldest dead tasks
 -- ARGV[2..] ids     move these (ids that are not dead are skipped)
 --
@@ -12,6 +19,7 @@
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local PRIO_BASE = 2199023255552 -- 2^41
 local ids = {}
 if #ARGV > 1 then
   for i = 2, #ARGV do ids[#ids + 1] = ARGV[i] end
@@ -22,7 +30,19 @@ local moved = 0
 for _, id in ipairs(ids) do
   if redis.call('ZREM', KEYS[1], id) == 1 then
     redis.call('HDEL', KEYS[3], id)
-    redis.call('ZADD', KEYS[2], now, id)
+    redis.call('HDEL', KEYS[6], id)
+    local _, _, p, s, g = string.match(redis.call('HGET', KEYS[5], id) or '', '^(%d+)|(%d+)|(-?%d+)|(%d+)|(.*)$')
+    if not s then
+      redis.call('ZADD', KEYS[2], now, id)
+    elseif g ~= '' then
+      redis.call('ZADD', KEYS[8], 0, g .. '\0' .. string.format('%015.0f', tonumber(s)) .. '\0' .. id)
+      if not redis.call('ZSCORE', KEYS[10], g) then
+        local last = redis.call('ZRANGE', KEYS[9], -1, -1, 'WITHSCORES')[2]
+        redis.call('ZADD', KEYS[9], 'NX', (tonumber(last) or 0) + 1, g)
+      end
+    else
+      redis.call('ZADD', KEYS[7], string.format('%.0f', (tonumber(p) + 1000) * PRIO_BASE + tonumber(s)), id)
+    end
     moved = moved + 1
   end
 end

@@ -2,8 +2,9 @@
 -- only the first call enqueues; a tick at or before the last one enqueued never is (so a late
 -- instance cannot enqueue a tick again after its task was acked).
 --
--- Writes the task exactly like enqueue.lua does (due zset at Redis TIME, payload hash, attempts
--- and dead reset, wake-up marker): keep the two in step when the queue's layout changes.
+-- Writes the task exactly like enqueue.lua does for a task without priority or group (due zset at
+-- Redis TIME, payload hash, enqueue time, attempts, last error and dead reset, wake-up marker):
+-- keep the two in step when the queue's layout changes.
 --
 -- KEYS[1] definitions  hash: schedule id -> JSON { spec, rev, anchor }
 -- KEYS[2] state        hash: schedule id -> '<last tick> <count>'
@@ -13,6 +14,8 @@
 -- KEYS[6] attempts     hash: id -> claims so far
 -- KEYS[7] dead         zset: id -> time of death (ms)
 -- KEYS[8] wake         list: wake-up marker for idle workers (at most one element)
+-- KEYS[9] info         hash: id -> enqueue time (ms) (or options of tasks with priority/group)
+-- KEYS[10] errors      hash: id -> last error message
 -- ARGV[1] schedule id
 -- ARGV[2] rev          the definition's revision the caller computed the tick from
 -- ARGV[3] tick         the tick's time (ms)
@@ -46,14 +49,15 @@ local id = ARGV[4]
 if not redis.call('ZSCORE', KEYS[4], id) and not redis.call('ZSCORE', KEYS[3], id) then
   redis.call('ZREM', KEYS[7], id)
   redis.call('HDEL', KEYS[6], id)
+  redis.call('HDEL', KEYS[10], id)
+  redis.call('HSET', KEYS[9], id, now)
   if ARGV[6] == '1' then
     redis.call('HSET', KEYS[5], id, ARGV[7])
   else
     redis.call('HDEL', KEYS[5], id)
   end
   redis.call('ZADD', KEYS[3], now, id)
-  redis.call('LPUSH', KEYS[8], '1')
-  redis.call('LTRIM', KEYS[8], 0, 0)
+  if redis.call('LLEN', KEYS[8]) == 0 then redis.call('RPUSH', KEYS[8], '1') end
 end
 redis.call('HSET', KEYS[2], ARGV[1], string.format('%d %d', tick, count + 1))
 return { 1, now }

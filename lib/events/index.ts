@@ -1,0 +1,11 @@
+export { RedisLockEvents, type RedisLockListener } from './redis-lock-events';
+export type {
+  RedisLockEventMap,
+  RedisLockEventName,
+  TaskEventBase,
+  TaskFailedEvent,
+  TaskRetriedEvent,
+  WorkerErrorEvent,
+  LockLostEvent,
+  LockTimeoutEvent,
+} from './redis-lock-event-map';

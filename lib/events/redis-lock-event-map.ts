@@ -1,0 +1,67 @@
+/** What every task event carries. */
+export interface TaskEventBase {
+  /** The queue of the task. */
+  readonly queue: string;
+  /** The task id. */
+  readonly id: string;
+  /** Which attempt this was (1 on the first claim). */
+  readonly attempt: number;
+  /** From enqueue to this claim, in ms (Redis clock); absent when the enqueue time is unknown. */
+  readonly waitMs?: number;
+  /** How long the handler ran, in ms. */
+  readonly runMs: number;
+}
+
+/** A handler threw: what it threw, and what happens next. */
+export interface TaskFailedEvent extends TaskEventBase {
+  readonly error: unknown;
+}
+
+/** A failed task was queued again. */
+export interface TaskRetriedEvent extends TaskFailedEvent {
+  /** It is due again this many ms from now. */
+  readonly delayMs: number;
+}
+
+/** A lock of this instance was lost (it expired or was taken over) before it was released. */
+export interface LockLostEvent {
+  readonly keys: readonly string[];
+  /** Why it was lost: the extension found another holder, or Redis could not be reached in time. */
+  readonly reason: 'expired' | 'taken' | 'unreachable';
+}
+
+/** An acquire gave up after waiting. */
+export interface LockTimeoutEvent {
+  readonly keys: readonly string[];
+  /** How long it waited, in ms. */
+  readonly waitedMs: number;
+  readonly reason: 'timeout' | 'aborted';
+}
+
+/** A worker's Redis call failed (it pauses and tries again). */
+export interface WorkerErrorEvent {
+  readonly queue: string;
+  /** The call that failed: 'claim', 'ack', 'nack', 'extendLease', 'release', 'BLPOP'. */
+  readonly operation: string;
+  readonly error: unknown;
+}
+
+/**
+ * Every event of `RedisLockEvents`, by name, with its payload. `lock.lost` and `lock.timeout`
+ * are reserved for the lock service.
+ */
+export interface RedisLockEventMap {
+  /** A worker's handler resolved and its task was acked. */
+  'task.completed': TaskEventBase;
+  /** A worker's handler threw (followed by `task.retried` or `task.dead`). */
+  'task.failed': TaskFailedEvent;
+  'task.retried': TaskRetriedEvent;
+  /** A failed task used its last attempt and moved to the dead-letter set. */
+  'task.dead': TaskFailedEvent;
+  'worker.error': WorkerErrorEvent;
+  'lock.lost': LockLostEvent;
+  'lock.timeout': LockTimeoutEvent;
+}
+
+/** The name of an event of `RedisLockEvents`. */
+export type RedisLockEventName = keyof RedisLockEventMap;

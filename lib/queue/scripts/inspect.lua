@@ -1,0 +1,93 @@
+-- Looks up one task (`get`) or a page of the tasks in one state (`list`), without changing them.
+--
+-- KEYS[1]  due       zset: id -> due time (ms) of tasks without priority or group
+-- KEYS[2]  leased    zset: id -> lease expiry (ms)
+-- KEYS[3]  payload   hash: id -> JSON payload
+-- KEYS[4]  attempts  hash: id -> claims so far
+-- KEYS[5]  dead      zset: id -> time of death (ms)
+-- KEYS[6]  info      hash: id -> 'enqueuedAt' or 'enqueuedAt|dueAt|priority|seq|group'
+-- KEYS[7]  errors    hash: id -> last error message
+-- KEYS[8]  pending   zset: id -> due time of delayed tasks with a priority or a group
+-- KEYS[9]  prio      zset: id -> (priority + 1000) * 2^41 + seq
+-- KEYS[10] gtasks    zset (all scores 0): group \0 seq(15 digits) \0 id
+-- ARGV[1] 'get' or 'list'
+-- get:  ARGV[2] id
+-- list: ARGV[2] state ('ready' | 'delayed' | 'leased' | 'dead'), ARGV[3] offset, ARGV[4] limit
+--
+-- Returns {id, state, time, attempts, payload, lastError, info, ...} per task (get: one task, or
+-- an empty array when the id is unknown). time: due time (ready, delayed), lease expiry (leased)
+-- or time of death (dead). ready lists tasks with a negative priority, then ungrouped ones by
+-- due time, then positive priorities, then due delayed ones not yet moved to ready, then grouped
+-- ones by group; delayed lists ungrouped tasks, then those with a priority or a group.
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local PRIO_ZERO = '(' .. string.format('%.0f', 1000 * 2199023255552)
+local out = {}
+
+local function describe(id, state, time)
+  local info = redis.call('HGET', KEYS[6], id)
+  if not time then time = tonumber(string.match(info or '', '^%d+|(%d+)|')) or now end
+  out[#out + 1] = id
+  out[#out + 1] = state
+  out[#out + 1] = time
+  out[#out + 1] = tonumber(redis.call('HGET', KEYS[4], id) or '0')
+  out[#out + 1] = redis.call('HGET', KEYS[3], id)
+  out[#out + 1] = redis.call('HGET', KEYS[7], id)
+  out[#out + 1] = info
+end
+
+if ARGV[1] == 'get' then
+  local id = ARGV[2]
+  local s = redis.call('ZSCORE', KEYS[2], id)
+  if s then describe(id, 'leased', tonumber(s)) return out end
+  s = redis.call('ZSCORE', KEYS[5], id)
+  if s then describe(id, 'dead', tonumber(s)) return out end
+  s = redis.call('ZSCORE', KEYS[1], id) or redis.call('ZSCORE', KEYS[8], id)
+  if s then describe(id, tonumber(s) > now and 'delayed' or 'ready', tonumber(s)) return out end
+  if redis.call('ZSCORE', KEYS[9], id) then describe(id, 'ready') return out end
+  local _, _, _, seq, g = string.match(redis.call('HGET', KEYS[6], id) or '', '^(%d+)|(%d+)|(-?%d+)|(%d+)|(.*)$')
+  if g and g ~= '' and redis.call('ZSCORE', KEYS[10], g .. '\0' .. string.format('%015.0f', tonumber(seq)) .. '\0' .. id) then
+    describe(id, 'ready')
+  end
+  return out
+end
+
+-- A state's tasks are the concatenation of segments: {key, min, max, usesScore}; gtasks is read
+-- by rank (its members carry the id after the group and sequence).
+local state = ARGV[2]
+local segments
+if state == 'ready' then
+  segments = {
+    {KEYS[9], '-inf', PRIO_ZERO, false}, {KEYS[1], '-inf', now, true},
+    {KEYS[9], PRIO_ZERO, '+inf', false}, {KEYS[8], '-inf', now, true}, {KEYS[10]},
+  }
+elseif state == 'delayed' then
+  segments = {{KEYS[1], '(' .. now, '+inf', true}, {KEYS[8], '(' .. now, '+inf', true}}
+elseif state == 'leased' then
+  segments = {{KEYS[2], '-inf', '+inf', true}}
+else
+  segments = {{KEYS[5], '-inf', '+inf', true}}
+end
+local offset = tonumber(ARGV[3])
+local left = tonumber(ARGV[4])
+for _, seg in ipairs(segments) do
+  if left <= 0 then break end
+  local size = seg[2] and redis.call('ZCOUNT', seg[1], seg[2], seg[3]) or redis.call('ZCARD', seg[1])
+  if offset >= size then
+    offset = offset - size
+  else
+    local take = math.min(left, size - offset)
+    if seg[2] then
+      local r = redis.call('ZRANGEBYSCORE', seg[1], seg[2], seg[3], 'WITHSCORES', 'LIMIT', offset, take)
+      for i = 1, #r, 2 do describe(r[i], state, seg[4] and tonumber(r[i + 1]) or nil) end
+    else
+      for _, m in ipairs(redis.call('ZRANGE', seg[1], offset, offset + take - 1)) do
+        describe(string.match(m, '^.-%z%d+%z(.*)$'), state)
+      end
+    end
+    left = left - take
+    offset = 0
+  end
+end
+return out

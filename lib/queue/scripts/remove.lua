@@ -1,0 +1,30 @@
+-- Deletes a task that is not leased: queued (ready or delayed) or dead, with its payload and
+-- everything stored about it.
+--
+-- KEYS[1]  due       zset: id -> due time (ms) of tasks without priority or group
+-- KEYS[2]  leased    zset: id -> lease expiry (ms)
+-- KEYS[3]  payload   hash: id -> JSON payload
+-- KEYS[4]  attempts  hash: id -> claims so far
+-- KEYS[5]  dead      zset: id -> time of death (ms)
+-- KEYS[6]  info      hash: id -> 'enqueuedAt' or 'enqueuedAt|dueAt|priority|seq|group'
+-- KEYS[7]  errors    hash: id -> last error message
+-- KEYS[8]  pending   zset: id -> due time of delayed tasks with a priority or a group
+-- KEYS[9]  prio      zset: ready tasks with a priority
+-- KEYS[10] gtasks    zset (all scores 0): group \0 seq(15 digits) \0 id
+-- ARGV[1] id
+--
+-- Returns 1 when removed, 0 when the task is leased (a worker runs it) or unknown.
+
+local id = ARGV[1]
+if redis.call('ZSCORE', KEYS[2], id) then return 0 end
+local found = redis.call('ZREM', KEYS[1], id) + redis.call('ZREM', KEYS[5], id)
+  + redis.call('ZREM', KEYS[8], id) + redis.call('ZREM', KEYS[9], id)
+local _, _, _, seq, g = string.match(redis.call('HGET', KEYS[6], id) or '', '^(%d+)|(%d+)|(-?%d+)|(%d+)|(.*)$')
+if g and g ~= '' then
+  found = found + redis.call('ZREM', KEYS[10], g .. '\0' .. string.format('%015.0f', tonumber(seq)) .. '\0' .. id)
+end
+if found == 0 then return 0 end
+for i = 3, 7 do
+  if i ~= 5 then redis.call('HDEL', KEYS[i], id) end
+end
+return 1
