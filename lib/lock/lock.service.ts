@@ -2,6 +2,8 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomFillSync } from 'node:crypto';
 import { BeforeApplicationShutdown, Injectable, Logger } from '@nestjs/common';
 import { LockLostError } from '../errors/lock-lost.error';
+import type { LockLostEvent } from '../events/redis-lock-event-map';
+import { RedisLockEvents } from '../events/redis-lock-events';
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
 import { LockQuorumError } from '../errors/lock-quorum.error';
 import { LockReplicationError } from '../errors/lock-replication.error';
@@ -72,7 +74,11 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
   /** Per lock value key, a moving average of how long this process held it (ms). */
   private readonly holdTimes = new Map<string, number>();
 
-  constructor(private readonly connection: RedisLockConnection) {
+  constructor(
+    private readonly connection: RedisLockConnection,
+    /** The module's events: `lock.lost` and `lock.timeout` are emitted on it. */
+    readonly events: RedisLockEvents = new RedisLockEvents(),
+  ) {
     this.defaults = connection.options.lock;
     this.store =
       connection.nodes.length > 0
@@ -251,7 +257,8 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
   /** @internal */
   async releaseLock(lock: Lock): Promise<boolean> {
     this.forget(lock);
-    lock.end();
+    // Released after its TTL ran out (a callback that outlived it): it was lost before.
+    lock.end(lock.isLost ? ttlRanOut(lock) : undefined);
     if (lock.redisKeys.length === 1) this.recordHold(lock.redisKeys[0].value, lock.acquiredAt);
     return lock.cohort ? lock.cohort.release(lock) : this.store.release(lock.redisKeys, lock.token);
   }
@@ -281,7 +288,10 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
       return true;
     }
     this.forget(lock);
-    lock.end(new LockLostError(lock.keys, 'it expired or another owner holds it now'));
+    lock.end(
+      new LockLostError(lock.keys, 'it expired or another owner holds it now'),
+      lock.expiresAt <= Date.now() ? 'expired' : 'taken',
+    );
     lock.cohort?.lost(lock);
     return false;
   }
@@ -289,6 +299,13 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
   /** @internal */
   async isHeldLock(lock: Lock): Promise<boolean> {
     return this.store.isHeld(lock.redisKeys, lock.token);
+  }
+
+  /** @internal */
+  lockLost(lock: Lock, why: LockLostEvent['reason']): void {
+    if (this.events.hasListeners('lock.lost')) {
+      this.events.emit('lock.lost', { keys: lock.keys, reason: why });
+    }
   }
 
   /** A Lock as given, or the lock this instance acquired last on a key, unless it ran out. */
@@ -303,9 +320,7 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
   /** Forgets a lock that ran out unreleased (its TTL is over by this process's clock). */
   private drop(lock: Lock): void {
     this.forget(lock);
-    lock.end(
-      new LockLostError(lock.keys, `its TTL ran out at ${new Date(lock.expiresAt).toISOString()}`),
-    );
+    lock.end(ttlRanOut(lock));
     lock.cohort?.lost(lock);
   }
 
@@ -363,6 +378,35 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
   ): Promise<Lock | LockTimeoutError> {
     o.signal?.throwIfAborted();
     const started = Date.now();
+    if (!this.events.hasListeners('lock.timeout')) return this.obtainFrom(keys, o, started);
+    try {
+      const result = await this.obtainFrom(keys, o, started);
+      if (result instanceof LockTimeoutError) {
+        this.events.emit('lock.timeout', {
+          keys: result.keys,
+          waitedMs: result.waitedMs,
+          reason: 'timeout',
+        });
+      }
+      return result;
+    } catch (err) {
+      if (o.signal?.aborted) {
+        const waitedMs = Date.now() - started;
+        this.events.emit('lock.timeout', {
+          keys: keys.map((k) => k.name),
+          waitedMs,
+          reason: 'aborted',
+        });
+      }
+      throw err;
+    }
+  }
+
+  private async obtainFrom(
+    keys: LockRedisKeys[],
+    o: ResolvedLockOptions,
+    started: number,
+  ): Promise<Lock | LockTimeoutError> {
     let result: Lock | LockTimeoutError;
     if (keys.length === 1 && this.store.lines) {
       result = await this.cohortOf(keys[0]).acquire(o, started);
@@ -522,6 +566,7 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
         else
           lock.end(
             new LockLostError(lock.keys, `it could not be extended: ${(err as Error).message}`),
+            'unreachable',
           );
       }
     };
@@ -535,4 +580,11 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
 
 function holderMs(attempt: LockAttempt): number | undefined {
   return attempt.wait >= 0 ? attempt.wait : undefined;
+}
+
+function ttlRanOut(lock: Lock): LockLostError {
+  return new LockLostError(
+    lock.keys,
+    `its TTL ran out at ${new Date(lock.expiresAt).toISOString()}`,
+  );
 }

@@ -1,4 +1,5 @@
 import { LockLostError } from '../errors/lock-lost.error';
+import type { LockLostEvent } from '../events/redis-lock-event-map';
 import type { WaitForReplicasOptions } from '../interfaces/lock-options.interface';
 import type { LockCohort } from './lock-cohort';
 import type { LockRedisKeys } from './lock-keys';
@@ -15,6 +16,8 @@ export interface LockOwner {
   extendLock(lock: Lock, ttlMs: number): Promise<boolean>;
   /** @internal */
   isHeldLock(lock: Lock): Promise<boolean>;
+  /** @internal the lock was found lost (called once per lock) */
+  lockLost(lock: Lock, why: LockLostEvent['reason']): void;
 }
 
 /**
@@ -135,15 +138,17 @@ export class Lock {
 
   /**
    * @internal the lock is not held any more: stops the expiry timer and, when it was lost
-   * (`reason` given) rather than released, aborts `signal` with `reason`
+   * (`reason` given) rather than released, aborts `signal` with `reason` and tells the owner
+   * (`why`) once
    */
-  end(reason?: LockLostError): void {
+  end(reason?: LockLostError, why: LockLostEvent['reason'] = 'expired'): void {
     clearTimeout(this.expiryTimer);
     this.expiryTimer = undefined;
     this.ended = true;
     if (!reason || this.lostReason) return;
     this.lostReason = reason;
     if (this.controller && !this.controller.signal.aborted) this.controller.abort(reason);
+    this.owner.lockLost(this, why);
   }
 
   private armExpiry(): void {
