@@ -13,6 +13,7 @@ export type {
 } from './interfaces/lock-options.interface';
 export { LockService } from './lock/lock.service';
 export { Lock } from './lock/lock';
+export type { LockInspection, LockLineEntry } from './lock/lock-inspection';
 export * from './queue';
 export * from './events';
 export * from './decorators';

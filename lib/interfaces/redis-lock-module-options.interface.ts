@@ -133,6 +133,14 @@ export interface RedisLockModuleOptions {
    * @default 3600000 (one hour)
    */
   fenceTtlMs?: number;
+  /**
+   * Names this instance as a lock holder or waiter in `LockService.inspect`: every lock token
+   * carries a short random tag of the instance, and the tag's owner record (a Redis key with a
+   * TTL, refreshed while the module runs) maps it to this id. 1 to 200 printable ASCII characters.
+   * @default `${os.hostname()}:${process.pid}`
+   * @example instanceId: `${process.env.POD_NAME}:${process.pid}`
+   */
+  instanceId?: string;
   /** Defaults of the queue and its workers. */
   queue?: QueueDefaults;
 }

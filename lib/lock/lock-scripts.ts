@@ -12,4 +12,5 @@ export const LOCK_SCRIPTS = {
   leaveLine: new LuaScript('lock leave-line', file('leave-line')),
   handoff: new LuaScript('lock handoff', file('handoff')),
   renew: new LuaScript('lock renew', file('renew')),
+  inspect: new LuaScript('lock inspect', file('inspect')),
 };

@@ -1,6 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { randomFillSync } from 'node:crypto';
-import { BeforeApplicationShutdown, Injectable, Logger } from '@nestjs/common';
+import { randomBytes, randomFillSync } from 'node:crypto';
+import { BeforeApplicationShutdown, Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import { LockLostError } from '../errors/lock-lost.error';
 import type { LockLostEvent } from '../events/redis-lock-event-map';
 import { RedisLockEvents } from '../events/redis-lock-events';
@@ -16,6 +16,8 @@ import type {
 import { resolveLockOptions, type ResolvedLockOptions } from '../options/resolve-options';
 import { RedisLockConnection } from '../redis/redis-connection';
 import { LineRenewal } from '../waiting/line-renewal';
+import type { LockInspection } from './lock-inspection';
+import { LOCK_SCRIPTS } from './lock-scripts';
 import { WakeSignal } from '../waiting/wake-signal';
 import { Lock, type LockOwner } from './lock';
 import { LockCohort, type CohortHost } from './lock-cohort';
@@ -31,18 +33,28 @@ import { QuorumLockStore } from './quorum-lock-store';
 import { SingleNodeLockStore } from './single-node-lock-store';
 
 /** Random bytes drawn in bulk for tokens (one system call per 256 tokens). */
-const TOKEN_POOL = Buffer.alloc(16 * 256);
+const TOKEN_POOL = Buffer.alloc(12 * 256);
 let tokenOffset = TOKEN_POOL.length;
 
-/** A fresh acquisition token: 128 random bits as 32 hex digits. */
-const newToken = (): string => {
+/**
+ * A fresh acquisition token, 43 hex digits: the instance's 8-digit tag (who), the local clock in
+ * ms as 11 digits (since when: a line entry's join time) and 96 random bits (see docs/locks.md).
+ */
+const newToken = (tag: string): string => {
   if (tokenOffset === TOKEN_POOL.length) {
     randomFillSync(TOKEN_POOL);
     tokenOffset = 0;
   }
-  tokenOffset += 16;
-  return TOKEN_POOL.toString('hex', tokenOffset - 16, tokenOffset);
+  tokenOffset += 12;
+  return tag + Date.now().toString(16) + TOKEN_POOL.toString('hex', tokenOffset - 12, tokenOffset);
 };
+
+/** How long an instance's owner record lives, and how often it is written again, in ms. */
+const OWNER_TTL_MS = 60_000;
+const OWNER_REFRESH_MS = 20_000;
+
+/** At most this many line entries are shown by `inspect`. */
+const INSPECT_LINE_MAX = 100;
 
 /** How often locks that ran out unreleased are dropped from what this instance holds, in ms. */
 const SWEEP_MS = 5_000;
@@ -57,7 +69,7 @@ const HOLD_TIMES_KEPT = 1_000;
  * independent masters instead: same API, not fair, no fences.
  */
 @Injectable()
-export class LockService implements LockOwner, BeforeApplicationShutdown {
+export class LockService implements LockOwner, OnModuleInit, BeforeApplicationShutdown {
   private readonly logger = new Logger('LockService');
   /** Every lock this instance holds (as far as it knows: released and lost ones are dropped). */
   private readonly held = new Set<Lock>();
@@ -73,6 +85,10 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
   private readonly cohortHost: CohortHost;
   /** Per lock value key, a moving average of how long this process held it (ms). */
   private readonly holdTimes = new Map<string, number>();
+  /** This instance's tag: the first 8 hex digits of its tokens, mapped to `instanceId` in Redis. */
+  private readonly tag = randomBytes(4).toString('hex');
+  private readonly token = () => newToken(this.tag);
+  private ownerTimer?: NodeJS.Timeout;
 
   constructor(
     private readonly connection: RedisLockConnection,
@@ -93,7 +109,7 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
       store: this.store,
       renewal: this.renewal,
       maxLocalHandoffs: connection.options.maxLocalHandoffs,
-      newToken,
+      newToken: this.token,
       grant: (key, token, o, fence, expiresAt, cohort) =>
         this.grant([key], token, o, [fence], expiresAt, cohort),
       forget: (lock) => this.forget(lock),
@@ -248,8 +264,69 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
     return results.filter((r) => r.status === 'fulfilled' && r.value).length;
   }
 
+  /**
+   * What Redis shows of the lock on `key` right now: whether it is held, by which instance
+   * (`instanceId` of the module that took it), its TTL left and fence counter, and its line of
+   * waiting instances in order (one entry per instance and lock: callers of one instance wait in
+   * its local cohort, counted by `localWaiters` for this instance). One Lua script plus one read
+   * of the owner records. Not available in quorum mode (no lines there).
+   * @example
+   * const { held, owner, ttlMs, line } = await locks.inspect(`order:${id}`);
+   */
+  async inspect(key: string, options?: Pick<LockOptions, 'keyPrefix'>): Promise<LockInspection> {
+    const o = resolveLockOptions(this.defaults, options);
+    const name = checkLockNames(key)[0];
+    if (!this.store.lines) {
+      throw new RedisLockOptionsError('nodes', '(quorum mode)', 'a single Redis for inspect()');
+    }
+    const k = lockRedisKeys(o.keyPrefix, name);
+    const reply = (await this.connection.run(
+      LOCK_SCRIPTS.inspect,
+      [k.value, k.fence, k.line, k.entries],
+      [INSPECT_LINE_MAX],
+    )) as Array<string | number | null>;
+    const [value, pttl, fence, lineLength] = reply;
+    const holder = typeof value === 'string' ? value.replace(/\*$/, '') : undefined;
+    const waiting: Array<{ token: string; mode: string }> = [];
+    for (let i = 4; i < reply.length; i += 2) {
+      waiting.push({ token: String(reply[i]), mode: String(reply[i + 1]).split(':')[3] });
+    }
+    const owners = await this.owners([holder, ...waiting.map((w) => w.token)]);
+    return {
+      key: name,
+      held: holder !== undefined,
+      ...(holder !== undefined && {
+        owner: owners.get(holder.slice(0, 8)),
+        ttlMs: Number(pttl) >= 0 ? Number(pttl) : undefined,
+      }),
+      fence: fence === null ? undefined : Number(fence),
+      lineLength: Number(lineLength),
+      line: waiting.map((w) => ({
+        owner: owners.get(w.token.slice(0, 8)),
+        since: tokenTime(w.token),
+        mode: w.mode === 'h' ? 'handoff' : 'wake',
+      })),
+      localWaiters: this.localWaiters(name, o.keyPrefix),
+    };
+  }
+
+  /** Registers this instance's tag -> `instanceId` (Nest lifecycle hook); refreshed while it runs. */
+  async onModuleInit(): Promise<void> {
+    if (!this.store.lines) return;
+    const write = () =>
+      this.connection
+        .call('lock owner SET', (c) =>
+          c.set(this.ownerKey(this.tag), this.connection.options.instanceId, 'PX', OWNER_TTL_MS),
+        )
+        .catch((err) => this.warn('registering the instance id failed', err));
+    this.ownerTimer = setInterval(write, OWNER_REFRESH_MS);
+    this.ownerTimer.unref();
+    await write();
+  }
+
   /** Nest lifecycle hook: releases what this instance holds when the application shuts down. */
   async beforeApplicationShutdown(): Promise<void> {
+    clearInterval(this.ownerTimer);
     this.renewal.close();
     await this.releaseAll();
   }
@@ -356,6 +433,22 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
     }
   }
 
+  private ownerKey(tag: string): string {
+    return `${this.defaults.keyPrefix}owner:{${tag}}`;
+  }
+
+  /** Instance ids by tag, for the tags of `tokens` (one GET per distinct tag, pipelined). */
+  private async owners(tokens: Array<string | undefined>): Promise<Map<string, string>> {
+    const tags = [...new Set(tokens.filter((t) => t !== undefined).map((t) => t!.slice(0, 8)))];
+    const owners = new Map<string, string>();
+    if (tags.length === 0) return owners;
+    const ids = await this.connection.call('lock owner GET', (c) =>
+      Promise.all(tags.map((tag) => c.get(this.ownerKey(tag)))),
+    );
+    tags.forEach((tag, i) => ids[i] !== null && owners.set(tag, ids[i]!));
+    return owners;
+  }
+
   private warn(what: string, err: unknown): void {
     this.logger.warn(`${what}: ${err instanceof Error ? err.message : String(err)}`);
   }
@@ -411,7 +504,7 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
     if (keys.length === 1 && this.store.lines) {
       result = await this.cohortOf(keys[0]).acquire(o, started);
     } else {
-      const token = newToken();
+      const token = this.token();
       const first = await this.store.attempt(keys, token, o, 'none');
       result = first.granted
         ? this.grant(keys, token, o, first.fences, first.expiresAt)
@@ -506,7 +599,7 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
       }
       for (;;) {
         wake.clear();
-        const token = newToken();
+        const token = this.token();
         last = await this.store.attempt(keys, token, o, 'mark');
         if (last.granted) return this.grant(keys, token, o, last.fences, last.expiresAt);
         const left = deadline - Date.now();
@@ -587,4 +680,9 @@ function ttlRanOut(lock: Lock): LockLostError {
     lock.keys,
     `its TTL ran out at ${new Date(lock.expiresAt).toISOString()}`,
   );
+}
+
+/** When a token was made (epoch ms, by its maker's clock): digits 9 to 19 of it. */
+function tokenTime(token: string): number {
+  return parseInt(token.slice(8, 19), 16);
 }

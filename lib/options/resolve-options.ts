@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import type {
   LockOptions,
   WaitForReplicasOptions,
@@ -51,6 +52,7 @@ export interface ResolvedModuleOptions {
   clockDriftFactor: number;
   maxLocalHandoffs: number;
   fenceTtlMs: number;
+  instanceId: string;
 }
 
 const MODULE_KEYS = [
@@ -68,6 +70,7 @@ const MODULE_KEYS = [
   'clockDriftFactor',
   'maxLocalHandoffs',
   'fenceTtlMs',
+  'instanceId',
 ] as const;
 const QUEUE_KEYS = [
   'leaseMs',
@@ -206,6 +209,7 @@ export function resolveModuleOptions(
       1_000_000,
     ),
     fenceTtlMs: checkInt('fenceTtlMs', options.fenceTtlMs ?? 3_600_000, 1_000, 365 * MAX_LOCK_MS),
+    instanceId: checkInstanceId(options.instanceId ?? `${hostname()}:${process.pid}`),
   };
 }
 
@@ -355,4 +359,16 @@ function resolveQueueKeys(
     keepDead:
       o.keepDead === undefined ? defaults.keepDead : checkKeep(name('keepDead'), o.keepDead),
   };
+}
+
+/** An instance id: 1 to 200 printable ASCII characters (it is shown by `inspect`). */
+function checkInstanceId(value: unknown): string {
+  if (typeof value !== 'string' || !/^[\x21-\x7e][\x20-\x7e]{0,199}$/.test(value)) {
+    throw new RedisLockOptionsError(
+      'instanceId',
+      value,
+      'a string of 1 to 200 printable ASCII characters (not starting with a space)',
+    );
+  }
+  return value;
 }
