@@ -7,6 +7,7 @@ import { QueueWorkerExplorer } from './queue/queue-worker.explorer';
 import { LockService } from './lock/lock.service';
 import { FencedStore } from './fencing/fenced-store';
 import { RedisLockEvents } from './events/redis-lock-events';
+import { recordQueueMetrics } from './observability/metrics';
 import { resolveModuleOptions } from './options/resolve-options';
 import { RedisLockConnection } from './redis/redis-connection';
 import { TickClaims } from './schedule/tick-claims';
@@ -46,12 +47,19 @@ import type { RedisLockModuleOptions } from './interfaces/redis-lock-module-opti
   exports: [LockService, FencedStore, QueueService, LockInterceptor, RedisLockEvents],
 })
 export class RedisLockModule extends ConfigurableModuleClass implements OnApplicationShutdown {
-  constructor(@Inject(RedisLockConnection) private readonly connection: RedisLockConnection) {
+  private readonly stopMetrics: () => void;
+
+  constructor(
+    @Inject(RedisLockConnection) private readonly connection: RedisLockConnection,
+    @Inject(RedisLockEvents) events: RedisLockEvents,
+  ) {
     super();
+    this.stopMetrics = recordQueueMetrics(events);
   }
 
   /** Closes the connections the module opened (never a client passed in by the user). */
   async onApplicationShutdown(): Promise<void> {
+    this.stopMetrics();
     await this.connection.close();
   }
 }

@@ -15,6 +15,7 @@ import type {
 } from '../interfaces/lock-options.interface';
 import { resolveLockOptions, type ResolvedLockOptions } from '../options/resolve-options';
 import { RedisLockConnection } from '../redis/redis-connection';
+import { LockMetrics, UNLABELLED } from '../observability/metrics';
 import { LineRenewal } from '../waiting/line-renewal';
 import type { LockInspection } from './lock-inspection';
 import { LOCK_SCRIPTS } from './lock-scripts';
@@ -89,6 +90,7 @@ export class LockService implements LockOwner, OnModuleInit, BeforeApplicationSh
   private readonly tag = randomBytes(4).toString('hex');
   private readonly token = () => newToken(this.tag);
   private ownerTimer?: NodeJS.Timeout;
+  private readonly metrics = new LockMetrics();
 
   constructor(
     private readonly connection: RedisLockConnection,
@@ -334,6 +336,7 @@ export class LockService implements LockOwner, OnModuleInit, BeforeApplicationSh
   /** @internal */
   async releaseLock(lock: Lock): Promise<boolean> {
     this.forget(lock);
+    if (!lock.isEnded) this.metrics.released(lock.label, Date.now() - lock.acquiredAt);
     // Released after its TTL ran out (a callback that outlived it): it was lost before.
     lock.end(lock.isLost ? ttlRanOut(lock) : undefined);
     if (lock.redisKeys.length === 1) this.recordHold(lock.redisKeys[0].value, lock.acquiredAt);
@@ -380,6 +383,7 @@ export class LockService implements LockOwner, OnModuleInit, BeforeApplicationSh
 
   /** @internal */
   lockLost(lock: Lock, why: LockLostEvent['reason']): void {
+    this.metrics.lost(lock.label, why);
     if (this.events.hasListeners('lock.lost')) {
       this.events.emit('lock.lost', { keys: lock.keys, reason: why });
     }
@@ -471,28 +475,27 @@ export class LockService implements LockOwner, OnModuleInit, BeforeApplicationSh
   ): Promise<Lock | LockTimeoutError> {
     o.signal?.throwIfAborted();
     const started = Date.now();
-    if (!this.events.hasListeners('lock.timeout')) return this.obtainFrom(keys, o, started);
+    const label = o.label ?? UNLABELLED;
+    let result: Lock | LockTimeoutError;
     try {
-      const result = await this.obtainFrom(keys, o, started);
-      if (result instanceof LockTimeoutError) {
-        this.events.emit('lock.timeout', {
-          keys: result.keys,
-          waitedMs: result.waitedMs,
-          reason: 'timeout',
-        });
-      }
-      return result;
+      result = await this.obtainFrom(keys, o, started);
     } catch (err) {
-      if (o.signal?.aborted) {
+      const aborted = o.signal?.aborted === true;
+      this.metrics.acquired(label, aborted ? 'timeout' : 'error', Date.now() - started);
+      if (aborted && this.events.hasListeners('lock.timeout')) {
         const waitedMs = Date.now() - started;
-        this.events.emit('lock.timeout', {
-          keys: keys.map((k) => k.name),
-          waitedMs,
-          reason: 'aborted',
-        });
+        const names = keys.map((k) => k.name);
+        this.events.emit('lock.timeout', { keys: names, waitedMs, reason: 'aborted' });
       }
       throw err;
     }
+    const timedOut = result instanceof LockTimeoutError;
+    this.metrics.acquired(label, timedOut ? 'timeout' : 'acquired', Date.now() - started);
+    if (timedOut && this.events.hasListeners('lock.timeout')) {
+      const { keys: names, waitedMs } = result as LockTimeoutError;
+      this.events.emit('lock.timeout', { keys: names, waitedMs, reason: 'timeout' });
+    }
+    return result;
   }
 
   private async obtainFrom(
@@ -631,6 +634,7 @@ export class LockService implements LockOwner, OnModuleInit, BeforeApplicationSh
       o.waitForReplicas,
       cohort,
     );
+    if (o.label !== undefined) lock.label = o.label;
     this.remember(lock);
     return lock;
   }

@@ -36,6 +36,8 @@ export class Lock {
   private ended = false;
   /** @internal when this process got the lock (epoch ms): hold times feed `Retry-After` */
   readonly acquiredAt = Date.now();
+  /** @internal the `lock` attribute of its metrics */
+  label = '(unlabelled)';
 
   /**
    * @internal created by LockService. (The constructor is private, so the published types show
@@ -105,6 +107,11 @@ export class Lock {
       else this.armExpiry();
     }
     return this.controller.signal;
+  }
+
+  /** @internal whether it was released or found lost */
+  get isEnded(): boolean {
+    return this.ended;
   }
 
   /** @internal whether the lock was lost (signal aborted, or would be if read) */

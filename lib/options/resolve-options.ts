@@ -36,6 +36,8 @@ export interface ResolvedLockOptions {
   autoExtend: boolean;
   /** `withLock` only: resolve `undefined` instead of throwing on timeout (unset: false). */
   skipIfLocked?: boolean;
+  /** The `lock` attribute of its metrics (unset: `(unlabelled)`). */
+  label?: string;
   signal?: AbortSignal;
   waitForReplicas?: WaitForReplicasOptions;
 }
@@ -102,6 +104,7 @@ const LOCK_KEYS = [
   'autoExtend',
   'waitForReplicas',
   'skipIfLocked',
+  'label',
 ] as const;
 const WAIT_FOR_REPLICAS_KEYS = ['replicas', 'timeoutMs'] as const;
 
@@ -245,6 +248,7 @@ export function resolveLockOptions(
       o.skipIfLocked === undefined
         ? defaults.skipIfLocked
         : checkBoolean('skipIfLocked', o.skipIfLocked),
+    label: o.label === undefined ? defaults.label : checkLabel(o.label),
     signal,
     waitForReplicas:
       o.waitForReplicas === undefined
@@ -369,6 +373,14 @@ function checkInstanceId(value: unknown): string {
       value,
       'a string of 1 to 200 printable ASCII characters (not starting with a space)',
     );
+  }
+  return value;
+}
+
+/** A metrics label: 1 to 200 characters. */
+function checkLabel(value: unknown): string {
+  if (typeof value !== 'string' || value.length === 0 || value.length > 200) {
+    throw new RedisLockOptionsError('label', value, 'a string of 1 to 200 characters');
   }
   return value;
 }
