@@ -8,7 +8,6 @@ export const otelApi: typeof OtelApi | undefined = load();
 
 function load(): typeof OtelApi | undefined {
   try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
     return require('@opentelemetry/api') as typeof OtelApi;
   } catch {
     return undefined;
