@@ -14,7 +14,13 @@ function load(): typeof OtelApi | undefined {
   }
 }
 
-/** The meter of this library (the API's no-op meter until the application registers an SDK). */
+/**
+ * The meter of this library, or `undefined` without the API or while no SDK is registered (the
+ * API's no-op meter): callers then skip building attributes at all.
+ */
 export function libraryMeter(): OtelApi.Meter | undefined {
-  return otelApi?.metrics.getMeter('nestjs-redis-lock');
+  if (!otelApi) return undefined;
+  const meter = otelApi.metrics.getMeter('nestjs-redis-lock');
+  const noop = otelApi.createNoopMeter();
+  return meter.constructor === noop.constructor ? undefined : meter;
 }

@@ -23,6 +23,27 @@ class Orders {
   }
 }
 
+describe('OpenTelemetry, optional', () => {
+  it('records nothing (and builds no instruments) without the API package or without an SDK', () => {
+    jest.isolateModules(() => {
+      jest.doMock('@opentelemetry/api', () => {
+        throw new Error("Cannot find module '@opentelemetry/api'");
+      });
+      const otel = require('../../lib/observability/otel');
+      expect(otel.otelApi).toBeUndefined();
+      expect(otel.libraryMeter()).toBeUndefined();
+      const { LockMetrics } = require('../../lib/observability/metrics');
+      expect(() => new LockMetrics().acquired('x', 'acquired', 1)).not.toThrow();
+      jest.dontMock('@opentelemetry/api');
+    });
+    jest.isolateModules(() => {
+      const otel = require('../../lib/observability/otel');
+      expect(otel.otelApi).toBeDefined();
+      expect(otel.libraryMeter()).toBeUndefined();
+    });
+  });
+});
+
 describe('OpenTelemetry metrics (in-memory reader)', () => {
   const reader = new OnDemandReader();
   const provider = new MeterProvider({ readers: [reader] });
