@@ -21,3 +21,4 @@ export * from './interceptors';
 export * from './fencing';
 export * from './schedule';
 export * from './errors';
+export * from './observability/health';

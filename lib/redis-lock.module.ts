@@ -33,7 +33,7 @@ import type { RedisLockModuleOptions } from './interfaces/redis-lock-module-opti
       provide: RedisLockConnection,
       inject: [REDIS_LOCK_RESOLVED_OPTIONS],
       useFactory: (options: ReturnType<typeof resolveModuleOptions>) =>
-        new RedisLockConnection(options),
+        connectOrFail(new RedisLockConnection(options)),
     },
     LockService,
     FencedStore,
@@ -44,7 +44,15 @@ import type { RedisLockModuleOptions } from './interfaces/redis-lock-module-opti
     WithLockExplorer,
     TickClaims,
   ],
-  exports: [LockService, FencedStore, QueueService, LockInterceptor, RedisLockEvents],
+  exports: [
+    LockService,
+    FencedStore,
+    QueueService,
+    LockInterceptor,
+    RedisLockEvents,
+    // For RedisLockHealthIndicator (nestjs-redis-lock/health): it checks the module's connections.
+    RedisLockConnection,
+  ],
 })
 export class RedisLockModule extends ConfigurableModuleClass implements OnApplicationShutdown {
   private readonly stopMetrics: () => void;
@@ -62,4 +70,20 @@ export class RedisLockModule extends ConfigurableModuleClass implements OnApplic
     this.stopMetrics();
     await this.connection.close();
   }
+}
+
+/**
+ * With `connectTimeoutMs`: PINGs Redis before anything of the module starts, and on no answer in
+ * time closes the connections and fails the start with `RedisUnavailableError`.
+ */
+async function connectOrFail(connection: RedisLockConnection): Promise<RedisLockConnection> {
+  const ms = connection.options.connectTimeoutMs;
+  if (ms === undefined) return connection;
+  try {
+    await connection.call('PING (connectTimeoutMs)', (c) => c.ping(), ms);
+  } catch (err) {
+    await connection.close().catch(() => undefined);
+    throw err;
+  }
+  return connection;
 }

@@ -141,6 +141,15 @@ export interface RedisLockModuleOptions {
    * @example instanceId: `${process.env.POD_NAME}:${process.pid}`
    */
   instanceId?: string;
+  /**
+   * Fail fast: when set, the module PINGs Redis while the application starts and, without an
+   * answer within this many ms, closes its connections and makes the start fail with
+   * `RedisUnavailableError`, instead of starting "healthy" on an unreachable Redis. Unset: start
+   * at once, commands wait for the connection (bounded by `commandTimeoutMs`).
+   * @default undefined (off)
+   * @example connectTimeoutMs: 5_000
+   */
+  connectTimeoutMs?: number;
   /** Defaults of the queue and its workers. */
   queue?: QueueDefaults;
 }

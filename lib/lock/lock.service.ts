@@ -313,7 +313,7 @@ export class LockService implements LockOwner, OnModuleInit, BeforeApplicationSh
   }
 
   /** Registers this instance's tag -> `instanceId` (Nest lifecycle hook); refreshed while it runs. */
-  async onModuleInit(): Promise<void> {
+  onModuleInit(): void {
     if (!this.store.lines) return;
     const write = () =>
       this.connection
@@ -323,7 +323,8 @@ export class LockService implements LockOwner, OnModuleInit, BeforeApplicationSh
         .catch((err) => this.warn('registering the instance id failed', err));
     this.ownerTimer = setInterval(write, OWNER_REFRESH_MS);
     this.ownerTimer.unref();
-    await write();
+    // Not awaited: a slow Redis must not hold up the start (connectTimeoutMs decides that).
+    void write();
   }
 
   /** Nest lifecycle hook: releases what this instance holds when the application shuts down. */

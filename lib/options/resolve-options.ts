@@ -55,6 +55,8 @@ export interface ResolvedModuleOptions {
   maxLocalHandoffs: number;
   fenceTtlMs: number;
   instanceId: string;
+  /** Unset: start without checking Redis. */
+  connectTimeoutMs?: number;
 }
 
 const MODULE_KEYS = [
@@ -73,6 +75,7 @@ const MODULE_KEYS = [
   'maxLocalHandoffs',
   'fenceTtlMs',
   'instanceId',
+  'connectTimeoutMs',
 ] as const;
 const QUEUE_KEYS = [
   'leaseMs',
@@ -212,6 +215,10 @@ export function resolveModuleOptions(
       1_000_000,
     ),
     fenceTtlMs: checkInt('fenceTtlMs', options.fenceTtlMs ?? 3_600_000, 1_000, 365 * MAX_LOCK_MS),
+    connectTimeoutMs:
+      options.connectTimeoutMs === undefined
+        ? undefined
+        : checkMs('connectTimeoutMs', options.connectTimeoutMs, 1),
     instanceId: checkInstanceId(options.instanceId ?? `${hostname()}:${process.pid}`),
   };
 }
