@@ -5,6 +5,7 @@ export type {
   RedisConnectionOption,
   RedisClusterConnectionOptions,
   QueueDefaults,
+  RetryLogLevel,
 } from './interfaces/redis-lock-module-options.interface';
 export type {
   LockOptions,

@@ -54,7 +54,18 @@ export interface QueueDefaults {
    * @default { ageMs: 604800000, count: 10000 } (7 days, 10,000 tasks)
    */
   keepDead?: KeepBounds;
+  /**
+   * The log level of a failed attempt that will be retried (a retry is often expected: a flaky
+   * dependency, a lock held elsewhere). A task that goes to the dead-letter set is always logged
+   * as an error. `'off'` logs nothing (the `task.retried` event still fires).
+   * @default 'warn'
+   * @example queue: { retryLogLevel: 'debug' }
+   */
+  retryLogLevel?: RetryLogLevel;
 }
+
+/** A Nest logger level, or `'off'`. */
+export type RetryLogLevel = 'error' | 'warn' | 'log' | 'debug' | 'verbose' | 'off';
 
 /** Options of `RedisLockModule.forRoot` / `forRootAsync`. */
 export interface RedisLockModuleOptions {

@@ -8,6 +8,7 @@ import type {
   QueueDefaults,
   RedisConnectionOption,
   RedisLockModuleOptions,
+  RetryLogLevel,
 } from '../interfaces/redis-lock-module-options.interface';
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
 import { MAX_ATTEMPTS, MAX_CONCURRENCY } from '../queue/queue.constants';
@@ -86,6 +87,7 @@ const QUEUE_KEYS = [
   'groupConcurrency',
   'keepCompleted',
   'keepDead',
+  'retryLogLevel',
 ] as const;
 const WORKER_KEYS = [...QUEUE_KEYS, 'limiter', 'groupLimiter'] as const;
 const RATE_LIMIT_KEYS = ['max', 'durationMs'] as const;
@@ -283,6 +285,7 @@ export const QUEUE_DEFAULTS: ResolvedQueueDefaults = {
   groupConcurrency: 1,
   keepCompleted: { ageMs: 0, count: 0 },
   keepDead: { ageMs: 604_800_000, count: 10_000 },
+  retryLogLevel: 'warn',
 };
 
 /** Validates a `{ max, durationMs }` rate limit named `option`. */
@@ -369,7 +372,20 @@ function resolveQueueKeys(
         : checkKeep(name('keepCompleted'), o.keepCompleted),
     keepDead:
       o.keepDead === undefined ? defaults.keepDead : checkKeep(name('keepDead'), o.keepDead),
+    retryLogLevel:
+      o.retryLogLevel === undefined
+        ? defaults.retryLogLevel
+        : checkLogLevel(name('retryLogLevel'), o.retryLogLevel),
   };
+}
+
+const LOG_LEVELS = ['error', 'warn', 'log', 'debug', 'verbose', 'off'] as const;
+
+function checkLogLevel(option: string, value: unknown): RetryLogLevel {
+  if (!LOG_LEVELS.includes(value as RetryLogLevel)) {
+    throw new RedisLockOptionsError(option, value, `one of ${LOG_LEVELS.join(', ')}`);
+  }
+  return value as RetryLogLevel;
 }
 
 /** An instance id: 1 to 200 printable ASCII characters (it is shown by `inspect`). */
