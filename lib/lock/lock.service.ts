@@ -38,17 +38,27 @@ const TOKEN_POOL = Buffer.alloc(12 * 256);
 let tokenOffset = TOKEN_POOL.length;
 
 /**
- * A fresh acquisition token, 43 hex digits: the instance's 8-digit tag (who), the local clock in
- * ms as 11 digits (since when: a line entry's join time) and 96 random bits (see docs/locks.md).
+ * Makes fresh acquisition tokens of 43 hex digits: the instance's 8-digit tag (who), the local
+ * clock in ms as 11 digits (since when: a line entry's join time) and 96 random bits (see
+ * docs/locks.md). The tag + time head is built once per ms.
  */
-const newToken = (tag: string): string => {
-  if (tokenOffset === TOKEN_POOL.length) {
-    randomFillSync(TOKEN_POOL);
-    tokenOffset = 0;
-  }
-  tokenOffset += 12;
-  return tag + Date.now().toString(16) + TOKEN_POOL.toString('hex', tokenOffset - 12, tokenOffset);
-};
+function tokenMaker(tag: string): () => string {
+  let headMs = 0;
+  let head = '';
+  return () => {
+    if (tokenOffset === TOKEN_POOL.length) {
+      randomFillSync(TOKEN_POOL);
+      tokenOffset = 0;
+    }
+    tokenOffset += 12;
+    const now = Date.now();
+    if (now !== headMs) {
+      headMs = now;
+      head = tag + now.toString(16);
+    }
+    return head + TOKEN_POOL.toString('hex', tokenOffset - 12, tokenOffset);
+  };
+}
 
 /** How long an instance's owner record lives, and how often it is written again, in ms. */
 const OWNER_TTL_MS = 60_000;
@@ -88,7 +98,7 @@ export class LockService implements LockOwner, OnModuleInit, BeforeApplicationSh
   private readonly holdTimes = new Map<string, number>();
   /** This instance's tag: the first 8 hex digits of its tokens, mapped to `instanceId` in Redis. */
   private readonly tag = randomBytes(4).toString('hex');
-  private readonly token = () => newToken(this.tag);
+  private readonly token = tokenMaker(this.tag);
   private ownerTimer?: NodeJS.Timeout;
   private readonly metrics = new LockMetrics();
 
