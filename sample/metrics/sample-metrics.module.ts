@@ -12,11 +12,9 @@ let exporter: PrometheusExporter | undefined | null = null;
 export function prometheusExporter(): PrometheusExporter | undefined {
   if (exporter === null) {
     try {
-      /* eslint-disable @typescript-eslint/no-require-imports */
       const { PrometheusExporter: Exporter } = require('@opentelemetry/exporter-prometheus');
       const { MeterProvider } = require('@opentelemetry/sdk-metrics');
       const { metrics } = require('@opentelemetry/api');
-      /* eslint-enable @typescript-eslint/no-require-imports */
       const created: PrometheusExporter = new Exporter({ preventServerStart: true });
       metrics.setGlobalMeterProvider(new MeterProvider({ readers: [created] }));
       exporter = created;
