@@ -6,7 +6,7 @@ import {
   type DataPoint,
   type Histogram,
 } from '@opentelemetry/sdk-metrics';
-import { LockService, QueueService, WithLock } from '../../lib';
+import { LockService, QueueService, RedisLockOptionsError, WithLock } from '../../lib';
 import { createLockApp, redisClient, uniquePrefix, waitFor } from '../support/helpers';
 
 /** Collects on demand (the SDK's reader base class, no export loop). */
@@ -90,6 +90,9 @@ describe('OpenTelemetry metrics (in-memory reader)', () => {
     const lost = await locks.acquire('raw-key-42');
     await redis.set(`${prefix}lock:{raw-key-42}`, 'someone-else');
     await lost.extend();
+
+    await expect(locks.acquire('x', { label: '' })).rejects.toThrow(RedisLockOptionsError);
+    await expect(locks.acquire('x', { label: 7 as never })).rejects.toThrow(/'label'/);
 
     const wait = await points('redis_lock.lock.acquire.wait');
     expect(count(wait.get('{"lock":"stock","outcome":"acquired"}'))).toBe(4);
