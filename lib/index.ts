@@ -5,6 +5,7 @@ export type {
   RedisConnectionOption,
   RedisClusterConnectionOptions,
   QueueDefaults,
+  RetryLogLevel,
 } from './interfaces/redis-lock-module-options.interface';
 export type {
   LockOptions,
@@ -13,6 +14,7 @@ export type {
 } from './interfaces/lock-options.interface';
 export { LockService } from './lock/lock.service';
 export { Lock } from './lock/lock';
+export type { LockInspection, LockLineEntry } from './lock/lock-inspection';
 export * from './queue';
 export * from './events';
 export * from './decorators';
@@ -24,3 +26,4 @@ export { SemaphoreService } from './semaphore/semaphore.service';
 export { Permit } from './semaphore/permit';
 export type { SemaphoreOptions, WithPermitOptions } from './semaphore/semaphore-options';
 export { WithSemaphore, type WithSemaphoreOptions } from './semaphore/with-semaphore.decorator';
+export * from './observability/health';

@@ -8,6 +8,7 @@ import { LockService } from './lock/lock.service';
 import { SemaphoreService } from './semaphore/semaphore.service';
 import { FencedStore } from './fencing/fenced-store';
 import { RedisLockEvents } from './events/redis-lock-events';
+import { recordQueueMetrics } from './observability/metrics';
 import { resolveModuleOptions } from './options/resolve-options';
 import { RedisLockConnection } from './redis/redis-connection';
 import { TickClaims } from './schedule/tick-claims';
@@ -33,7 +34,7 @@ import type { RedisLockModuleOptions } from './interfaces/redis-lock-module-opti
       provide: RedisLockConnection,
       inject: [REDIS_LOCK_RESOLVED_OPTIONS],
       useFactory: (options: ReturnType<typeof resolveModuleOptions>) =>
-        new RedisLockConnection(options),
+        connectOrFail(new RedisLockConnection(options)),
     },
     LockService,
     SemaphoreService,
@@ -52,15 +53,40 @@ import type { RedisLockModuleOptions } from './interfaces/redis-lock-module-opti
     QueueService,
     LockInterceptor,
     RedisLockEvents,
+    // For RedisLockHealthIndicator (nestjs-redis-lock/health): it checks the module's connections.
+    RedisLockConnection,
   ],
 })
 export class RedisLockModule extends ConfigurableModuleClass implements OnApplicationShutdown {
-  constructor(@Inject(RedisLockConnection) private readonly connection: RedisLockConnection) {
+  private readonly stopMetrics: () => void;
+
+  constructor(
+    @Inject(RedisLockConnection) private readonly connection: RedisLockConnection,
+    @Inject(RedisLockEvents) events: RedisLockEvents,
+  ) {
     super();
+    this.stopMetrics = recordQueueMetrics(events);
   }
 
   /** Closes the connections the module opened (never a client passed in by the user). */
   async onApplicationShutdown(): Promise<void> {
+    this.stopMetrics();
     await this.connection.close();
   }
+}
+
+/**
+ * With `connectTimeoutMs`: PINGs Redis before anything of the module starts, and on no answer in
+ * time closes the connections and fails the start with `RedisUnavailableError`.
+ */
+async function connectOrFail(connection: RedisLockConnection): Promise<RedisLockConnection> {
+  const ms = connection.options.connectTimeoutMs;
+  if (ms === undefined) return connection;
+  try {
+    await connection.call('PING (connectTimeoutMs)', (c) => c.ping(), ms);
+  } catch (err) {
+    await connection.close().catch(() => undefined);
+    throw err;
+  }
+  return connection;
 }

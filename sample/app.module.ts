@@ -6,6 +6,7 @@ import { redisLockOptionsFactory } from './config/redis-lock-options.factory';
 import { SampleConfig } from './config/sample-config';
 import { SampleConfigModule } from './config/sample-config.module';
 import { FlashSaleModule } from './flash-sale/flash-sale.module';
+import { SampleMetricsModule } from './metrics/sample-metrics.module';
 import { SampleRedisModule } from './redis/sample-redis';
 import { TaskDeskModule } from './task-desk/task-desk.module';
 
@@ -23,6 +24,8 @@ export class SampleAppModule {
     return {
       module: SampleAppModule,
       imports: [
+        // First: the meter provider must exist before the lock module makes its instruments.
+        SampleMetricsModule.forRoot(),
         configModule,
         RedisLockModule.forRootAsync({
           imports: [configModule],

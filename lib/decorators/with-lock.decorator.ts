@@ -132,7 +132,11 @@ export function WithLock(key: WithLockKey, options?: WithLockDecoratorOptions): 
     const method: LockedMethod = {
       original,
       keys: compileLockKey(key, where, declared),
-      options: lockOptions,
+      // The template, not the key, names the lock in metrics (bounded cardinality).
+      options:
+        typeof key === 'function' || lockOptions?.label !== undefined
+          ? lockOptions
+          : { ...lockOptions, label: typeof key === 'string' ? key : key.join(',') },
       where,
       className,
     };

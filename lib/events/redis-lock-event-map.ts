@@ -46,10 +46,7 @@ export interface WorkerErrorEvent {
   readonly error: unknown;
 }
 
-/**
- * Every event of `RedisLockEvents`, by name, with its payload. `lock.lost` and `lock.timeout`
- * are reserved for the lock service.
- */
+/** Every event of `RedisLockEvents`, by name, with its payload. */
 export interface RedisLockEventMap {
   /** A worker's handler resolved and its task was acked. */
   'task.completed': TaskEventBase;
@@ -59,7 +56,12 @@ export interface RedisLockEventMap {
   /** A failed task used its last attempt and moved to the dead-letter set. */
   'task.dead': TaskFailedEvent;
   'worker.error': WorkerErrorEvent;
+  /**
+   * A lock of this instance was found lost: an extension found it gone or taken, it could not be
+   * extended before it expired, or it was released (or swept) after its TTL ran out.
+   */
   'lock.lost': LockLostEvent;
+  /** An `acquire` / `tryAcquire` / `withLock` wait ran out (or its signal aborted it). */
   'lock.timeout': LockTimeoutEvent;
 }
 

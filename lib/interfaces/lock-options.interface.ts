@@ -9,6 +9,15 @@ export interface WaitForReplicasOptions {
 /** Options of one lock acquisition; unset fields fall back to the module's defaults. */
 export interface LockOptions {
   /**
+   * The `lock` attribute of this lock's OpenTelemetry metrics (docs/observability.md): name the
+   * kind of lock, never the key itself, so that the number of series stays bounded. `@WithLock`
+   * sets its key template; 1 to 200 characters.
+   * @default '(unlabelled)'
+   * @example
+   * await locks.withLock(`order:${id}`, settle, { label: 'order:<id>' });
+   */
+  label?: string;
+  /**
    * How long the lock lives unless extended or released, in ms: an integer from 1 to 86,400,000
    * (one day; a larger value is a `RedisLockOptionsError`). Also the default of `extend()`.
    * @default 30000

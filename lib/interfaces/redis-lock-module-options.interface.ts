@@ -54,7 +54,18 @@ export interface QueueDefaults {
    * @default { ageMs: 604800000, count: 10000 } (7 days, 10,000 tasks)
    */
   keepDead?: KeepBounds;
+  /**
+   * The log level of a failed attempt that will be retried (a retry is often expected: a flaky
+   * dependency, a lock held elsewhere). A task that goes to the dead-letter set is always logged
+   * as an error. `'off'` logs nothing (the `task.retried` event still fires).
+   * @default 'warn'
+   * @example queue: { retryLogLevel: 'debug' }
+   */
+  retryLogLevel?: RetryLogLevel;
 }
+
+/** A Nest logger level, or `'off'`. */
+export type RetryLogLevel = 'error' | 'warn' | 'log' | 'debug' | 'verbose' | 'off';
 
 /** Options of `RedisLockModule.forRoot` / `forRootAsync`. */
 export interface RedisLockModuleOptions {
@@ -133,6 +144,23 @@ export interface RedisLockModuleOptions {
    * @default 3600000 (one hour)
    */
   fenceTtlMs?: number;
+  /**
+   * Names this instance as a lock holder or waiter in `LockService.inspect`: every lock token
+   * carries a short random tag of the instance, and the tag's owner record (a Redis key with a
+   * TTL, refreshed while the module runs) maps it to this id. 1 to 200 printable ASCII characters.
+   * @default `${os.hostname()}:${process.pid}`
+   * @example instanceId: `${process.env.POD_NAME}:${process.pid}`
+   */
+  instanceId?: string;
+  /**
+   * Fail fast: when set, the module PINGs Redis while the application starts and, without an
+   * answer within this many ms, closes its connections and makes the start fail with
+   * `RedisUnavailableError`, instead of starting "healthy" on an unreachable Redis. Unset: start
+   * at once, commands wait for the connection (bounded by `commandTimeoutMs`).
+   * @default undefined (off)
+   * @example connectTimeoutMs: 5_000
+   */
+  connectTimeoutMs?: number;
   /** Defaults of the queue and its workers. */
   queue?: QueueDefaults;
 }

@@ -23,4 +23,5 @@ export const LOCK_SCRIPTS = {
     file('shared-common'),
   ),
   extendShared: new LuaScript('lock extend-shared', file('extend-shared')),
+  inspect: new LuaScript('lock inspect', file('inspect')),
 };

@@ -1,7 +1,9 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { randomFillSync } from 'node:crypto';
-import { BeforeApplicationShutdown, Injectable, Logger } from '@nestjs/common';
+import { randomBytes, randomFillSync } from 'node:crypto';
+import { BeforeApplicationShutdown, Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import { LockLostError } from '../errors/lock-lost.error';
+import type { LockLostEvent } from '../events/redis-lock-event-map';
+import { RedisLockEvents } from '../events/redis-lock-events';
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
 import { LockQuorumError } from '../errors/lock-quorum.error';
 import { LockReplicationError } from '../errors/lock-replication.error';
@@ -16,7 +18,10 @@ import type {
 import { resolveLockOptions, type ResolvedLockOptions } from '../options/resolve-options';
 import { RedisLockConnection } from '../redis/redis-connection';
 import { keepExtended } from '../waiting/keep-extended';
+import { LockMetrics, UNLABELLED } from '../observability/metrics';
 import { LineRenewal } from '../waiting/line-renewal';
+import type { LockInspection } from './lock-inspection';
+import { LOCK_SCRIPTS } from './lock-scripts';
 import { WakeSignal } from '../waiting/wake-signal';
 import { Lock, type LockOwner } from './lock';
 import { LockCohort, type CohortHost } from './lock-cohort';
@@ -33,18 +38,38 @@ import { SharedLocks } from './shared-locks';
 import { SingleNodeLockStore } from './single-node-lock-store';
 
 /** Random bytes drawn in bulk for tokens (one system call per 256 tokens). */
-const TOKEN_POOL = Buffer.alloc(16 * 256);
+const TOKEN_POOL = Buffer.alloc(12 * 256);
 let tokenOffset = TOKEN_POOL.length;
 
-/** A fresh acquisition token: 128 random bits as 32 hex digits. */
-const newToken = (): string => {
-  if (tokenOffset === TOKEN_POOL.length) {
-    randomFillSync(TOKEN_POOL);
-    tokenOffset = 0;
-  }
-  tokenOffset += 16;
-  return TOKEN_POOL.toString('hex', tokenOffset - 16, tokenOffset);
-};
+/**
+ * Makes fresh acquisition tokens of 43 hex digits: the instance's 8-digit tag (who), the local
+ * clock in ms as 11 digits (since when: a line entry's join time) and 96 random bits (see
+ * docs/locks.md). The tag + time head is built once per ms.
+ */
+function tokenMaker(tag: string): () => string {
+  let headMs = 0;
+  let head = '';
+  return () => {
+    if (tokenOffset === TOKEN_POOL.length) {
+      randomFillSync(TOKEN_POOL);
+      tokenOffset = 0;
+    }
+    tokenOffset += 12;
+    const now = Date.now();
+    if (now !== headMs) {
+      headMs = now;
+      head = tag + now.toString(16);
+    }
+    return head + TOKEN_POOL.toString('hex', tokenOffset - 12, tokenOffset);
+  };
+}
+
+/** How long an instance's owner record lives, and how often it is written again, in ms. */
+const OWNER_TTL_MS = 60_000;
+const OWNER_REFRESH_MS = 20_000;
+
+/** At most this many line entries are shown by `inspect`. */
+const INSPECT_LINE_MAX = 100;
 
 /** How often locks that ran out unreleased are dropped from what this instance holds, in ms. */
 const SWEEP_MS = 5_000;
@@ -59,7 +84,7 @@ const HOLD_TIMES_KEPT = 1_000;
  * independent masters instead: same API, not fair, no fences.
  */
 @Injectable()
-export class LockService implements LockOwner, BeforeApplicationShutdown {
+export class LockService implements LockOwner, OnModuleInit, BeforeApplicationShutdown {
   private readonly logger = new Logger('LockService');
   /** Every lock this instance holds (as far as it knows: released and lost ones are dropped). */
   private readonly held = new Set<Lock>();
@@ -81,8 +106,17 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
   private readonly holdTimes = new Map<string, number>();
   /** Shared mode (`mode: 'shared'`, read locks). */
   private readonly shared: SharedLocks;
+  /** This instance's tag: the first 8 hex digits of its tokens, mapped to `instanceId` in Redis. */
+  private readonly tag = randomBytes(4).toString('hex');
+  private readonly token = tokenMaker(this.tag);
+  private ownerTimer?: NodeJS.Timeout;
+  private readonly metrics = new LockMetrics();
 
-  constructor(private readonly connection: RedisLockConnection) {
+  constructor(
+    private readonly connection: RedisLockConnection,
+    /** The module's events: `lock.lost` and `lock.timeout` are emitted on it. */
+    readonly events: RedisLockEvents = new RedisLockEvents(),
+  ) {
     this.defaults = connection.options.lock;
     this.store =
       connection.nodes.length > 0
@@ -98,7 +132,7 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
       store: this.store,
       renewal: this.renewal,
       maxLocalHandoffs: connection.options.maxLocalHandoffs,
-      newToken,
+      newToken: this.token,
       grant: (key, token, o, fence, expiresAt, cohort) =>
         this.grant([key], token, o, [fence], expiresAt, cohort),
       forget: (lock) => this.forget(lock),
@@ -258,9 +292,71 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
     return results.filter((r) => r.status === 'fulfilled' && r.value).length;
   }
 
+  /**
+   * What Redis shows of the lock on `key` right now: whether it is held, by which instance
+   * (`instanceId` of the module that took it), its TTL left and fence counter, and its line of
+   * waiting instances in order (one entry per instance and lock: callers of one instance wait in
+   * its local cohort, counted by `localWaiters` for this instance). One Lua script plus one read
+   * of the owner records. Not available in quorum mode (no lines there).
+   * @example
+   * const { held, owner, ttlMs, line } = await locks.inspect(`order:${id}`);
+   */
+  async inspect(key: string, options?: Pick<LockOptions, 'keyPrefix'>): Promise<LockInspection> {
+    const o = resolveLockOptions(this.defaults, options);
+    const name = checkLockNames(key)[0];
+    if (!this.store.lines) {
+      throw new RedisLockOptionsError('nodes', '(quorum mode)', 'a single Redis for inspect()');
+    }
+    const k = lockRedisKeys(o.keyPrefix, name);
+    const reply = (await this.connection.run(
+      LOCK_SCRIPTS.inspect,
+      [k.value, k.fence, k.line, k.entries],
+      [INSPECT_LINE_MAX],
+    )) as Array<string | number | null>;
+    const [value, pttl, fence, lineLength] = reply;
+    const holder = typeof value === 'string' ? value.replace(/\*$/, '') : undefined;
+    const waiting: Array<{ token: string; mode: string }> = [];
+    for (let i = 4; i < reply.length; i += 2) {
+      waiting.push({ token: String(reply[i]), mode: String(reply[i + 1]).split(':')[3] });
+    }
+    const owners = await this.owners([holder, ...waiting.map((w) => w.token)]);
+    return {
+      key: name,
+      held: holder !== undefined,
+      ...(holder !== undefined && {
+        owner: owners.get(holder.slice(0, 8)),
+        ttlMs: Number(pttl) >= 0 ? Number(pttl) : undefined,
+      }),
+      fence: fence === null ? undefined : Number(fence),
+      lineLength: Number(lineLength),
+      line: waiting.map((w) => ({
+        owner: owners.get(w.token.slice(0, 8)),
+        since: tokenTime(w.token),
+        mode: w.mode === 'h' ? 'handoff' : 'wake',
+      })),
+      localWaiters: this.localWaiters(name, o.keyPrefix),
+    };
+  }
+
+  /** Registers this instance's tag -> `instanceId` (Nest lifecycle hook); refreshed while it runs. */
+  onModuleInit(): void {
+    if (!this.store.lines) return;
+    const write = () =>
+      this.connection
+        .call('lock owner SET', (c) =>
+          c.set(this.ownerKey(this.tag), this.connection.options.instanceId, 'PX', OWNER_TTL_MS),
+        )
+        .catch((err) => this.warn('registering the instance id failed', err));
+    this.ownerTimer = setInterval(write, OWNER_REFRESH_MS);
+    this.ownerTimer.unref();
+    // Not awaited: a slow Redis must not hold up the start (connectTimeoutMs decides that).
+    void write();
+  }
+
   /** Nest lifecycle hook: releases what this instance holds when the application shuts down. */
   async beforeApplicationShutdown(): Promise<void> {
     this.closing = true;
+    clearInterval(this.ownerTimer);
     this.renewal.close();
     // Waiting callers are told, and this instance leaves every line it stands in, before its
     // locks are released: a lock must not be handed to an instance that is going away.
@@ -273,7 +369,9 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
   /** @internal */
   async releaseLock(lock: Lock): Promise<boolean> {
     this.forget(lock);
-    lock.end();
+    if (!lock.isEnded) this.metrics.released(lock.label, Date.now() - lock.acquiredAt);
+    // Released after its TTL ran out (a callback that outlived it): it was lost before.
+    lock.end(lock.isLost ? ttlRanOut(lock) : undefined);
     if (this.shared.owns(lock)) return this.shared.release(lock.redisKeys[0], lock.token);
     if (lock.redisKeys.length === 1) this.recordHold(lock.redisKeys[0].value, lock.acquiredAt);
     return lock.cohort ? lock.cohort.release(lock) : this.store.release(lock.redisKeys, lock.token);
@@ -309,7 +407,10 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
       return true;
     }
     this.forget(lock);
-    lock.end(new LockLostError(lock.keys, 'it expired or another owner holds it now'));
+    lock.end(
+      new LockLostError(lock.keys, 'it expired or another owner holds it now'),
+      lock.expiresAt <= Date.now() ? 'expired' : 'taken',
+    );
     lock.cohort?.lost(lock);
     return false;
   }
@@ -318,6 +419,14 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
   async isHeldLock(lock: Lock): Promise<boolean> {
     if (this.shared.owns(lock)) return this.shared.extend(lock.redisKeys[0], lock.token, 0);
     return this.store.isHeld(lock.redisKeys, lock.token);
+  }
+
+  /** @internal */
+  lockLost(lock: Lock, why: LockLostEvent['reason']): void {
+    this.metrics.lost(lock.label, why);
+    if (this.events.hasListeners('lock.lost')) {
+      this.events.emit('lock.lost', { keys: lock.keys, reason: why });
+    }
   }
 
   /** A Lock as given, or the lock this instance acquired last on a key, unless it ran out. */
@@ -332,9 +441,7 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
   /** Forgets a lock that ran out unreleased (its TTL is over by this process's clock). */
   private drop(lock: Lock): void {
     this.forget(lock);
-    lock.end(
-      new LockLostError(lock.keys, `its TTL ran out at ${new Date(lock.expiresAt).toISOString()}`),
-    );
+    lock.end(ttlRanOut(lock));
     lock.cohort?.lost(lock);
   }
 
@@ -370,6 +477,22 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
     }
   }
 
+  private ownerKey(tag: string): string {
+    return `${this.defaults.keyPrefix}owner:{${tag}}`;
+  }
+
+  /** Instance ids by tag, for the tags of `tokens` (one GET per distinct tag, pipelined). */
+  private async owners(tokens: Array<string | undefined>): Promise<Map<string, string>> {
+    const tags = [...new Set(tokens.filter((t) => t !== undefined).map((t) => t!.slice(0, 8)))];
+    const owners = new Map<string, string>();
+    if (tags.length === 0) return owners;
+    const ids = await this.connection.call('lock owner GET', (c) =>
+      Promise.all(tags.map((tag) => c.get(this.ownerKey(tag)))),
+    );
+    tags.forEach((tag, i) => ids[i] !== null && owners.set(tag, ids[i]!));
+    return owners;
+  }
+
   private warn(what: string, err: unknown): void {
     this.logger.warn(`${what}: ${err instanceof Error ? err.message : String(err)}`);
   }
@@ -396,6 +519,34 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
       throw new RedisUnavailableError('lock acquire', 'the module is shutting down');
     }
     const started = Date.now();
+    const label = o.label ?? UNLABELLED;
+    let result: Lock | LockTimeoutError;
+    try {
+      result = await this.obtainFrom(keys, o, started);
+    } catch (err) {
+      const aborted = o.signal?.aborted === true;
+      this.metrics.acquired(label, aborted ? 'timeout' : 'error', Date.now() - started);
+      if (aborted && this.events.hasListeners('lock.timeout')) {
+        const waitedMs = Date.now() - started;
+        const names = keys.map((k) => k.name);
+        this.events.emit('lock.timeout', { keys: names, waitedMs, reason: 'aborted' });
+      }
+      throw err;
+    }
+    const timedOut = result instanceof LockTimeoutError;
+    this.metrics.acquired(label, timedOut ? 'timeout' : 'acquired', Date.now() - started);
+    if (timedOut && this.events.hasListeners('lock.timeout')) {
+      const { keys: names, waitedMs } = result as LockTimeoutError;
+      this.events.emit('lock.timeout', { keys: names, waitedMs, reason: 'timeout' });
+    }
+    return result;
+  }
+
+  private async obtainFrom(
+    keys: LockRedisKeys[],
+    o: ResolvedLockOptions,
+    started: number,
+  ): Promise<Lock | LockTimeoutError> {
     let result: Lock | LockTimeoutError;
     if (o.mode === 'shared') {
       result = await this.shared.obtain(keys[0], o, started, (token, fence, expiresAt) =>
@@ -404,7 +555,7 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
     } else if (keys.length === 1 && this.store.lines) {
       result = await this.cohortOf(keys[0]).acquire(o, started);
     } else {
-      const token = newToken();
+      const token = this.token();
       const first = await this.store.attempt(keys, token, o, 'none');
       result = first.granted
         ? this.grant(keys, token, o, first.fences, first.expiresAt)
@@ -500,7 +651,7 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
       }
       for (;;) {
         wake.clear();
-        const token = newToken();
+        const token = this.token();
         last = await this.store.attempt(keys, token, o, 'mark');
         if (last.granted) return this.grant(keys, token, o, last.fences, last.expiresAt);
         const left = deadline - Date.now();
@@ -532,6 +683,7 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
       o.waitForReplicas,
       cohort,
     );
+    if (o.label !== undefined) lock.label = o.label;
     this.remember(lock);
     return lock;
   }
@@ -545,11 +697,23 @@ export class LockService implements LockOwner, BeforeApplicationShutdown {
     return keepExtended(
       lock,
       (ms) => this.extendLock(lock, ms),
-      (detail) => lock.end(new LockLostError(lock.keys, `it ${detail}`)),
+      (detail) => lock.end(new LockLostError(lock.keys, `it ${detail}`), 'unreachable'),
     );
   }
 }
 
 function holderMs(attempt: LockAttempt): number | undefined {
   return attempt.wait >= 0 ? attempt.wait : undefined;
+}
+
+function ttlRanOut(lock: Lock): LockLostError {
+  return new LockLostError(
+    lock.keys,
+    `its TTL ran out at ${new Date(lock.expiresAt).toISOString()}`,
+  );
+}
+
+/** When a token was made (epoch ms, by its maker's clock): digits 9 to 19 of it. */
+function tokenTime(token: string): number {
+  return parseInt(token.slice(8, 19), 16);
 }

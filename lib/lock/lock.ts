@@ -1,4 +1,5 @@
 import { LockLostError } from '../errors/lock-lost.error';
+import type { LockLostEvent } from '../events/redis-lock-event-map';
 import type { WaitForReplicasOptions } from '../interfaces/lock-options.interface';
 import { GrantLifetime } from '../waiting/grant-lifetime';
 import type { LockCohort } from './lock-cohort';
@@ -16,6 +17,8 @@ export interface LockOwner {
   extendLock(lock: Lock, ttlMs: number): Promise<boolean>;
   /** @internal */
   isHeldLock(lock: Lock): Promise<boolean>;
+  /** @internal the lock was found lost (called once per lock) */
+  lockLost(lock: Lock, why: LockLostEvent['reason']): void;
 }
 
 /**
@@ -28,6 +31,8 @@ export class Lock {
   private readonly lifetime: GrantLifetime<LockLostError>;
   /** @internal when this process got the lock (epoch ms): hold times feed `Retry-After` */
   readonly acquiredAt = Date.now();
+  /** @internal the `lock` attribute of its metrics */
+  label = '(unlabelled)';
 
   /**
    * @internal created by LockService. (The constructor is private, so the published types show
@@ -68,6 +73,7 @@ export class Lock {
     this.lifetime = new GrantLifetime(
       expiresAt,
       (at) => new LockLostError(this.keys, `its TTL ran out at ${new Date(at).toISOString()}`),
+      () => this.owner.lockLost(this, 'expired'),
     );
   }
 
@@ -95,6 +101,11 @@ export class Lock {
    */
   get signal(): AbortSignal {
     return this.lifetime.signal;
+  }
+
+  /** @internal whether it was released or found lost */
+  get isEnded(): boolean {
+    return this.lifetime.isEnded;
   }
 
   /** @internal whether the lock was lost (signal aborted, or would be if read) */
@@ -127,9 +138,10 @@ export class Lock {
 
   /**
    * @internal the lock is not held any more: stops the expiry timer and, when it was lost
-   * (`reason` given) rather than released, aborts `signal` with `reason`
+   * (`reason` given) rather than released, aborts `signal` with `reason` and tells the owner
+   * (`why`) once
    */
-  end(reason?: LockLostError): void {
-    this.lifetime.end(reason);
+  end(reason?: LockLostError, why: LockLostEvent['reason'] = 'expired'): void {
+    if (this.lifetime.end(reason)) this.owner.lockLost(this, why);
   }
 }

@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import type {
   LockOptions,
   WaitForReplicasOptions,
@@ -7,6 +8,7 @@ import type {
   QueueDefaults,
   RedisConnectionOption,
   RedisLockModuleOptions,
+  RetryLogLevel,
 } from '../interfaces/redis-lock-module-options.interface';
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
 import { MAX_ATTEMPTS, MAX_CONCURRENCY } from '../queue/queue.constants';
@@ -37,6 +39,8 @@ export interface ResolvedLockOptions {
   mode?: 'shared' | 'exclusive';
   /** `withLock` only: resolve `undefined` instead of throwing on timeout (unset: false). */
   skipIfLocked?: boolean;
+  /** The `lock` attribute of its metrics (unset: `(unlabelled)`). */
+  label?: string;
   signal?: AbortSignal;
   waitForReplicas?: WaitForReplicasOptions;
 }
@@ -53,6 +57,9 @@ export interface ResolvedModuleOptions {
   clockDriftFactor: number;
   maxLocalHandoffs: number;
   fenceTtlMs: number;
+  instanceId: string;
+  /** Unset: start without checking Redis. */
+  connectTimeoutMs?: number;
 }
 
 const MODULE_KEYS = [
@@ -70,6 +77,8 @@ const MODULE_KEYS = [
   'clockDriftFactor',
   'maxLocalHandoffs',
   'fenceTtlMs',
+  'instanceId',
+  'connectTimeoutMs',
 ] as const;
 const QUEUE_KEYS = [
   'leaseMs',
@@ -80,6 +89,7 @@ const QUEUE_KEYS = [
   'groupConcurrency',
   'keepCompleted',
   'keepDead',
+  'retryLogLevel',
 ] as const;
 const WORKER_KEYS = [...QUEUE_KEYS, 'limiter', 'groupLimiter'] as const;
 const RATE_LIMIT_KEYS = ['max', 'durationMs'] as const;
@@ -102,6 +112,7 @@ const LOCK_KEYS = [
   'waitForReplicas',
   'skipIfLocked',
   'mode',
+  'label',
 ] as const;
 const WAIT_FOR_REPLICAS_KEYS = ['replicas', 'timeoutMs'] as const;
 
@@ -216,6 +227,11 @@ export function resolveModuleOptions(
       1_000_000,
     ),
     fenceTtlMs: checkInt('fenceTtlMs', options.fenceTtlMs ?? 3_600_000, 1_000, 365 * MAX_LOCK_MS),
+    connectTimeoutMs:
+      options.connectTimeoutMs === undefined
+        ? undefined
+        : checkMs('connectTimeoutMs', options.connectTimeoutMs, 1),
+    instanceId: checkInstanceId(options.instanceId ?? `${hostname()}:${process.pid}`),
   };
 }
 
@@ -251,6 +267,7 @@ export function resolveLockOptions(
       o.skipIfLocked === undefined
         ? defaults.skipIfLocked
         : checkBoolean('skipIfLocked', o.skipIfLocked),
+    label: o.label === undefined ? defaults.label : checkLabel(o.label),
     signal,
     mode: o.mode === undefined ? defaults.mode : checkMode(o.mode),
     waitForReplicas:
@@ -279,6 +296,7 @@ export const QUEUE_DEFAULTS: ResolvedQueueDefaults = {
   groupConcurrency: 1,
   keepCompleted: { ageMs: 0, count: 0 },
   keepDead: { ageMs: 604_800_000, count: 10_000 },
+  retryLogLevel: 'warn',
 };
 
 /** Validates a `{ max, durationMs }` rate limit named `option`. */
@@ -365,5 +383,38 @@ function resolveQueueKeys(
         : checkKeep(name('keepCompleted'), o.keepCompleted),
     keepDead:
       o.keepDead === undefined ? defaults.keepDead : checkKeep(name('keepDead'), o.keepDead),
+    retryLogLevel:
+      o.retryLogLevel === undefined
+        ? defaults.retryLogLevel
+        : checkLogLevel(name('retryLogLevel'), o.retryLogLevel),
   };
+}
+
+const LOG_LEVELS = ['error', 'warn', 'log', 'debug', 'verbose', 'off'] as const;
+
+function checkLogLevel(option: string, value: unknown): RetryLogLevel {
+  if (!LOG_LEVELS.includes(value as RetryLogLevel)) {
+    throw new RedisLockOptionsError(option, value, `one of ${LOG_LEVELS.join(', ')}`);
+  }
+  return value as RetryLogLevel;
+}
+
+/** An instance id: 1 to 200 printable ASCII characters (it is shown by `inspect`). */
+function checkInstanceId(value: unknown): string {
+  if (typeof value !== 'string' || !/^[\x21-\x7e][\x20-\x7e]{0,199}$/.test(value)) {
+    throw new RedisLockOptionsError(
+      'instanceId',
+      value,
+      'a string of 1 to 200 printable ASCII characters (not starting with a space)',
+    );
+  }
+  return value;
+}
+
+/** A metrics label: 1 to 200 characters. */
+function checkLabel(value: unknown): string {
+  if (typeof value !== 'string' || value.length === 0 || value.length > 200) {
+    throw new RedisLockOptionsError('label', value, 'a string of 1 to 200 characters');
+  }
+  return value;
 }

@@ -302,10 +302,13 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
         this.events.emit('task.dead', { ...base(), error: failure.error });
       }
     } else if (settled === 1) {
-      this.logger.warn(
-        `queue '${this.queue}': task '${task.id}' failed attempt ${task.attempt} of ` +
-          `${this.options.maxAttempts}, retrying in ${delayMs} ms: ${reason}`,
-      );
+      const level = this.options.retryLogLevel;
+      if (level !== 'off') {
+        this.logger[level](
+          `queue '${this.queue}': task '${task.id}' failed attempt ${task.attempt} of ` +
+            `${this.options.maxAttempts}, retrying in ${delayMs} ms: ${reason}`,
+        );
+      }
       if (this.events.hasListeners('task.retried')) {
         this.events.emit('task.retried', { ...base(), error: failure.error, delayMs });
       }

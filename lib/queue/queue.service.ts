@@ -415,6 +415,13 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
     await this.setConfig(queue, 'paused', '1');
   }
 
+  /** @internal how many workers of this instance run for `queue` (health checks) */
+  workerCount(queue: string): number {
+    let n = 0;
+    for (const w of this.workers) if (w.queue === queue) n++;
+    return n;
+  }
+
   /** Lets the workers of `queue` claim again (and wakes one at once). */
   async resume(queue: QueueName): Promise<void> {
     await this.setConfig(queue, 'paused', '');

@@ -67,6 +67,17 @@ export class PubSubHub {
     return unlisten;
   }
 
+  /**
+   * PINGs the subscriber connection within `ms` (health checks); resolves `false` without a PING
+   * when no subscriber was needed yet.
+   */
+  async ping(ms: number): Promise<boolean> {
+    const sub = this.subscriber;
+    if (!sub) return false;
+    await bounded('PING (subscriber)', sub.ping(), ms);
+    return true;
+  }
+
   /** Closes the subscriber connection. */
   close(): void {
     this.closed = true;

@@ -136,6 +136,8 @@ export class RedisLockConnection {
     for (const c of this.extra) c.disconnect();
     this.extra.clear();
     if (!this.owned) return;
+    // Not connected (e.g. a failed start with connectTimeoutMs): QUIT would only wait its bound.
+    if (this.client.status !== 'ready') return void this.client.disconnect();
     try {
       await bounded('QUIT', this.client.quit(), this.options.commandTimeoutMs);
     } catch {

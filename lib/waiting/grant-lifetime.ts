@@ -13,11 +13,18 @@ export class GrantLifetime<E extends Error> {
   /**
    * @param expiry epoch ms until which the grant is surely held
    * @param expired the reason of a grant whose expiry passed at `expiresAt`
+   * @param onExpired told once when the expiry timer finds the grant lost
    */
   constructor(
     private expiry: number,
     private readonly expired: (expiresAt: number) => E,
+    private readonly onExpired?: (reason: E) => void,
   ) {}
+
+  /** Whether it was released or found lost. */
+  get isEnded(): boolean {
+    return this.ended;
+  }
 
   get expiresAt(): number {
     return this.expiry;
@@ -44,22 +51,26 @@ export class GrantLifetime<E extends Error> {
 
   /**
    * Not held any more: stops the expiry timer and, when it was lost (`reason` given) rather than
-   * released, aborts `signal` with `reason`.
+   * released, aborts `signal` with `reason`. Returns `true` when this call found it lost (once).
    */
-  end(reason?: E): void {
+  end(reason?: E): boolean {
     clearTimeout(this.expiryTimer);
     this.expiryTimer = undefined;
     this.ended = true;
-    if (!reason || this.lostReason) return;
+    if (!reason || this.lostReason) return false;
     this.lostReason = reason;
     if (this.controller && !this.controller.signal.aborted) this.controller.abort(reason);
+    return true;
   }
 
   private armExpiry(): void {
     clearTimeout(this.expiryTimer);
     if (this.ended) return;
     this.expiryTimer = setTimeout(
-      () => this.end(this.expired(this.expiry)),
+      () => {
+        const reason = this.expired(this.expiry);
+        if (this.end(reason)) this.onExpired?.(reason);
+      },
       Math.max(0, this.expiry - Date.now()),
     );
     this.expiryTimer.unref();

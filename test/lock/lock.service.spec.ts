@@ -46,7 +46,7 @@ describe('LockService', () => {
       const lock = await locks.acquire('a', { ttlMs: 5_000 });
       expect(lock).toBeInstanceOf(Lock);
       expect(lock.keys).toEqual(['a']);
-      expect(lock.token).toMatch(/^[0-9a-f]{32}$/);
+      expect(lock.token).toMatch(/^[0-9a-f]{43}$/);
       expect(lock.fence).toBeGreaterThan(0);
       expect(lock.expiresAt).toBeGreaterThanOrEqual(before + 5_000);
       expect(lock.expiresAt).toBeLessThanOrEqual(Date.now() + 5_000);

@@ -1,3 +1,4 @@
+import type { RetryLogLevel } from '../../interfaces/redis-lock-module-options.interface';
 import type { LeasedTask } from './task.interface';
 
 /** A rate limit: at most `max` tasks started in any `durationMs` window. */
@@ -157,6 +158,11 @@ export interface QueueWorkerOptions {
    * @default the module's `queue.keepDead` ({ ageMs: 604800000 (7 days), count: 10000 })
    */
   keepDead?: KeepBounds;
+  /**
+   * The log level of a failed attempt that will be retried; `'off'` logs nothing.
+   * @default the module's `queue.retryLogLevel` ('warn')
+   */
+  retryLogLevel?: RetryLogLevel;
 }
 
 /**

@@ -1,0 +1,35 @@
+/** One instance waiting in a lock's line (see `LockService.inspect`). */
+export interface LockLineEntry {
+  /** The `instanceId` of the waiting instance; absent when its owner record is gone. */
+  readonly owner?: string;
+  /** When the entry joined the line (epoch ms, by the waiting instance's clock). */
+  readonly since: number;
+  /**
+   * `'handoff'`: a fair waiter, handed the lock directly on release; `'wake'`: a `fair: false`
+   * waiter, only woken to try again.
+   */
+  readonly mode: 'handoff' | 'wake';
+}
+
+/** What `LockService.inspect` shows of one lock. */
+export interface LockInspection {
+  /** The lock name, as given. */
+  readonly key: string;
+  /** Whether anyone holds the lock. */
+  readonly held: boolean;
+  /** When held: the `instanceId` of the holder; absent when unknown (its owner record is gone). */
+  readonly owner?: string;
+  /** When held: the lock's remaining TTL in ms. */
+  readonly ttlMs?: number;
+  /**
+   * The lock's fence counter: the fence of the latest acquisition with fencing (so the holder's,
+   * when it took the lock with fencing); absent when the counter does not exist.
+   */
+  readonly fence?: number;
+  /** Waiting instances in order, live entries only (at most 100). */
+  readonly line: readonly LockLineEntry[];
+  /** Members of the line, live or lapsed. */
+  readonly lineLength: number;
+  /** Callers of this instance waiting in its local cohort for the lock. */
+  readonly localWaiters: number;
+}

@@ -1,0 +1,5 @@
+export {
+  RedisLockHealthIndicator,
+  type RedisLockHealthOptions,
+  type RedisLockHealthResult,
+} from './redis-lock.health-indicator';

@@ -1,0 +1,107 @@
+import { Injectable } from '@nestjs/common';
+import { QueueService } from '../../queue/queue.service';
+import { RedisLockConnection } from '../../redis/redis-connection';
+import { RedisLockOptionsError } from '../../errors/redis-lock-options.error';
+import { checkKnownKeys, checkMs, checkInt } from '../../options/validate';
+
+/** What `RedisLockHealthIndicator.isHealthy` checks besides the connections. */
+export interface RedisLockHealthOptions {
+  /**
+   * Bound of each PING, in ms.
+   * @default 1000
+   */
+  timeoutMs?: number;
+  /** Queues whose workers, dead letters and oldest ready task are checked. */
+  queues?: readonly string[];
+  /**
+   * Each queue of `queues` needs at least this many workers running in this instance.
+   * @default 0 (not checked)
+   */
+  minWorkers?: number;
+  /** Down when a queue of `queues` holds more dead tasks than this. Unset: not checked. */
+  maxDead?: number;
+  /**
+   * Down when the oldest ready task of a queue of `queues` has been due for longer than this, in
+   * ms (the queue is falling behind). Unset: not checked.
+   */
+  maxOldestReadyMs?: number;
+}
+
+/** The result shape of a `@nestjs/terminus` health indicator: `{ [key]: { status, ...data } }`. */
+export type RedisLockHealthResult<Key extends string = string> = Record<
+  Key,
+  { status: 'up' | 'down'; [detail: string]: unknown }
+>;
+
+const OPTION_KEYS = ['timeoutMs', 'queues', 'minWorkers', 'maxDead', 'maxOldestReadyMs'] as const;
+
+/**
+ * A health indicator for `@nestjs/terminus` that checks the module's own connections (PING on the
+ * command connection and, once it exists, the subscriber; no new client) and, optionally, queue
+ * workers, dead letters and backlog age. It returns terminus's result shape without importing
+ * terminus, so it is exported from the package root and costs nothing to apps without it.
+ * @example
+ * @Get('health') @HealthCheck()
+ * check() {
+ *   return this.health.check([() => this.redisLock.isHealthy('redis', { queues: ['orders'], maxDead: 100 })]);
+ * }
+ */
+@Injectable()
+export class RedisLockHealthIndicator {
+  constructor(
+    private readonly connection: RedisLockConnection,
+    private readonly queues: QueueService,
+  ) {}
+
+  /**
+   * Resolves `{ [key]: { status: 'up' | 'down', ... } }`; never rejects for an unhealthy Redis
+   * (the reason is in `message`), so terminus answers 503 within `timeoutMs` per PING.
+   * @param key the name of the check in terminus's report
+   * @default key 'redis-lock'
+   */
+  async isHealthy<const Key extends string = 'redis-lock'>(
+    key: Key = 'redis-lock' as Key,
+    options?: RedisLockHealthOptions,
+  ): Promise<RedisLockHealthResult<Key>> {
+    const o = checkKnownKeys('', options, OPTION_KEYS) as RedisLockHealthOptions;
+    const ms = o.timeoutMs === undefined ? 1_000 : checkMs('timeoutMs', o.timeoutMs, 1);
+    const minWorkers =
+      o.minWorkers === undefined ? 0 : checkInt('minWorkers', o.minWorkers, 0, 1e6);
+    if (o.maxDead !== undefined) checkInt('maxDead', o.maxDead, 0, Number.MAX_SAFE_INTEGER);
+    if (o.maxOldestReadyMs !== undefined) checkMs('maxOldestReadyMs', o.maxOldestReadyMs, 0);
+    if (o.queues !== undefined && !Array.isArray(o.queues)) {
+      throw new RedisLockOptionsError('queues', o.queues, 'an array of queue names');
+    }
+    const result = (status: 'up' | 'down', data: Record<string, unknown>) =>
+      ({ [key]: { status, ...data } }) as RedisLockHealthResult<Key>;
+    try {
+      await this.connection.call('PING (health)', (c) => c.ping(), ms);
+      const subscriber = (await this.connection.hub.ping(ms)) ? 'up' : 'idle';
+      const problems: string[] = [];
+      const queues: Record<string, unknown> = {};
+      for (const queue of o.queues ?? []) {
+        const workers = this.queues.workerCount(queue);
+        const stats = await this.queues.stats(queue);
+        const [oldest] =
+          stats.ready > 0 ? await this.queues.list(queue, 'ready', { limit: 1 }) : [];
+        const oldestReadyMs = oldest ? Math.max(0, Date.now() - oldest.time) : 0;
+        queues[queue] = { workers, ready: stats.ready, dead: stats.dead, oldestReadyMs };
+        if (workers < minWorkers) problems.push(`${queue}: ${workers} workers < ${minWorkers}`);
+        if (o.maxDead !== undefined && stats.dead > o.maxDead) {
+          problems.push(`${queue}: ${stats.dead} dead > ${o.maxDead}`);
+        }
+        if (o.maxOldestReadyMs !== undefined && oldestReadyMs > o.maxOldestReadyMs) {
+          problems.push(`${queue}: oldest ready ${oldestReadyMs} ms > ${o.maxOldestReadyMs} ms`);
+        }
+      }
+      const data = { redis: 'up', subscriber, ...(o.queues && { queues }) };
+      return problems.length === 0
+        ? result('up', data)
+        : result('down', { ...data, message: problems.join('; ') });
+    } catch (err) {
+      return result('down', {
+        message: `Redis unavailable: ${err instanceof Error ? err.message : String(err)}`,
+      });
+    }
+  }
+}

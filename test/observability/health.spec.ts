@@ -1,0 +1,121 @@
+import 'reflect-metadata';
+import { Controller, Get, type INestApplication } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+import { HealthCheck, HealthCheckService, TerminusModule } from '@nestjs/terminus';
+import request from 'supertest';
+import {
+  LockService,
+  QueueService,
+  RedisLockHealthIndicator,
+  RedisLockModule,
+  RedisLockOptionsError,
+  RedisUnavailableError,
+  type RedisLockModuleOptions,
+} from '../../lib';
+import { createLockApp, uniquePrefix, waitFor } from '../support/helpers';
+import { freePort, startRedisServer, type RedisServer } from '../support/redis-server';
+
+@Controller()
+class HealthController {
+  constructor(
+    private readonly health: HealthCheckService,
+    private readonly redisLock: RedisLockHealthIndicator,
+  ) {}
+
+  @Get('health')
+  @HealthCheck()
+  check() {
+    return this.health.check([() => this.redisLock.isHealthy('redis', { timeoutMs: 300 })]);
+  }
+
+  @Get('health/queue')
+  @HealthCheck()
+  queue() {
+    return this.health.check([
+      () => this.redisLock.isHealthy('jobs', { queues: ['jobs'], minWorkers: 1, maxDead: 0 }),
+    ]);
+  }
+}
+
+async function httpApp(options: RedisLockModuleOptions): Promise<INestApplication> {
+  const moduleRef = await Test.createTestingModule({
+    imports: [TerminusModule.forRoot({ logger: false }), RedisLockModule.forRoot(options)],
+    controllers: [HealthController],
+    providers: [RedisLockHealthIndicator],
+  }).compile();
+  const app = moduleRef.createNestApplication({ logger: false });
+  return app.init();
+}
+
+describe('RedisLockHealthIndicator over HTTP (@nestjs/terminus)', () => {
+  let server: RedisServer;
+  let app: INestApplication;
+
+  beforeAll(async () => {
+    server = await startRedisServer();
+    app = await httpApp({
+      redis: server.url,
+      keyPrefix: uniquePrefix('health'),
+      commandTimeoutMs: 300,
+    });
+  });
+  afterAll(async () => {
+    await app.close();
+    await server.stop();
+  });
+
+  const status = async (path = '/health') => (await request(app.getHttpServer()).get(path)).status;
+
+  it('answers 200 while Redis is up, 503 soon after it stops, 200 again after it is back', async () => {
+    // The subscriber exists once a lock waited: then it is checked too.
+    const locks = app.get(LockService);
+    const held = await locks.acquire('h');
+    await expect(locks.acquire('h', { waitMs: 50 })).rejects.toThrow();
+    await held.release();
+    const ok = await request(app.getHttpServer()).get('/health');
+    expect(ok.status).toBe(200);
+    expect(ok.body.info.redis).toEqual({ status: 'up', redis: 'up', subscriber: 'up' });
+
+    await server.stop();
+    const stopped = Date.now();
+    await waitFor('503', async () => (await status()) === 503, 10_000, 50);
+    expect(Date.now() - stopped).toBeLessThan(10_000);
+    const down = await request(app.getHttpServer()).get('/health');
+    expect(down.body.error.redis.status).toBe('down');
+    expect(down.body.error.redis.message).toMatch(/^Redis unavailable: /);
+
+    await server.restart();
+    await waitFor('200 again', async () => (await status()) === 200, 15_000, 50);
+  });
+
+  it('is down when a queue has too few workers or too many dead tasks', async () => {
+    expect(await status('/health/queue')).toBe(503);
+    const queues = app.get(QueueService);
+    const worker = queues.process(
+      'jobs',
+      () => {
+        throw new Error('boom');
+      },
+      { maxAttempts: 1 },
+    );
+    expect(await status('/health/queue')).toBe(200);
+    await queues.enqueue('jobs', 'j1');
+    await waitFor('j1 to die', async () => (await queues.stats('jobs')).dead === 1);
+    const res = await request(app.getHttpServer()).get('/health/queue');
+    expect(res.status).toBe(503);
+    expect(res.body.error.jobs.message).toBe('jobs: 1 dead > 0');
+    await worker.close();
+  });
+});
+
+describe('connectTimeoutMs (fail fast at bootstrap)', () => {
+  it('refuses to start without Redis (RedisUnavailableError), starts with it', async () => {
+    const port = await freePort();
+    await expect(
+      createLockApp({ redis: `redis://127.0.0.1:${port}`, connectTimeoutMs: 300 }),
+    ).rejects.toBeInstanceOf(RedisUnavailableError);
+    const app = await createLockApp({ connectTimeoutMs: 2_000 });
+    await app.close();
+    await expect(createLockApp({ connectTimeoutMs: 0 })).rejects.toThrow(RedisLockOptionsError);
+  });
+});

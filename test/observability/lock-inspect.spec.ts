@@ -1,0 +1,76 @@
+import type { INestApplicationContext } from '@nestjs/common';
+import { LockService, RedisLockOptionsError } from '../../lib';
+import { lineFrom, spawnTs } from '../support/child';
+import { createLockApp, testRedisUrl, uniquePrefix, waitFor } from '../support/helpers';
+
+describe('LockService.inspect', () => {
+  const prefix = uniquePrefix('inspect');
+  let app: INestApplicationContext;
+  let locks: LockService;
+
+  beforeAll(async () => {
+    app = await createLockApp({ keyPrefix: prefix, instanceId: 'the-test' });
+    locks = app.get(LockService);
+  });
+  afterAll(() => app.close());
+
+  const child = (mode: string, instanceId: string) =>
+    spawnTs('test/fixtures/lock-child.ts', [], {
+      REDIS_URL: testRedisUrl(),
+      PREFIX: prefix,
+      KEY: 'shared',
+      MODE: mode,
+      MODULE_OPTIONS_JSON: JSON.stringify({ instanceId }),
+    });
+
+  it('shows a free lock as free', async () => {
+    const seen = await locks.inspect('nobody');
+    expect(seen).toEqual({ key: 'nobody', held: false, line: [], lineLength: 0, localWaiters: 0 });
+  });
+
+  it('shows its own holder with owner, TTL and fence, and its local waiters', async () => {
+    const lock = await locks.acquire('own', { ttlMs: 30_000 });
+    const waiter = locks.acquire('own', { waitMs: 30_000 });
+    await waitFor('the local caller to wait', () => locks.localWaiters('own') === 1);
+    const seen = await locks.inspect('own');
+    expect(seen).toMatchObject({ held: true, owner: 'the-test', fence: lock.fence });
+    expect(seen.ttlMs).toBeGreaterThan(0);
+    expect(seen.ttlMs).toBeLessThanOrEqual(30_000);
+    expect(seen.localWaiters).toBe(1);
+    await lock.release();
+    await (await waiter).release();
+  });
+
+  it('shows a holder in another process and a line of 3 processes in the order they came', async () => {
+    const holder = child('hold', 'holder-A');
+    const fence = Number((await lineFrom(holder, /^held \d+/)).split(' ')[1]);
+    const waiters = ['waiter-1', 'waiter-2', 'waiter-3'];
+    for (const [i, id] of waiters.entries()) {
+      const w = child('wait', id);
+      await lineFrom(w, /^started/);
+      await waitFor(
+        `${id} in line`,
+        async () => (await locks.inspect('shared')).line.length === i + 1,
+        15_000,
+        20,
+      );
+    }
+    const seen = await locks.inspect('shared');
+    expect(seen).toMatchObject({ key: 'shared', held: true, owner: 'holder-A', fence });
+    expect(seen.ttlMs).toBeGreaterThan(0);
+    expect(seen.line.map((e) => [e.owner, e.mode])).toEqual(waiters.map((id) => [id, 'handoff']));
+    const since = seen.line.map((e) => e.since);
+    expect([...since].sort((a, b) => a - b)).toEqual(since);
+    expect(Math.abs(since[0] - Date.now())).toBeLessThan(60_000);
+    expect(seen.lineLength).toBe(3);
+    expect(seen.localWaiters).toBe(0);
+  });
+
+  it('validates its key and the instanceId option (typed errors)', async () => {
+    await expect(locks.inspect('')).rejects.toThrow('lock');
+    await expect(createLockApp({ instanceId: '' })).rejects.toThrow(RedisLockOptionsError);
+    await expect(createLockApp({ instanceId: 'x'.repeat(201) })).rejects.toThrow(
+      /instanceId.*200 printable/,
+    );
+  });
+});

@@ -1,0 +1,52 @@
+import 'reflect-metadata';
+import request from 'supertest';
+import { uniquePrefix, waitFor } from '../support/helpers';
+import { startSample, type RunningSample } from './support/sample-app';
+
+describe('sample: Prometheus /metrics (OpenTelemetry exporter)', () => {
+  let sample: RunningSample;
+
+  beforeAll(async () => {
+    sample = await startSample({ keyPrefix: uniquePrefix('sample-metrics') });
+  });
+  afterAll(() => sample?.app.close());
+
+  it('shows the lock and queue series after a few buys and the orders the workers made', async () => {
+    await request(sample.url)
+      .post('/flash-sales')
+      .send({ sku: 'mug', stock: 3, price: 5 })
+      .expect(201);
+    for (const userId of ['u1', 'u2', 'u3', 'u4']) {
+      await request(sample.url).post('/flash-sales/mug/buy').send({ userId });
+    }
+    await waitFor(
+      '3 orders',
+      async () => {
+        const res = await request(sample.url).get('/flash-sales/mug/orders');
+        return res.status === 200 && res.body.length === 3;
+      },
+      15_000,
+      50,
+    );
+    const text = (await request(sample.url).get('/metrics').expect(200)).text;
+    const value = (series: string) => {
+      const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+      return line === undefined ? undefined : Number(line.split(' ').pop());
+    };
+    const scope = 'otel_scope_name="nestjs-redis-lock"';
+    // The sale's creation and the 3 successful buys took the stock lock (the 4th buyer was
+    // refused by the sold-out guard before locking); labelled by the @WithLock template.
+    const stock = 'lock="stock:<0>"';
+    expect(value(`redis_lock_lock_acquire_wait_count{${stock},outcome="acquired",${scope}}`)).toBe(
+      4,
+    );
+    expect(value(`redis_lock_lock_held_count{${stock},${scope}}`)).toBe(4);
+    expect(value(`redis_lock_queue_tasks_completed_total{queue="orders",${scope}}`)).toBe(3);
+    expect(
+      value(`redis_lock_queue_task_run_count{queue="orders",outcome="completed",${scope}}`),
+    ).toBe(3);
+    expect(value(`redis_lock_queue_task_wait_count{queue="orders",${scope}}`)).toBe(3);
+    expect(text).toContain('# TYPE redis_lock_lock_acquire_wait histogram');
+    expect(text).not.toContain('stock:mug'); // never the raw key
+  });
+});
