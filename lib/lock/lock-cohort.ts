@@ -217,6 +217,17 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus> {
     return { key: this.key, token: this.lineToken, spec: entrySpec(first.options) };
   }
 
+  /**
+   * @internal the heartbeat could not reach Redis: the callers waiting here get the error at once
+   * (as an attempt of theirs would), instead of waiting through the outage
+   */
+  onRenewFailed(entry: LineEntry, err: unknown): void {
+    if (entry.token !== this.lineToken || this.busy) return;
+    this.leaveLineLocally();
+    this.line?.rejectAll(err);
+    this.drive();
+  }
+
   /** @internal what the heartbeat found */
   onRenewed(entry: LineEntry, status: LineStatus): void {
     if (entry.token !== this.lineToken || this.busy) return;

@@ -5,6 +5,11 @@
 export interface RenewedPlace<E, S> {
   entry(): E | undefined;
   onRenewed(entry: E, status: S): void;
+  /**
+   * The renewal failed (Redis unreachable): a place that would rather fail its callers at once
+   * than let them wait through an outage says so here (else its entry lapses by its deadline).
+   */
+  onRenewFailed?(entry: E, err: unknown): void;
 }
 
 /**
@@ -75,6 +80,9 @@ export class LineRenewal<E, S> {
       }
     } catch (err) {
       this.onError(err);
+      places.forEach((place, i) => {
+        if (this.places.has(place)) place.onRenewFailed?.(entries[i], err);
+      });
     } finally {
       this.running = false;
       this.schedule();
