@@ -108,6 +108,10 @@ describe('LockService local cohorts', () => {
   it('bounds the bypass: at most maxLocalHandoffs local handoffs in a row while another process waits', async () => {
     const prefix = uniquePrefix('cohort-bound');
     const { line } = lockRedisKeys(prefix, 'crowd');
+    // Both started up front (start-up is slow on a loaded machine); the second one asks only
+    // once told to, while the first surely runs sections.
+    const once = child(prefix, { TAG: 'once', MODE: 'once', GO_KEY: `${prefix}go` });
+    await lineFrom(once, /^started$/, 60_000);
     const busy = child(prefix, {
       TAG: 'busy',
       CALLERS: '16',
@@ -123,8 +127,8 @@ describe('LockService local cohorts', () => {
       async () => (await redis.llen(`${prefix}log`)) > 2,
       60_000,
     );
-    const once = child(prefix, { TAG: 'once', MODE: 'once' });
-    await waitFor('its place in line', async () => (await redis.zcard(line)) === 1, 20_000, 2);
+    await redis.set(`${prefix}go`, '1');
+    await waitFor('its place in line', async () => (await redis.zcard(line)) === 1, 60_000, 2);
     await redis.rpush(`${prefix}log`, 'want joined');
     await lineFrom(once, /^done$/, 30_000);
     await lineFrom(busy, /^done$/, 60_000);
