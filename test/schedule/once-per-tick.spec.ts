@@ -94,6 +94,13 @@ describe('@OncePerTick on several application instances', () => {
     await expectEveryTickOnce('cron-below', 1_000, 10);
     await expectEveryTickOnce('interval', 1, 30);
     expect(await runs('timeout')).toEqual(new Map([[0, 1]]));
-    for (const stderr of errors) expect(stderr()).toBe('');
+    // Nothing logged as an error. (The `cron` package of @nestjs/schedule warns on its own when a
+    // loaded machine fires a tick late; that line is not ours.)
+    const ours = (text: string) =>
+      text
+        .split('\n')
+        .filter((line) => line !== '' && !line.startsWith('[Cron] Missed execution deadline'))
+        .join('\n');
+    for (const stderr of errors) expect(ours(stderr())).toBe('');
   }, 150_000);
 });
