@@ -163,6 +163,10 @@ describe('RedisLockModule', () => {
     [{ queue: { leaseMs: -1 } }, "invalid option 'queue.leaseMs'"],
     [{ queue: { lease: 1 } }, "invalid option 'queue.lease'"],
     [{ tllMs: 1000 }, "invalid option 'tllMs'"],
+    [{ maxLocalHandoffs: -1 }, "invalid option 'maxLocalHandoffs'"],
+    [{ maxLocalHandoffs: 1.5 }, "invalid option 'maxLocalHandoffs'"],
+    [{ fenceTtlMs: 999 }, "invalid option 'fenceTtlMs'"],
+    [{ fenceTtlMs: '1h' }, "invalid option 'fenceTtlMs'"],
   ])('fails at bootstrap on bad options %p', async (options, message) => {
     const err = await Test.createTestingModule({
       imports: [RedisLockModule.forRoot({ redis: testRedisUrl(), ...(options as object) })],
