@@ -18,7 +18,7 @@ class BoardQueues implements OnModuleInit {
   ) {}
 
   onModuleInit() {
-    for (const name of ['states', 'retry', 'pause', 'actions']) {
+    for (const name of ['states', 'retry', 'pause', 'actions', 'sched']) {
       this.board.addQueue(new RedisLockQueueAdapter(this.queues, name));
     }
     this.board.addQueue(new RedisLockQueueAdapter(this.queues, 'audit', { readOnlyMode: true }));
@@ -46,7 +46,7 @@ describe('RedisLockQueueAdapter in bull-board (@bull-board/nestjs, Express)', ()
     expect(found).toBeDefined();
     return found as {
       counts: Record<string, number>;
-      jobs: { id: string; data: unknown; attempts: number; failedReason: string }[];
+      jobs: { id: string; data: unknown; attempts: number; groupId?: string }[];
       isPaused: boolean;
       statuses: string[];
       readOnlyMode: boolean;
@@ -57,7 +57,11 @@ describe('RedisLockQueueAdapter in bull-board (@bull-board/nestjs, Express)', ()
     const moduleRef = await Test.createTestingModule({
       imports: [
         RedisLockModule.forRoot({ redis: testRedisUrl(), keyPrefix: uniquePrefix('bull-board') }),
-        BullBoardModule.forRoot({ route: '/board', adapter: ExpressAdapter }),
+        BullBoardModule.forRoot({
+          route: '/board',
+          adapter: ExpressAdapter,
+          boardOptions: { uiConfig: { hideRedisDetails: true } },
+        }),
       ],
       providers: [BoardQueues],
     }).compile();
@@ -73,7 +77,8 @@ describe('RedisLockQueueAdapter in bull-board (@bull-board/nestjs, Express)', ()
     await killTasks(queues, 'states', ['d1', 'd2']);
     await queues.enqueue('states', 'l1', { payload: { kind: 'leased' } });
     expect(await queues.claim('states', 1, { leaseMs: 60_000 })).toHaveLength(1);
-    await queues.enqueue('states', ['r1', 'r2', 'r3'], { payload: { kind: 'ready' } });
+    await queues.enqueue('states', ['r1', 'r2'], { payload: { kind: 'ready' } });
+    await queues.enqueue('states', 'r3', { payload: { kind: 'ready' }, group: 'cust-7' });
     await queues.enqueue('states', ['w1', 'w2'], {
       delayMs: 3_600_000,
       payload: { kind: 'later' },
@@ -105,7 +110,12 @@ describe('RedisLockQueueAdapter in bull-board (@bull-board/nestjs, Express)', ()
     expect(q.isPaused).toBe(false);
 
     const byStatus = async (status: string) => (await board('states', status)).jobs;
-    expect((await byStatus('waiting')).map((j) => j.id)).toEqual(['r1', 'r2', 'r3']);
+    const waiting = await byStatus('waiting');
+    expect(waiting.map((j) => [j.id, j.groupId])).toEqual([
+      ['r1', undefined],
+      ['r2', undefined],
+      ['r3', 'cust-7'],
+    ]);
     expect((await byStatus('delayed')).map((j) => j.id).sort()).toEqual(['w1', 'w2']);
     expect((await byStatus('active')).map((j) => j.id)).toEqual(['l1']);
     const failed = await byStatus('failed');
@@ -207,6 +217,32 @@ describe('RedisLockQueueAdapter in bull-board (@bull-board/nestjs, Express)', ()
       dead: 2,
       paused: false,
     });
+  });
+
+  it('lists and removes job schedulers, and sets the global concurrency', async () => {
+    await queues.schedule('sched', 'nightly', { everyMs: 3_600_000, payload: { report: 'sales' } });
+    const listed = await api().get('/board/api/job-schedulers').query({ queueName: 'sched' });
+    expect(listed.status).toBe(200);
+    expect(listed.body.schedulers).toEqual([
+      expect.objectContaining({
+        id: 'nightly',
+        queueName: 'sched',
+        every: 3_600_000,
+        template: { data: { report: 'sales' } },
+      }),
+    ]);
+    const remove = (id: string) => api().put(`/board/api/queues/sched/job-schedulers/${id}/remove`);
+    expect((await remove('nightly')).status).toBe(204);
+    expect(await queues.schedules('sched')).toEqual([]);
+    expect((await remove('nightly')).status).toBe(404);
+
+    // A global concurrency of 1 set on the board: a claim of 3 gets one task.
+    await queues.enqueue('sched', ['c1', 'c2', 'c3']);
+    const set = await api().put('/board/api/queues/sched/concurrency').send({ concurrency: 1 });
+    expect(set.status).toBe(200);
+    expect(await queues.claim('sched', 3, { leaseMs: 60_000 })).toHaveLength(1);
+    // Redis details are hidden as docs/bull-board.md advises (the adapter has no INFO).
+    expect((await api().get('/board/api/redis/stats')).status).toBe(403);
   });
 
   it('passes readOnlyMode to bull-board, which then refuses every action', async () => {
