@@ -1,5 +1,5 @@
 import { readdirSync, readFileSync } from 'node:fs';
-import { join, relative, resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import type { INestApplicationContext } from '@nestjs/common';
 import { defineQueue, QueueError, QueueService, RedisLockOptionsError } from '../../lib';
 import { RedisLockQueueAdapter } from '../../lib/bull-board';
@@ -7,15 +7,11 @@ import { createLockApp, uniquePrefix } from '../support/helpers';
 
 const root = resolve(__dirname, '../..');
 
-function tsFiles(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
-    e.isDirectory()
-      ? tsFiles(join(dir, e.name))
-      : e.name.endsWith('.ts')
-        ? [relative(root, join(dir, e.name))]
-        : [],
-  );
-}
+/** The TypeScript files under `dir`, as paths from the repository root. */
+const tsFiles = (dir: string): string[] =>
+  readdirSync(join(root, dir), { recursive: true, encoding: 'utf8' })
+    .filter((f) => f.endsWith('.ts'))
+    .map((f) => join(dir, f));
 
 describe('RedisLockQueueAdapter', () => {
   let app: INestApplicationContext;
@@ -59,7 +55,7 @@ describe('RedisLockQueueAdapter', () => {
   });
 
   it('is loaded only from its own entry point: nothing else imports it or @bull-board', () => {
-    const importers = tsFiles(join(root, 'lib')).filter((file) => {
+    const importers = tsFiles('lib').filter((file) => {
       if (file.startsWith('lib/bull-board/')) return false;
       const source = readFileSync(join(root, file), 'utf8');
       return /from '(@bull-board\/|\.\.?\/(\.\.\/)*bull-board)/.test(source);
@@ -70,7 +66,7 @@ describe('RedisLockQueueAdapter', () => {
       types: './dist/bull-board/index.d.ts',
       default: './dist/bull-board/index.js',
     });
-    expect(tsFiles(join(root, 'lib/bull-board'))).toContain('lib/bull-board/index.ts');
+    expect(tsFiles('lib/bull-board')).toContain('lib/bull-board/index.ts');
     expect(pkg.peerDependenciesMeta['@bull-board/api']).toEqual({ optional: true });
   });
 });
