@@ -15,6 +15,7 @@ import { statusOfState } from './bull-board-states';
  * refused (see the adapter's `promoteAll`).
  */
 export class BullBoardJob implements QueueJob {
+  /** What bull-board shows as options: delay, priority, group. */
   readonly opts: { delay?: number; priority?: number; group?: { id: string } };
 
   constructor(
@@ -33,10 +34,12 @@ export class BullBoardJob implements QueueJob {
     };
   }
 
+  /** Its bull-board status when it was read. */
   async getState(): Promise<JobState> {
     return statusOfState(this.task.state, this.paused);
   }
 
+  /** The job as bull-board formats it: id and name = task id, data = payload. */
   toJSON(): QueueJobJson {
     const t = this.task;
     return {
@@ -58,6 +61,7 @@ export class BullBoardJob implements QueueJob {
     };
   }
 
+  /** `remove(queue, id)`; a running (leased) task answers 409. */
   async remove(): Promise<void> {
     if (await this.queues.remove(this.task.queue, this.task.id)) return;
     const now = await this.queues.get(this.task.queue, this.task.id);
@@ -66,6 +70,7 @@ export class BullBoardJob implements QueueJob {
     }
   }
 
+  /** `requeueDead(queue, [id])`; 409 when it is not dead any more. */
   async retry(state?: JobRetryStatus): Promise<void> {
     if (state === 'completed') {
       throw new BullBoardActionError('retry', 'completed tasks are not kept');
@@ -75,6 +80,7 @@ export class BullBoardJob implements QueueJob {
     }
   }
 
+  /** Answers 405 (see {@link PROMOTE_REFUSED}). */
   async promote(): Promise<void> {
     throw new BullBoardActionError('promote', PROMOTE_REFUSED);
   }

@@ -64,7 +64,8 @@ const STRING_OPTIONS = ['prefix', 'displayName', 'description', 'delimiter'] as 
  * States: ready → `waiting` (`paused` while the queue is paused), delayed → `delayed`, leased →
  * `active`, dead → `failed`. Actions: retry of a failed job = `requeueDead`, remove/clean =
  * `remove`, pause/resume, add = `enqueue`, empty = remove every ready and delayed task. Promote,
- * obliterate, logs and metrics answer 405; removing a running (leased) task answers 409.
+ * obliterate and metrics answer 405 (logs are empty); removing a running (leased) task answers
+ * 409. All of it: docs/bull-board.md.
  * @param queues the module's `QueueService`
  * @param queue the queue's name, or its `defineQueue` handle
  * @param options bull-board's queue options
@@ -93,14 +94,17 @@ export class RedisLockQueueAdapter extends BaseAdapter {
     return `${this.prefix}${this.queueName}`;
   }
 
+  /** The board's tabs: `latest` and {@link BOARD_JOB_STATUSES} (no `completed`). */
   getStatuses(): Status[] {
     return ['latest', ...BOARD_JOB_STATUSES];
   }
 
+  /** The statuses jobs are listed by (see docs/bull-board.md for the mapping). */
   getJobStatuses(): JobStatus[] {
     return [...BOARD_JOB_STATUSES];
   }
 
+  /** `stats(queue)` as bull-board counts, taken at one instant. */
   async getJobCounts(): Promise<JobCounts> {
     return countsOfStats(await this.queues.stats(this.queueName));
   }
@@ -125,6 +129,7 @@ export class RedisLockQueueAdapter extends BaseAdapter {
     return tasks.map((task) => new BullBoardJob(this.queues, task, paused));
   }
 
+  /** `get(queue, id)` as a bull-board job; `undefined` when unknown (bull-board answers 404). */
   async getJob(id: string): Promise<QueueJob | undefined> {
     const [task, stats] = await Promise.all([
       this.queues.get(this.queueName, id),
@@ -167,14 +172,17 @@ export class RedisLockQueueAdapter extends BaseAdapter {
     await this.removeAll('delayed', Infinity);
   }
 
+  /** Whether `pause(queue)` is in effect. */
   async isPaused(): Promise<boolean> {
     return (await this.queues.stats(this.queueName)).paused;
   }
 
+  /** `pause(queue)`: every worker on every instance stops claiming. */
   async pause(): Promise<void> {
     await this.queues.pause(this.queueName);
   }
 
+  /** `resume(queue)`. */
   async resume(): Promise<void> {
     await this.queues.resume(this.queueName);
   }
@@ -209,6 +217,7 @@ export class RedisLockQueueAdapter extends BaseAdapter {
     return null;
   }
 
+  /** `setGlobalConcurrency(queue, concurrency)`. */
   async setGlobalConcurrency(concurrency: number): Promise<void> {
     await this.queues.setGlobalConcurrency(this.queueName, concurrency);
   }
@@ -231,6 +240,7 @@ export class RedisLockQueueAdapter extends BaseAdapter {
     }));
   }
 
+  /** How many recurring tasks the queue has. */
   async getJobSchedulersCount(): Promise<number> {
     return (await this.queues.schedules(this.queueName)).length;
   }
