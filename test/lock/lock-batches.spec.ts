@@ -174,8 +174,11 @@ describe('LockService.withLockBatch', () => {
         CALLERS: '40',
         SECTIONS: '5',
         MAX_BATCH: '16',
+        GO_KEY: `${prefix}go`,
       }),
     );
+    await Promise.all(children.map((c) => lineFrom(c, /^started$/, 60_000)));
+    await redis.set(`${prefix}go`, '1');
     const codes = await Promise.all(
       children.map(async (c) => {
         await lineFrom(c, /^done$/, 90_000);
