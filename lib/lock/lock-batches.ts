@@ -37,13 +37,6 @@ export class LockBatches {
   /** By lock value key, then by function (its identity: only the same function combines). */
   private readonly batches = new Map<string, Map<LockBatchFn<any, any>, Batch<any, any>>>();
 
-  /** Number of items waiting for a batch (not counting the batch running). */
-  get waiting(): number {
-    let n = 0;
-    for (const byFn of this.batches.values()) for (const b of byFn.values()) n += b.waiting.length;
-    return n;
-  }
-
   submit<T, R>(
     lockId: string,
     fn: LockBatchFn<T, R>,
