@@ -8,6 +8,7 @@ import {
   type ResolvedWorkerOptions,
 } from '../options/resolve-options';
 import { checkInt } from '../options/validate';
+import { coalesceWrites } from '../redis/coalesce-writes';
 import { RedisLockConnection } from '../redis/redis-connection';
 import type {
   ClaimOptions,
@@ -160,14 +161,7 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
   ): Promise<number> {
     const k = this.keys(queue);
     const ids = checkIds(id);
-    const o = checkOptionKeys(options, [
-      'delayMs',
-      'payload',
-      'replace',
-      'priority',
-      'group',
-      'debounceMs',
-    ]);
+    const o = checkOptionKeys(options, ENQUEUE_OPTIONS);
     if (o.replace !== undefined && typeof o.replace !== 'boolean') {
       throw QueueError.invalid('replace', o.replace, 'true or false');
     }
@@ -186,7 +180,9 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
       throw QueueError.invalid('priority', o.priority, 'no priority on a task with a group');
     }
     const payload = serializePayload(o.payload);
-    const added = await this.connection.run(QUEUE_SCRIPTS.enqueue, enqueueKeys(k), [
+    const plain = !replace && priority === 0 && group === '';
+    coalesceWrites(this.connection.client);
+    const added = await this.connection.run(QUEUE_SCRIPTS.enqueue, enqueueKeys(k, plain), [
       delayMs,
       replace ? 1 : 0,
       payload === undefined ? 0 : 1,
@@ -584,11 +580,12 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
   }
 
   private keys(queue: unknown): QueueRedisKeys {
-    const name = checkQueueName(
-      typeof queue === 'object' && queue !== null ? (queue as TypedQueue<unknown>).name : queue,
-    );
-    let keys = this.keyCache.get(name);
+    const given =
+      typeof queue === 'object' && queue !== null ? (queue as TypedQueue<unknown>).name : queue;
+    // Only checked names are cached: a hit needs no second check.
+    let keys = typeof given === 'string' ? this.keyCache.get(given) : undefined;
     if (!keys) {
+      const name = checkQueueName(given);
       if (this.keyCache.size >= KEY_CACHE_SIZE) this.keyCache.clear();
       keys = queueRedisKeys(this.connection.options.keyPrefix, name);
       this.keyCache.set(name, keys);
@@ -648,9 +645,13 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
   }
 }
 
+/** The options `enqueue` accepts. */
+const ENQUEUE_OPTIONS = ['delayMs', 'payload', 'replace', 'priority', 'group', 'debounceMs'];
+
 /** KEYS arrays of the hot scripts, built once per queue. */
 const CLAIM_KEYS = new WeakMap<QueueRedisKeys, string[]>();
 const ENQUEUE_KEYS = new WeakMap<QueueRedisKeys, string[]>();
+const PLAIN_ENQUEUE_KEYS = new WeakMap<QueueRedisKeys, string[]>();
 
 function cached(
   cache: WeakMap<QueueRedisKeys, string[]>,
@@ -665,9 +666,12 @@ function cached(
   return keys;
 }
 
-/** The KEYS of enqueue.lua, in its order. */
-function enqueueKeys(k: QueueRedisKeys): string[] {
-  return cached(ENQUEUE_KEYS, k, () => [
+/**
+ * The KEYS of enqueue.lua, in its order; `plain` (no replace, priority or group): only the first
+ * 9, the only ones the script reads then.
+ */
+function enqueueKeys(k: QueueRedisKeys, plain: boolean): string[] {
+  const all = cached(ENQUEUE_KEYS, k, () => [
     k.due,
     k.leased,
     k.payload,
@@ -676,14 +680,15 @@ function enqueueKeys(k: QueueRedisKeys): string[] {
     k.wake,
     k.info,
     k.errors,
+    k.done,
     k.pending,
     k.prio,
     k.gtasks,
     k.ring,
     k.gpark,
-    k.done,
     k.seq,
   ]);
+  return plain ? cached(PLAIN_ENQUEUE_KEYS, k, () => all.slice(0, 9)) : all;
 }
 
 /** The KEYS of claim.lua, in its order. */

@@ -107,6 +107,19 @@ describe('QueueService', () => {
       expect(byId.get('4')!.payload).toBeUndefined();
     });
 
+    it('leaves an id queued with a priority or a group where it is when enqueued again without', async () => {
+      const q = fresh();
+      await queues.enqueue(q, 'p', { priority: 5, payload: 'p' });
+      await queues.enqueue(q, 'g', { group: 'a', payload: 'g' });
+      await queues.enqueue(q, 'later', { priority: -5, delayMs: 60_000 });
+      const info = await redis.hgetall(key(q, 'info'));
+      expect(await queues.enqueue(q, ['p', 'g', 'later'], { payload: 'plain' })).toBe(0);
+      expect(await redis.hgetall(key(q, 'info'))).toEqual(info);
+      expect(await redis.zcard(key(q, 'due'))).toBe(0);
+      expect(await redis.hget(key(q, 'payload'), 'p')).toBe('"p"');
+      expect(await queues.stats(q)).toEqual(queueStats({ ready: 2, delayed: 1 }));
+    });
+
     it('adds a dead id again as a new task (attempts reset)', async () => {
       const q = fresh();
       await queues.enqueue(q, 'd');

@@ -8,12 +8,14 @@
 -- KEYS[6]  wake      list: wake-up marker for idle workers (at most one element)
 -- KEYS[7]  info      hash: id -> 'enqueuedAt' or 'enqueuedAt|dueAt|priority|seq|group'
 -- KEYS[8]  errors    hash: id -> last error message
--- KEYS[9]  pending   zset: id -> due time of delayed tasks with a priority or a group
--- KEYS[10] prio      zset: id -> (priority + 1000) * 2^41 + seq, ready tasks with a priority
--- KEYS[11] gtasks    zset (all scores 0): group \0 seq(15 digits) \0 id, ready grouped tasks
--- KEYS[12] ring      zset: group -> turn (groups with ready tasks)
--- KEYS[13] gpark     zset: group -> time its next task may start
--- KEYS[14] done      zset: id -> end of its keepCompleted window (ms)
+-- KEYS[9]  done      zset: id -> end of its keepCompleted window (ms)
+-- KEYS[10..15] are read only with replace, a priority or a group (the caller may leave them out
+-- otherwise: a plain enqueue sends 9 keys):
+-- KEYS[10] pending   zset: id -> due time of delayed tasks with a priority or a group
+-- KEYS[11] prio      zset: id -> (priority + 1000) * 2^41 + seq, ready tasks with a priority
+-- KEYS[12] gtasks    zset (all scores 0): group \0 seq(15 digits) \0 id, ready grouped tasks
+-- KEYS[13] ring      zset: group -> turn (groups with ready tasks)
+-- KEYS[14] gpark     zset: group -> time its next task may start
 -- KEYS[15] seq       string: the queue's enqueue sequence (orders tasks with priority or group)
 -- ARGV[1] delayMs     due time = Redis TIME + delayMs
 -- ARGV[2] replace     '1': an id already queued (not leased) is placed again with the new due
@@ -38,8 +40,8 @@ local group = ARGV[6]
 local PRIO_BASE = 2199023255552 -- 2^41: sequence numbers below it
 local added = 0
 local changed = false
-local keepsDone = redis.call('EXISTS', KEYS[14]) == 1
-if keepsDone then redis.call('ZREMRANGEBYSCORE', KEYS[14], '-inf', now) end
+local keepsDone = redis.call('EXISTS', KEYS[9]) == 1
+if keepsDone then redis.call('ZREMRANGEBYSCORE', KEYS[9], '-inf', now) end
 
 local function place(id)
   if group == '' and priority == 0 then
@@ -50,15 +52,15 @@ local function place(id)
   local seq = redis.call('INCR', KEYS[15])
   redis.call('HSET', KEYS[7], id, now .. '|' .. due .. '|' .. priority .. '|' .. seq .. '|' .. group)
   if due > now then
-    redis.call('ZADD', KEYS[9], due, id)
+    redis.call('ZADD', KEYS[10], due, id)
   elseif group ~= '' then
-    redis.call('ZADD', KEYS[11], 0, group .. '\0' .. string.format('%015.0f', seq) .. '\0' .. id)
-    if not redis.call('ZSCORE', KEYS[13], group) then
-      local last = redis.call('ZRANGE', KEYS[12], -1, -1, 'WITHSCORES')[2]
-      redis.call('ZADD', KEYS[12], 'NX', (tonumber(last) or 0) + 1, group)
+    redis.call('ZADD', KEYS[12], 0, group .. '\0' .. string.format('%015.0f', seq) .. '\0' .. id)
+    if not redis.call('ZSCORE', KEYS[14], group) then
+      local last = redis.call('ZRANGE', KEYS[13], -1, -1, 'WITHSCORES')[2]
+      redis.call('ZADD', KEYS[13], 'NX', (tonumber(last) or 0) + 1, group)
     end
   else
-    redis.call('ZADD', KEYS[10], string.format('%.0f', (priority + 1000) * PRIO_BASE + seq), id)
+    redis.call('ZADD', KEYS[11], string.format('%.0f', (priority + 1000) * PRIO_BASE + seq), id)
   end
 end
 
@@ -69,16 +71,36 @@ local function unplace(id, info)
     redis.call('ZREM', KEYS[1], id)
     return
   end
-  redis.call('ZREM', KEYS[9], id)
   redis.call('ZREM', KEYS[10], id)
+  redis.call('ZREM', KEYS[11], id)
   if g ~= '' then
-    redis.call('ZREM', KEYS[11], g .. '\0' .. string.format('%015.0f', tonumber(s)) .. '\0' .. id)
+    redis.call('ZREM', KEYS[12], g .. '\0' .. string.format('%015.0f', tonumber(s)) .. '\0' .. id)
   end
 end
 
+local function setPayload(id)
+  if hasPayload then
+    redis.call('HSET', KEYS[3], id, ARGV[4])
+  else
+    redis.call('HDEL', KEYS[3], id)
+  end
+end
+
+-- Every task that exists (queued, delayed, leased or dead) has an info entry, so for a plain
+-- enqueue HSETNX both tells a new id apart and records its enqueue time: one command instead of
+-- looking in the leased, due and info keys first.
+local plain = not replace and group == '' and priority == 0
+
 for i = 7, #ARGV do
   local id = ARGV[i]
-  if not redis.call('ZSCORE', KEYS[2], id) and not (keepsDone and redis.call('ZSCORE', KEYS[14], id)) then
+  if keepsDone and redis.call('ZSCORE', KEYS[9], id) then
+    -- acked within its keepCompleted window: refused
+  elseif plain and redis.call('HSETNX', KEYS[7], id, now) == 1 then
+    setPayload(id)
+    redis.call('ZADD', KEYS[1], due, id)
+    added = added + 1
+    changed = true
+  elseif not redis.call('ZSCORE', KEYS[2], id) then
     local queued = redis.call('ZSCORE', KEYS[1], id) ~= false
     local info = (replace or not queued) and redis.call('HGET', KEYS[7], id)
     if not queued and info then
@@ -99,11 +121,7 @@ for i = 7, #ARGV do
         changed = true
       end
     else
-      if hasPayload then
-        redis.call('HSET', KEYS[3], id, ARGV[4])
-      else
-        redis.call('HDEL', KEYS[3], id)
-      end
+      setPayload(id)
       place(id)
       added = added + 1
       changed = true

@@ -1,0 +1,88 @@
+import 'reflect-metadata';
+import type { INestApplicationContext } from '@nestjs/common';
+import { Redis } from 'ioredis';
+import { QueueService } from '../../lib';
+import { commandCalls, createLockApp, queueStats } from '../support/helpers';
+import { startRedisServer, type RedisServer } from '../support/redis-server';
+
+/** Calls of each command the server ran since `before` (commands inside scripts included). */
+async function callsSince(
+  client: Redis,
+  before: Map<string, number>,
+): Promise<Map<string, number>> {
+  const after = await commandCalls(client);
+  const delta = new Map<string, number>();
+  for (const [name, calls] of after) {
+    const n = calls - (before.get(name) ?? 0);
+    if (n > 0 && name !== 'info') delta.set(name, n);
+  }
+  return delta;
+}
+
+describe('QueueService.enqueue: what one call costs (dedicated redis-server)', () => {
+  let server: RedisServer;
+  let app: INestApplicationContext;
+  let queues: QueueService;
+  /** The module's own command client (passed in, so the test can watch its socket). */
+  let client: Redis;
+  let probe: Redis;
+
+  beforeAll(async () => {
+    server = await startRedisServer();
+    client = new Redis(server.url);
+    probe = new Redis(server.url);
+    app = await createLockApp({ redis: client });
+    queues = app.get(QueueService);
+    // Loads the script, so that no NOSCRIPT retry is counted below.
+    await queues.enqueue('warm-up', 'x');
+  });
+  afterAll(async () => {
+    await app.close();
+    client.disconnect();
+    probe.disconnect();
+    await server.stop();
+  });
+
+  it('adds a new id with one script that runs 6 commands (7 when it wakes the workers)', async () => {
+    await queues.enqueue('cost', 'first', { payload: 1 });
+    const before = await commandCalls(probe);
+    for (let n = 0; n < 10; n++)
+      expect(await queues.enqueue('cost', `id-${n}`, { payload: n })).toBe(1);
+    // The wake-up marker is still there (no worker took it): no RPUSH.
+    expect(Object.fromEntries(await callsSince(probe, before))).toEqual({
+      evalsha: 10,
+      time: 10,
+      exists: 10,
+      hsetnx: 10,
+      hset: 10,
+      zadd: 10,
+      llen: 10,
+    });
+    expect(await queues.stats('cost')).toEqual(queueStats({ ready: 11 }));
+  });
+
+  it('sends the enqueues that concurrent callers make in one tick 4 to a socket write', async () => {
+    const stream = client.stream;
+    const writes = jest.spyOn(stream, '_write');
+    const batches = jest.spyOn(stream, '_writev');
+    try {
+      const added = await Promise.all(
+        Array.from({ length: 50 }, (_, n) => queues.enqueue('burst', `id-${n}`, { payload: n })),
+      );
+      expect(added).toEqual(Array.from({ length: 50 }, () => 1));
+      // Writes of 4 commands (12 of them), then the last 2 at the end of the tick.
+      expect(writes).not.toHaveBeenCalled();
+      expect(batches.mock.calls.map(([chunks]) => chunks.length)).toEqual([
+        ...Array.from({ length: 12 }, () => 4),
+        2,
+      ]);
+    } finally {
+      writes.mockRestore();
+      batches.mockRestore();
+    }
+    const popped = await queues.pop('burst', 50);
+    expect(popped.map((t) => [t.id, t.payload]).sort()).toEqual(
+      Array.from({ length: 50 }, (_, n) => [`id-${n}`, n]).sort(),
+    );
+  });
+});
