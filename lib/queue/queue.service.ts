@@ -8,7 +8,6 @@ import {
   type ResolvedWorkerOptions,
 } from '../options/resolve-options';
 import { checkInt } from '../options/validate';
-import { coalesceWrites } from '../redis/coalesce-writes';
 import { RedisLockConnection } from '../redis/redis-connection';
 import type {
   ClaimOptions,
@@ -181,7 +180,6 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
     }
     const payload = serializePayload(o.payload);
     const plain = !replace && priority === 0 && group === '';
-    coalesceWrites(this.connection.client);
     const added = await this.connection.run(QUEUE_SCRIPTS.enqueue, enqueueKeys(k, plain), [
       delayMs,
       replace ? 1 : 0,

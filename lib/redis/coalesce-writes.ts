@@ -36,6 +36,9 @@ export function coalesceWrites(client: Redis | Cluster): void {
   if (!stream || client.status !== 'ready') return;
   const count = held.get(stream);
   if (count === undefined) {
+    // A command with nothing else in flight is not part of a burst (a serial caller): it leaves
+    // at once; the commands that follow it in this tick are held.
+    if ((client as Redis).commandQueue.length === 0) return;
     stream.cork();
     process.nextTick(release, stream);
     held.set(stream, 1);

@@ -3,6 +3,7 @@ import { Cluster, Redis, type ClusterOptions } from 'ioredis';
 import type { ResolvedModuleOptions } from '../options/resolve-options';
 import type { RedisClusterConnectionOptions } from '../interfaces/redis-lock-module-options.interface';
 import { bounded } from './bounded';
+import { coalesceWrites } from './coalesce-writes';
 import type { LuaScript } from './lua-script';
 import { PubSubHub } from './pubsub-hub';
 import { ThrottledWarning } from './throttled-warning';
@@ -82,8 +83,12 @@ export class RedisLockConnection {
     return this.wasReady && this.client.status !== 'ready';
   }
 
-  /** Runs a Lua script, bounded by `commandTimeoutMs`. */
+  /**
+   * Runs a Lua script, bounded by `commandTimeoutMs`. Scripts sent in one burst (concurrent
+   * callers, one tick) share socket writes (`coalesceWrites`).
+   */
   run(script: LuaScript, keys: readonly string[], args: readonly (string | number)[]) {
+    coalesceWrites(this.client);
     return bounded(script.name, script.run(this.client, keys, args), this.options.commandTimeoutMs);
   }
 
