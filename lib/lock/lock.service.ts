@@ -19,6 +19,7 @@ import { resolveLockOptions, type ResolvedLockOptions } from '../options/resolve
 import { RedisLockConnection } from '../redis/redis-connection';
 import { keepExtended } from '../waiting/keep-extended';
 import { LockMetrics, UNLABELLED } from '../observability/metrics';
+import { LockTracing } from '../observability/tracing';
 import { LineRenewal } from '../waiting/line-renewal';
 import type { LockInspection } from './lock-inspection';
 import { LOCK_SCRIPTS } from './lock-scripts';
@@ -111,6 +112,7 @@ export class LockService implements LockOwner, OnModuleInit, BeforeApplicationSh
   private readonly token = tokenMaker(this.tag);
   private ownerTimer?: NodeJS.Timeout;
   private readonly metrics = new LockMetrics();
+  private readonly tracing = new LockTracing();
 
   constructor(
     private readonly connection: RedisLockConnection,
@@ -143,6 +145,7 @@ export class LockService implements LockOwner, OnModuleInit, BeforeApplicationSh
       },
       warn: (what, err) => this.warn(what, err),
       holdTime: (key) => this.holdTimes.get(key.value),
+      handedOff: (lock, kind) => this.metrics.handoff(lock.label, kind),
     };
   }
 
@@ -357,6 +360,7 @@ export class LockService implements LockOwner, OnModuleInit, BeforeApplicationSh
   async beforeApplicationShutdown(): Promise<void> {
     this.closing = true;
     clearInterval(this.ownerTimer);
+    this.metrics.close();
     this.renewal.close();
     // Waiting callers are told, and this instance leaves every line it stands in, before its
     // locks are released: a lock must not be handed to an instance that is going away.
@@ -520,12 +524,17 @@ export class LockService implements LockOwner, OnModuleInit, BeforeApplicationSh
     }
     const started = Date.now();
     const label = o.label ?? UNLABELLED;
+    const span = this.tracing.start(label);
+    const counted = this.metrics.waitStarted(label);
     let result: Lock | LockTimeoutError;
     try {
       result = await this.obtainFrom(keys, o, started);
     } catch (err) {
       const aborted = o.signal?.aborted === true;
-      this.metrics.acquired(label, aborted ? 'timeout' : 'error', Date.now() - started);
+      const outcome = aborted ? 'timeout' : 'error';
+      this.metrics.acquired(label, outcome, Date.now() - started);
+      if (counted) this.metrics.waitEnded(label);
+      if (span) this.tracing.end(span, outcome, Date.now() - started, undefined, err);
       if (aborted && this.events.hasListeners('lock.timeout')) {
         const waitedMs = Date.now() - started;
         const names = keys.map((k) => k.name);
@@ -534,7 +543,16 @@ export class LockService implements LockOwner, OnModuleInit, BeforeApplicationSh
       throw err;
     }
     const timedOut = result instanceof LockTimeoutError;
-    this.metrics.acquired(label, timedOut ? 'timeout' : 'acquired', Date.now() - started);
+    const outcome = timedOut ? 'timeout' : 'acquired';
+    this.metrics.acquired(label, outcome, Date.now() - started);
+    if (counted) this.metrics.waitEnded(label);
+    if (span)
+      this.tracing.end(
+        span,
+        outcome,
+        Date.now() - started,
+        timedOut ? undefined : (result as Lock).fences[0],
+      );
     if (timedOut && this.events.hasListeners('lock.timeout')) {
       const { keys: names, waitedMs } = result as LockTimeoutError;
       this.events.emit('lock.timeout', { keys: names, waitedMs, reason: 'timeout' });
