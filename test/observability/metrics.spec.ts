@@ -32,6 +32,7 @@ describe('OpenTelemetry, optional', () => {
       const otel = require('../../lib/observability/otel');
       expect(otel.otelApi).toBeUndefined();
       expect(otel.libraryMeter()).toBeUndefined();
+      expect(otel.libraryTracer()).toBeUndefined();
       const { LockMetrics } = require('../../lib/observability/metrics');
       expect(() => new LockMetrics().acquired('x', 'acquired', 1)).not.toThrow();
       jest.dontMock('@opentelemetry/api');
@@ -40,6 +41,7 @@ describe('OpenTelemetry, optional', () => {
       const otel = require('../../lib/observability/otel');
       expect(otel.otelApi).toBeDefined();
       expect(otel.libraryMeter()).toBeUndefined();
+      expect(otel.libraryTracer()).toBeUndefined();
     });
   });
 });
