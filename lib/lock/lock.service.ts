@@ -35,7 +35,7 @@ import {
   type LockStore,
 } from './lock-store';
 import { QuorumLockStore } from './quorum-lock-store';
-import { SharedLocks } from './shared-locks';
+import { SharedLocks, sharedKey } from './shared-locks';
 import { SingleNodeLockStore } from './single-node-lock-store';
 
 /** Random bytes drawn in bulk for tokens (one system call per 256 tokens). */
@@ -124,7 +124,7 @@ export class LockService implements LockOwner, OnModuleInit, BeforeApplicationSh
       connection.nodes.length > 0
         ? new QuorumLockStore(connection.nodes, connection.options.clockDriftFactor)
         : new SingleNodeLockStore(connection);
-    this.shared = new SharedLocks(connection);
+    this.shared = new SharedLocks(connection, this.token);
     this.renewal = new LineRenewal(
       (entries) => this.store.renew(entries),
       LINE_RENEW_MS,
@@ -313,22 +313,28 @@ export class LockService implements LockOwner, OnModuleInit, BeforeApplicationSh
     const k = lockRedisKeys(o.keyPrefix, name);
     const reply = (await this.connection.run(
       LOCK_SCRIPTS.inspect,
-      [k.value, k.fence, k.line, k.entries],
+      [k.value, k.fence, k.line, k.entries, sharedKey(k)],
       [INSPECT_LINE_MAX],
     )) as Array<string | number | null>;
-    const [value, pttl, fence, lineLength] = reply;
-    const holder = typeof value === 'string' ? value.replace(/\*$/, '') : undefined;
+    const [value, pttl, fence, lineLength, sharedCount] = reply;
+    const token = typeof value === 'string' ? value.replace(/\*$/, '') : undefined;
+    const holders = reply.slice(5, 5 + Number(sharedCount)).map(String);
+    const holder = holders.length > 0 ? undefined : token;
     const waiting: Array<{ token: string; mode: string }> = [];
-    for (let i = 4; i < reply.length; i += 2) {
+    for (let i = 5 + holders.length; i < reply.length; i += 2) {
       waiting.push({ token: String(reply[i]), mode: String(reply[i + 1]).split(':')[3] });
     }
-    const owners = await this.owners([holder, ...waiting.map((w) => w.token)]);
+    const owners = await this.owners([holder, ...holders, ...waiting.map((w) => w.token)]);
     return {
       key: name,
-      held: holder !== undefined,
-      ...(holder !== undefined && {
-        owner: owners.get(holder.slice(0, 8)),
-        ttlMs: Number(pttl) >= 0 ? Number(pttl) : undefined,
+      held: token !== undefined,
+      ...(holder !== undefined && { owner: owners.get(holder.slice(0, 8)) }),
+      ...(token !== undefined && { ttlMs: Number(pttl) >= 0 ? Number(pttl) : undefined }),
+      ...(holders.length > 0 && {
+        sharedHolders: holders.map((t) => ({
+          owner: owners.get(t.slice(0, 8)),
+          since: tokenTime(t),
+        })),
       }),
       fence: fence === null ? undefined : Number(fence),
       lineLength: Number(lineLength),

@@ -66,6 +66,27 @@ describe('LockService.inspect', () => {
     expect(seen.localWaiters).toBe(0);
   });
 
+  it('names the owners of shared holders (their tokens carry the instance tag too)', async () => {
+    const other = await createLockApp({ keyPrefix: prefix, instanceId: 'reader-B' });
+    try {
+      const mine = await locks.acquire('read', { mode: 'shared', ttlMs: 30_000 });
+      const theirs = await other
+        .get(LockService)
+        .acquire('read', { mode: 'shared', ttlMs: 60_000 });
+      const seen = await locks.inspect('read');
+      expect(seen).toMatchObject({ key: 'read', held: true, lineLength: 0 });
+      expect(seen.owner).toBeUndefined();
+      // Shortest TTL first (the shared holders' zset is ordered by expiry).
+      expect(seen.sharedHolders?.map((h) => h.owner)).toEqual(['the-test', 'reader-B']);
+      expect(Math.abs(seen.sharedHolders![0].since - Date.now())).toBeLessThan(60_000);
+      await theirs.release();
+      await mine.release();
+      expect((await locks.inspect('read')).held).toBe(false);
+    } finally {
+      await other.close();
+    }
+  });
+
   it('validates its key and the instanceId option (typed errors)', async () => {
     await expect(locks.inspect('')).rejects.toThrow('lock');
     await expect(createLockApp({ instanceId: '' })).rejects.toThrow(RedisLockOptionsError);
