@@ -1,6 +1,6 @@
 import type { INestApplicationContext } from '@nestjs/common';
 import { metrics } from '@opentelemetry/api';
-import { MeterProvider, MetricReader, type DataPoint } from '@opentelemetry/sdk-metrics';
+import { MeterProvider } from '@opentelemetry/sdk-metrics';
 import { LockService, QueueService } from '../../lib';
 import { exited, lineFrom, spawnTs } from '../support/child';
 import {
@@ -13,12 +13,7 @@ import {
   waitForLine,
   waitForLocalWaiters,
 } from '../support/helpers';
-
-/** Collects on demand (the SDK's reader base class, no export loop). */
-class OnDemandReader extends MetricReader {
-  protected onForceFlush = () => Promise.resolve();
-  protected onShutdown = () => Promise.resolve();
-}
+import { OnDemandReader } from '../support/metric-reader';
 
 describe('OpenTelemetry: handoffs, waiters and queue gauges (in-memory reader)', () => {
   const reader = new OnDemandReader();
@@ -40,20 +35,8 @@ describe('OpenTelemetry: handoffs, waiters and queue gauges (in-memory reader)',
   });
 
   /** Values of metric `name`, as `attributes JSON -> value`. */
-  async function values(name: string): Promise<Map<string, unknown>> {
-    const { resourceMetrics, errors } = await reader.collect();
-    expect(errors).toEqual([]);
-    const out = new Map<string, unknown>();
-    for (const scope of resourceMetrics.scopeMetrics) {
-      for (const metric of scope.metrics) {
-        if (metric.descriptor.name !== name) continue;
-        for (const p of metric.dataPoints as DataPoint<unknown>[]) {
-          out.set(JSON.stringify(p.attributes), p.value);
-        }
-      }
-    }
-    return out;
-  }
+  const values = async (name: string) =>
+    new Map([...(await reader.points(name))].map(([k, p]) => [k, p.value]));
 
   it('counts local and remote handoffs and shows the callers waiting, by label', async () => {
     const locks = app.get(LockService);

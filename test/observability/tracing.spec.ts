@@ -1,5 +1,12 @@
 import type { INestApplicationContext } from '@nestjs/common';
-import { context, propagation, ROOT_CONTEXT, SpanKind, trace } from '@opentelemetry/api';
+import {
+  context,
+  propagation,
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+} from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import {
   InMemorySpanExporter,
@@ -11,7 +18,13 @@ import {
 import { LockService, QueueService } from '../../lib';
 import { queueRedisKeys } from '../../lib/queue/queue-keys';
 import { exited, spawnTs } from '../support/child';
-import { createLockApp, redisClient, testRedisUrl, uniquePrefix } from '../support/helpers';
+import {
+  createLockApp,
+  redisClient,
+  testRedisUrl,
+  uniquePrefix,
+  waitFor,
+} from '../support/helpers';
 
 interface ChildSpan {
   name: string;
@@ -142,6 +155,26 @@ describe('OpenTelemetry spans (in-memory exporter)', () => {
         },
       },
     ]);
+  });
+
+  it('a handler that throws ends its process span with status error; attempts are counted', async () => {
+    const queues = app.get(QueueService);
+    const worker = queues.process(
+      'flaky',
+      async (task) => {
+        if (task.attempt === 1) throw new Error('first attempt fails');
+      },
+      { maxAttempts: 2, backoffMs: 1 },
+    );
+    await queues.enqueue('flaky', 'f1');
+    await waitFor('two process spans', () => spans('process flaky').length === 2);
+    await worker.close();
+    const [first, second] = spans('process flaky');
+    expect([first.status.code, second.status.code]).toEqual([SpanStatusCode.ERROR, 0]);
+    expect(first.status.message).toBe('first attempt fails');
+    expect([first, second].map((s) => s.attributes['redis_lock.task.attempt'])).toEqual([1, 2]);
+    const producer = spans('enqueue flaky')[0].spanContext();
+    for (const s of [first, second]) expect(s.parentSpanContext?.spanId).toBe(producer.spanId);
   });
 
   it('a batch enqueue is one producer span; a replace without payload keeps the stored payload', async () => {
