@@ -51,7 +51,7 @@ describe('OpenTelemetry: handoffs, waiters and queue gauges (in-memory reader)',
       MODE: 'park',
       CALLERS: '1',
     });
-    await lineFrom(other, /^parked$/);
+    await lineFrom(other, /^parked$/, 60_000);
     await waitForLine(redis, prefix, key, 1, 15_000);
     // Three callers of ours wait in the local cohort.
     const order: number[] = [];
@@ -70,7 +70,7 @@ describe('OpenTelemetry: handoffs, waiters and queue gauges (in-memory reader)',
     expect(handoffs.size).toBe(2);
     // Nobody waits any more: 0 (not the last value seen).
     expect([...(await values('redis_lock.lock.waiters'))]).toEqual([['{"lock":"crowd"}', 0]]);
-  });
+  }, 90_000); // a child process starts (ts-node): slow on a loaded machine
 
   it('reports the exact tasks by state and the oldest ready age of queues with workers here', async () => {
     const queues = app.get(QueueService);

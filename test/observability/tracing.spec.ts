@@ -155,7 +155,7 @@ describe('OpenTelemetry spans (in-memory exporter)', () => {
         },
       },
     ]);
-  });
+  }, 90_000); // a child process starts (ts-node): slow on a loaded machine
 
   it('a handler that throws ends its process span with status error; attempts are counted', async () => {
     const queues = app.get(QueueService);
