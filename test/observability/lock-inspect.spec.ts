@@ -43,11 +43,11 @@ describe('LockService.inspect', () => {
 
   it('shows a holder in another process and a line of 3 processes in the order they came', async () => {
     const holder = child('hold', 'holder-A');
-    const fence = Number((await lineFrom(holder, /^held \d+/)).split(' ')[1]);
+    const fence = Number((await lineFrom(holder, /^held \d+/, 60_000)).split(' ')[1]);
     const waiters = ['waiter-1', 'waiter-2', 'waiter-3'];
     for (const [i, id] of waiters.entries()) {
       const w = child('wait', id);
-      await lineFrom(w, /^started/);
+      await lineFrom(w, /^started/, 60_000);
       await waitFor(
         `${id} in line`,
         async () => (await locks.inspect('shared')).line.length === i + 1,
