@@ -8,7 +8,8 @@ import { LockService } from './lock/lock.service';
 import { SemaphoreService } from './semaphore/semaphore.service';
 import { FencedStore } from './fencing/fenced-store';
 import { RedisLockEvents } from './events/redis-lock-events';
-import { recordQueueMetrics } from './observability/metrics';
+import { observeQueues, recordQueueMetrics } from './observability/metrics';
+import { queueBacklog } from './observability/queue-backlog';
 import { resolveModuleOptions } from './options/resolve-options';
 import { RedisLockConnection } from './redis/redis-connection';
 import { TickClaims } from './schedule/tick-claims';
@@ -63,9 +64,18 @@ export class RedisLockModule extends ConfigurableModuleClass implements OnApplic
   constructor(
     @Inject(RedisLockConnection) private readonly connection: RedisLockConnection,
     @Inject(RedisLockEvents) events: RedisLockEvents,
+    @Inject(QueueService) queues: QueueService,
   ) {
     super();
-    this.stopMetrics = recordQueueMetrics(events);
+    const stopEvents = recordQueueMetrics(events);
+    const stopGauges = observeQueues({
+      workerQueues: () => queues.workerQueues(),
+      backlog: (queue) => queueBacklog(queues, queue),
+    });
+    this.stopMetrics = () => {
+      stopEvents();
+      stopGauges();
+    };
   }
 
   /** Closes the connections the module opened (never a client passed in by the user). */

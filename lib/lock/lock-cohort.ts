@@ -2,6 +2,7 @@ import { LockTimeoutError } from '../errors/lock-timeout.error';
 import type { ResolvedLockOptions } from '../options/resolve-options';
 import { LocalLine } from '../waiting/local-line';
 import type { LineRenewal, RenewedPlace } from '../waiting/line-renewal';
+import type { HandoffKind } from '../observability/metrics';
 import type { Lock } from './lock';
 import type { LockRedisKeys } from './lock-keys';
 import {
@@ -43,6 +44,8 @@ export interface CohortHost {
   warn(what: string, err: unknown): void;
   /** Recent hold time of `key` in this process (ms), if any was seen. */
   holdTime(key: LockRedisKeys): number | undefined;
+  /** A waiting caller got `lock` by a handoff (metrics). */
+  handedOff(lock: Lock, kind: HandoffKind): void;
 }
 
 /**
@@ -164,6 +167,7 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus> {
         this.localHandoffs = h.others ? this.localHandoffs + 1 : 0;
         const nextLock = this.host.grant(this.key, newToken, o, h.fence, h.sentAt + o.ttlMs, this);
         if (next.resolve(nextLock)) {
+          this.host.handedOff(nextLock, 'local');
           this.hold(nextLock, h.others);
           return released;
         }
@@ -237,7 +241,7 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus> {
       this.drive();
     } else if (status.state === 'handed') {
       // The handoff message was lost; the heartbeat found the lock ours.
-      this.obtained(entry.token, status.fence, status.expiresAt, true);
+      this.obtained(entry.token, status.fence, status.expiresAt, true, true);
     } else if (status.state === 'free') {
       // The holder let the lock lapse (crashed, frozen): the first in line takes it now.
       void this.recheck();
@@ -387,15 +391,24 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus> {
       const expiresAt = last
         ? last.sentAt + (Number(grantedAt) - last.redisNow) + Number(ttl)
         : this.joinSentAt + Number(ttl);
-      this.obtained(token, Number(fence), expiresAt, others === '1');
+      this.obtained(token, Number(fence), expiresAt, others === '1', true);
     } else if (message === `w ${token}` || message === 'f') {
       if (this.busy) this.recheckPending = true;
       else void this.recheck();
     }
   };
 
-  /** The process holds the lock under `token`: its first local caller gets it. */
-  private obtained(token: string, fence: number, expiresAt: number, others: boolean): void {
+  /**
+   * The process holds the lock under `token` (`handed`: by a release's handoff through Redis):
+   * its first local caller gets it.
+   */
+  private obtained(
+    token: string,
+    fence: number,
+    expiresAt: number,
+    others: boolean,
+    handed = false,
+  ): void {
     if (token !== this.lineToken) return;
     this.leaveLineLocally();
     if (this.closed) {
@@ -416,6 +429,7 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus> {
     const lock = this.host.grant(this.key, token, next.options, fence, expiresAt, this);
     this.hold(lock, others);
     next.resolve(lock);
+    if (handed) this.host.handedOff(lock, 'remote');
   }
 
   /** Bound reached: the lock goes to the Redis line, and this process queues at its end. */

@@ -17,8 +17,16 @@ export interface LockInspection {
   readonly key: string;
   /** Whether anyone holds the lock. */
   readonly held: boolean;
-  /** When held: the `instanceId` of the holder; absent when unknown (its owner record is gone). */
+  /**
+   * When held exclusively: the `instanceId` of the holder; absent when unknown (its owner record
+   * is gone) or when the lock is held in shared mode (see `sharedHolders`).
+   */
   readonly owner?: string;
+  /**
+   * When held in shared mode (`mode: 'shared'`): the live shared holders (at most 100), each with
+   * its instance's `instanceId` (absent when unknown) and when it asked (epoch ms, its clock).
+   */
+  readonly sharedHolders?: readonly { readonly owner?: string; readonly since: number }[];
   /** When held: the lock's remaining TTL in ms. */
   readonly ttlMs?: number;
   /**

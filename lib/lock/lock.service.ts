@@ -21,6 +21,7 @@ import { RedisLockConnection } from '../redis/redis-connection';
 import { keepExtended } from '../waiting/keep-extended';
 import { checkInt } from '../options/validate';
 import { LockMetrics, UNLABELLED } from '../observability/metrics';
+import { LockTracing } from '../observability/tracing';
 import { LineRenewal } from '../waiting/line-renewal';
 import type { LockInspection } from './lock-inspection';
 import { LOCK_SCRIPTS } from './lock-scripts';
@@ -37,7 +38,7 @@ import {
   type LockStore,
 } from './lock-store';
 import { QuorumLockStore } from './quorum-lock-store';
-import { SharedLocks } from './shared-locks';
+import { SharedLocks, sharedKey } from './shared-locks';
 import { SingleNodeLockStore } from './single-node-lock-store';
 
 /** Random bytes drawn in bulk for tokens (one system call per 256 tokens). */
@@ -118,6 +119,7 @@ export class LockService implements LockOwner, OnModuleInit, BeforeApplicationSh
   private readonly token = tokenMaker(this.tag);
   private ownerTimer?: NodeJS.Timeout;
   private readonly metrics = new LockMetrics();
+  private readonly tracing = new LockTracing();
   private readonly batches = new LockBatches();
 
   constructor(
@@ -130,7 +132,7 @@ export class LockService implements LockOwner, OnModuleInit, BeforeApplicationSh
       connection.nodes.length > 0
         ? new QuorumLockStore(connection.nodes, connection.options.clockDriftFactor)
         : new SingleNodeLockStore(connection);
-    this.shared = new SharedLocks(connection);
+    this.shared = new SharedLocks(connection, this.token);
     this.renewal = new LineRenewal(
       (entries) => this.store.renew(entries),
       LINE_RENEW_MS,
@@ -151,6 +153,7 @@ export class LockService implements LockOwner, OnModuleInit, BeforeApplicationSh
       },
       warn: (what, err) => this.warn(what, err),
       holdTime: (key) => this.holdTimes.get(key.value),
+      handedOff: (lock, kind) => this.metrics.handoff(lock.label, kind),
     };
   }
 
@@ -362,22 +365,28 @@ export class LockService implements LockOwner, OnModuleInit, BeforeApplicationSh
     const k = lockRedisKeys(o.keyPrefix, name);
     const reply = (await this.connection.run(
       LOCK_SCRIPTS.inspect,
-      [k.value, k.fence, k.line, k.entries],
+      [k.value, k.fence, k.line, k.entries, sharedKey(k)],
       [INSPECT_LINE_MAX],
     )) as Array<string | number | null>;
-    const [value, pttl, fence, lineLength] = reply;
-    const holder = typeof value === 'string' ? value.replace(/\*$/, '') : undefined;
+    const [value, pttl, fence, lineLength, sharedCount] = reply;
+    const token = typeof value === 'string' ? value.replace(/\*$/, '') : undefined;
+    const holders = reply.slice(5, 5 + Number(sharedCount)).map(String);
+    const holder = holders.length > 0 ? undefined : token;
     const waiting: Array<{ token: string; mode: string }> = [];
-    for (let i = 4; i < reply.length; i += 2) {
+    for (let i = 5 + holders.length; i < reply.length; i += 2) {
       waiting.push({ token: String(reply[i]), mode: String(reply[i + 1]).split(':')[3] });
     }
-    const owners = await this.owners([holder, ...waiting.map((w) => w.token)]);
+    const owners = await this.owners([holder, ...holders, ...waiting.map((w) => w.token)]);
     return {
       key: name,
-      held: holder !== undefined,
-      ...(holder !== undefined && {
-        owner: owners.get(holder.slice(0, 8)),
-        ttlMs: Number(pttl) >= 0 ? Number(pttl) : undefined,
+      held: token !== undefined,
+      ...(holder !== undefined && { owner: owners.get(holder.slice(0, 8)) }),
+      ...(token !== undefined && { ttlMs: Number(pttl) >= 0 ? Number(pttl) : undefined }),
+      ...(holders.length > 0 && {
+        sharedHolders: holders.map((t) => ({
+          owner: owners.get(t.slice(0, 8)),
+          since: tokenTime(t),
+        })),
       }),
       fence: fence === null ? undefined : Number(fence),
       lineLength: Number(lineLength),
@@ -409,6 +418,7 @@ export class LockService implements LockOwner, OnModuleInit, BeforeApplicationSh
   async beforeApplicationShutdown(): Promise<void> {
     this.closing = true;
     clearInterval(this.ownerTimer);
+    this.metrics.close();
     this.renewal.close();
     // Waiting callers are told, and this instance leaves every line it stands in, before its
     // locks are released: a lock must not be handed to an instance that is going away.
@@ -572,12 +582,17 @@ export class LockService implements LockOwner, OnModuleInit, BeforeApplicationSh
     }
     const started = Date.now();
     const label = o.label ?? UNLABELLED;
+    const span = this.tracing.start(label);
+    const counted = this.metrics.waitStarted(label);
     let result: Lock | LockTimeoutError;
     try {
       result = await this.obtainFrom(keys, o, started);
     } catch (err) {
       const aborted = o.signal?.aborted === true;
-      this.metrics.acquired(label, aborted ? 'timeout' : 'error', Date.now() - started);
+      const outcome = aborted ? 'timeout' : 'error';
+      this.metrics.acquired(label, outcome, Date.now() - started);
+      if (counted) this.metrics.waitEnded(label);
+      if (span) this.tracing.end(span, outcome, Date.now() - started, undefined, err);
       if (aborted && this.events.hasListeners('lock.timeout')) {
         const waitedMs = Date.now() - started;
         const names = keys.map((k) => k.name);
@@ -586,7 +601,16 @@ export class LockService implements LockOwner, OnModuleInit, BeforeApplicationSh
       throw err;
     }
     const timedOut = result instanceof LockTimeoutError;
-    this.metrics.acquired(label, timedOut ? 'timeout' : 'acquired', Date.now() - started);
+    const outcome = timedOut ? 'timeout' : 'acquired';
+    this.metrics.acquired(label, outcome, Date.now() - started);
+    if (counted) this.metrics.waitEnded(label);
+    if (span)
+      this.tracing.end(
+        span,
+        outcome,
+        Date.now() - started,
+        timedOut ? undefined : (result as Lock).fences[0],
+      );
     if (timedOut && this.events.hasListeners('lock.timeout')) {
       const { keys: names, waitedMs } = result as LockTimeoutError;
       this.events.emit('lock.timeout', { keys: names, waitedMs, reason: 'timeout' });

@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { LockTimeoutError } from '../errors/lock-timeout.error';
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
 import type { ResolvedLockOptions } from '../options/resolve-options';
@@ -28,7 +27,11 @@ export class SharedLocks {
   /** Tokens of the shared locks handed out (and not yet released or lost). */
   private readonly shared = new WeakSet<Lock>();
 
-  constructor(private readonly connection: RedisLockConnection) {}
+  constructor(
+    private readonly connection: RedisLockConnection,
+    /** Makes tokens as exclusive locks do (instance tag first: `inspect` names the owner). */
+    private readonly newToken: () => string,
+  ) {}
 
   /** Whether `lock` is a shared lock of this instance. */
   owns(lock: Lock): boolean {
@@ -59,7 +62,7 @@ export class SharedLocks {
     started: number,
     grant: GrantShared,
   ): Promise<Lock | LockTimeoutError> {
-    const token = randomToken();
+    const token = this.newToken();
     const wait = o.waitMs > 0;
     let last = await this.attempt(k, token, o, wait);
     if (last.granted) return this.granted(grant(token, last.fence, last.expiresAt));
@@ -142,7 +145,8 @@ export class SharedLocks {
   }
 }
 
-const sharedKey = (k: LockRedisKeys) => `${k.value}:shared`;
+/** The zset of a lock's shared holders (token -> expiry). */
+export const sharedKey = (k: LockRedisKeys) => `${k.value}:shared`;
 
 /** KEYS of acquire-shared.lua and release-shared.lua. */
 function sharedKeys(k: LockRedisKeys): string[] {
@@ -151,8 +155,4 @@ function sharedKeys(k: LockRedisKeys): string[] {
 
 function holderMs(wait: number): number | undefined {
   return wait >= 0 ? wait : undefined;
-}
-
-function randomToken(): string {
-  return randomUUID().replace(/-/g, '');
 }

@@ -1,7 +1,16 @@
-import type { Counter, Histogram } from '@opentelemetry/api';
+import type {
+  BatchObservableCallback,
+  Counter,
+  Histogram,
+  Meter,
+  ObservableCallback,
+  ObservableGauge,
+} from '@opentelemetry/api';
 import type { RedisLockEvents } from '../events/redis-lock-events';
 import type { LockLostEvent } from '../events/redis-lock-event-map';
+import { bounded } from '../redis/bounded';
 import { libraryMeter } from './otel';
+import type { QueueBacklog } from './queue-backlog';
 
 /** The `lock` attribute of a lock without a `label` (see docs/observability.md). */
 export const UNLABELLED = '(unlabelled)';
@@ -9,10 +18,16 @@ export const UNLABELLED = '(unlabelled)';
 /** How an acquisition ended (the `outcome` attribute of `redis_lock.lock.acquire.wait`). */
 export type AcquireOutcome = 'acquired' | 'timeout' | 'error';
 
+/** How a lock came to a waiting caller without an attempt of its own (`handoffs`' `kind`). */
+export type HandoffKind = 'local' | 'remote';
+
 interface LockInstruments {
   wait: Histogram;
   held: Histogram;
   lost: Counter;
+  handoffs: Counter;
+  waiters: ObservableGauge;
+  observeWaiters: ObservableCallback;
 }
 
 /**
@@ -21,6 +36,8 @@ interface LockInstruments {
  */
 export class LockMetrics {
   private instruments?: LockInstruments | null;
+  /** Callers of this instance in an acquisition, by label (only while instruments exist). */
+  private readonly waiting = new Map<string, number>();
 
   /** An acquisition that waited `ms` ended with `outcome`. */
   acquired(label: string, outcome: AcquireOutcome, ms: number): void {
@@ -37,26 +54,68 @@ export class LockMetrics {
     this.get()?.lost.add(1, { lock: label, reason });
   }
 
+  /** A lock came to a waiting caller by a handoff of `kind`. */
+  handoff(label: string, kind: HandoffKind): void {
+    this.get()?.handoffs.add(1, { lock: label, kind });
+  }
+
+  /**
+   * A caller of this instance starts an acquisition: counted by `redis_lock.lock.waiters` until
+   * `waitEnded`. Returns whether it was counted (`false`, and nothing done, without instruments).
+   */
+  waitStarted(label: string): boolean {
+    if (!this.get()) return false;
+    this.waiting.set(label, (this.waiting.get(label) ?? 0) + 1);
+    return true;
+  }
+
+  /**
+   * The acquisition of a caller counted by `waitStarted` ended (however it ended). A label stays
+   * at `0` (labels are a bounded set): an SDK keeps showing a series' last value otherwise.
+   */
+  waitEnded(label: string): void {
+    this.waiting.set(label, this.waiting.get(label)! - 1);
+  }
+
+  /** Stops observing this instance's waiters (module shutdown). */
+  close(): void {
+    const i = this.instruments;
+    i?.waiters.removeCallback(i.observeWaiters);
+  }
+
   private get(): LockInstruments | undefined {
     if (this.instruments === undefined) {
       const meter = libraryMeter();
-      this.instruments = meter
-        ? {
-            wait: meter.createHistogram('redis_lock.lock.acquire.wait', {
-              unit: 'ms',
-              description: 'How long lock acquisitions waited, by outcome',
-            }),
-            held: meter.createHistogram('redis_lock.lock.held', {
-              unit: 'ms',
-              description: 'How long locks were held (acquired to released)',
-            }),
-            lost: meter.createCounter('redis_lock.lock.lost', {
-              description: 'Held locks found lost (expired, taken over, or not extendable)',
-            }),
-          }
-        : null;
+      this.instruments = meter ? this.make(meter) : null;
+      this.instruments?.waiters.addCallback(this.instruments.observeWaiters);
     }
     return this.instruments ?? undefined;
+  }
+
+  private make(meter: Meter): LockInstruments {
+    return {
+      wait: meter.createHistogram('redis_lock.lock.acquire.wait', {
+        unit: 'ms',
+        description: 'How long lock acquisitions waited, by outcome',
+      }),
+      held: meter.createHistogram('redis_lock.lock.held', {
+        unit: 'ms',
+        description: 'How long locks were held (acquired to released)',
+      }),
+      lost: meter.createCounter('redis_lock.lock.lost', {
+        description: 'Held locks found lost (expired, taken over, or not extendable)',
+      }),
+      handoffs: meter.createCounter('redis_lock.lock.handoffs', {
+        description:
+          'Locks handed to a waiting caller: by a caller of this process (local) or through Redis (remote)',
+      }),
+      waiters: meter.createObservableGauge('redis_lock.lock.waiters', {
+        description: 'Callers of this instance waiting to acquire a lock, by lock label',
+      }),
+      observeWaiters: (result) => {
+        for (const [label, n] of this.waiting) result.observe(n, { lock: label });
+      },
+    };
   }
 }
 
@@ -94,4 +153,62 @@ export function recordQueueMetrics(events: RedisLockEvents): () => void {
     events.on('task.dead', (e) => dead.add(1, { queue: e.queue })),
   ];
   return () => offs.forEach((off) => off());
+}
+
+/** Task states of the `redis_lock.queue.tasks` gauge. */
+const GAUGED_STATES = ['ready', 'delayed', 'leased', 'dead'] as const;
+
+/** How long one collection of the queue gauges may wait for Redis, in ms. */
+export const QUEUE_GAUGES_TIMEOUT_MS = 1_000;
+
+/** What the queue gauges read: the queues with workers in this process, and their backlog. */
+export interface QueueGaugeSource {
+  /** Queues with at least one worker of this process running. */
+  workerQueues(): string[];
+  backlog(queue: string): Promise<QueueBacklog>;
+}
+
+/**
+ * Observes the queue gauges (see docs/observability.md) of the queues that have (had) workers in
+ * this process: one batch callback per collection reads every such queue's backlog, bounded by
+ * `timeoutMs` altogether (on timeout or a Redis error nothing is observed for that collection).
+ * Does nothing without an SDK. Returns the function that stops observing.
+ */
+export function observeQueues(
+  source: QueueGaugeSource,
+  timeoutMs = QUEUE_GAUGES_TIMEOUT_MS,
+): () => void {
+  const meter = libraryMeter();
+  if (!meter) return () => undefined;
+  const tasks = meter.createObservableGauge('redis_lock.queue.tasks', {
+    description: 'Tasks of a queue with workers in this process, by state',
+  });
+  const age = meter.createObservableGauge('redis_lock.queue.oldest_ready.age', {
+    unit: 'ms',
+    description: 'How long the oldest ready task of a queue has been due',
+  });
+  // Queues that had a worker here stay observed (an SDK keeps showing a series' last value).
+  const seen = new Set<string>();
+  const callback: BatchObservableCallback = async (result) => {
+    for (const queue of source.workerQueues()) seen.add(queue);
+    if (seen.size === 0) return;
+    const queues = [...seen];
+    let backlogs: QueueBacklog[];
+    try {
+      backlogs = await bounded(
+        'queue gauges',
+        Promise.all(queues.map((q) => source.backlog(q))),
+        timeoutMs,
+      );
+    } catch {
+      return;
+    }
+    backlogs.forEach(({ stats, oldestReadyMs }, i) => {
+      const queue = queues[i];
+      for (const state of GAUGED_STATES) result.observe(tasks, stats[state], { queue, state });
+      result.observe(age, oldestReadyMs, { queue });
+    });
+  };
+  meter.addBatchObservableCallback(callback, [tasks, age]);
+  return () => meter.removeBatchObservableCallback(callback, [tasks, age]);
 }

@@ -104,9 +104,30 @@ export function serializePayload(payload: unknown): string | undefined {
   return json;
 }
 
-/** The payload stored as JSON text, or `undefined` when the task has none. */
-export function parsePayload(json: string | null | undefined): unknown {
-  return json === null || json === undefined ? undefined : JSON.parse(json);
+/**
+ * Marks a payload field that starts with the task's trace context (`\u0001<traceparent>\n`, then
+ * the JSON text or nothing); JSON text never starts with it. Only traced enqueues write it.
+ */
+const TRACE_MARK = '\u0001';
+
+/** The payload field to store: the JSON text, preceded by `traceparent` when there is one. */
+export function storedPayload(
+  json: string | undefined,
+  traceparent: string | undefined,
+): string | undefined {
+  return traceparent === undefined ? json : `${TRACE_MARK}${traceparent}\n${json ?? ''}`;
+}
+
+/** The trace context stored with a payload field, if any. */
+export function storedTrace(field: string | null | undefined): string | undefined {
+  return field?.startsWith(TRACE_MARK) ? field.slice(1, field.indexOf('\n')) : undefined;
+}
+
+/** The payload of a stored payload field (JSON text), or `undefined` when the task has none. */
+export function parsePayload(field: string | null | undefined): unknown {
+  if (field === null || field === undefined) return undefined;
+  const json = field.startsWith(TRACE_MARK) ? field.slice(field.indexOf('\n') + 1) : field;
+  return json === '' ? undefined : JSON.parse(json);
 }
 
 /** Validates a `LeasedTask` handed back to `ack`/`nack`/`extendLease`/`release`. */

@@ -1,5 +1,5 @@
 import type { LeasedTask, QueueTaskInfo, QueueTaskState, Task } from './interfaces/task.interface';
-import { parsePayload } from './queue-arguments';
+import { parsePayload, storedTrace } from './queue-arguments';
 
 type Reply = (string | number | null)[];
 
@@ -31,6 +31,7 @@ export function toLeasedTasks<P>(
   const tasks: LeasedTask<P>[] = [];
   for (let i = from; i < reply.length; i += 6) {
     const enqueuedAt = reply[i + 5];
+    const traceparent = storedTrace(reply[i + 4] as string | null);
     tasks.push({
       queue,
       id: String(reply[i]),
@@ -40,6 +41,7 @@ export function toLeasedTasks<P>(
       leaseExpiresAt: now + leaseMs,
       payload: parsePayload(reply[i + 4] as string | null) as P,
       ...(enqueuedAt === null ? {} : { enqueuedAt: Number(enqueuedAt) }),
+      ...(traceparent === undefined ? {} : { traceparent }),
     });
   }
   return tasks;

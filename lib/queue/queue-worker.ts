@@ -2,6 +2,7 @@ import type { Logger } from '@nestjs/common';
 import type { Cluster, Redis } from 'ioredis';
 import { QueueError } from '../errors/queue.error';
 import { bounded } from '../redis/bounded';
+import { QueueTracing } from '../observability/tracing';
 import { ThrottledWarning } from '../redis/throttled-warning';
 import type { RedisLockEvents } from '../events/redis-lock-events';
 import type { RedisLockConnection } from '../redis/redis-connection';
@@ -67,6 +68,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
   private slotFreed?: () => void;
   private errorPause = 0;
   private readonly failures: ThrottledWarning;
+  private readonly tracing = new QueueTracing();
   /** Handlers that ended since the last flush, waiting for their ack or nack. */
   private finished: FinishedTask[] = [];
 
@@ -216,7 +218,9 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
     const { task } = entry;
     let failure: { error: unknown } | undefined;
     try {
-      await this.handler(task, entry.controller.signal);
+      await this.tracing.process(this.queue, task, () =>
+        this.handler(task, entry.controller.signal),
+      );
     } catch (error) {
       failure = { error };
     }

@@ -9,6 +9,7 @@ import {
 } from '../options/resolve-options';
 import { checkInt } from '../options/validate';
 import { RedisLockConnection } from '../redis/redis-connection';
+import { QueueTracing } from '../observability/tracing';
 import type {
   ClaimOptions,
   EnqueueOptions,
@@ -43,6 +44,7 @@ import {
   checkTaskId,
   parsePayload,
   serializePayload,
+  storedPayload,
 } from './queue-arguments';
 import { checkQueueName, queueRedisKeys, type QueueRedisKeys } from './queue-keys';
 import { toLeasedTasks, toTaskInfos, toTasks } from './queue-replies';
@@ -119,6 +121,7 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
   private readonly defaults: ResolvedQueueDefaults;
   private readonly workers = new Set<QueueWorkerRunner>();
   private readonly keyCache = new Map<string, QueueRedisKeys>();
+  private readonly tracing = new QueueTracing();
   private readonly tokenPrefix = randomBytes(9).toString('base64url');
   private tokenCounter = 0;
   private shuttingDown = false;
@@ -178,17 +181,21 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
     if (group && priority !== 0) {
       throw QueueError.invalid('priority', o.priority, 'no priority on a task with a group');
     }
-    const payload = serializePayload(o.payload);
+    const json = serializePayload(o.payload);
     const plain = !replace && priority === 0 && group === '';
-    const added = await this.connection.run(QUEUE_SCRIPTS.enqueue, enqueueKeys(k, plain), [
-      delayMs,
-      replace ? 1 : 0,
-      payload === undefined ? 0 : 1,
-      payload ?? '',
-      priority,
-      group,
-      ...ids,
-    ]);
+    const added = await this.tracing.enqueue(k.name, ids, (traceparent) => {
+      // A replace without a payload keeps the stored one: no trace context is written over it.
+      const payload = storedPayload(json, replace && json === undefined ? undefined : traceparent);
+      return this.connection.run(QUEUE_SCRIPTS.enqueue, enqueueKeys(k, plain), [
+        delayMs,
+        replace ? 1 : 0,
+        payload === undefined ? 0 : 1,
+        payload ?? '',
+        priority,
+        group,
+        ...ids,
+      ]);
+    });
     return Number(added);
   }
 
@@ -414,6 +421,11 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
     let n = 0;
     for (const w of this.workers) if (w.queue === queue) n++;
     return n;
+  }
+
+  /** @internal the queues with a worker of this instance running (queue gauges) */
+  workerQueues(): string[] {
+    return [...new Set([...this.workers].map((w) => w.queue))];
   }
 
   /** Lets the workers of `queue` claim again (and wakes one at once). */

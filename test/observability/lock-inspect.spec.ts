@@ -43,11 +43,11 @@ describe('LockService.inspect', () => {
 
   it('shows a holder in another process and a line of 3 processes in the order they came', async () => {
     const holder = child('hold', 'holder-A');
-    const fence = Number((await lineFrom(holder, /^held \d+/)).split(' ')[1]);
+    const fence = Number((await lineFrom(holder, /^held \d+/, 60_000)).split(' ')[1]);
     const waiters = ['waiter-1', 'waiter-2', 'waiter-3'];
     for (const [i, id] of waiters.entries()) {
       const w = child('wait', id);
-      await lineFrom(w, /^started/);
+      await lineFrom(w, /^started/, 60_000);
       await waitFor(
         `${id} in line`,
         async () => (await locks.inspect('shared')).line.length === i + 1,
@@ -64,6 +64,28 @@ describe('LockService.inspect', () => {
     expect(Math.abs(since[0] - Date.now())).toBeLessThan(60_000);
     expect(seen.lineLength).toBe(3);
     expect(seen.localWaiters).toBe(0);
+    // Four ts-node children start one after another: on a loaded machine that alone can take 30 s.
+  }, 120_000);
+
+  it('names the owners of shared holders (their tokens carry the instance tag too)', async () => {
+    const other = await createLockApp({ keyPrefix: prefix, instanceId: 'reader-B' });
+    try {
+      const mine = await locks.acquire('read', { mode: 'shared', ttlMs: 30_000 });
+      const theirs = await other
+        .get(LockService)
+        .acquire('read', { mode: 'shared', ttlMs: 60_000 });
+      const seen = await locks.inspect('read');
+      expect(seen).toMatchObject({ key: 'read', held: true, lineLength: 0 });
+      expect(seen.owner).toBeUndefined();
+      // Shortest TTL first (the shared holders' zset is ordered by expiry).
+      expect(seen.sharedHolders?.map((h) => h.owner)).toEqual(['the-test', 'reader-B']);
+      expect(Math.abs(seen.sharedHolders![0].since - Date.now())).toBeLessThan(60_000);
+      await theirs.release();
+      await mine.release();
+      expect((await locks.inspect('read')).held).toBe(false);
+    } finally {
+      await other.close();
+    }
   });
 
   it('validates its key and the instanceId option (typed errors)', async () => {

@@ -1,19 +1,9 @@
 import { Injectable, type INestApplicationContext } from '@nestjs/common';
 import { metrics } from '@opentelemetry/api';
-import {
-  MeterProvider,
-  MetricReader,
-  type DataPoint,
-  type Histogram,
-} from '@opentelemetry/sdk-metrics';
+import { MeterProvider, type DataPoint, type Histogram } from '@opentelemetry/sdk-metrics';
 import { LockService, QueueService, RedisLockOptionsError, WithLock } from '../../lib';
 import { createLockApp, redisClient, uniquePrefix, waitFor } from '../support/helpers';
-
-/** Collects on demand (the SDK's reader base class, no export loop). */
-class OnDemandReader extends MetricReader {
-  protected onForceFlush = () => Promise.resolve();
-  protected onShutdown = () => Promise.resolve();
-}
+import { OnDemandReader } from '../support/metric-reader';
 
 @Injectable()
 class Orders {
@@ -32,6 +22,7 @@ describe('OpenTelemetry, optional', () => {
       const otel = require('../../lib/observability/otel');
       expect(otel.otelApi).toBeUndefined();
       expect(otel.libraryMeter()).toBeUndefined();
+      expect(otel.libraryTracer()).toBeUndefined();
       const { LockMetrics } = require('../../lib/observability/metrics');
       expect(() => new LockMetrics().acquired('x', 'acquired', 1)).not.toThrow();
       jest.dontMock('@opentelemetry/api');
@@ -40,6 +31,7 @@ describe('OpenTelemetry, optional', () => {
       const otel = require('../../lib/observability/otel');
       expect(otel.otelApi).toBeDefined();
       expect(otel.libraryMeter()).toBeUndefined();
+      expect(otel.libraryTracer()).toBeUndefined();
     });
   });
 });
@@ -63,18 +55,7 @@ describe('OpenTelemetry metrics (in-memory reader)', () => {
     redis.disconnect();
   });
 
-  /** Data points of metric `name`, as `attributes JSON -> point`. */
-  async function points(name: string): Promise<Map<string, DataPoint<unknown>>> {
-    const { resourceMetrics } = await reader.collect();
-    const out = new Map<string, DataPoint<unknown>>();
-    for (const scope of resourceMetrics.scopeMetrics) {
-      for (const metric of scope.metrics) {
-        if (metric.descriptor.name !== name) continue;
-        for (const p of metric.dataPoints) out.set(JSON.stringify(p.attributes), p);
-      }
-    }
-    return out;
-  }
+  const points = (name: string) => reader.points(name);
   const count = (p?: DataPoint<unknown>) => (p ? (p.value as Histogram).count : 0);
 
   it('records lock waits by outcome, hold times and losses, labelled by label or template', async () => {

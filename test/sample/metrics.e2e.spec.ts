@@ -47,6 +47,13 @@ describe('sample: Prometheus /metrics (OpenTelemetry exporter)', () => {
     ).toBe(3);
     expect(value(`redis_lock_queue_task_wait_count{queue="orders",${scope}}`)).toBe(3);
     expect(text).toContain('# TYPE redis_lock_lock_acquire_wait histogram');
+    // Gauges, read at the scrape: the orders queue (workers in this app) is empty, nobody waits.
+    for (const state of ['ready', 'delayed', 'leased', 'dead']) {
+      expect(value(`redis_lock_queue_tasks{queue="orders",state="${state}",${scope}}`)).toBe(0);
+    }
+    expect(value(`redis_lock_queue_oldest_ready_age{queue="orders",${scope}}`)).toBe(0);
+    expect(value(`redis_lock_lock_waiters{${stock},${scope}}`)).toBe(0);
+    expect(text).toContain('# TYPE redis_lock_queue_tasks gauge');
     expect(text).not.toContain('stock:mug'); // never the raw key
   });
 });

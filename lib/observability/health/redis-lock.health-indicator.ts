@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { QueueService } from '../../queue/queue.service';
 import { RedisLockConnection } from '../../redis/redis-connection';
+import { queueBacklog } from '../queue-backlog';
 import { RedisLockOptionsError } from '../../errors/redis-lock-options.error';
 import { checkKnownKeys, checkMs, checkInt } from '../../options/validate';
 
@@ -81,10 +82,7 @@ export class RedisLockHealthIndicator {
       const queues: Record<string, unknown> = {};
       for (const queue of o.queues ?? []) {
         const workers = this.queues.workerCount(queue);
-        const stats = await this.queues.stats(queue);
-        const [oldest] =
-          stats.ready > 0 ? await this.queues.list(queue, 'ready', { limit: 1 }) : [];
-        const oldestReadyMs = oldest ? Math.max(0, Date.now() - oldest.time) : 0;
+        const { stats, oldestReadyMs } = await queueBacklog(this.queues, queue);
         queues[queue] = { workers, ready: stats.ready, dead: stats.dead, oldestReadyMs };
         if (workers < minWorkers) problems.push(`${queue}: ${workers} workers < ${minWorkers}`);
         if (o.maxDead !== undefined && stats.dead > o.maxDead) {

@@ -27,6 +27,11 @@ export interface LeasedTask<P = unknown> extends Task<P> {
   readonly leaseExpiresAt: number;
   /** When it was enqueued: epoch ms on the Redis clock (absent for tasks of older versions). */
   readonly enqueuedAt?: number;
+  /**
+   * The W3C `traceparent` of the span that enqueued it, when the producer was traced (an
+   * OpenTelemetry SDK registered); the worker's `process` span continues that trace.
+   */
+  readonly traceparent?: string;
 }
 
 /** A task in the dead-letter set, as returned by `deadLetters`. */

@@ -21,7 +21,8 @@
 -- ARGV[2] replace     '1': an id already queued (not leased) is placed again with the new due
 --                     time, priority, group (and payload when given)
 -- ARGV[3] hasPayload  '1': ARGV[4] is the payload of every id
--- ARGV[4] payload     JSON text ('' when hasPayload is '0')
+-- ARGV[4] payload     JSON text ('' when hasPayload is '0'), stored as given: a traced enqueue
+--                     puts its trace context first ('\1<traceparent>\n<JSON text or nothing>')
 -- ARGV[5] priority    integer from -1000 to 1000; 0: none
 -- ARGV[6] group       '' for none
 -- ARGV[7..] ids

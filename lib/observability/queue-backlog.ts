@@ -1,0 +1,19 @@
+import type { QueueStats } from '../queue/interfaces/task.interface';
+import type { QueueService } from '../queue/queue.service';
+
+/** A queue's task counts and how long its oldest ready task has been due. */
+export interface QueueBacklog {
+  stats: QueueStats;
+  /** Since when the oldest ready task has been due, in ms (`0` with no ready task). */
+  oldestReadyMs: number;
+}
+
+/**
+ * Reads the backlog of `queue`: its stats and, when tasks are ready, the oldest one (two bounded
+ * round trips at most). Used by the health indicator and the queue gauges.
+ */
+export async function queueBacklog(queues: QueueService, queue: string): Promise<QueueBacklog> {
+  const stats = await queues.stats(queue);
+  const [oldest] = stats.ready > 0 ? await queues.list(queue, 'ready', { limit: 1 }) : [];
+  return { stats, oldestReadyMs: oldest ? Math.max(0, Date.now() - oldest.time) : 0 };
+}
