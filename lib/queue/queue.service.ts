@@ -422,6 +422,11 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
     return n;
   }
 
+  /** @internal the queues with a worker of this instance (dashboard) */
+  workerQueues(): string[] {
+    return [...new Set([...this.workers].map((w) => w.queue))];
+  }
+
   /** Lets the workers of `queue` claim again (and wakes one at once). */
   async resume(queue: QueueName): Promise<void> {
     await this.setConfig(queue, 'paused', '');

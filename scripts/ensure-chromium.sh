@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Makes sure a Chromium is available for the dashboard's browser tests (driven by playwright-core,
+# which never downloads a browser here). Uses CHROMIUM_BIN, or chromium / chromium-browser on
+# PATH; otherwise installs Debian's chromium with apt-get when it can. Exits non-zero when there
+# is none: the browser tests then skip, saying so.
+set -euo pipefail
+
+have() { command -v "$1" >/dev/null 2>&1; }
+
+if [ -n "${CHROMIUM_BIN:-}" ]; then
+  [ -x "$CHROMIUM_BIN" ] && exit 0
+  echo "CHROMIUM_BIN=$CHROMIUM_BIN is not an executable file" >&2
+  exit 1
+fi
+if have chromium || have chromium-browser; then exit 0; fi
+
+if have apt-get; then
+  SUDO=""
+  if [ "$(id -u)" != "0" ]; then
+    if have sudo && sudo -n true 2>/dev/null; then SUDO="sudo -n"; else
+      echo "chromium is missing and installing it needs root: run 'sudo apt-get install chromium'" >&2
+      exit 1
+    fi
+  fi
+  echo "ensure-chromium: installing Debian's chromium (apt-get)..." >&2
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq >/dev/null
+  $SUDO apt-get install -y -qq chromium >/dev/null
+  if have chromium || have chromium-browser; then exit 0; fi
+fi
+echo "chromium was not found and could not be installed (Debian/Ubuntu: 'apt-get install chromium')," \
+  "or set CHROMIUM_BIN to a Chromium binary; the dashboard's browser tests will be skipped." >&2
+exit 1
