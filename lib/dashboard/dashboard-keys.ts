@@ -1,4 +1,4 @@
-import { taggedKey } from '../redis/tagged-key';
+import { hasHashTag, taggedKey } from '../redis/tagged-key';
 
 /** LIST of the recent lock timeouts and lost locks, shared by every instance of the app. */
 export function recentEventsKey(prefix: string): string {
@@ -17,8 +17,7 @@ export function throughputKey(prefix: string, queue: string): string {
 export function lockNameOf(prefix: string, key: string): string | undefined {
   const rest = key.slice(prefix.length + 'lock:'.length);
   if (rest.endsWith(':fence')) return undefined;
-  const close = rest.indexOf('}');
-  return rest.startsWith('{') && close === rest.length - 1 ? rest.slice(1, -1) : rest;
+  return nameOfBase(rest);
 }
 
 /** The queue name of a queue key (`<prefix>queue:{<name>}:<part>`), for the parts listed. */
@@ -30,7 +29,11 @@ export function queueNameOf(
   const rest = key.slice(prefix.length + 'queue:'.length);
   const colon = rest.lastIndexOf(':');
   if (colon < 0 || !parts.includes(rest.slice(colon + 1))) return undefined;
-  const base = rest.slice(0, colon);
-  const close = base.indexOf('}');
-  return base.startsWith('{') && close === base.length - 1 ? base.slice(1, -1) : base;
+  return nameOfBase(rest.slice(0, colon));
+}
+
+/** The inverse of `taggedKey` after its `<prefix><kind>:`: `{name}` for an untagged name. */
+function nameOfBase(base: string): string {
+  const inner = base.slice(1, -1);
+  return base.startsWith('{') && base.endsWith('}') && !hasHashTag(inner) ? inner : base;
 }

@@ -1,4 +1,4 @@
-import { Injectable, Logger, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
+import { BeforeApplicationShutdown, Injectable, Logger, OnModuleInit } from '@nestjs/common';
 import { RedisLockEvents } from '../events/redis-lock-events';
 import type { LockLostEvent, LockTimeoutEvent } from '../events/redis-lock-event-map';
 import { RedisLockConnection } from '../redis/redis-connection';
@@ -14,14 +14,17 @@ export const THROUGHPUT_WINDOW_S = 120;
 
 /**
  * Writes what the dashboard shows of every instance into Redis, from `RedisLockEvents` only (off
- * the lock and queue hot paths): each lock timeout and lost lock (a capped, expiring list), and
- * once a second the tasks this instance completed per queue.
+ * the lock and queue hot paths): once a second, the lock timeouts and lost locks this instance saw
+ * (into a capped, expiring list) and the tasks it completed per queue. A listener only appends to
+ * memory; a storm of timeouts costs one script call a second.
  */
 @Injectable()
-export class DashboardRecorder implements OnModuleInit, OnApplicationShutdown {
+export class DashboardRecorder implements OnModuleInit, BeforeApplicationShutdown {
   private readonly logger = new Logger('RedisLockDashboard');
   private readonly warning = new ThrottledWarning(this.logger);
   private readonly completed = new Map<string, number>();
+  /** Lock events of the last second, as JSON; the newest `RECENT_EVENTS_MAX` at most. */
+  private readonly pending: string[] = [];
   private readonly stops: Array<() => void> = [];
   private timer?: NodeJS.Timeout;
 
@@ -49,33 +52,49 @@ export class DashboardRecorder implements OnModuleInit, OnApplicationShutdown {
         this.completed.set(queue, (this.completed.get(queue) ?? 0) + 1),
       ),
     );
-    this.timer = setInterval(() => this.flush(), 1_000);
+    this.timer = setInterval(() => void this.flush(), 1_000);
     this.timer.unref();
   }
 
-  onApplicationShutdown(): void {
+  /** Stops listening and sends what is left (the module's connection is still open here). */
+  async beforeApplicationShutdown(): Promise<void> {
     for (const stop of this.stops.splice(0)) stop();
     clearInterval(this.timer);
+    await this.flush();
   }
 
   private record(event: Record<string, unknown>): void {
-    const key = recentEventsKey(this.connection.options.keyPrefix);
-    this.connection
-      .run(
-        DASHBOARD_SCRIPTS.recordEvent,
-        [key],
-        [JSON.stringify(event), RECENT_EVENTS_MAX, RECENT_EVENTS_TTL_MS],
-      )
-      .catch((err: Error) => this.warning.warn(`could not record a lock event: ${err.message}`));
+    if (this.pending.push(JSON.stringify(event)) > RECENT_EVENTS_MAX) this.pending.shift();
   }
 
-  private flush(): void {
-    for (const [queue, count] of this.completed) {
-      this.completed.delete(queue);
-      const key = throughputKey(this.connection.options.keyPrefix, queue);
-      this.connection
-        .run(DASHBOARD_SCRIPTS.recordThroughput, [key], [count, THROUGHPUT_WINDOW_S])
-        .catch((err: Error) => this.warning.warn(`could not record throughput: ${err.message}`));
+  /** Sends what the last second collected (also at shutdown, so nothing seen is lost). */
+  private async flush(): Promise<void> {
+    const writes: Array<Promise<unknown>> = [];
+    const prefix = this.connection.options.keyPrefix;
+    if (this.pending.length > 0) {
+      const events = this.pending.splice(0);
+      writes.push(
+        this.connection
+          .run(
+            DASHBOARD_SCRIPTS.recordEvents,
+            [recentEventsKey(prefix)],
+            [RECENT_EVENTS_MAX, RECENT_EVENTS_TTL_MS, ...events],
+          )
+          .catch((err: Error) => this.warning.warn(`could not record lock events: ${err.message}`)),
+      );
     }
+    for (const [queue, count] of this.completed) {
+      writes.push(
+        this.connection
+          .run(
+            DASHBOARD_SCRIPTS.recordThroughput,
+            [throughputKey(prefix, queue)],
+            [count, THROUGHPUT_WINDOW_S],
+          )
+          .catch((err: Error) => this.warning.warn(`could not record throughput: ${err.message}`)),
+      );
+    }
+    this.completed.clear();
+    await Promise.all(writes);
   }
 }

@@ -5,7 +5,7 @@ const file = (name: string) => join(__dirname, 'scripts', `${name}.lua`);
 
 /** The dashboard's Lua scripts, read once per process. */
 export const DASHBOARD_SCRIPTS = {
-  recordEvent: new LuaScript('dashboard record-event', file('record-event')),
+  recordEvents: new LuaScript('dashboard record-events', file('record-events')),
   recordThroughput: new LuaScript('dashboard record-throughput', file('record-throughput')),
   readThroughput: new LuaScript('dashboard read-throughput', file('read-throughput')),
 };
