@@ -132,9 +132,11 @@ function LocksView({ data, search, setSearch }) {
                 <td data-testid="owner">
                   ${l.owner || html`<span class="muted">(unknown)</span>`}
                 </td>
-                <td>≥ ${duration(now - l.seenSince)}</td>
+                <td title="at least: since this dashboard first saw it held">
+                  ≥ ${duration(now - l.seenSince)}
+                </td>
                 <td>${duration(l.ttlMs)}</td>
-                <td>${l.fence ?? '–'}</td>
+                <td class="mono">${l.fence ?? '–'}</td>
                 <td><${Line} line=${l.line} lineLength=${l.lineLength} now=${now} /></td>
               </tr>`,
           )}
@@ -251,9 +253,11 @@ function QueuesView({ data, selected, setSelected, act }) {
                 <td data-testid="leased">${q.leased}</td>
                 <td data-testid="dead" class=${q.dead > 0 ? 'bad' : ''}>${q.dead}</td>
                 <td>${q.nextReadyEnqueuedAt ? duration(now - q.nextReadyEnqueuedAt) : '–'}</td>
-                <td class="sparkcell">
-                  <${Sparkline} values=${q.throughput} />
-                  <span class="muted">${q.throughput[q.throughput.length - 1]}</span>
+                <td>
+                  <div class="sparkcell">
+                    <${Sparkline} values=${q.throughput} />
+                    <span class="muted">${q.throughput[q.throughput.length - 1]}</span>
+                  </div>
                 </td>
                 <td>
                   ${
@@ -344,7 +348,7 @@ function QueuesView({ data, selected, setSelected, act }) {
               ${(dead.data || []).map(
                 (t) =>
                   html`<tr data-testid="dead-row" data-id=${t.id} key=${t.id}>
-                    <td class="mono">${t.id}</td>
+                    <td class="mono nowrap">${t.id}</td>
                     <td>${clock(t.time)}</td>
                     <td>${t.attempts}</td>
                     <td class="error">${t.lastError || '–'}</td>
@@ -408,7 +412,7 @@ function App() {
   };
   return html`
     <header>
-      <h1>Redis locks &amp; queues</h1>
+      <h1>Redis locks & queues</h1>
       <nav>
         <button
           class=${tab === 'locks' ? 'active' : ''}
