@@ -117,7 +117,7 @@ async function main(): Promise<void> {
   held.push(await worker.get(LockService).acquire('stock:sku-778', { fencing: true }));
   held.push(await locks.acquire('report:daily-sales', { ttlMs: 300_000 }));
   // A lock whose key someone deleted by hand: its next extension finds it gone (lock.lost).
-  await locks.acquire('payment:pi_3Nc9', { ttlMs: 1_500, autoExtend: true });
+  await locks.acquire('payment:pi_3Nc9', { ttlMs: 1_500 }); // auto-extended every 500 ms
   const redis = new Redis(server.url);
   await redis.del(`${PREFIX}lock:{payment:pi_3Nc9}`);
   redis.disconnect();
