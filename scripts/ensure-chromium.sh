@@ -5,7 +5,7 @@
 # is none: the browser tests then skip, saying so.
 set -euo pipefail
 
-have() { command -v "$1" >/dev/null 2>&1; }
+source "$(dirname "$0")/apt-install.sh"
 
 if [ -n "${CHROMIUM_BIN:-}" ]; then
   [ -x "$CHROMIUM_BIN" ] && exit 0
@@ -14,18 +14,7 @@ if [ -n "${CHROMIUM_BIN:-}" ]; then
 fi
 if have chromium || have chromium-browser; then exit 0; fi
 
-if have apt-get; then
-  SUDO=""
-  if [ "$(id -u)" != "0" ]; then
-    if have sudo && sudo -n true 2>/dev/null; then SUDO="sudo -n"; else
-      echo "chromium is missing and installing it needs root: run 'sudo apt-get install chromium'" >&2
-      exit 1
-    fi
-  fi
-  echo "ensure-chromium: installing Debian's chromium (apt-get)..." >&2
-  export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get update -qq >/dev/null
-  $SUDO apt-get install -y -qq chromium >/dev/null
+if apt_install ensure-chromium chromium; then
   if have chromium || have chromium-browser; then exit 0; fi
 fi
 echo "chromium was not found and could not be installed (Debian/Ubuntu: 'apt-get install chromium')," \

@@ -97,20 +97,18 @@ export function createDashboardController(options: ResolvedDashboardOptions): Ty
       return { removed: await mapErrors(() => this.dashboard.queues.remove(queue, id)) };
     }
 
-    @Post('api/queues/:queue/pause')
+    @Post('api/queues/:queue/:action')
     @HttpCode(200)
-    async pause(@Param('queue') queue: string): Promise<{ paused: boolean }> {
+    async pauseOrResume(
+      @Param('queue') queue: string,
+      @Param('action') action: string,
+    ): Promise<{ paused: boolean }> {
+      if (action !== 'pause' && action !== 'resume') {
+        throw new NotFoundException(`no queue action '${action}' (pause or resume)`);
+      }
       this.writable();
-      await mapErrors(() => this.dashboard.queues.pause(queue));
-      return { paused: true };
-    }
-
-    @Post('api/queues/:queue/resume')
-    @HttpCode(200)
-    async resume(@Param('queue') queue: string): Promise<{ paused: boolean }> {
-      this.writable();
-      await mapErrors(() => this.dashboard.queues.resume(queue));
-      return { paused: false };
+      await mapErrors(() => this.dashboard.queues[action](queue));
+      return { paused: action === 'pause' };
     }
 
     private writable(): void {

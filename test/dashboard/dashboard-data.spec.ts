@@ -1,13 +1,11 @@
 import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
-import { Test } from '@nestjs/testing';
 import fc from 'fast-check';
 import {
   LockService,
   QueueService,
   RedisLockDashboardModule,
   RedisLockEvents,
-  RedisLockModule,
   RedisLockOptionsError,
   type RedisLockDashboardOptions,
 } from '../../lib';
@@ -16,7 +14,8 @@ import { RECENT_EVENTS_MAX } from '../../lib/dashboard/dashboard-recorder';
 import { DashboardService } from '../../lib/dashboard/dashboard.service';
 import { lockRedisKeys } from '../../lib/lock/lock-keys';
 import { queueRedisKeys } from '../../lib/queue/queue-keys';
-import { redisClient, testRedisUrl, uniquePrefix, waitFor } from '../support/helpers';
+import { compileDashboardModule } from './support/dashboard-module';
+import { redisClient, uniquePrefix, waitFor } from '../support/helpers';
 
 describe('RedisLockDashboardModule.forRoot options', () => {
   it.each<[string, unknown]>([
@@ -102,17 +101,7 @@ describe('DashboardService', () => {
   afterAll(() => redis.disconnect());
 
   async function start(prefix: string, options: RedisLockDashboardOptions = {}) {
-    const moduleRef = await Test.createTestingModule({
-      imports: [
-        RedisLockModule.forRoot({
-          redis: testRedisUrl(),
-          keyPrefix: prefix,
-          instanceId: 'data-app',
-          isGlobal: true,
-        }),
-        RedisLockDashboardModule.forRoot(options),
-      ],
-    }).compile();
+    const moduleRef = await compileDashboardModule(prefix, 'data-app', options);
     app = await moduleRef.init();
     return app;
   }

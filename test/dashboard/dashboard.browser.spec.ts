@@ -5,18 +5,16 @@ import {
   Injectable,
   type INestApplication,
 } from '@nestjs/common';
-import { Test } from '@nestjs/testing';
 import type { Browser, Page } from 'playwright-core';
 import {
   LockService,
   LockTimeoutError,
   QueueService,
-  RedisLockDashboardModule,
-  RedisLockModule,
   type RedisLockDashboardOptions,
 } from '../../lib';
 import { lineFrom, spawnTs } from '../support/child';
 import { chromiumPath, launchChromium } from '../support/chromium';
+import { compileDashboardModule } from './support/dashboard-module';
 import { redisClient, testRedisUrl, uniquePrefix, waitFor, waitForLine } from '../support/helpers';
 
 const executablePath = chromiumPath();
@@ -59,17 +57,7 @@ suite('RedisLockDashboardModule in Chromium', () => {
 
   /** An HTTP app with the lock module (under `prefix`) and the dashboard; resolves its page URL. */
   async function startApp(prefix: string, options: RedisLockDashboardOptions = {}) {
-    const moduleRef = await Test.createTestingModule({
-      imports: [
-        RedisLockModule.forRoot({
-          redis: testRedisUrl(),
-          keyPrefix: prefix,
-          instanceId: 'dashboard-app',
-          isGlobal: true,
-        }),
-        RedisLockDashboardModule.forRoot(options),
-      ],
-    }).compile();
+    const moduleRef = await compileDashboardModule(prefix, 'dashboard-app', options);
     const app = moduleRef.createNestApplication({ logger: false });
     apps.push(app);
     await app.listen(0, '127.0.0.1');

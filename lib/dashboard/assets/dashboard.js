@@ -107,79 +107,66 @@ function LocksView({ data, search, setSearch }) {
         locks.truncated &&
         html`<p class="note">The scan stopped at its limit: search to narrow the list.</p>`
       }
-      <table>
-        <thead>
-          <tr>
-            <th>Key</th>
-            <th>Owner</th>
-            <th>Held for</th>
-            <th>TTL left</th>
-            <th>Fence</th>
-            <th>Waiting line</th>
-          </tr>
-        </thead>
-        <tbody>
-          ${
-            locks.items.length === 0 &&
-            html`<tr>
-              <td colspan="6" class="empty">No lock is held${search ? ' with such a key' : ''}.</td>
-            </tr>`
-          }
-          ${locks.items.map(
-            (l) =>
-              html`<tr data-testid="lock-row" data-key=${l.key} key=${l.key}>
-                <td class="mono">${l.key}</td>
-                <td data-testid="owner">
-                  ${l.owner || html`<span class="muted">(unknown)</span>`}
-                </td>
-                <td title="at least: since this dashboard first saw it held">
-                  ≥ ${duration(now - l.seenSince)}
-                </td>
-                <td>${duration(l.ttlMs)}</td>
-                <td class="mono">${l.fence ?? '–'}</td>
-                <td><${Line} line=${l.line} lineLength=${l.lineLength} now=${now} /></td>
-              </tr>`,
-          )}
-        </tbody>
-      </table>
+      <${Table}
+        headers=${['Key', 'Owner', 'Held for', 'TTL left', 'Fence', 'Waiting line']}
+        empty=${`No lock is held${search ? ' with such a key' : ''}.`}
+        rows=${locks.items.map(
+          (l) =>
+            html`<tr data-testid="lock-row" data-key=${l.key} key=${l.key}>
+              <td class="mono">${l.key}</td>
+              <td data-testid="owner">${l.owner || html`<span class="muted">(unknown)</span>`}</td>
+              <td title="at least: since this dashboard first saw it held">
+                ≥ ${duration(now - l.seenSince)}
+              </td>
+              <td>${duration(l.ttlMs)}</td>
+              <td class="mono">${l.fence ?? '–'}</td>
+              <td><${Line} line=${l.line} lineLength=${l.lineLength} now=${now} /></td>
+            </tr>`,
+        )}
+      />
     </section>
     <section>
       <h2>Recent timeouts and lost locks <span class="count">${recent.length}</span></h2>
-      <table>
-        <thead>
-          <tr>
-            <th>When</th>
-            <th>What</th>
-            <th>Keys</th>
-            <th>Why</th>
-            <th>Instance</th>
-          </tr>
-        </thead>
-        <tbody>
-          ${
-            recent.length === 0 &&
-            html`<tr>
-              <td colspan="5" class="empty">None recorded.</td>
-            </tr>`
-          }
-          ${recent.map(
-            (e) =>
-              html`<tr data-testid="event-row">
-                <td>${clock(e.at)}</td>
-                <td>
-                  <span class=${`tag ${e.kind}`}>${e.kind === 'lost' ? 'lost' : 'timeout'}</span>
-                </td>
-                <td class="mono">${e.keys.join(', ')}</td>
-                <td>
-                  ${e.reason}${e.waitedMs !== undefined ? ` after ${duration(e.waitedMs)}` : ''}
-                </td>
-                <td>${e.instance}</td>
-              </tr>`,
-          )}
-        </tbody>
-      </table>
+      <${Table}
+        headers=${['When', 'What', 'Keys', 'Why', 'Instance']}
+        empty="None recorded."
+        rows=${recent.map(
+          (e) =>
+            html`<tr data-testid="event-row">
+              <td>${clock(e.at)}</td>
+              <td>
+                <span class=${`tag ${e.kind}`}>${e.kind === 'lost' ? 'lost' : 'timeout'}</span>
+              </td>
+              <td class="mono">${e.keys.join(', ')}</td>
+              <td>
+                ${e.reason}${e.waitedMs !== undefined ? ` after ${duration(e.waitedMs)}` : ''}
+              </td>
+              <td>${e.instance}</td>
+            </tr>`,
+        )}
+      />
     </section>
   `;
+}
+
+/** A table with its header row, `rows` or else one row saying `empty`. */
+function Table({ headers, empty, rows }) {
+  return html`<table>
+    <thead>
+      <tr>
+        ${headers.map((h) => html`<th>${h}</th>`)}
+      </tr>
+    </thead>
+    <tbody>
+      ${
+        rows.length > 0
+          ? rows
+          : html`<tr>
+              <td colspan=${headers.length} class="empty">${empty}</td>
+            </tr>`
+      }
+    </tbody>
+  </table>`;
 }
 
 function Payload({ value }) {
@@ -215,71 +202,53 @@ function QueuesView({ data, selected, setSelected, act }) {
     <section>
       <h2>Queues <span class="count">${queues.length}</span></h2>
       ${data.queuesTruncated && html`<p class="note">More queues exist than are shown.</p>`}
-      <table>
-        <thead>
-          <tr>
-            <th>Queue</th>
-            <th>Ready</th>
-            <th>Delayed</th>
-            <th>Leased</th>
-            <th>Dead</th>
-            <th>Next ready waited</th>
-            <th>Completed / s (60 s)</th>
-            <th></th>
-          </tr>
-        </thead>
-        <tbody>
-          ${
-            queues.length === 0 &&
-            html`<tr>
-              <td colspan="8" class="empty">No queue found.</td>
-            </tr>`
-          }
-          ${queues.map(
-            (q) =>
-              html`<tr
-                data-testid="queue-row"
-                data-queue=${q.name}
-                key=${q.name}
-                class=${queue && q.name === queue.name ? 'selected' : ''}
-                onClick=${() => setSelected(q.name)}
-              >
-                <td class="mono">
-                  ${q.name} ${q.paused && html`<span class="tag paused">paused</span>`}
-                  ${q.workersHere > 0 && html`<span class="muted"> · ${q.workersHere} worker(s) here</span>`}
-                </td>
-                <td data-testid="ready">${q.ready}</td>
-                <td>${q.delayed}</td>
-                <td data-testid="leased">${q.leased}</td>
-                <td data-testid="dead" class=${q.dead > 0 ? 'bad' : ''}>${q.dead}</td>
-                <td>${q.nextReadyEnqueuedAt ? duration(now - q.nextReadyEnqueuedAt) : '–'}</td>
-                <td>
-                  <div class="sparkcell">
-                    <${Sparkline} values=${q.throughput} />
-                    <span class="muted">${q.throughput[q.throughput.length - 1]}</span>
-                  </div>
-                </td>
-                <td>
-                  ${
-                    !readOnly &&
-                    html`<button
-                      data-testid=${q.paused ? 'resume' : 'pause'}
-                      onClick=${(e) => {
-                        e.stopPropagation();
-                        act(
-                          `queues/${encodeURIComponent(q.name)}/${q.paused ? 'resume' : 'pause'}`,
-                          'POST',
-                        );
-                      }}
-                    >
-                      ${q.paused ? 'Resume' : 'Pause'}
-                    </button>`
-                  }
-                </td>
-              </tr>`,
-          )}
-        </tbody>
-      </table>
+      <${Table}
+        headers=${['Queue', 'Ready', 'Delayed', 'Leased', 'Dead', 'Next ready waited', 'Completed / s (60 s)', '']}
+        empty="No queue found."
+        rows=${queues.map(
+          (q) =>
+            html`<tr
+              data-testid="queue-row"
+              data-queue=${q.name}
+              key=${q.name}
+              class=${queue && q.name === queue.name ? 'selected' : ''}
+              onClick=${() => setSelected(q.name)}
+            >
+              <td class="mono">
+                ${q.name} ${q.paused && html`<span class="tag paused">paused</span>`}
+                ${q.workersHere > 0 && html`<span class="muted"> · ${q.workersHere} worker(s) here</span>`}
+              </td>
+              <td data-testid="ready">${q.ready}</td>
+              <td>${q.delayed}</td>
+              <td data-testid="leased">${q.leased}</td>
+              <td data-testid="dead" class=${q.dead > 0 ? 'bad' : ''}>${q.dead}</td>
+              <td>${q.nextReadyEnqueuedAt ? duration(now - q.nextReadyEnqueuedAt) : '–'}</td>
+              <td>
+                <div class="sparkcell">
+                  <${Sparkline} values=${q.throughput} />
+                  <span class="muted">${q.throughput[q.throughput.length - 1]}</span>
+                </div>
+              </td>
+              <td>
+                ${
+                  !readOnly &&
+                  html`<button
+                    data-testid=${q.paused ? 'resume' : 'pause'}
+                    onClick=${(e) => {
+                      e.stopPropagation();
+                      act(
+                        `queues/${encodeURIComponent(q.name)}/${q.paused ? 'resume' : 'pause'}`,
+                        'POST',
+                      );
+                    }}
+                  >
+                    ${q.paused ? 'Resume' : 'Pause'}
+                  </button>`
+                }
+              </td>
+            </tr>`,
+        )}
+      />
     </section>
     ${
       queue &&
@@ -327,63 +296,47 @@ function QueuesView({ data, selected, setSelected, act }) {
         <section>
           <h2>Dead letters of <span class="mono">${queue.name}</span></h2>
           ${dead.error && html`<p class="note">${dead.error}</p>`}
-          <table>
-            <thead>
-              <tr>
-                <th>Id</th>
-                <th>Died</th>
-                <th>Attempts</th>
-                <th>Last error</th>
-                <th>Payload</th>
-                <th></th>
-              </tr>
-            </thead>
-            <tbody>
-              ${
-                (dead.data || []).length === 0 &&
-                html`<tr>
-                  <td colspan="6" class="empty">No dead task.</td>
-                </tr>`
-              }
-              ${(dead.data || []).map(
-                (t) =>
-                  html`<tr data-testid="dead-row" data-id=${t.id} key=${t.id}>
-                    <td class="mono nowrap">${t.id}</td>
-                    <td>${clock(t.time)}</td>
-                    <td>${t.attempts}</td>
-                    <td class="error">${t.lastError || '–'}</td>
-                    <td><${Payload} value=${t.payload} /></td>
-                    <td class="actions">
-                      ${
-                        !readOnly &&
-                        html`<button
-                            data-testid="requeue"
-                            onClick=${() =>
-                              act(
-                                `queues/${encodeURIComponent(queue.name)}/tasks/${encodeURIComponent(t.id)}/requeue`,
-                                'POST',
-                              )}
-                          >
-                            Requeue
-                          </button>
-                          <button
-                            class="danger"
-                            data-testid="delete"
-                            onClick=${() =>
-                              confirm(`Delete task ${t.id}?`) &&
-                              act(
-                                `queues/${encodeURIComponent(queue.name)}/tasks/${encodeURIComponent(t.id)}`,
-                                'DELETE',
-                              )}
-                          >
-                            Delete
-                          </button>`
-                      }
-                    </td>
-                  </tr>`,
-              )}
-            </tbody>
-          </table>
+          <${Table}
+            headers=${['Id', 'Died', 'Attempts', 'Last error', 'Payload', '']}
+            empty="No dead task."
+            rows=${(dead.data || []).map(
+              (t) =>
+                html`<tr data-testid="dead-row" data-id=${t.id} key=${t.id}>
+                  <td class="mono nowrap">${t.id}</td>
+                  <td>${clock(t.time)}</td>
+                  <td>${t.attempts}</td>
+                  <td class="error">${t.lastError || '–'}</td>
+                  <td><${Payload} value=${t.payload} /></td>
+                  <td class="actions">
+                    ${
+                      !readOnly &&
+                      html`<button
+                          data-testid="requeue"
+                          onClick=${() =>
+                            act(
+                              `queues/${encodeURIComponent(queue.name)}/tasks/${encodeURIComponent(t.id)}/requeue`,
+                              'POST',
+                            )}
+                        >
+                          Requeue
+                        </button>
+                        <button
+                          class="danger"
+                          data-testid="delete"
+                          onClick=${() =>
+                            confirm(`Delete task ${t.id}?`) &&
+                            act(
+                              `queues/${encodeURIComponent(queue.name)}/tasks/${encodeURIComponent(t.id)}`,
+                              'DELETE',
+                            )}
+                        >
+                          Delete
+                        </button>`
+                    }
+                  </td>
+                </tr>`,
+            )}
+          />
         </section>`
     }
   `;
