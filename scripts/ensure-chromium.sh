@@ -5,13 +5,9 @@
 # is none: the browser tests then skip, saying so.
 set -euo pipefail
 
-source "$(dirname "$0")/apt-install.sh"
+source "$(dirname "$0")/ensure-common.sh"
 
-if [ -n "${CHROMIUM_BIN:-}" ]; then
-  [ -x "$CHROMIUM_BIN" ] && exit 0
-  echo "CHROMIUM_BIN=$CHROMIUM_BIN is not an executable file" >&2
-  exit 1
-fi
+use_env_binary CHROMIUM_BIN
 if have chromium || have chromium-browser; then exit 0; fi
 
 if apt_install ensure-chromium chromium; then

@@ -4,13 +4,9 @@
 # redis-server (and redis-tools / redis-sentinel) with apt-get when it can.
 set -euo pipefail
 
-source "$(dirname "$0")/apt-install.sh"
+source "$(dirname "$0")/ensure-common.sh"
 
-if [ -n "${REDIS_SERVER_BIN:-}" ]; then
-  [ -x "$REDIS_SERVER_BIN" ] && exit 0
-  echo "REDIS_SERVER_BIN=$REDIS_SERVER_BIN is not an executable file" >&2
-  exit 1
-fi
+use_env_binary REDIS_SERVER_BIN
 # Redis >= 6.2 is required; Cluster tests and sharded pub/sub need 7.0.
 check_version() {
   local v
