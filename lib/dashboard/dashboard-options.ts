@@ -30,8 +30,8 @@ export interface RedisLockDashboardOptions {
    */
   queues?: string[];
   /**
-   * Keys the dashboard examines at most per refresh with `SCAN` when it looks for held locks and
-   * for queues (it never uses `KEYS`): beyond it, the page says the list is truncated.
+   * Keys examined at most by each `SCAN` of a refresh (one looks for held locks, one for queues;
+   * `KEYS` is never used): beyond it, the page says the list is cut short.
    * @default 10000
    */
   maxScanKeys?: number;

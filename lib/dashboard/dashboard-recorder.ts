@@ -6,8 +6,9 @@ import { ThrottledWarning } from '../redis/throttled-warning';
 import { recentEventsKey, throughputKey } from './dashboard-keys';
 import { DASHBOARD_SCRIPTS } from './dashboard-scripts';
 
-/** Recent timeouts and lost locks kept in Redis, and for how long after the last one. */
+/** Recent lock timeouts and lost locks kept in Redis (the newest). */
 export const RECENT_EVENTS_MAX = 100;
+/** How long the recent list lives after its last write, in ms (a day). */
 export const RECENT_EVENTS_TTL_MS = 24 * 3_600_000;
 /** Seconds of throughput kept per queue (the sparkline shows the last 60). */
 export const THROUGHPUT_WINDOW_S = 120;
