@@ -8,12 +8,14 @@ export type {
   RetryLogLevel,
 } from './interfaces/redis-lock-module-options.interface';
 export type {
+  BatchLockOptions,
   LockOptions,
   WaitForReplicasOptions,
   WithLockOptions,
 } from './interfaces/lock-options.interface';
 export { LockService } from './lock/lock.service';
 export { Lock } from './lock/lock';
+export type { LockBatchFn } from './lock/lock-batches';
 export type { LockInspection, LockLineEntry } from './lock/lock-inspection';
 export * from './queue';
 export * from './events';

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Smoke check of the NestJS 12 (ESM-only) matrix entry: packs the built library (run `npm run build`
-# first), installs it with @nestjs/* 12 into a temporary "type": "module" app, compiles
+# first), installs it with @nestjs/* 12 (and @bull-board/api, for the nestjs-redis-lock/bull-board
+# subpath) into a temporary "type": "module" app, compiles
 # test/esm-smoke/src/main.ts as NodeNext ESM, and runs it against a private redis-server.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -15,7 +16,8 @@ tarball=$(npm pack --silent --pack-destination "$work" 2>/dev/null | tail -n 1)
 cp -r test/esm-smoke/package.json test/esm-smoke/tsconfig.json test/esm-smoke/src "$work/"
 cd "$work"
 npm install --no-audit --no-fund --loglevel=error "./$tarball" \
-  @nestjs/common@^12 @nestjs/core@^12 ioredis@^6 reflect-metadata@^0.2 rxjs@^7 @types/node@^20 >/dev/null
+  @nestjs/common@^12 @nestjs/core@^12 ioredis@^6 reflect-metadata@^0.2 rxjs@^7 @types/node@^20 \
+  @bull-board/api@^9.10.2 >/dev/null
 node "$root/node_modules/typescript/bin/tsc" -p tsconfig.json
 
 port=$(node -e "const s=require('net').createServer().listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})")

@@ -6,6 +6,8 @@ import { percentile } from '../support/bench-stats';
 import { monotonicMs } from '../support/monotonic-clock';
 import { uncountedClient } from '../support/request-counter';
 import { awaitedLatencies } from '../support/round-trip-probe';
+import type { LockAdapter } from '../adapters/lock-adapter';
+import { runContended } from './contended.child';
 import type { Metrics, Shape, ShapeContext } from './shape';
 
 const run = promisify(execFile);
@@ -118,11 +120,47 @@ const pubSubDelivery: FloorProbe = {
   },
 };
 
+/** A lock that is never taken: what the section ceiling runs its loop with. */
+const NO_LOCK: LockAdapter = {
+  acquire: () => Promise.resolve(null),
+  release: () => Promise.resolve(),
+  close: () => Promise.resolve(),
+};
+
+/**
+ * The ceiling of the contended and crowd shapes: their section loop (MULTI, sleep `holdMs`,
+ * DECR) run by one caller with no lock at all, for `contendedMs`. Sections of one key cannot
+ * follow each other faster than this, so no lock can hand off faster however it is built.
+ * Metrics: `sectionsPerSec`.
+ */
+const sectionCeiling: FloorProbe = {
+  id: 'section-ceiling',
+  label: 'contended section, one caller, no lock (handoffs/s ceiling)',
+  async measure({ url, config, round }) {
+    const marker = uncountedClient(new Redis(url));
+    try {
+      const base = `bench:floor:ceiling:${round}`;
+      const report = await runContended(NO_LOCK, marker, {
+        key: `${base}:lock`,
+        insideKey: `${base}:inside`,
+        counterKey: `${base}:counter`,
+        startAt: monotonicMs(),
+        durationMs: config.contendedMs,
+        holdMs: config.holdMs,
+      });
+      return { sectionsPerSec: (report.sectionsInWindow / config.contendedMs) * 1000 };
+    } finally {
+      await marker.quit();
+    }
+  },
+};
+
 /** Every floor probe, in table order. */
 export const FLOOR_PROBES: readonly FloorProbe[] = [
   redisBenchmark,
   ioredisRoundTrip,
   pubSubDelivery,
+  sectionCeiling,
 ];
 
 /** Shape 5: the physical floor, one round trip, measured in the same run on the same server. */

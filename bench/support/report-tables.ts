@@ -158,6 +158,7 @@ export function reportTables(
       columns: [
         { metric: 'requestsPerSec', header: 'round trips/s', digits: 0 },
         ...latencyColumns('', 3, { max: false }),
+        { metric: 'sectionsPerSec', header: 'sections/s', digits: 0 },
       ],
     },
     {

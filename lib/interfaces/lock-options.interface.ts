@@ -104,3 +104,15 @@ export interface WithLockOptions extends LockOptions {
    */
   skipIfLocked?: boolean;
 }
+
+/**
+ * Options of `LockService.withLockBatch`: those of `withLock` except `signal` and `skipIfLocked`
+ * (a batch serves several callers), taken from the call that starts a batch.
+ */
+export interface BatchLockOptions extends Omit<WithLockOptions, 'signal' | 'skipIfLocked'> {
+  /**
+   * Most items one batch (one acquisition) takes; the others wait for the next batch.
+   * @default 100
+   */
+  maxBatch?: number;
+}

@@ -11,6 +11,7 @@ import { LockTimeoutError } from '../errors/lock-timeout.error';
 import { RedisUnavailableError } from '../errors/redis-unavailable.error';
 import { LockUpgradeError } from '../errors/lock-upgrade.error';
 import type {
+  BatchLockOptions,
   LockOptions,
   WaitForReplicasOptions,
   WithLockOptions,
@@ -18,12 +19,14 @@ import type {
 import { resolveLockOptions, type ResolvedLockOptions } from '../options/resolve-options';
 import { RedisLockConnection } from '../redis/redis-connection';
 import { keepExtended } from '../waiting/keep-extended';
+import { checkInt } from '../options/validate';
 import { LockMetrics, UNLABELLED } from '../observability/metrics';
 import { LineRenewal } from '../waiting/line-renewal';
 import type { LockInspection } from './lock-inspection';
 import { LOCK_SCRIPTS } from './lock-scripts';
 import { WakeSignal } from '../waiting/wake-signal';
 import { Lock, type LockOwner } from './lock';
+import { LockBatches, type LockBatchFn } from './lock-batches';
 import { LockCohort, type CohortHost } from './lock-cohort';
 import { checkLockNames, lockRedisKeys, type LockRedisKeys } from './lock-keys';
 import {
@@ -68,6 +71,10 @@ function tokenMaker(tag: string): () => string {
 const OWNER_TTL_MS = 60_000;
 const OWNER_REFRESH_MS = 20_000;
 
+/** `withLockBatch`: default and largest `maxBatch`. */
+const DEFAULT_MAX_BATCH = 100;
+const MAX_BATCH = 10_000;
+
 /** At most this many line entries are shown by `inspect`. */
 const INSPECT_LINE_MAX = 100;
 
@@ -111,6 +118,7 @@ export class LockService implements LockOwner, OnModuleInit, BeforeApplicationSh
   private readonly token = tokenMaker(this.tag);
   private ownerTimer?: NodeJS.Timeout;
   private readonly metrics = new LockMetrics();
+  private readonly batches = new LockBatches();
 
   constructor(
     private readonly connection: RedisLockConnection,
@@ -236,6 +244,50 @@ export class LockService implements LockOwner, OnModuleInit, BeforeApplicationSh
         );
       }
     }
+  }
+
+  /**
+   * Runs `fn` under the lock on `key` for a batch of items: `item` and the items that other
+   * callers of this instance submit for the same key and the same `fn` (same function object)
+   * while a batch runs. One acquisition serves the whole batch, so a hot key handles as many
+   * items per second as batches allow, not one item per lock handoff (combining; see
+   * docs/locks.md, Batches). `fn` gets the items in submission order and returns one result per
+   * item in that order; an `Error` in place of a result rejects that item's caller only. A
+   * batch that cannot get the lock (`LockTimeoutError`) or whose `fn` throws rejects all its
+   * callers. Options are those of `withLock` (`signal` and `skipIfLocked` excepted: a batch is
+   * shared), taken from the call that starts a batch, plus `maxBatch`.
+   * @param options.maxBatch most items one batch takes (1 to 10,000) @default 100
+   * @throws RedisLockOptionsError for a bad option, `signal` or `skipIfLocked`
+   * @example
+   * // one field, so that every call passes the same function
+   * private readonly sell = (buyers: string[], lock: Lock) => this.sellUnits(buyers, lock.fence);
+   * buy(sku: string, userId: string) {
+   *   return this.locks.withLockBatch(`stock:${sku}`, userId, this.sell, { waitMs: 2000 });
+   * }
+   */
+  async withLockBatch<T, R>(
+    key: string | string[],
+    item: T,
+    fn: LockBatchFn<T, R>,
+    options?: BatchLockOptions,
+  ): Promise<R> {
+    if (typeof fn !== 'function') throw new RedisLockOptionsError('fn', fn, 'a function');
+    const { maxBatch = DEFAULT_MAX_BATCH, ...lockOptions } = options ?? {};
+    checkInt('maxBatch', maxBatch, 1, MAX_BATCH);
+    for (const shared of ['signal', 'skipIfLocked'] as const) {
+      if ((lockOptions as WithLockOptions)[shared] !== undefined) {
+        throw new RedisLockOptionsError(
+          shared,
+          (lockOptions as WithLockOptions)[shared],
+          'nothing: a batch serves several callers (see withLockBatch)',
+        );
+      }
+    }
+    const { keys } = this.resolve(key, lockOptions);
+    const lockId = keys.map((k) => k.value).join('\0');
+    return this.batches.submit(lockId, fn, item, maxBatch, (items) =>
+      this.withLock(key, (lock) => fn(items, lock), lockOptions),
+    ) as Promise<R>;
   }
 
   /**

@@ -18,11 +18,14 @@ export function keepExtended(
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
   const schedule = (ms: number) => {
-    if (stopped || grant.signal.aborted) return;
+    if (stopped) return;
     timer = setTimeout(tick, Math.max(0, ms));
     timer.unref();
   };
   const tick = async () => {
+    // Read here, not when scheduling: the signal is made on first read (an AbortController and
+    // a timer), which most grants, released before their first extension, never need.
+    if (grant.signal.aborted) return;
     try {
       if (await extend(grant.ttlMs)) {
         schedule(grant.expiresAt - Date.now() - (2 * grant.ttlMs) / 3);

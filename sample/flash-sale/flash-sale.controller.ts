@@ -23,9 +23,8 @@ import { STOCK_LOCK_TEMPLATE } from './flash-sale-keys';
 import { SoldOutGuard } from './sold-out.guard';
 
 /**
- * The stock lock of every sale change: buyers wait up to 2 s in a first-come-first-served line
- * (then 423 Locked). Its TTL is the module's (`redisLockOptionsFactory`), auto-extended while
- * the purchase runs.
+ * The stock lock of a new sale: wait up to 2 s (then 423 Locked). Its TTL is the module's
+ * (`redisLockOptionsFactory`), auto-extended while the change runs.
  */
 const STOCK_LOCK = { waitMs: 2_000 } as const;
 
@@ -51,10 +50,10 @@ export class FlashSaleController {
     return this.sales.create(sale);
   }
 
+  /** Takes the stock lock itself, for a batch of buyers (see `FlashSaleService.buy`). */
   @Post(':sku/buy')
   @HttpCode(HttpStatus.ACCEPTED)
   @UseGuards(SoldOutGuard)
-  @WithLock(STOCK_LOCK_TEMPLATE, STOCK_LOCK)
   buy(
     @Param('sku', new IdPipe('sku')) sku: string,
     @Body(new ParsePipe(parseBuy)) body: BuyRequest,

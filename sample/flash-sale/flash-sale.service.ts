@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { LockService, QueueService } from '../../lib';
+import { type Lock, LockService, QueueService } from '../../lib';
 import { requireLock } from '../common/require-lock';
 import { SampleRedis } from '../redis/sample-redis';
 import type { CreateSaleRequest, Order, SaleStatus } from './flash-sale.dto';
@@ -9,11 +9,36 @@ import {
   SaleNotFoundError,
   SoldOutError,
 } from './flash-sale.errors';
-import { ORDERS_QUEUE, saleKeys, stockLockKey, type SaleKeys } from './flash-sale-keys';
+import {
+  ORDERS_QUEUE,
+  saleKeys,
+  STOCK_LOCK_TEMPLATE,
+  stockLockKey,
+  type SaleKeys,
+} from './flash-sale-keys';
+
+/**
+ * The stock lock of a purchase: buyers wait up to 2 s in a first-come-first-served line (then
+ * 423 Locked); metrics name it by its template.
+ */
+const STOCK_LOCK = { waitMs: 2_000, label: STOCK_LOCK_TEMPLATE } as const;
+
+/** One buyer's purchase, an item of a sale batch. */
+interface Purchase {
+  sku: string;
+  userId: string;
+}
+
+/** A batch's answer to one buyer: the order sold now, or the one the buyer bought before. */
+interface Sold {
+  order: Order;
+  repeated: boolean;
+}
 
 /**
  * The flash sale: stock, buyers and orders of each sale live in Redis. Every change of a sale's
- * stock runs under the lock `stock:<sku>` (taken by the controller's `@WithLock`), so the checks
+ * stock runs under the lock `stock:<sku>` (the controller's `@WithLock` for a new sale, batches
+ * of purchases in `buy`), so the checks
  * and the decrement can be plain commands: 10 units never become 11 orders. Order creation, the
  * slow part, is handed to the `orders` queue.
  */
@@ -39,49 +64,32 @@ export class FlashSaleService {
   }
 
   /**
-   * Sells one unit to `userId`: checks the sale, the buyer and the stock, decrements the stock,
-   * records the buyer with the order and enqueues the order (task id = order id). Runs under
-   * the lock `stock:<sku>`.
+   * Sells one unit to `userId`: checks the sale, the buyer and the stock, decrements the stock
+   * and records the buyer with the order under the lock `stock:<sku>`, then enqueues the order
+   * (task id = order id) after the lock is released.
+   *
+   * The buyers of one instance who press buy while a batch is being sold are sold to together
+   * in the next batch (`withLockBatch`): one acquisition, one read and one write for the whole
+   * batch, so the hot key sells as fast as buyers arrive instead of one unit per lock handoff.
    *
    * A user who bought already is refused; if their order was never created, it is enqueued
    * again first. So when the enqueue failed after the sale (the buyer got an error), the
    * buyer's retry repairs it: enqueueing an id twice adds it once, and `createOrder` creates an
    * order once.
-   * @throws SaleNotFoundError, AlreadyBoughtError (one unit per buyer), SoldOutError
+   * @throws SaleNotFoundError, AlreadyBoughtError (one unit per buyer), SoldOutError,
+   *   LockTimeoutError (the stock lock could not be had within 2 s: 423)
    */
   async buy(sku: string, userId: string): Promise<Order> {
-    const k = this.keys(sku);
-    const lock = requireLock(this.locks, stockLockKey(sku), 'FlashSaleService.buy');
-    const [sale, orderOfUser] = (await this.redis.exec(
-      this.redis.client.pipeline().hmget(k.sale, 'stock', 'sold', 'price').hget(k.buyers, userId),
-    )) as [(string | null)[], string | null];
-    const [stock, sold, price] = sale;
-    if (stock === null) throw new SaleNotFoundError(sku);
-    if (orderOfUser !== null) {
-      const bought = JSON.parse(orderOfUser) as Order;
-      await this.enqueueIfNotCreated(bought);
-      throw new AlreadyBoughtError(sku, userId, bought.orderId);
-    }
-    if (Number(stock) <= 0) throw new SoldOutError(sku, Number(sold));
-
-    const order: Order = {
-      orderId: `${sku}-${Number(sold) + 1}`,
-      sku,
-      userId,
-      price: Number(price),
-      fence: lock.fence,
-      boughtAt: new Date().toISOString(),
-    };
-    // Past this point we write: if the lock was lost (e.g. Redis stalled beyond its TTL), another
-    // buyer may be inside the critical section, so stop (the client gets a 500 and may retry).
-    lock.signal.throwIfAborted();
-    await this.redis.exec(
-      this.redis.client
-        .multi()
-        .hincrby(k.sale, 'stock', -1)
-        .hincrby(k.sale, 'sold', 1)
-        .hset(k.buyers, userId, JSON.stringify(order)),
+    const { order, repeated } = await this.locks.withLockBatch(
+      stockLockKey(sku),
+      { sku, userId },
+      this.sellBatch,
+      STOCK_LOCK,
     );
+    if (repeated) {
+      await this.enqueueIfNotCreated(order);
+      throw new AlreadyBoughtError(sku, userId, order.orderId);
+    }
     // If this fails, the unit is sold and the order is in the buyers record: the buyer's retry
     // enqueues it again (see above).
     await this.queues.enqueue(ORDERS_QUEUE, order.orderId, { payload: order });
@@ -135,6 +143,63 @@ export class FlashSaleService {
     return values
       .map((json) => JSON.parse(json) as Order)
       .sort((a, b) => a.orderId.localeCompare(b.orderId, 'en', { numeric: true }));
+  }
+
+  /** One function object, so that the purchases of one instance are combined into batches. */
+  private readonly sellBatch = (purchases: Purchase[], lock: Lock) => this.sell(purchases, lock);
+
+  /**
+   * Sells to a batch of buyers of one sale, in order, under its stock lock: one read of the sale
+   * and of the buyers' records, one write of every unit sold. Every order of a batch carries the
+   * batch's fence.
+   */
+  private async sell(purchases: Purchase[], lock: Lock): Promise<Array<Sold | Error>> {
+    const { sku } = purchases[0];
+    const k = this.keys(sku);
+    requireLock(this.locks, stockLockKey(sku), 'FlashSaleService.buy');
+    const users = purchases.map((p) => p.userId);
+    const [sale, records] = (await this.redis.exec(
+      this.redis.client
+        .pipeline()
+        .hmget(k.sale, 'stock', 'sold', 'price')
+        .hmget(k.buyers, ...users),
+    )) as [(string | null)[], (string | null)[]];
+    const [stock, sold, price] = sale;
+    if (stock === null) return purchases.map(() => new SaleNotFoundError(sku));
+    let left = Number(stock);
+    let count = Number(sold);
+    const boughtNow = new Map<string, Order>();
+    const results = purchases.map(({ userId }, i): Sold | Error => {
+      const earlier = boughtNow.get(userId);
+      if (earlier) return { order: earlier, repeated: true };
+      if (records[i] !== null) return { order: JSON.parse(records[i]!) as Order, repeated: true };
+      if (left <= 0) return new SoldOutError(sku, count);
+      left--;
+      count++;
+      const order: Order = {
+        orderId: `${sku}-${count}`,
+        sku,
+        userId,
+        price: Number(price),
+        fence: lock.fence,
+        boughtAt: new Date().toISOString(),
+      };
+      boughtNow.set(userId, order);
+      return { order, repeated: false };
+    });
+    if (boughtNow.size === 0) return results;
+    // Past this point we write: if the lock was lost (e.g. Redis stalled beyond its TTL), another
+    // buyer may be inside the critical section, so stop (the buyers get a 500 and may retry).
+    lock.signal.throwIfAborted();
+    const written = Object.fromEntries([...boughtNow].map(([u, o]) => [u, JSON.stringify(o)]));
+    await this.redis.exec(
+      this.redis.client
+        .multi()
+        .hincrby(k.sale, 'stock', -boughtNow.size)
+        .hincrby(k.sale, 'sold', boughtNow.size)
+        .hset(k.buyers, written),
+    );
+    return results;
   }
 
   private keys(sku: string): SaleKeys {

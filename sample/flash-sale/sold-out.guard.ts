@@ -2,10 +2,10 @@ import { type CanActivate, type ExecutionContext, Injectable } from '@nestjs/com
 import { FlashSaleService } from './flash-sale.service';
 
 /**
- * Answers 410 for a sold-out sale before the handler's `@WithLock` takes the stock lock: once the
- * units are gone, thousands of late buyers are refused with one read each instead of queueing for
- * the lock. (Guards run before the `@WithLock` wrapper, so a refused request never touches the
- * lock.) The decision that counts is still made under the lock.
+ * Answers 410 for a sold-out sale before the handler takes the stock lock: once the units are
+ * gone, thousands of late buyers are refused with one read each instead of queueing for the
+ * lock (guards run before the handler, so a refused request never touches the lock). The
+ * decision that counts is still made under the lock.
  */
 @Injectable()
 export class SoldOutGuard implements CanActivate {

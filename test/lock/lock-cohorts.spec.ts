@@ -78,9 +78,14 @@ describe('LockService local cohorts', () => {
 
   it('4 processes x 32 callers: exact counter, no overlap, fences strictly increasing in the order sections ran', async () => {
     const prefix = uniquePrefix('cohort-crowd');
+    const go = `${prefix}go`;
     const children = ['a', 'b', 'c', 'd'].map((tag) =>
-      child(prefix, { TAG: tag, CALLERS: '32', SECTIONS: '4', MAX_LOCAL: '4' }),
+      child(prefix, { TAG: tag, CALLERS: '32', SECTIONS: '4', MAX_LOCAL: '4', GO_KEY: go }),
     );
+    // All four start together: on a loaded machine one process's start-up can take seconds,
+    // long enough for another to run all of its sections alone.
+    await Promise.all(children.map((c) => lineFrom(c, /^started$/, 60_000)));
+    await redis.set(go, '1');
     const codes = await Promise.all(
       children.map(async (c) => {
         await lineFrom(c, /^done$/, 90_000);

@@ -1,9 +1,11 @@
 // A Nest 12 ESM application using the CommonJS build of nestjs-redis-lock: a decorated method
-// runs under a lock, a concurrent call on the same key waits its turn, the lock is released.
+// runs under a lock, a concurrent call on the same key waits its turn, the lock is released; the
+// bull-board adapter loads from its subpath (nestjs-redis-lock/bull-board) and counts a queue.
 import 'reflect-metadata';
 import { Injectable, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { LockService, RedisLockModule, WithLock } from 'nestjs-redis-lock';
+import { LockService, QueueService, RedisLockModule, WithLock } from 'nestjs-redis-lock';
+import { RedisLockQueueAdapter } from 'nestjs-redis-lock/bull-board';
 
 @Injectable()
 class Orders {
@@ -41,9 +43,14 @@ const serialized =
   orders.log[0].startsWith('start') &&
   orders.log[1].startsWith('end');
 const stillLocked = await app.get(LockService).isLocked('order:42');
+const queues = app.get(QueueService);
+await queues.enqueue('board', ['a', 'b']);
+const counts = await new RedisLockQueueAdapter(queues, 'board').getJobCounts();
 await app.close();
-if (!serialized || stillLocked) {
-  console.error(`esm-smoke: FAILED log=${JSON.stringify(orders.log)} stillLocked=${stillLocked}`);
+if (!serialized || stillLocked || counts.waiting !== 2) {
+  console.error(
+    `esm-smoke: FAILED log=${JSON.stringify(orders.log)} stillLocked=${stillLocked} board=${JSON.stringify(counts)}`,
+  );
   process.exit(1);
 }
 console.log(

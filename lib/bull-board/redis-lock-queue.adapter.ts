@@ -1,0 +1,301 @@
+import { randomUUID } from 'node:crypto';
+import { BaseAdapter } from '@bull-board/api/dist/queueAdapters/base.js';
+import type {
+  AppJobScheduler,
+  JobCleanStatus,
+  JobCounts,
+  JobSchedulerUpdateResult,
+  JobStatus,
+  QueueJob,
+  QueueJobOptions,
+  QueueMetrics,
+  Status,
+} from '@bull-board/api/dist/types.js';
+import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
+import { checkBoolean, checkKnownKeys } from '../options/validate';
+import { checkQueueName } from '../queue/queue-keys';
+import { QueueService } from '../queue/queue.service';
+import type { QueueTaskInfo, QueueTaskState } from '../queue/interfaces/task.interface';
+import { MAX_QUEUE_BATCH } from '../queue/queue.constants';
+import { BullBoardActionError } from './bull-board-action.error';
+import { BullBoardJob, PROMOTE_REFUSED } from './bull-board-job';
+import { BOARD_JOB_STATUSES, countsOfStats, stateOfStatus } from './bull-board-states';
+
+/** Options of a {@link RedisLockQueueAdapter}: bull-board's own queue options. */
+export interface RedisLockQueueAdapterOptions {
+  /**
+   * Shows the queue without any action (no retry, remove, clean, pause, add).
+   * @default false
+   */
+  readOnlyMode?: boolean;
+  /**
+   * Offers "retry" on failed (dead) jobs.
+   * @default true (false in `readOnlyMode`)
+   */
+  allowRetries?: boolean;
+  /**
+   * Put before the queue name in the board (and in its URLs).
+   * @default ''
+   */
+  prefix?: string;
+  /** Shown as the queue's name instead of the name itself. */
+  displayName?: string;
+  /** Shown under the queue's name. */
+  description?: string;
+  /** Splits queue names into a tree in the board's menu (e.g. `':'`). */
+  delimiter?: string;
+}
+
+const OPTION_KEYS = [
+  'readOnlyMode',
+  'allowRetries',
+  'prefix',
+  'displayName',
+  'description',
+  'delimiter',
+] as const;
+const STRING_OPTIONS = ['prefix', 'displayName', 'description', 'delimiter'] as const;
+
+/**
+ * A bull-board queue adapter for a `QueueService` queue, so that a board already mounted with
+ * `@bull-board/nestjs`, `@bull-board/express` or another server adapter shows it beside BullMQ
+ * queues. Import it from `nestjs-redis-lock/bull-board` (it loads `@bull-board/api`).
+ *
+ * States: ready → `waiting` (`paused` while the queue is paused), delayed → `delayed`, leased →
+ * `active`, dead → `failed`. Actions: retry of a failed job = `requeueDead`, remove/clean =
+ * `remove`, pause/resume, add = `enqueue`, empty = remove every ready and delayed task. Promote,
+ * obliterate and metrics answer 405 (logs are empty); removing a running (leased) task answers
+ * 409. All of it: docs/bull-board.md.
+ * @param queues the module's `QueueService`
+ * @param queue the queue's name, or its `defineQueue` handle
+ * @param options bull-board's queue options
+ * @example
+ * board.addQueue(new RedisLockQueueAdapter(queues, 'orders', { readOnlyMode: true }));
+ */
+export class RedisLockQueueAdapter extends BaseAdapter {
+  private readonly queueName: string;
+
+  constructor(
+    private readonly queues: QueueService,
+    queue: string | { readonly name: string },
+    options: RedisLockQueueAdapterOptions = {},
+  ) {
+    super('bullmq', checkAdapterOptions(options));
+    if (!(queues instanceof QueueService)) {
+      throw new RedisLockOptionsError('queues', queues, 'the QueueService of RedisLockModule');
+    }
+    this.queueName = checkQueueName(
+      typeof queue === 'object' && queue !== null ? queue.name : queue,
+    );
+  }
+
+  /** The queue's name in the board: `prefix` + its name. */
+  getName(): string {
+    return `${this.prefix}${this.queueName}`;
+  }
+
+  /** The board's tabs: `latest` and {@link BOARD_JOB_STATUSES} (no `completed`). */
+  getStatuses(): Status[] {
+    return ['latest', ...BOARD_JOB_STATUSES];
+  }
+
+  /** The statuses jobs are listed by (see docs/bull-board.md for the mapping). */
+  getJobStatuses(): JobStatus[] {
+    return [...BOARD_JOB_STATUSES];
+  }
+
+  /** `stats(queue)` as bull-board counts, taken at one instant. */
+  async getJobCounts(): Promise<JobCounts> {
+    return countsOfStats(await this.queues.stats(this.queueName));
+  }
+
+  /**
+   * Jobs of `statuses` from `start` to `end` (inclusive) of each; with several statuses (the
+   * board's "latest" tab), the most recently enqueued of them all.
+   */
+  async getJobs(statuses: JobStatus[], start = 0, end = start + 9): Promise<QueueJob[]> {
+    const { paused } = await this.queues.stats(this.queueName);
+    const limit = Math.min(Math.max(end - start + 1, 1), MAX_QUEUE_BATCH);
+    const states = [
+      ...new Set(statuses.map((s) => stateOfStatus(s, paused)).filter((s) => s !== undefined)),
+    ];
+    const pages = await Promise.all(
+      states.map((state) => this.queues.list(this.queueName, state, { offset: start, limit })),
+    );
+    let tasks = pages.flat();
+    if (states.length > 1) {
+      tasks = tasks.sort((a, b) => timestampOf(b) - timestampOf(a)).slice(0, limit);
+    }
+    return tasks.map((task) => new BullBoardJob(this.queues, task, paused));
+  }
+
+  /** `get(queue, id)` as a bull-board job; `undefined` when unknown (bull-board answers 404). */
+  async getJob(id: string): Promise<QueueJob | undefined> {
+    const [task, stats] = await Promise.all([
+      this.queues.get(this.queueName, id),
+      this.queues.stats(this.queueName),
+    ]);
+    return task && new BullBoardJob(this.queues, task, stats.paused);
+  }
+
+  /**
+   * Enqueues `data` as the payload of a new task with a random id, due `options.delay` ms from
+   * now. The job name and `attempts` are not stored: tasks have no name, and attempts are a
+   * worker option.
+   */
+  async addJob(_name: string, data: unknown, options: QueueJobOptions = {}): Promise<QueueJob> {
+    const id = randomUUID();
+    await this.queues.enqueue(this.queueName, id, { payload: data, delayMs: options.delay ?? 0 });
+    const job = await this.getJob(id);
+    if (!job) throw new BullBoardActionError('add', `task '${id}' was claimed and finished`, 409);
+    return job;
+  }
+
+  /**
+   * Removes the tasks of `status` that were enqueued (dead tasks: that died) more than
+   * `graceTimeMs` ago by this process's clock. `active` answers 409 (running tasks cannot be
+   * taken away); `completed` has nothing to remove.
+   */
+  async clean(status: JobCleanStatus, graceTimeMs: number): Promise<void> {
+    if (status === 'completed') return;
+    if (status === 'active') {
+      throw new BullBoardActionError('clean', 'active (leased) tasks are running', 409);
+    }
+    const state: QueueTaskState =
+      status === 'wait' ? 'ready' : status === 'failed' ? 'dead' : status;
+    await this.removeAll(state, Date.now() - graceTimeMs);
+  }
+
+  /** Removes every ready and delayed task (as BullMQ's `empty`): running and dead ones stay. */
+  async empty(): Promise<void> {
+    await this.removeAll('ready', Infinity);
+    await this.removeAll('delayed', Infinity);
+  }
+
+  /** Whether `pause(queue)` is in effect. */
+  async isPaused(): Promise<boolean> {
+    return (await this.queues.stats(this.queueName)).paused;
+  }
+
+  /** `pause(queue)`: every worker on every instance stops claiming. */
+  async pause(): Promise<void> {
+    await this.queues.pause(this.queueName);
+  }
+
+  /** `resume(queue)`. */
+  async resume(): Promise<void> {
+    await this.queues.resume(this.queueName);
+  }
+
+  /** Answers 405: see `promote` of a job. */
+  async promoteAll(): Promise<void> {
+    throw new BullBoardActionError('promote', PROMOTE_REFUSED);
+  }
+
+  /** Answers 405: the queue's keys are not deleted from the board. */
+  async obliterate(): Promise<void> {
+    throw new BullBoardActionError('obliterate', 'use empty, or clean of failed jobs');
+  }
+
+  /** Always empty: tasks keep no log. */
+  async getJobLogs(): Promise<string[]> {
+    return [];
+  }
+
+  /** Answers 405: the queue keeps no throughput history (see docs/observability.md). */
+  async getMetrics(): Promise<QueueMetrics> {
+    throw new BullBoardActionError('metrics', 'use the OpenTelemetry instruments');
+  }
+
+  /** `null`: the module's connection is not shared with the board (bull-board answers 404). */
+  async getRedisInfo(): Promise<string | null> {
+    return null;
+  }
+
+  /** `null`: the limit is write-only here (`setGlobalConcurrency`). */
+  async getGlobalConcurrency(): Promise<number | null> {
+    return null;
+  }
+
+  /** `setGlobalConcurrency(queue, concurrency)`. */
+  async setGlobalConcurrency(concurrency: number): Promise<void> {
+    await this.queues.setGlobalConcurrency(this.queueName, concurrency);
+  }
+
+  /** The queue's recurring tasks (`QueueService.schedule`). */
+  async getJobSchedulers(): Promise<Omit<AppJobScheduler, 'queueName'>[]> {
+    return (await this.queues.schedules(this.queueName)).map((s) => ({
+      id: s.id,
+      name: s.id,
+      ...(s.cron !== undefined && { pattern: s.cron }),
+      ...(s.everyMs !== undefined && { every: s.everyMs }),
+      ...(s.tz !== undefined && { tz: s.tz }),
+      ...(s.limit !== undefined && { limit: s.limit }),
+      ...(s.startAt !== undefined && { startDate: s.startAt }),
+      ...(s.endAt !== undefined && { endDate: s.endAt }),
+      ...(s.nextTick !== undefined && { next: s.nextTick }),
+      ...(s.lastTick !== undefined && { lastRun: s.lastTick }),
+      iterationCount: s.count,
+      template: { data: s.payload },
+    }));
+  }
+
+  /** How many recurring tasks the queue has. */
+  async getJobSchedulersCount(): Promise<number> {
+    return (await this.queues.schedules(this.queueName)).length;
+  }
+
+  /** `QueueService.unschedule`. */
+  async removeJobScheduler(id: string): Promise<boolean> {
+    return this.queues.unschedule(this.queueName, id);
+  }
+
+  /** Never asked (`supportsJobSchedulerUpdate` is false): answers 405. */
+  async updateJobScheduler(): Promise<JobSchedulerUpdateResult> {
+    throw new BullBoardActionError('update scheduler', 'call QueueService.schedule');
+  }
+
+  /** Never asked (`supportsJobSchedulerRun` is false): answers 405. */
+  async runJobSchedulerNow(): Promise<QueueJob | 'not-found'> {
+    throw new BullBoardActionError('run scheduler', 'enqueue a task instead');
+  }
+
+  /**
+   * Removes the tasks in `state` whose time (enqueue time; death for dead tasks) is before
+   * `before`, a page at a time. A task that is younger, or that a worker claimed meanwhile, stays
+   * and is skipped; the walk ends at the first empty page, so it ends.
+   */
+  private async removeAll(state: QueueTaskState, before: number): Promise<void> {
+    for (let offset = 0; ;) {
+      const page = await this.queues.list(this.queueName, state, {
+        offset,
+        limit: MAX_QUEUE_BATCH,
+      });
+      if (page.length === 0) return;
+      const removed = await Promise.all(
+        page.map((task) =>
+          timestampOf(task) < before ? this.queues.remove(this.queueName, task.id) : false,
+        ),
+      );
+      offset += removed.filter((r) => !r).length;
+    }
+  }
+}
+
+/** When a task entered its state, as bull-board orders jobs: its death, or its enqueue time. */
+function timestampOf(task: QueueTaskInfo): number {
+  return task.state === 'dead' ? task.time : (task.enqueuedAt ?? task.time);
+}
+
+function checkAdapterOptions(options: unknown): RedisLockQueueAdapterOptions {
+  const o = checkKnownKeys('options', options, OPTION_KEYS);
+  for (const key of ['readOnlyMode', 'allowRetries'] as const) {
+    if (o[key] !== undefined) checkBoolean(key, o[key]);
+  }
+  for (const key of STRING_OPTIONS) {
+    if (o[key] !== undefined && typeof o[key] !== 'string') {
+      throw new RedisLockOptionsError(key, o[key], 'a string');
+    }
+  }
+  return o as RedisLockQueueAdapterOptions;
+}
