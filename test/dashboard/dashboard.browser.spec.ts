@@ -27,7 +27,9 @@ if (!executablePath) {
 const suite = executablePath ? describe : describe.skip;
 
 /** Generous: a loaded 2-core machine runs browsers, Nest apps and child processes at once. */
-const UI_MS = 20_000;
+const UI_MS = 30_000;
+/** A test that starts processes: several ts-node start-ups on a loaded machine. */
+const PROCESS_TEST_MS = 120_000;
 
 /** Admits requests carrying `x-ops-token: let-me-in` only. */
 @Injectable()
@@ -80,90 +82,94 @@ suite('RedisLockDashboardModule in Chromium', () => {
     expect(await queues.nack(task, { maxAttempts: 1 })).toBe('dead');
   }
 
-  it('shows a lock held by another process with its owner and a line of 2 waiters, and drops it once released', async () => {
-    const prefix = uniquePrefix('dash-lock');
-    const key = 'order:42';
-    const { app, url } = await startApp(prefix);
-    const env = { REDIS_URL: testRedisUrl(), PREFIX: prefix, KEY: key };
-    const holder = spawnTs('test/fixtures/dashboard-child.ts', [], {
-      ...env,
-      MODE: 'hold',
-      INSTANCE_ID: 'holder-proc',
-    });
-    await lineFrom(holder, /^held$/, UI_MS);
-    const waiters = ['waiter-1', 'waiter-2'].map((instanceId, i) => ({ instanceId, i }));
-    const children = [];
-    for (const { instanceId, i } of waiters) {
-      const child = spawnTs('test/fixtures/lock-child.ts', [], {
-        ...env,
-        MODE: 'wait',
-        MODULE_OPTIONS_JSON: JSON.stringify({ instanceId }),
+  it(
+    'shows a lock held by another process with its owner and a line of 2 waiters, and drops it once released',
+    async () => {
+      const prefix = uniquePrefix('dash-lock');
+      const key = 'order:42';
+      const { app, url } = await startApp(prefix);
+      const env = { REDIS_URL: testRedisUrl(), PREFIX: prefix, KEY: key };
+      const child = (MODE: string, INSTANCE_ID: string) =>
+        spawnTs('test/fixtures/dashboard-child.ts', [], { ...env, MODE, INSTANCE_ID });
+      // All three start together (start-up is the slow part on a loaded machine).
+      const holder = child('hold', 'holder-proc');
+      const waiters = [child('wait', 'waiter-1'), child('wait', 'waiter-2')];
+      await Promise.all([
+        lineFrom(holder, /^held$/, UI_MS),
+        ...waiters.map((w) => lineFrom(w, /^ready$/, UI_MS)),
+      ]);
+      for (const [i, waiter] of waiters.entries()) {
+        waiter.kill('SIGUSR2');
+        // One at a time, so that the line's order is known.
+        await waitForLine(redis, prefix, key, i + 1, UI_MS);
+      }
+      // A timeout of this app while the lock is held: it goes to the "recent" list.
+      await expect(app.get(LockService).acquire(key, { waitMs: 50 })).rejects.toThrow(
+        LockTimeoutError,
+      );
+
+      const page = await openPage(url);
+      const row = page.locator(`tr[data-testid="lock-row"][data-key="${key}"]`);
+      await row.waitFor();
+      expect(await row.getByTestId('owner').textContent()).toBe('holder-proc');
+      await waitFor(
+        'the line waiter-1, waiter-2 on the page',
+        async () =>
+          (await row.getByTestId('waiter').allTextContents())
+            .map((text) => text.trim().split(' ')[0])
+            .join(',') === 'waiter-1,waiter-2',
+        UI_MS,
+        50,
+      );
+      const event = page.locator('tr[data-testid="event-row"]', { hasText: key });
+      await event.waitFor();
+      expect(await event.textContent()).toContain('dashboard-app');
+
+      const acquired = waiters.map((w) => lineFrom(w, /^acquired$/, UI_MS));
+      holder.kill('SIGTERM');
+      await Promise.all(acquired);
+      await row.waitFor({ state: 'detached' });
+      await page.close();
+    },
+    PROCESS_TEST_MS,
+  );
+
+  it(
+    'requeues a dead task on a click, and a worker process then runs it',
+    async () => {
+      const prefix = uniquePrefix('dash-queue');
+      const { app, url } = await startApp(prefix);
+      await deadTask(app.get(QueueService), 'mail', 'm-1');
+      const worker = spawnTs('test/fixtures/dashboard-child.ts', [], {
+        REDIS_URL: testRedisUrl(),
+        PREFIX: prefix,
+        MODE: 'worker',
+        QUEUE: 'mail',
       });
-      children.push(child);
-      // One at a time, so that the line's order is known.
-      await waitForLine(redis, prefix, key, i + 1, UI_MS);
-    }
-    // A timeout of this app while the lock is held: it goes to the "recent" list.
-    await expect(app.get(LockService).acquire(key, { waitMs: 50 })).rejects.toThrow(
-      LockTimeoutError,
-    );
+      await lineFrom(worker, /^started$/, UI_MS);
 
-    const page = await openPage(url);
-    const row = page.locator(`tr[data-testid="lock-row"][data-key="${key}"]`);
-    await row.waitFor();
-    expect(await row.getByTestId('owner').textContent()).toBe('holder-proc');
-    await waitFor(
-      'the line waiter-1, waiter-2 on the page',
-      async () =>
-        (await row.getByTestId('waiter').allTextContents())
-          .map((text) => text.trim().split(' ')[0])
-          .join(',') === 'waiter-1,waiter-2',
-      UI_MS,
-      50,
-    );
-    const event = page.locator('tr[data-testid="event-row"]', { hasText: key });
-    await event.waitFor();
-    expect(await event.textContent()).toContain('dashboard-app');
+      const page = await openPage(`${url}#queues`);
+      const queueRow = page.locator('tr[data-testid="queue-row"][data-queue="mail"]');
+      await queueRow.waitFor();
+      expect(await queueRow.getByTestId('dead').textContent()).toBe('1');
+      const deadRow = page.locator('tr[data-testid="dead-row"][data-id="m-1"]');
+      await deadRow.waitFor();
+      expect(await deadRow.textContent()).toContain('m-1@example.com');
 
-    const acquired = children.map((child) => lineFrom(child, /^acquired/, UI_MS));
-    holder.kill('SIGTERM');
-    await Promise.all(acquired);
-    await row.waitFor({ state: 'detached' });
-    await page.close();
-  });
-
-  it('requeues a dead task on a click, and a worker process then runs it', async () => {
-    const prefix = uniquePrefix('dash-queue');
-    const { app, url } = await startApp(prefix);
-    await deadTask(app.get(QueueService), 'mail', 'm-1');
-    const worker = spawnTs('test/fixtures/dashboard-child.ts', [], {
-      REDIS_URL: testRedisUrl(),
-      PREFIX: prefix,
-      MODE: 'worker',
-      QUEUE: 'mail',
-    });
-    await lineFrom(worker, /^started$/, UI_MS);
-
-    const page = await openPage(`${url}#queues`);
-    const queueRow = page.locator('tr[data-testid="queue-row"][data-queue="mail"]');
-    await queueRow.waitFor();
-    expect(await queueRow.getByTestId('dead').textContent()).toBe('1');
-    const deadRow = page.locator('tr[data-testid="dead-row"][data-id="m-1"]');
-    await deadRow.waitFor();
-    expect(await deadRow.textContent()).toContain('m-1@example.com');
-
-    const processed = lineFrom(worker, /^processed m-1$/, UI_MS);
-    await deadRow.getByTestId('requeue').click();
-    await processed;
-    await deadRow.waitFor({ state: 'detached' });
-    await waitFor(
-      'a dead count of 0',
-      async () => (await queueRow.getByTestId('dead').textContent()) === '0',
-      UI_MS,
-      50,
-    );
-    await page.close();
-  });
+      const processed = lineFrom(worker, /^processed m-1$/, UI_MS);
+      await deadRow.getByTestId('requeue').click();
+      await processed;
+      await deadRow.waitFor({ state: 'detached' });
+      await waitFor(
+        'a dead count of 0',
+        async () => (await queueRow.getByTestId('dead').textContent()) === '0',
+        UI_MS,
+        50,
+      );
+      await page.close();
+    },
+    PROCESS_TEST_MS,
+  );
 
   it('read-only: shows no buttons, and the mutation endpoints answer 403', async () => {
     const prefix = uniquePrefix('dash-ro');
