@@ -29,3 +29,4 @@ export { Permit } from './semaphore/permit';
 export type { SemaphoreOptions, WithPermitOptions } from './semaphore/semaphore-options';
 export { WithSemaphore, type WithSemaphoreOptions } from './semaphore/with-semaphore.decorator';
 export * from './observability/health';
+export * from './dashboard';

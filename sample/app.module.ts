@@ -1,6 +1,6 @@
 import { type DynamicModule, Module } from '@nestjs/common';
 import { APP_FILTER, APP_INTERCEPTOR } from '@nestjs/core';
-import { LockInterceptor, RedisLockModule } from '../lib';
+import { LockInterceptor, RedisLockDashboardModule, RedisLockModule } from '../lib';
 import { SampleErrorFilter } from './common/sample-error.filter';
 import { redisLockOptionsFactory } from './config/redis-lock-options.factory';
 import { SampleConfig } from './config/sample-config';
@@ -11,7 +11,7 @@ import { SampleRedisModule } from './redis/sample-redis';
 import { TaskDeskModule } from './task-desk/task-desk.module';
 
 /**
- * The sample application: the flash sale and the task desk on one Redis.
+ * The sample application: the flash sale and the task desk on one Redis, and the dashboard.
  * `RedisLockModule` is configured through `forRootAsync` from the injected `SampleConfig`;
  * `LockInterceptor` is global, so a lock that can't be had in time answers `423 Locked`.
  * @example
@@ -33,6 +33,9 @@ export class SampleAppModule {
           useFactory: redisLockOptionsFactory,
           isGlobal: true,
         }),
+        // The live page of locks and queues at /redis-lock. The sample listens on 127.0.0.1; an
+        // app reachable by others passes `guards: [AdminGuard]` (see docs/dashboard.md).
+        RedisLockDashboardModule.forRoot({ path: '/redis-lock' }),
         SampleRedisModule,
         FlashSaleModule,
         TaskDeskModule,

@@ -28,7 +28,8 @@ async function main(): Promise<void> {
   const redis = server
     ? `a private redis-server at ${config.redisUrl} (set REDIS_URL to use yours)`
     : redactRedisUrl(config.redisUrl);
-  console.log(`sample listening on ${baseUrl}, Redis: ${redis}; Ctrl-C stops it\n`);
+  console.log(`sample listening on ${baseUrl}, Redis: ${redis}; Ctrl-C stops it`);
+  console.log(`dashboard (locks and queues, live): ${baseUrl}/redis-lock\n`);
   console.log(tryItText(baseUrl, config.deskLeaseMs));
 }
 

@@ -4,13 +4,9 @@
 # redis-server (and redis-tools / redis-sentinel) with apt-get when it can.
 set -euo pipefail
 
-have() { command -v "$1" >/dev/null 2>&1; }
+source "$(dirname "$0")/ensure-common.sh"
 
-if [ -n "${REDIS_SERVER_BIN:-}" ]; then
-  [ -x "$REDIS_SERVER_BIN" ] && exit 0
-  echo "REDIS_SERVER_BIN=$REDIS_SERVER_BIN is not an executable file" >&2
-  exit 1
-fi
+use_env_binary REDIS_SERVER_BIN
 # Redis >= 6.2 is required; Cluster tests and sharded pub/sub need 7.0.
 check_version() {
   local v
@@ -25,18 +21,7 @@ check_version() {
 
 if have redis-server && have redis-cli && have redis-sentinel; then check_version; exit $?; fi
 
-if have apt-get; then
-  SUDO=""
-  if [ "$(id -u)" != "0" ]; then
-    if have sudo && sudo -n true 2>/dev/null; then SUDO="sudo -n"; else
-      echo "redis-server is missing and installing it needs root: run 'sudo apt-get install redis-server redis-tools redis-sentinel'" >&2
-      exit 1
-    fi
-  fi
-  echo "ensure-redis: installing Debian's redis-server (apt-get)..." >&2
-  export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get update -qq >/dev/null
-  $SUDO apt-get install -y -qq redis-server redis-tools redis-sentinel >/dev/null
+if apt_install ensure-redis redis-server redis-tools redis-sentinel; then
   # Debian's packages may start a system-wide server (6379) and sentinel (26379); we never use
   # them, stop them if they run.
   (have service && $SUDO service redis-server stop >/dev/null 2>&1) || true

@@ -423,7 +423,7 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
     return n;
   }
 
-  /** @internal the queues with a worker of this instance running (queue gauges) */
+  /** @internal the queues with a worker of this instance running (queue gauges, dashboard) */
   workerQueues(): string[] {
     return [...new Set([...this.workers].map((w) => w.queue))];
   }

@@ -94,6 +94,20 @@ describe('the npm package', () => {
     expect(files).toEqual(expect.arrayContaining(lua));
   });
 
+  it("ships the dashboard's page and the UI libraries it vendors, with their licences", () => {
+    const assets = ['index.html', 'dashboard.js', 'dashboard.css', 'vendor.json'];
+    const vendor = Object.keys(
+      JSON.parse(readFileSync(join(root, 'lib/dashboard/assets/vendor.json'), 'utf8')),
+    );
+    expect(vendor).toEqual(expect.arrayContaining(['htm-preact.mjs', 'uplot.js', 'htm.LICENSE']));
+    expect(files).toEqual(
+      expect.arrayContaining([
+        ...assets.map((f) => `dist/dashboard/assets/${f}`),
+        ...vendor.map((f) => `dist/dashboard/assets/vendor/${f}`),
+      ]),
+    );
+  });
+
   it('ships every file a relative link of the README or of a shipped doc points to', () => {
     const docs = files.filter((f) => f.startsWith('docs/') && f.endsWith('.md'));
     expect(docs.length).toBeGreaterThan(0);

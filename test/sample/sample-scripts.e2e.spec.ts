@@ -77,6 +77,11 @@ describe('npm run sample (sample/main.ts)', () => {
         statuses.push((await sendJson(agent, curl.method, curl.url, curl.body)).status);
       }
       expect(statuses).toEqual([201, 202, 200, 200, 201, 200, 200, 200]);
+      // The dashboard's printed URL serves the page, and its data shows the task desk's queue.
+      const dashboard = /dashboard \(locks and queues, live\): (http:\/\/\S+)/.exec(stdout)![1];
+      expect((await sendJson(agent, 'GET', dashboard)).status).toBe(200);
+      const overview = await sendJson(agent, 'GET', `${dashboard}/api/overview`);
+      expect(overview.body.queues.length).toBeGreaterThan(0);
       await waitFor(
         'the order of the printed purchase',
         async () => (await sendJson(agent, 'GET', curls[2].url)).body.orders === 1,

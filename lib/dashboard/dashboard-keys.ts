@@ -1,0 +1,39 @@
+import { hasHashTag, taggedKey } from '../redis/tagged-key';
+
+/** LIST of the recent lock timeouts and lost locks, shared by every instance of the app. */
+export function recentEventsKey(prefix: string): string {
+  return `${prefix}dashboard:{recent}`;
+}
+
+/** HASH second -> tasks completed, under the queue's hash tag (so in the queue's Cluster slot). */
+export function throughputKey(prefix: string, queue: string): string {
+  return `${taggedKey(prefix, 'queue', queue)}:throughput`;
+}
+
+/**
+ * The lock name whose value key is `key` (`<prefix>lock:{<name>}`, or `<prefix>lock:<name>` for a
+ * name with its own `{tag}`); `undefined` for the lock's other string key (`...:fence`).
+ */
+export function lockNameOf(prefix: string, key: string): string | undefined {
+  const rest = key.slice(prefix.length + 'lock:'.length);
+  if (rest.endsWith(':fence')) return undefined;
+  return nameOfBase(rest);
+}
+
+/** The queue name of a queue key (`<prefix>queue:{<name>}:<part>`), for the parts listed. */
+export function queueNameOf(
+  prefix: string,
+  key: string,
+  parts: readonly string[],
+): string | undefined {
+  const rest = key.slice(prefix.length + 'queue:'.length);
+  const colon = rest.lastIndexOf(':');
+  if (colon < 0 || !parts.includes(rest.slice(colon + 1))) return undefined;
+  return nameOfBase(rest.slice(0, colon));
+}
+
+/** The inverse of `taggedKey` after its `<prefix><kind>:`: `{name}` for an untagged name. */
+function nameOfBase(base: string): string {
+  const inner = base.slice(1, -1);
+  return base.startsWith('{') && base.endsWith('}') && !hasHashTag(inner) ? inner : base;
+}

@@ -1,0 +1,118 @@
+import type { CanActivate, Type } from '@nestjs/common';
+import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
+import { checkBoolean, checkInt, checkKnownKeys } from '../options/validate';
+import { MAX_QUEUE_NAME_BYTES } from '../queue/queue.constants';
+
+/** Options of `RedisLockDashboardModule.forRoot`. */
+export interface RedisLockDashboardOptions {
+  /**
+   * Where the page is served; its data endpoints live under `<path>/api`. Any global prefix of
+   * the app comes before it.
+   * @default '/redis-lock'
+   */
+  path?: string;
+  /**
+   * Hides the requeue / delete / pause / resume buttons, and every mutation endpoint answers
+   * `403 Forbidden`.
+   * @default false
+   */
+  readOnly?: boolean;
+  /**
+   * Nest guards (classes, resolved by the module's injector, or instances) applied to the page,
+   * its assets and every data endpoint, as `@UseGuards(...guards)` would.
+   * @default []
+   * @example guards: [AdminGuard]
+   */
+  guards?: Array<Type<CanActivate> | CanActivate>;
+  /**
+   * Queues always shown, besides those with a worker in this app and those found by the key scan.
+   * @default []
+   */
+  queues?: string[];
+  /**
+   * Keys examined at most by each `SCAN` of a refresh (one looks for held locks, one for queues;
+   * `KEYS` is never used): beyond it, the page says the list is cut short.
+   * @default 10000
+   */
+  maxScanKeys?: number;
+  /**
+   * Held locks shown at most (use the search box to find others).
+   * @default 100
+   */
+  maxLocks?: number;
+}
+
+/** `RedisLockDashboardOptions` with every default applied. */
+export interface ResolvedDashboardOptions {
+  /** The controller path, without a leading or trailing slash. */
+  path: string;
+  readOnly: boolean;
+  guards: Array<Type<CanActivate> | CanActivate>;
+  queues: string[];
+  maxScanKeys: number;
+  maxLocks: number;
+}
+
+const PATH = /^[A-Za-z0-9._~\-/]+$/;
+
+/**
+ * Validates the dashboard options and applies the defaults.
+ * @throws RedisLockOptionsError naming the offending option and value
+ */
+export function resolveDashboardOptions(options: unknown): ResolvedDashboardOptions {
+  const o = checkKnownKeys('', options, [
+    'path',
+    'readOnly',
+    'guards',
+    'queues',
+    'maxScanKeys',
+    'maxLocks',
+  ]) as RedisLockDashboardOptions;
+  const path = o.path ?? '/redis-lock';
+  const trimmed = typeof path === 'string' ? path.replace(/^\/+|\/+$/g, '') : '';
+  if (typeof path !== 'string' || !PATH.test(trimmed) || trimmed.includes('//')) {
+    throw new RedisLockOptionsError(
+      'path',
+      path,
+      "a URL path such as '/redis-lock' (letters, digits, '.', '_', '~', '-', '/')",
+    );
+  }
+  const guards = o.guards ?? [];
+  if (!Array.isArray(guards)) {
+    throw new RedisLockOptionsError('guards', guards, 'an array of guard classes or instances');
+  }
+  guards.forEach((guard, i) => {
+    const ok =
+      typeof guard === 'function' ||
+      (typeof guard === 'object' &&
+        guard !== null &&
+        typeof (guard as CanActivate).canActivate === 'function');
+    if (!ok) {
+      throw new RedisLockOptionsError(`guards[${i}]`, guard, 'a guard class or instance');
+    }
+  });
+  const queues = o.queues ?? [];
+  if (!Array.isArray(queues)) throw new RedisLockOptionsError('queues', queues, 'an array');
+  queues.forEach((queue, i) => {
+    if (
+      typeof queue !== 'string' ||
+      queue.length === 0 ||
+      Buffer.byteLength(queue) > MAX_QUEUE_NAME_BYTES
+    ) {
+      throw new RedisLockOptionsError(
+        `queues[${i}]`,
+        queue,
+        `a queue name (a non-empty string of at most ${MAX_QUEUE_NAME_BYTES} bytes)`,
+      );
+    }
+  });
+  return {
+    path: trimmed,
+    readOnly: o.readOnly === undefined ? false : checkBoolean('readOnly', o.readOnly),
+    guards: [...guards],
+    queues: [...new Set(queues)],
+    maxScanKeys:
+      o.maxScanKeys === undefined ? 10_000 : checkInt('maxScanKeys', o.maxScanKeys, 100, 1_000_000),
+    maxLocks: o.maxLocks === undefined ? 100 : checkInt('maxLocks', o.maxLocks, 1, 1_000),
+  };
+}

@@ -1,0 +1,133 @@
+import {
+  BadRequestException,
+  Controller,
+  Delete,
+  ForbiddenException,
+  Get,
+  Header,
+  HttpCode,
+  Inject,
+  NotFoundException,
+  Param,
+  Post,
+  Query,
+  Req,
+  StreamableFile,
+  UseGuards,
+  type Type,
+} from '@nestjs/common';
+import { QueueError } from '../errors/queue.error';
+import type { QueueTaskInfo } from '../queue/interfaces/task.interface';
+import { dashboardAsset } from './dashboard-assets';
+import type { ResolvedDashboardOptions } from './dashboard-options';
+import { DashboardService, type DashboardOverview } from './dashboard.service';
+
+/** Longest search text accepted, in characters. */
+const MAX_SEARCH = 200;
+
+/**
+ * The dashboard's controller, made per `forRoot` so that its path and guards come from the
+ * options: `@Controller(path)` and `@UseGuards(...guards)` on the class cover the page, its
+ * assets and every data endpoint. Served through Nest (no `express.static`), so Fastify works too.
+ */
+export function createDashboardController(options: ResolvedDashboardOptions): Type<unknown> {
+  @Controller(options.path)
+  @UseGuards(...options.guards)
+  class RedisLockDashboardController {
+    constructor(@Inject(DashboardService) private readonly dashboard: DashboardService) {}
+
+    @Get()
+    @Header('Cache-Control', 'no-store')
+    page(@Req() req: { originalUrl?: string; url: string }): StreamableFile {
+      // Relative asset and API URLs resolve against the page's own path, global prefix included.
+      const path = (req.originalUrl ?? req.url).split('?')[0].replace(/\/*$/, '/');
+      const html = dashboardAsset('index.html')!;
+      const body = html.body.toString('utf8').replace('__BASE__', escapeHtml(path));
+      return new StreamableFile(Buffer.from(body), { type: html.type });
+    }
+
+    @Get('assets/:file')
+    @Header('Cache-Control', 'public, max-age=3600')
+    asset(@Param('file') file: string): StreamableFile {
+      const asset = dashboardAsset(file);
+      if (!asset) throw new NotFoundException(`no dashboard asset '${file}'`);
+      return new StreamableFile(asset.body, { type: asset.type });
+    }
+
+    @Get('api/overview')
+    @Header('Cache-Control', 'no-store')
+    overview(@Query('q') q?: string): Promise<DashboardOverview> {
+      return this.dashboard.overview(typeof q === 'string' ? q.slice(0, MAX_SEARCH) : '');
+    }
+
+    @Get('api/queues/:queue/dead')
+    @Header('Cache-Control', 'no-store')
+    dead(
+      @Param('queue') queue: string,
+      @Query('offset') offset?: string,
+      @Query('limit') limit?: string,
+    ): Promise<QueueTaskInfo[]> {
+      return mapErrors(() => this.dashboard.dead(queue, Number(offset ?? 0), Number(limit ?? 50)));
+    }
+
+    @Get('api/queues/:queue/tasks/:id')
+    @Header('Cache-Control', 'no-store')
+    async task(@Param('queue') queue: string, @Param('id') id: string): Promise<QueueTaskInfo> {
+      const task = await mapErrors(() => this.dashboard.queues.get(queue, id));
+      if (!task) throw new NotFoundException(`no task '${id}' in queue '${queue}'`);
+      return task;
+    }
+
+    @Post('api/queues/:queue/tasks/:id/requeue')
+    @HttpCode(200)
+    async requeue(
+      @Param('queue') queue: string,
+      @Param('id') id: string,
+    ): Promise<{ moved: number }> {
+      this.writable();
+      return { moved: await mapErrors(() => this.dashboard.queues.requeueDead(queue, id)) };
+    }
+
+    @Delete('api/queues/:queue/tasks/:id')
+    async remove(
+      @Param('queue') queue: string,
+      @Param('id') id: string,
+    ): Promise<{ removed: boolean }> {
+      this.writable();
+      return { removed: await mapErrors(() => this.dashboard.queues.remove(queue, id)) };
+    }
+
+    @Post('api/queues/:queue/:action')
+    @HttpCode(200)
+    async pauseOrResume(
+      @Param('queue') queue: string,
+      @Param('action') action: string,
+    ): Promise<{ paused: boolean }> {
+      if (action !== 'pause' && action !== 'resume') {
+        throw new NotFoundException(`no queue action '${action}' (pause or resume)`);
+      }
+      this.writable();
+      await mapErrors(() => this.dashboard.queues[action](queue));
+      return { paused: action === 'pause' };
+    }
+
+    private writable(): void {
+      if (options.readOnly) throw new ForbiddenException('the dashboard is read-only');
+    }
+  }
+  return RedisLockDashboardController;
+}
+
+/** Bad input from the page (a queue name, an id, a page) answers 400 with the service's message. */
+async function mapErrors<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err instanceof QueueError) throw new BadRequestException(err.message);
+    throw err;
+  }
+}
+
+function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}

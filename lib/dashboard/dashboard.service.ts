@@ -1,0 +1,226 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { LockService } from '../lock/lock.service';
+import type { LockLineEntry } from '../lock/lock-inspection';
+import type { QueueStats, QueueTaskInfo } from '../queue/interfaces/task.interface';
+import { QueueService } from '../queue/queue.service';
+import { RedisLockConnection } from '../redis/redis-connection';
+import { lockNameOf, queueNameOf, recentEventsKey, throughputKey } from './dashboard-keys';
+import { type ResolvedDashboardOptions } from './dashboard-options';
+import { RECENT_EVENTS_MAX } from './dashboard-recorder';
+import { globEscape, scanKeys } from './dashboard-scan';
+import { DASHBOARD_SCRIPTS } from './dashboard-scripts';
+import { DASHBOARD_OPTIONS } from './dashboard.constants';
+
+/** Seconds shown by the throughput sparkline. */
+const SPARKLINE_S = 60;
+/** Queues shown at most. */
+const MAX_QUEUES = 50;
+/** Queue key parts that exist while a queue has tasks, settings or recent throughput. */
+const QUEUE_PARTS = [
+  'due',
+  'leased',
+  'dead',
+  'config',
+  'prio',
+  'gtasks',
+  'pending',
+  'done',
+  'throughput',
+];
+/** How long a queue found once stays listed after its keys are gone (it was emptied), in ms. */
+const QUEUE_REMEMBERED_MS = 10 * 60_000;
+
+/** One held lock as the page shows it. */
+export interface DashboardLock {
+  key: string;
+  owner?: string;
+  ttlMs?: number;
+  fence?: number;
+  /** When this dashboard instance first saw the lock held by this owner (epoch ms). */
+  seenSince: number;
+  line: readonly LockLineEntry[];
+  lineLength: number;
+}
+
+/** One queue as the page shows it. */
+export interface DashboardQueue extends QueueStats {
+  name: string;
+  /** Workers of this instance on the queue. */
+  workersHere: number;
+  /** Enqueue time of the next ready task (epoch ms); absent when none is ready. */
+  nextReadyEnqueuedAt?: number;
+  /** Tasks completed by every instance in each of the last 60 seconds, oldest first. */
+  throughput: number[];
+}
+
+/** A lock timeout or lost lock recorded by any instance. */
+export interface DashboardLockEvent {
+  at: number;
+  kind: 'timeout' | 'lost';
+  keys: string[];
+  reason: string;
+  instance: string;
+  waitedMs?: number;
+}
+
+/** What the page polls every second. */
+export interface DashboardOverview {
+  instanceId: string;
+  readOnly: boolean;
+  now: number;
+  locks: { items: DashboardLock[]; truncated: boolean; unavailable?: string };
+  recent: DashboardLockEvent[];
+  queues: DashboardQueue[];
+  queuesTruncated: boolean;
+}
+
+/** Reads what the dashboard shows, and runs its actions through `QueueService`. */
+@Injectable()
+export class DashboardService {
+  /** `key \0 owner \0 fence` -> first seen (held locks of the last refresh only). */
+  private seen = new Map<string, number>();
+  /** Queue name -> when the scan last found it. */
+  private readonly queuesSeen = new Map<string, number>();
+
+  constructor(
+    @Inject(DASHBOARD_OPTIONS) readonly options: ResolvedDashboardOptions,
+    private readonly connection: RedisLockConnection,
+    private readonly locks: LockService,
+    readonly queues: QueueService,
+  ) {}
+
+  private get prefix(): string {
+    return this.connection.options.keyPrefix;
+  }
+
+  /**
+   * Locks, recent lock events and queues in one answer.
+   * @param search substring of the lock keys to show (case-sensitive; empty: all)
+   */
+  async overview(search = ''): Promise<DashboardOverview> {
+    const [locks, recent, queues] = await Promise.all([
+      this.heldLocks(search),
+      this.recentEvents(),
+      this.queueOverview(),
+    ]);
+    return {
+      instanceId: this.connection.options.instanceId,
+      readOnly: this.options.readOnly,
+      now: Date.now(),
+      locks,
+      recent,
+      ...queues,
+    };
+  }
+
+  /**
+   * Held locks whose key contains `search`: a bounded `SCAN` of lock value keys, then
+   * `LockService.inspect` of each (one script and one owner read per lock).
+   */
+  async heldLocks(search: string): Promise<DashboardOverview['locks']> {
+    if (this.connection.options.nodes.length > 0) {
+      return { items: [], truncated: false, unavailable: 'locks on quorum nodes are not listed' };
+    }
+    const pattern = `${globEscape(this.prefix)}lock:*${search ? `${globEscape(search)}*` : ''}`;
+    const scan = await scanKeys(this.connection, pattern, this.options.maxScanKeys, 'string');
+    const names = scan.keys
+      .map((key) => lockNameOf(this.prefix, key))
+      .filter((name): name is string => name !== undefined)
+      .sort();
+    const shown = names.slice(0, this.options.maxLocks);
+    const inspected = await Promise.all(
+      shown.map((name) => this.locks.inspect(name, { keyPrefix: this.prefix })),
+    );
+    const now = Date.now();
+    const seen = new Map<string, number>();
+    const items: DashboardLock[] = [];
+    for (const lock of inspected) {
+      if (!lock.held) continue;
+      const id = `${lock.key}\0${lock.owner ?? ''}\0${lock.fence ?? ''}`;
+      const since = this.seen.get(id) ?? now;
+      seen.set(id, since);
+      items.push({
+        key: lock.key,
+        owner: lock.owner,
+        ttlMs: lock.ttlMs,
+        fence: lock.fence,
+        seenSince: since,
+        line: lock.line,
+        lineLength: lock.lineLength,
+      });
+    }
+    // Only when listing all: a search must not forget the locks it did not show.
+    if (!search) this.seen = seen;
+    else for (const [id, since] of seen) this.seen.set(id, since);
+    return { items, truncated: scan.truncated || names.length > shown.length };
+  }
+
+  /** The recent lock timeouts and lost locks of every instance, newest first. */
+  async recentEvents(): Promise<DashboardLockEvent[]> {
+    const entries = await this.connection.call('dashboard LRANGE', (c) =>
+      c.lrange(recentEventsKey(this.prefix), 0, RECENT_EVENTS_MAX - 1),
+    );
+    return entries.map((entry) => {
+      const bar = entry.indexOf('|');
+      return { at: Number(entry.slice(0, bar)), ...JSON.parse(entry.slice(bar + 1)) };
+    });
+  }
+
+  /** The queues of the `queues` option, of this app's workers, and found by a bounded scan. */
+  async queueNames(): Promise<{ names: string[]; truncated: boolean }> {
+    const scan = await scanKeys(
+      this.connection,
+      `${globEscape(this.prefix)}queue:*`,
+      this.options.maxScanKeys,
+    );
+    const found = scan.keys
+      .map((key) => queueNameOf(this.prefix, key, QUEUE_PARTS))
+      .filter((name): name is string => name !== undefined);
+    const now = Date.now();
+    for (const name of found) this.queuesSeen.set(name, now);
+    for (const [name, at] of this.queuesSeen) {
+      if (now - at > QUEUE_REMEMBERED_MS) this.queuesSeen.delete(name);
+    }
+    const names = [
+      ...new Set([
+        ...this.options.queues,
+        ...this.queues.workerQueues(),
+        ...[...this.queuesSeen.keys()].sort(),
+      ]),
+    ];
+    return {
+      names: names.slice(0, MAX_QUEUES),
+      truncated: scan.truncated || names.length > MAX_QUEUES,
+    };
+  }
+
+  private async queueOverview(): Promise<Pick<DashboardOverview, 'queues' | 'queuesTruncated'>> {
+    const { names, truncated } = await this.queueNames();
+    const queues = await Promise.all(names.map((name) => this.queue(name)));
+    return { queues, queuesTruncated: truncated };
+  }
+
+  private async queue(name: string): Promise<DashboardQueue> {
+    const [stats, next, throughput] = await Promise.all([
+      this.queues.stats(name),
+      this.queues.list(name, 'ready', { offset: 0, limit: 1 }),
+      this.connection.run(
+        DASHBOARD_SCRIPTS.readThroughput,
+        [throughputKey(this.prefix, name)],
+        [SPARKLINE_S],
+      ) as Promise<number[]>,
+    ]);
+    return {
+      name,
+      ...stats,
+      workersHere: this.queues.workerCount(name),
+      nextReadyEnqueuedAt: next[0]?.enqueuedAt,
+      throughput: throughput.map(Number),
+    };
+  }
+
+  /** Dead tasks of `queue` (payload, attempts, last error), oldest death first. */
+  dead(queue: string, offset: number, limit: number): Promise<QueueTaskInfo[]> {
+    return this.queues.list(queue, 'dead', { offset, limit });
+  }
+}

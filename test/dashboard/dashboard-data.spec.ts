@@ -1,0 +1,190 @@
+import 'reflect-metadata';
+import type { INestApplicationContext } from '@nestjs/common';
+import fc from 'fast-check';
+import {
+  LockService,
+  QueueService,
+  RedisLockDashboardModule,
+  RedisLockEvents,
+  RedisLockOptionsError,
+  type RedisLockDashboardOptions,
+} from '../../lib';
+import { lockNameOf, queueNameOf, recentEventsKey } from '../../lib/dashboard/dashboard-keys';
+import { RECENT_EVENTS_MAX } from '../../lib/dashboard/dashboard-recorder';
+import { DashboardService } from '../../lib/dashboard/dashboard.service';
+import { lockRedisKeys } from '../../lib/lock/lock-keys';
+import { queueRedisKeys } from '../../lib/queue/queue-keys';
+import { compileDashboardModule } from './support/dashboard-module';
+import { redisClient, uniquePrefix, waitFor } from '../support/helpers';
+
+describe('RedisLockDashboardModule.forRoot options', () => {
+  it.each<[string, unknown]>([
+    ['path', ''],
+    ['path', '/has space'],
+    ['path', '/a//b'],
+    ['path', 42],
+    ['readOnly', 'yes'],
+    ['guards', {}],
+    ['guards[1]', [class {}, { notAGuard: true }]],
+    ['queues', 'orders'],
+    ['queues[0]', ['']],
+    ['maxScanKeys', 10],
+    ['maxLocks', 0],
+    ['maxLocks', 1.5],
+    ['colour', 'blue'],
+  ])("names '%s' when it is %p", (option, value) => {
+    const key = option.replace(/\[\d+\]$/, '') as keyof RedisLockDashboardOptions;
+    const options = { [key]: value } as RedisLockDashboardOptions;
+    let error: unknown;
+    try {
+      RedisLockDashboardModule.forRoot(options);
+    } catch (err) {
+      error = err;
+    }
+    expect(error).toBeInstanceOf(RedisLockOptionsError);
+    expect((error as RedisLockOptionsError).option).toBe(option);
+    expect((error as Error).message).toContain(`'${option}'`);
+  });
+
+  it('accepts the documented options', () => {
+    expect(() =>
+      RedisLockDashboardModule.forRoot({
+        path: '/ops/redis-lock/',
+        readOnly: true,
+        guards: [{ canActivate: () => true }],
+        queues: ['orders'],
+        maxScanKeys: 100,
+        maxLocks: 1_000,
+      }),
+    ).not.toThrow();
+  });
+});
+
+describe('dashboard key names', () => {
+  const names = fc.string({ minLength: 1, maxLength: 40 });
+
+  it('finds the lock whose value key it scanned (never one of its other keys)', () => {
+    fc.assert(
+      fc.property(fc.constantFrom('', 'app:', 'x{y}:'), names, (prefix, name) => {
+        const keys = lockRedisKeys(prefix, name);
+        const found = lockNameOf(prefix, keys.value);
+        if (keys.value.endsWith(':fence')) return found === undefined;
+        // `a` and `{a}` share their keys: the name found must lead back to the same key.
+        return found !== undefined && lockRedisKeys(prefix, found).value === keys.value;
+      }),
+    );
+    expect(lockNameOf('', lockRedisKeys('', 'order:1').fence)).toBeUndefined();
+  });
+
+  it('finds the queue of a scanned queue key', () => {
+    fc.assert(
+      fc.property(fc.constantFrom('', 'p:', 'x{y}:'), names, (prefix, name) => {
+        const found = queueNameOf(prefix, queueRedisKeys(prefix, name).dead, ['dead']);
+        return (
+          found !== undefined &&
+          queueRedisKeys(prefix, found).dead === queueRedisKeys(prefix, name).dead
+        );
+      }),
+    );
+    expect(queueNameOf('p:', queueRedisKeys('p:', 'q').wake, ['dead'])).toBeUndefined();
+  });
+});
+
+describe('DashboardService', () => {
+  const redis = redisClient();
+  let app: INestApplicationContext | undefined;
+
+  afterEach(async () => {
+    await app?.close();
+    app = undefined;
+  });
+  afterAll(() => redis.disconnect());
+
+  async function start(prefix: string, options: RedisLockDashboardOptions = {}) {
+    const moduleRef = await compileDashboardModule(prefix, 'data-app', options);
+    app = await moduleRef.init();
+    return app;
+  }
+
+  it('lists held locks matching the search, at most maxLocks, and says when it cut the list', async () => {
+    const prefix = uniquePrefix('dash-data');
+    const ctx = await start(prefix, { maxLocks: 2, maxScanKeys: 1_000_000 });
+    const locks = ctx.get(LockService);
+    const held = await Promise.all(
+      ['a:1', 'a:2', 'a:3', 'b:1'].map((key) => locks.acquire(key, { fencing: true })),
+    );
+    await locks.acquire('released').then((l) => l.release());
+    const dashboard = ctx.get(DashboardService);
+
+    const all = await dashboard.heldLocks('');
+    expect(all.items.map((l) => l.key)).toEqual(['a:1', 'a:2']);
+    expect(all.truncated).toBe(true);
+    expect(all.items[0]).toMatchObject({ owner: 'data-app', lineLength: 0, line: [] });
+    expect(all.items[0].fence).toBeGreaterThan(0);
+    expect(all.items[0].ttlMs).toBeGreaterThan(0);
+
+    const b = await dashboard.heldLocks('b:');
+    expect(b).toMatchObject({ items: [{ key: 'b:1', owner: 'data-app' }], truncated: false });
+    await Promise.all(held.map((l) => l.release()));
+    expect((await dashboard.heldLocks('')).items).toEqual([]);
+  });
+
+  it('stops its key scan at maxScanKeys and says so', async () => {
+    const prefix = uniquePrefix('dash-scan');
+    const ctx = await start(prefix, { maxScanKeys: 100 });
+    const pipeline = redis.pipeline();
+    for (let i = 0; i < 1_000; i++) pipeline.set(`${prefix}lock:{k${i}}`, 'x', 'PX', 60_000);
+    await pipeline.exec();
+    const result = await ctx.get(DashboardService).heldLocks('');
+    expect(result.truncated).toBe(true);
+    expect(result.items.length).toBeLessThanOrEqual(100);
+  });
+
+  it('shows configured, local and scanned queues with counts and the throughput of its workers', async () => {
+    const prefix = uniquePrefix('dash-queues');
+    const ctx = await start(prefix, { queues: ['configured'] });
+    const queues = ctx.get(QueueService);
+    await queues.enqueue('scanned', 's-1', { delayMs: 60_000 });
+    const worker = queues.process('local', async () => undefined);
+    await queues.enqueue('local', [1, 2, 3, 4, 5, 6, 7]);
+    const dashboard = ctx.get(DashboardService);
+    await waitFor(
+      '7 completions in the throughput of queue local',
+      async () => {
+        const local = (await dashboard.overview()).queues.find((q) => q.name === 'local');
+        return local?.throughput.reduce((a, b) => a + b, 0) === 7;
+      },
+      15_000,
+      50,
+    );
+    const overview = await dashboard.overview();
+    expect(overview.queues.map((q) => q.name)).toEqual(['configured', 'local', 'scanned']);
+    expect(overview.queues[1]).toMatchObject({ workersHere: 1, ready: 0, dead: 0 });
+    expect(overview.queues[1].throughput).toHaveLength(60);
+    expect(overview.queues[2]).toMatchObject({ delayed: 1, ready: 0, workersHere: 0 });
+    await worker.close();
+  });
+
+  it('keeps the newest 100 lock timeouts and lost locks of every instance, in an expiring list', async () => {
+    const prefix = uniquePrefix('dash-events');
+    const ctx = await start(prefix);
+    const events = ctx.get(RedisLockEvents);
+    for (let i = 0; i < 150; i++) {
+      events.emit('lock.timeout', { keys: [`k${i}`], waitedMs: i, reason: 'timeout' });
+    }
+    events.emit('lock.lost', { keys: ['gone'], reason: 'taken' });
+    const dashboard = ctx.get(DashboardService);
+    await waitFor(
+      'the lost lock in the recent list',
+      async () => (await dashboard.recentEvents())[0]?.keys[0] === 'gone',
+      10_000,
+      50,
+    );
+    const recent = await dashboard.recentEvents();
+    expect(recent).toHaveLength(RECENT_EVENTS_MAX);
+    expect(recent[0]).toMatchObject({ kind: 'lost', reason: 'taken', instance: 'data-app' });
+    expect(recent[1]).toMatchObject({ kind: 'timeout', keys: ['k149'], waitedMs: 149 });
+    expect(recent[99].keys).toEqual(['k51']);
+    expect(await redis.pttl(recentEventsKey(prefix))).toBeGreaterThan(0);
+  });
+});

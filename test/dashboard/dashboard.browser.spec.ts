@@ -1,0 +1,223 @@
+import 'reflect-metadata';
+import {
+  type CanActivate,
+  type ExecutionContext,
+  Injectable,
+  type INestApplication,
+} from '@nestjs/common';
+import type { Browser, Page } from 'playwright-core';
+import {
+  LockService,
+  LockTimeoutError,
+  QueueService,
+  type RedisLockDashboardOptions,
+} from '../../lib';
+import { lineFrom, spawnTs } from '../support/child';
+import { chromiumPath, launchChromium } from '../support/chromium';
+import { compileDashboardModule } from './support/dashboard-module';
+import { redisClient, testRedisUrl, uniquePrefix, waitFor, waitForLine } from '../support/helpers';
+
+const executablePath = chromiumPath();
+if (!executablePath) {
+  console.warn(
+    'SKIPPED: the dashboard browser tests need Chromium, which could not be found or installed ' +
+      '(scripts/ensure-chromium.sh; set CHROMIUM_BIN to use another binary)',
+  );
+}
+const suite = executablePath ? describe : describe.skip;
+
+/** Generous: a loaded 2-core machine runs browsers, Nest apps and child processes at once. */
+const UI_MS = 30_000;
+/** A test that starts processes: several ts-node start-ups on a loaded machine. */
+const PROCESS_TEST_MS = 120_000;
+
+/** Admits requests carrying `x-ops-token: let-me-in` only. */
+@Injectable()
+class OpsTokenGuard implements CanActivate {
+  canActivate(context: ExecutionContext): boolean {
+    return context.switchToHttp().getRequest().headers['x-ops-token'] === 'let-me-in';
+  }
+}
+
+suite('RedisLockDashboardModule in Chromium', () => {
+  let browser: Browser;
+  const apps: INestApplication[] = [];
+  const redis = redisClient();
+
+  beforeAll(async () => {
+    browser = await launchChromium(executablePath!);
+  }, 30_000);
+
+  afterEach(async () => {
+    await Promise.all(apps.splice(0).map((app) => app.close()));
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    redis.disconnect();
+  });
+
+  /** An HTTP app with the lock module (under `prefix`) and the dashboard; resolves its page URL. */
+  async function startApp(prefix: string, options: RedisLockDashboardOptions = {}) {
+    const moduleRef = await compileDashboardModule(prefix, 'dashboard-app', options);
+    const app = moduleRef.createNestApplication({ logger: false });
+    apps.push(app);
+    await app.listen(0, '127.0.0.1');
+    const base = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+    return { app, url: `${base}${options.path ?? '/redis-lock'}` };
+  }
+
+  async function openPage(url: string): Promise<Page> {
+    const page = await browser.newPage({ viewport: { width: 1200, height: 800 } });
+    page.setDefaultTimeout(UI_MS);
+    const response = await page.goto(url);
+    expect(response?.status()).toBe(200);
+    return page;
+  }
+
+  /** A task of `queue` in the dead-letter set: claimed once and failed with maxAttempts 1. */
+  async function deadTask(queues: QueueService, queue: string, id: string): Promise<void> {
+    await queues.enqueue(queue, id, { payload: { to: `${id}@example.com` } });
+    const [task] = await queues.claim(queue, 1, { maxAttempts: 1 });
+    expect(await queues.nack(task, { maxAttempts: 1 })).toBe('dead');
+  }
+
+  it(
+    'shows a lock held by another process with its owner and a line of 2 waiters, and drops it once released',
+    async () => {
+      const prefix = uniquePrefix('dash-lock');
+      const key = 'order:42';
+      const { app, url } = await startApp(prefix);
+      const env = { REDIS_URL: testRedisUrl(), PREFIX: prefix, KEY: key };
+      const child = (MODE: string, INSTANCE_ID: string) =>
+        spawnTs('test/fixtures/dashboard-child.ts', [], { ...env, MODE, INSTANCE_ID });
+      // All three start together (start-up is the slow part on a loaded machine).
+      const holder = child('hold', 'holder-proc');
+      const waiters = [child('wait', 'waiter-1'), child('wait', 'waiter-2')];
+      await Promise.all([
+        lineFrom(holder, /^held$/, UI_MS),
+        ...waiters.map((w) => lineFrom(w, /^ready$/, UI_MS)),
+      ]);
+      for (const [i, waiter] of waiters.entries()) {
+        waiter.kill('SIGUSR2');
+        // One at a time, so that the line's order is known.
+        await waitForLine(redis, prefix, key, i + 1, UI_MS);
+      }
+      // A timeout of this app while the lock is held: it goes to the "recent" list.
+      await expect(app.get(LockService).acquire(key, { waitMs: 50 })).rejects.toThrow(
+        LockTimeoutError,
+      );
+
+      const page = await openPage(url);
+      const row = page.locator(`tr[data-testid="lock-row"][data-key="${key}"]`);
+      await row.waitFor();
+      expect(await row.getByTestId('owner').textContent()).toBe('holder-proc');
+      await waitFor(
+        'the line waiter-1, waiter-2 on the page',
+        async () =>
+          (await row.getByTestId('waiter').allTextContents())
+            .map((text) => text.trim().split(' ')[0])
+            .join(',') === 'waiter-1,waiter-2',
+        UI_MS,
+        50,
+      );
+      const event = page.locator('tr[data-testid="event-row"]', { hasText: key });
+      await event.waitFor();
+      expect(await event.textContent()).toContain('dashboard-app');
+
+      const acquired = waiters.map((w) => lineFrom(w, /^acquired$/, UI_MS));
+      holder.kill('SIGTERM');
+      await Promise.all(acquired);
+      await row.waitFor({ state: 'detached' });
+      await page.close();
+    },
+    PROCESS_TEST_MS,
+  );
+
+  it(
+    'requeues a dead task on a click, and a worker process then runs it',
+    async () => {
+      const prefix = uniquePrefix('dash-queue');
+      const { app, url } = await startApp(prefix);
+      await deadTask(app.get(QueueService), 'mail', 'm-1');
+      const worker = spawnTs('test/fixtures/dashboard-child.ts', [], {
+        REDIS_URL: testRedisUrl(),
+        PREFIX: prefix,
+        MODE: 'worker',
+        QUEUE: 'mail',
+      });
+      await lineFrom(worker, /^started$/, UI_MS);
+
+      const page = await openPage(`${url}#queues`);
+      const queueRow = page.locator('tr[data-testid="queue-row"][data-queue="mail"]');
+      await queueRow.waitFor();
+      expect(await queueRow.getByTestId('dead').textContent()).toBe('1');
+      const deadRow = page.locator('tr[data-testid="dead-row"][data-id="m-1"]');
+      await deadRow.waitFor();
+      expect(await deadRow.textContent()).toContain('m-1@example.com');
+
+      const processed = lineFrom(worker, /^processed m-1$/, UI_MS);
+      await deadRow.getByTestId('requeue').click();
+      await processed;
+      await deadRow.waitFor({ state: 'detached' });
+      await waitFor(
+        'a dead count of 0',
+        async () => (await queueRow.getByTestId('dead').textContent()) === '0',
+        UI_MS,
+        50,
+      );
+      await page.close();
+    },
+    PROCESS_TEST_MS,
+  );
+
+  it('read-only: shows no buttons, and the mutation endpoints answer 403', async () => {
+    const prefix = uniquePrefix('dash-ro');
+    const { app, url } = await startApp(prefix, { readOnly: true, path: '/ops/locks' });
+    const queues = app.get(QueueService);
+    await deadTask(queues, 'mail', 'm-2');
+
+    const page = await openPage(`${url}#queues`);
+    await page.locator('tr[data-testid="dead-row"][data-id="m-2"]').waitFor();
+    await page.getByTestId('read-only').waitFor();
+    expect(await page.locator('button').allTextContents()).toEqual(['Locks', 'Queues', 'Find']);
+    await page.close();
+
+    for (const [method, path] of [
+      ['POST', 'api/queues/mail/tasks/m-2/requeue'],
+      ['DELETE', 'api/queues/mail/tasks/m-2'],
+      ['POST', 'api/queues/mail/pause'],
+    ]) {
+      expect((await fetch(`${url}/${path}`, { method })).status).toBe(403);
+    }
+    expect((await queues.get('mail', 'm-2'))?.state).toBe('dead');
+    expect((await queues.stats('mail')).paused).toBe(false);
+  });
+
+  it('a refusing guard answers 403 for the page, its assets and every data endpoint', async () => {
+    const prefix = uniquePrefix('dash-guard');
+    const { url } = await startApp(prefix, { guards: [OpsTokenGuard] });
+    const page = await browser.newPage();
+    expect((await page.goto(url))?.status()).toBe(403);
+    await page.close();
+    const endpoints: Array<[string, string]> = [
+      ['GET', ''],
+      ['GET', '/assets/dashboard.js'],
+      ['GET', '/api/overview'],
+      ['GET', '/api/queues/mail/dead'],
+      ['GET', '/api/queues/mail/tasks/x'],
+      ['POST', '/api/queues/mail/tasks/x/requeue'],
+      ['DELETE', '/api/queues/mail/tasks/x'],
+      ['POST', '/api/queues/mail/pause'],
+      ['POST', '/api/queues/mail/resume'],
+    ];
+    for (const [method, path] of endpoints) {
+      expect([path, (await fetch(`${url}${path}`, { method })).status]).toEqual([path, 403]);
+    }
+    // The same guard admits the operator's token: it is the guard that refused.
+    const admitted = await fetch(`${url}/api/overview`, {
+      headers: { 'x-ops-token': 'let-me-in' },
+    });
+    expect(admitted.status).toBe(200);
+  });
+});

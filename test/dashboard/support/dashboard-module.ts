@@ -1,0 +1,29 @@
+import { Test, type TestingModule } from '@nestjs/testing';
+import {
+  RedisLockDashboardModule,
+  RedisLockModule,
+  type RedisLockDashboardOptions,
+} from '../../../lib';
+import { testRedisUrl } from '../../support/helpers';
+
+/**
+ * A compiled testing module with the lock module (global, keys under `prefix`, named
+ * `instanceId`) on the test server and the dashboard with `options`.
+ */
+export function compileDashboardModule(
+  prefix: string,
+  instanceId: string,
+  options: RedisLockDashboardOptions = {},
+): Promise<TestingModule> {
+  return Test.createTestingModule({
+    imports: [
+      RedisLockModule.forRoot({
+        redis: testRedisUrl(),
+        keyPrefix: prefix,
+        instanceId,
+        isGlobal: true,
+      }),
+      RedisLockDashboardModule.forRoot(options),
+    ],
+  }).compile();
+}
