@@ -9,9 +9,9 @@ import { DashboardService } from './dashboard.service';
  * A live page of the app's locks and queues, served by the app itself: held locks with their
  * owners and lines, recent lock timeouts and lost locks, queue counts with a throughput
  * sparkline, dead letters with requeue / delete, pause / resume. Needs `RedisLockModule` with
- * `isGlobal: true`. Guard classes are made by this module's injector (as for any `@UseGuards`), so
- * their dependencies must come from global modules. Mount it only behind `guards` that admit operators: it shows lock keys and
- * task payloads.
+ * `isGlobal: true`. Guard classes are made by this module's injector (as for any `@UseGuards`),
+ * so their dependencies must come from global modules. Mount it only behind `guards` that admit
+ * operators: it shows lock keys and task payloads.
  * @example
  * @Module({
  *   imports: [
