@@ -20,6 +20,8 @@ export interface LockRedisKeys {
   entries: string;
   /** Pub/sub channel on which releases are announced. */
   channel: string;
+  /** ZSET: shared (read) holder token -> expiry ms (`mode: 'shared'`). */
+  shared: string;
 }
 
 /**
@@ -84,6 +86,7 @@ function makeLockRedisKeys(prefix: string, name: string): LockRedisKeys {
     line: `${value}:line`,
     entries: `${value}:entries`,
     channel: `${value}:released`,
+    shared: `${value}:shared`,
   };
 }
 

@@ -38,7 +38,7 @@ import {
   type LockStore,
 } from './lock-store';
 import { QuorumLockStore } from './quorum-lock-store';
-import { SharedLocks, sharedKey } from './shared-locks';
+import { SharedLocks } from './shared-locks';
 import { SingleNodeLockStore } from './single-node-lock-store';
 
 /** Random bytes drawn in bulk for tokens (one system call per 256 tokens). */
@@ -365,7 +365,7 @@ export class LockService implements LockOwner, OnModuleInit, BeforeApplicationSh
     const k = lockRedisKeys(o.keyPrefix, name);
     const reply = (await this.connection.run(
       LOCK_SCRIPTS.inspect,
-      [k.value, k.fence, k.line, k.entries, sharedKey(k)],
+      [k.value, k.fence, k.line, k.entries, k.shared],
       [INSPECT_LINE_MAX],
     )) as Array<string | number | null>;
     const [value, pttl, fence, lineLength, sharedCount] = reply;

@@ -118,7 +118,7 @@ export class SharedLocks {
   async extend(k: LockRedisKeys, token: string, ttlMs: number): Promise<boolean> {
     const ok = await this.connection.run(
       LOCK_SCRIPTS.extendShared,
-      [k.value, sharedKey(k)],
+      [k.value, k.shared],
       [token, ttlMs],
     );
     return ok === 1;
@@ -145,12 +145,9 @@ export class SharedLocks {
   }
 }
 
-/** The zset of a lock's shared holders (token -> expiry). */
-export const sharedKey = (k: LockRedisKeys) => `${k.value}:shared`;
-
 /** KEYS of acquire-shared.lua and release-shared.lua. */
 function sharedKeys(k: LockRedisKeys): string[] {
-  return [k.value, k.fence, k.line, k.entries, sharedKey(k), k.channel];
+  return [k.value, k.fence, k.line, k.entries, k.shared, k.channel];
 }
 
 function holderMs(wait: number): number | undefined {

@@ -77,7 +77,7 @@ describe("LockService mode: 'shared' (read-write lock)", () => {
     });
     await waitFor(
       'readers holding',
-      async () => (await redis.zcard(`${lockRedisKeys(prefix, 'stream').value}:shared`)) >= 2,
+      async () => (await redis.zcard(lockRedisKeys(prefix, 'stream').shared)) >= 2,
     );
     writerAsked = true;
     await locks.withLock(
