@@ -110,8 +110,10 @@ export class RedisLockQueueAdapter extends BaseAdapter {
   }
 
   /**
-   * Jobs of `statuses` from `start` to `end` (inclusive) of each; with several statuses (the
-   * board's "latest" tab), the most recently enqueued of them all.
+   * Jobs of `statuses` from `start` to `end` (inclusive). With several statuses (the board's
+   * "latest" tab) they are merged, most recently enqueued first, from the first
+   * `MAX_QUEUE_BATCH` tasks of each state, and the page is cut from that merged list (so pages
+   * neither repeat nor skip a task).
    */
   async getJobs(statuses: JobStatus[], start = 0, end = start + 9): Promise<QueueJob[]> {
     const { paused } = await this.queues.stats(this.queueName);
@@ -119,12 +121,16 @@ export class RedisLockQueueAdapter extends BaseAdapter {
     const states = [
       ...new Set(statuses.map((s) => stateOfStatus(s, paused)).filter((s) => s !== undefined)),
     ];
+    const merged = states.length > 1;
+    const window = merged
+      ? { offset: 0, limit: Math.min(start + limit, MAX_QUEUE_BATCH) }
+      : { offset: start, limit };
     const pages = await Promise.all(
-      states.map((state) => this.queues.list(this.queueName, state, { offset: start, limit })),
+      states.map((state) => this.queues.list(this.queueName, state, window)),
     );
     let tasks = pages.flat();
-    if (states.length > 1) {
-      tasks = tasks.sort((a, b) => timestampOf(b) - timestampOf(a)).slice(0, limit);
+    if (merged) {
+      tasks = tasks.sort((a, b) => timestampOf(b) - timestampOf(a)).slice(start, start + limit);
     }
     return tasks.map((task) => new BullBoardJob(this.queues, task, paused));
   }
@@ -202,7 +208,10 @@ export class RedisLockQueueAdapter extends BaseAdapter {
     return [];
   }
 
-  /** Answers 405: the queue keeps no throughput history (see docs/observability.md). */
+  /**
+   * Answers 405: the queue keeps no throughput history of its own (the dashboard module keeps
+   * per-second counters only while it is loaded; see docs/observability.md for the metrics).
+   */
   async getMetrics(): Promise<QueueMetrics> {
     throw new BullBoardActionError('metrics', 'use the OpenTelemetry instruments');
   }

@@ -107,6 +107,19 @@ describe('RedisLockQueueAdapter in bull-board (@bull-board/nestjs, Express)', ()
       'w1',
       'w2',
     ]);
+    // bull-board asks for one page of "latest"; a caller paging through it directly (start > 0)
+    // gets pages of the merged list that neither repeat nor skip a task.
+    const adapter = new RedisLockQueueAdapter(queues, 'states');
+    const statuses = ['active', 'waiting', 'delayed', 'failed'] as const;
+    const paged: string[] = [];
+    for (const start of [0, 3, 6]) {
+      paged.push(
+        ...(await adapter.getJobs([...statuses], start, start + 2)).map((j) =>
+          String(j.toJSON().id),
+        ),
+      );
+    }
+    expect(paged.sort()).toEqual(q.jobs.map((j) => j.id).sort());
     expect(q.isPaused).toBe(false);
 
     const byStatus = async (status: string) => (await board('states', status)).jobs;
