@@ -4,13 +4,16 @@ import type { QueueService } from '../queue/queue.service';
 /** A queue's task counts and how long its oldest ready task has been due. */
 export interface QueueBacklog {
   stats: QueueStats;
-  /** Since when the oldest ready task has been due, in ms (`0` with no ready task). */
+  /**
+   * How long the first ready task (in claim order) has been due, in ms (`0` with no ready task).
+   * Without priorities or groups that is the oldest ready task; with them, the next one to run.
+   */
   oldestReadyMs: number;
 }
 
 /**
- * Reads the backlog of `queue`: its stats and, when tasks are ready, the oldest one (two bounded
- * round trips at most). Used by the health indicator and the queue gauges.
+ * Reads the backlog of `queue`: its stats and, when tasks are ready, the first one in claim order
+ * (two bounded round trips at most). Used by the health indicator and the queue gauges.
  */
 export async function queueBacklog(queues: QueueService, queue: string): Promise<QueueBacklog> {
   const stats = await queues.stats(queue);

@@ -38,7 +38,7 @@ export function coalesceWrites(client: Redis | Cluster): void {
   if (count === undefined) {
     // A command with nothing else in flight is not part of a burst (a serial caller): it leaves
     // at once; the commands that follow it in this tick are held.
-    if ((client as Redis).commandQueue.length === 0) return;
+    if (((client as Redis).commandQueue?.length ?? 0) === 0) return;
     stream.cork();
     process.nextTick(release, stream);
     held.set(stream, 1);

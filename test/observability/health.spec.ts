@@ -35,6 +35,14 @@ class HealthController {
       () => this.redisLock.isHealthy('jobs', { queues: ['jobs'], minWorkers: 1, maxDead: 0 }),
     ]);
   }
+
+  @Get('health/backlog')
+  @HealthCheck()
+  backlog() {
+    return this.health.check([
+      () => this.redisLock.isHealthy('backlog', { queues: ['backlog'], maxOldestReadyMs: 50 }),
+    ]);
+  }
 }
 
 async function httpApp(options: RedisLockModuleOptions): Promise<INestApplication> {
@@ -105,6 +113,22 @@ describe('RedisLockHealthIndicator over HTTP (@nestjs/terminus)', () => {
     expect(res.status).toBe(503);
     expect(res.body.error.jobs.message).toBe('jobs: 1 dead > 0');
     await worker.close();
+  });
+
+  it('is down when a queue has a ready task due for longer than maxOldestReadyMs', async () => {
+    expect(await status('/health/backlog')).toBe(200);
+    const queues = app.get(QueueService);
+    await queues.enqueue('backlog', 'waiting');
+    // Nobody works the queue: the task is due from now on, and down once it waited 50 ms.
+    await waitFor(
+      'the backlog check to fail',
+      async () => (await status('/health/backlog')) === 503,
+    );
+    const res = await request(app.getHttpServer()).get('/health/backlog');
+    expect(res.body.error.backlog.message).toMatch(/^backlog: oldest ready \d+ ms > 50 ms$/);
+    expect(res.body.error.backlog.queues.backlog).toMatchObject({ ready: 1, workers: 0 });
+    await queues.remove('backlog', 'waiting');
+    expect(await status('/health/backlog')).toBe(200);
   });
 });
 

@@ -80,9 +80,11 @@ export class RedisLockHealthIndicator {
       const subscriber = (await this.connection.hub.ping(ms)) ? 'up' : 'idle';
       const problems: string[] = [];
       const queues: Record<string, unknown> = {};
-      for (const queue of o.queues ?? []) {
+      const names = o.queues ?? [];
+      const backlogs = await Promise.all(names.map((queue) => queueBacklog(this.queues, queue)));
+      for (const [i, queue] of names.entries()) {
         const workers = this.queues.workerCount(queue);
-        const { stats, oldestReadyMs } = await queueBacklog(this.queues, queue);
+        const { stats, oldestReadyMs } = backlogs[i];
         queues[queue] = { workers, ready: stats.ready, dead: stats.dead, oldestReadyMs };
         if (workers < minWorkers) problems.push(`${queue}: ${workers} workers < ${minWorkers}`);
         if (o.maxDead !== undefined && stats.dead > o.maxDead) {
