@@ -2,7 +2,7 @@ import { hasHashTag, taggedKey } from '../redis/tagged-key';
 
 /** LIST of the recent lock timeouts and lost locks, shared by every instance of the app. */
 export function recentEventsKey(prefix: string): string {
-  return `${prefix}dashboard:{recent}`;
+  return taggedKey(prefix, 'dashboard', 'recent');
 }
 
 /** HASH second -> tasks completed, under the queue's hash tag (so in the queue's Cluster slot). */

@@ -136,12 +136,17 @@ export class DashboardService {
     const items: DashboardLock[] = [];
     for (const lock of inspected) {
       if (!lock.held) continue;
-      const id = `${lock.key}\0${lock.owner ?? ''}\0${lock.fence ?? ''}`;
+      // A read lock has shared holders instead of one owner.
+      const owner =
+        lock.owner ??
+        (lock.sharedHolders &&
+          `shared: ${lock.sharedHolders.map((h) => h.owner ?? '?').join(', ')}`);
+      const id = `${lock.key}\0${owner ?? ''}\0${lock.fence ?? ''}`;
       const since = this.seen.get(id) ?? now;
       seen.set(id, since);
       items.push({
         key: lock.key,
-        owner: lock.owner,
+        owner,
         ttlMs: lock.ttlMs,
         fence: lock.fence,
         seenSince: since,
@@ -149,9 +154,11 @@ export class DashboardService {
         lineLength: lock.lineLength,
       });
     }
-    // Only when listing all: a search must not forget the locks it did not show.
-    if (!search) this.seen = seen;
-    else for (const [id, since] of seen) this.seen.set(id, since);
+    // A search replaces only what it covers: the locks whose key matches it.
+    for (const id of this.seen.keys()) {
+      if (id.slice(0, id.indexOf('\0')).includes(search) && !seen.has(id)) this.seen.delete(id);
+    }
+    for (const [id, since] of seen) this.seen.set(id, since);
     return { items, truncated: scan.truncated || names.length > shown.length };
   }
 

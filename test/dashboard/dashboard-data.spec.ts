@@ -129,6 +129,27 @@ describe('DashboardService', () => {
     expect((await dashboard.heldLocks('')).items).toEqual([]);
   });
 
+  it('names the holders of a read lock, and keeps "seen since" of locks a search did not cover', async () => {
+    const prefix = uniquePrefix('dash-shared');
+    const ctx = await start(prefix);
+    const locks = ctx.get(LockService);
+    const dashboard = ctx.get(DashboardService);
+    const readers = await Promise.all([1, 2].map(() => locks.acquire('doc', { mode: 'shared' })));
+    const writer = await locks.acquire('other');
+    const first = await dashboard.heldLocks('');
+    expect(first.items.map((l) => [l.key, l.owner])).toEqual([
+      ['doc', 'shared: data-app, data-app'],
+      ['other', 'data-app'],
+    ]);
+    // A search for 'doc' leaves 'other' as it was first seen.
+    await dashboard.heldLocks('doc');
+    const again = await dashboard.heldLocks('');
+    expect(again.items.find((l) => l.key === 'other')!.seenSince).toBe(
+      first.items.find((l) => l.key === 'other')!.seenSince,
+    );
+    await Promise.all([...readers, writer].map((l) => l.release()));
+  });
+
   it('stops its key scan at maxScanKeys and says so', async () => {
     const prefix = uniquePrefix('dash-scan');
     const ctx = await start(prefix, { maxScanKeys: 100 });
