@@ -32,18 +32,25 @@ const QUEUE_REMEMBERED_MS = 10 * 60_000;
 
 /** One held lock as the page shows it. */
 export interface DashboardLock {
+  /** The lock name (without the key prefix). */
   key: string;
+  /** The holder's `instanceId`; `shared: <ids>` for a read lock; absent when unknown. */
   owner?: string;
+  /** The holder's remaining TTL in ms. */
   ttlMs?: number;
+  /** The lock's fence counter (the latest fenced acquisition's fence). */
   fence?: number;
   /** When this dashboard instance first saw the lock held by this owner (epoch ms). */
   seenSince: number;
+  /** Waiting instances in order (as `LockService.inspect`'s `line`). */
   line: readonly LockLineEntry[];
+  /** Members of the line, live or lapsed. */
   lineLength: number;
 }
 
 /** One queue as the page shows it. */
 export interface DashboardQueue extends QueueStats {
+  /** The queue name. */
   name: string;
   /** Workers of this instance on the queue. */
   workersHere: number;
@@ -55,22 +62,38 @@ export interface DashboardQueue extends QueueStats {
 
 /** A lock timeout or lost lock recorded by any instance. */
 export interface DashboardLockEvent {
+  /** When it was recorded (epoch ms). */
   at: number;
+  /** `timeout`: an acquisition gave up; `lost`: a held lock was found lost. */
   kind: 'timeout' | 'lost';
+  /** The lock names. */
   keys: string[];
+  /** The event's `reason` (`timeout` / `aborted`; `taken` / `expired` / `unreachable`). */
   reason: string;
+  /** The `instanceId` of the instance where it happened. */
   instance: string;
+  /** How long the acquisition waited (timeouts only). */
   waitedMs?: number;
 }
 
 /** What the page polls every second. */
 export interface DashboardOverview {
+  /** The `instanceId` of the instance that answered. */
   instanceId: string;
+  /** Whether the mutation endpoints are refused (`readOnly` option). */
   readOnly: boolean;
+  /** The answering instance's clock (epoch ms), to date the other fields. */
   now: number;
+  /**
+   * Held locks; `truncated` when the scan or `maxLocks` cut the list; `unavailable` says why
+   * none can be listed.
+   */
   locks: { items: DashboardLock[]; truncated: boolean; unavailable?: string };
+  /** Recent lock timeouts and lost locks of every instance, newest first. */
   recent: DashboardLockEvent[];
+  /** The queues shown. */
   queues: DashboardQueue[];
+  /** Whether the queue scan was cut short (`maxScanKeys`). */
   queuesTruncated: boolean;
 }
 

@@ -31,12 +31,23 @@ describe('RedisLockQueueAdapter', () => {
     expect(new RedisLockQueueAdapter(queues, typed, { prefix: 'eu:' }).getName()).toBe('eu:typed');
   });
 
+  it('shows the displayName and description it is given', () => {
+    const adapter = new RedisLockQueueAdapter(queues, 'orders', {
+      displayName: 'Orders',
+      description: 'paid orders to fulfil',
+    });
+    expect(adapter.getDisplayName()).toBe('Orders');
+    expect(adapter.getDescription()).toBe('paid orders to fulfil');
+  });
+
   it.each([
     [{ readOnly: true }, 'options.readOnly'],
     [{ readOnlyMode: 'yes' }, 'readOnlyMode'],
     [{ allowRetries: 1 }, 'allowRetries'],
     [{ prefix: 42 }, 'prefix'],
     [{ delimiter: null }, 'delimiter'],
+    [{ displayName: 1 }, 'displayName'],
+    [{ description: false }, 'description'],
     ['read-only', 'options'],
   ])('rejects the options %p naming %s', (options, option) => {
     const create = () => new RedisLockQueueAdapter(queues, 'q', options as never);
