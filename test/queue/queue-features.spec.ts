@@ -18,6 +18,7 @@ import {
   waitFor,
   queueStats,
 } from '../support/helpers';
+import { queueRedisKeys } from '../../lib/queue/queue-keys';
 
 describe('QueueService features', () => {
   const prefix = uniquePrefix('queue-features');
@@ -59,6 +60,20 @@ describe('QueueService features', () => {
   });
 
   describe('groups', () => {
+    it('a group limiter leases at most max tasks of a group per window, and its windows expire from Redis', async () => {
+      const q = fresh();
+      await queues.enqueue(q, ['a1', 'a2', 'a3'], { group: 'a' });
+      await queues.enqueue(q, ['b1'], { group: 'b' });
+      const limited = { groupConcurrency: 10, groupLimiter: { max: 2, durationMs: 60_000 } };
+      const leased = await queues.claim(q, 10, limited);
+      expect(ids(leased).sort()).toEqual(['a1', 'a2', 'b1']);
+      expect(await queues.claim(q, 10, limited)).toEqual([]);
+      // The windows' hash lives no longer than its latest window, whoever claims next.
+      const pttl = await redis.pttl(queueRedisKeys(prefix, q).glimit);
+      expect(pttl).toBeGreaterThan(0);
+      expect(pttl).toBeLessThanOrEqual(60_000);
+    });
+
     it('retries a failed task before the later tasks of its group (the group waits for it)', async () => {
       const q = fresh();
       const runs: string[] = [];

@@ -291,6 +291,11 @@ local function leaseFromGroup()
       return true
     end
     redis.call('HSET', KEYS[16], g, wEnd .. '|' .. (used + 1))
+    -- Every window ends within groupLimiterMs of its write: the hash goes once all have ended
+    -- (also when no claimer with a group limiter comes back to clean it).
+    if redis.call('PTTL', KEYS[16]) < groupLimiterMs then
+      redis.call('PEXPIRE', KEYS[16], groupLimiterMs)
+    end
     if used + 1 >= groupLimiterMax then
       redis.call('ZADD', KEYS[15], wEnd, g)
       full = true
