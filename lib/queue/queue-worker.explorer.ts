@@ -57,14 +57,14 @@ export class QueueWorkerExplorer implements OnApplicationBootstrap {
     done.add(method);
     this.started.set(instance, done);
     for (const { queue, options } of registrations) {
+      const handler = instance[method] as (t: LeasedTask, s?: AbortSignal) => unknown;
+      // The same arity as the method: a method declared without `signal` gets none (see
+      // `process`), which saves creating one per task.
       this.queues.process(
         queue,
-        (task: LeasedTask, signal: AbortSignal) =>
-          (instance[method] as (t: LeasedTask, s: AbortSignal) => unknown).call(
-            instance,
-            task,
-            signal,
-          ),
+        handler.length === 1
+          ? (task: LeasedTask) => handler.call(instance, task)
+          : (task: LeasedTask, signal: AbortSignal) => handler.call(instance, task, signal),
         options,
       );
     }

@@ -156,7 +156,7 @@ describe('QueueService workers', () => {
     it('renews the lease while a handler outlives leaseMs, so no other worker runs the task', async () => {
       const q = fresh();
       const runs: string[] = [];
-      // Renewed every third of the lease: 600 ms leaves a renewal ~400 ms to be late.
+      // Extended while at least half of the lease is left (the worker looks every third).
       const options = { leaseMs: 600, concurrency: 2 };
       const slow = async (task: LeasedTask) => {
         runs.push(task.id);
@@ -167,6 +167,41 @@ describe('QueueService workers', () => {
       await waitFor('done', async () => runs.length > 0 && (await queues.stats(q)).leased === 0);
       expect(runs).toEqual(['long']);
       await Promise.all(workers.map((w) => w.close()));
+    });
+
+    it('gives each task a signal of its own, except to a handler declared with one parameter', async () => {
+      const seen = new Map<string, unknown[]>();
+      const record = (kind: string, signal: unknown) =>
+        seen.set(kind, [...(seen.get(kind) ?? []), signal]);
+      /* eslint-disable prefer-rest-params -- what a handler without the parameter is passed */
+      const handlers: Record<string, (task: LeasedTask, signal: AbortSignal) => void> = {
+        none: function () {
+          record('none', arguments[1]);
+        },
+        one: function (_task: LeasedTask) {
+          record('one', arguments[1]);
+        },
+        two: (_task, signal) => record('two', signal),
+        rest: (...args: unknown[]) => record('rest', args[1]),
+      };
+      /* eslint-enable prefer-rest-params */
+      const workers = Object.entries(handlers).map(([kind, handler]) => {
+        const q = `${fresh()}-${kind}`;
+        void queues.enqueue(q, ['a', 'b']);
+        return queues.process(q, handler, { concurrency: 2 });
+      });
+      await waitFor(
+        'every task',
+        () => [...seen.values()].every((s) => s.length === 2) && seen.size === 4,
+      );
+      await Promise.all(workers.map((w) => w.close()));
+      expect(seen.get('one')).toEqual([undefined, undefined]);
+      for (const kind of ['none', 'two', 'rest']) {
+        const [first, second] = seen.get(kind)!;
+        expect(first).toBeInstanceOf(AbortSignal);
+        expect(second).toBeInstanceOf(AbortSignal);
+        expect(first).not.toBe(second);
+      }
     });
 
     it('aborts the handler signal with a QueueError when the lease is lost', async () => {
@@ -254,15 +289,21 @@ describe('QueueService workers', () => {
         readonly seen: string[] = [];
         readonly other: string[] = [];
 
+        readonly signals: unknown[] = [];
+
         @QueueWorker(q, { concurrency: 2 })
         async create(task: LeasedTask<{ sku: string }>) {
           this.seen.push(`${task.id}:${task.payload!.sku}`);
+          // Declared without `signal`: the worker creates none (see process).
+          // eslint-disable-next-line prefer-rest-params
+          this.signals.push(arguments[1]);
         }
 
         @QueueWorker(`${q}-a`)
         @QueueWorker(`${q}-b`)
-        async both(task: LeasedTask) {
+        async both(task: LeasedTask, signal: AbortSignal) {
           this.other.push(`${task.queue}/${task.id}`);
+          this.signals.push(signal);
         }
 
         notAWorker() {
@@ -286,6 +327,8 @@ describe('QueueService workers', () => {
         );
         expect(worker.seen.sort()).toEqual(['1:phone', '2:phone']);
         expect(worker.other.sort()).toEqual([`${q}-a/x`, `${q}-b/y`]);
+        expect(worker.signals.filter((s) => s === undefined)).toHaveLength(2);
+        expect(worker.signals.filter((s) => s instanceof AbortSignal)).toHaveLength(2);
       } finally {
         await decorated.close();
       }

@@ -103,8 +103,9 @@ export interface QueueWorkerOptions {
    */
   concurrency?: number;
   /**
-   * Lease of each task, in ms; renewed every `leaseMs / 3` while the handler runs, so it only
-   * bounds how long a crashed worker's task waits before another worker gets it.
+   * Lease of each task, in ms. While the handler runs it is extended before half of it has
+   * passed, so it only bounds how long a crashed worker's task waits before another worker gets
+   * it.
    * @default 30000
    */
   leaseMs?: number;
@@ -168,7 +169,9 @@ export interface QueueWorkerOptions {
 /**
  * Runs one task. Resolve to ack it; throw (or reject) to retry it with backoff. `signal` aborts
  * when the lease is lost or when shutdown gave the task back; the task will then run again, so
- * stop early if you can.
+ * stop early if you can. A handler declared with exactly one parameter, `(task) => ...`, is
+ * passed no signal (`undefined`): creating one per task costs more CPU than the rest of a task's
+ * bookkeeping. Handlers with no parameters or rest parameters `(...args)` get one.
  */
 export type QueueHandler<P = unknown> = (
   task: LeasedTask<P>,
