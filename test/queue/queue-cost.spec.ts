@@ -88,7 +88,11 @@ describe('QueueService: what enqueue and a worker step cost (dedicated redis-ser
 
   it('settles a batch of acks and leases as many with a few commands per key, not per task', async () => {
     const q = 'worker-step';
-    await queues.enqueue(q, Array.from({ length: 20 }, (_, n) => `t${n}`), { payload: 1 });
+    await queues.enqueue(
+      q,
+      Array.from({ length: 20 }, (_, n) => `t${n}`),
+      { payload: 1 },
+    );
     const gates = [deferred(), deferred()];
     const started: string[] = [];
     const worker = queues.process(
@@ -123,4 +127,3 @@ describe('QueueService: what enqueue and a worker step cost (dedicated redis-ser
     });
   });
 });
-

@@ -65,13 +65,33 @@ local groupLimiterMax = tonumber(ARGV[9])
 local groupLimiterMs = tonumber(ARGV[10])
 local PRIO_BASE = 2199023255552 -- 2^41: sequence numbers below it
 
--- 'enqueuedAt|dueAt|priority|seq|group' -> its parts; a plain 'enqueuedAt' -> nil
-local function meta(id)
-  local v = redis.call('HGET', KEYS[8], id)
+-- Variadic commands and reads take many ids per call (one call per key, not one per task), in
+-- chunks: unpack has a limit.
+local CHUNK = 1000
+local function variadic(command, key, items)
+  for i = 1, #items, CHUNK do
+    redis.call(command, key, unpack(items, i, math.min(i + CHUNK - 1, #items)))
+  end
+end
+local function hmget(key, ids)
+  local out = {}
+  for i = 1, #ids, CHUNK do
+    for _, v in ipairs(redis.call('HMGET', key, unpack(ids, i, math.min(i + CHUNK - 1, #ids)))) do
+      out[#out + 1] = v
+    end
+  end
+  return out
+end
+
+-- An info value 'enqueuedAt|dueAt|priority|seq|group' -> its parts; a plain 'enqueuedAt' -> nil
+local function parseMeta(v)
   if not v then return nil end
   local e, d, p, s, g = string.match(v, '^(%d+)|(%d+)|(-?%d+)|(%d+)|(.*)$')
   if not e then return nil end
   return {enq = e, due = tonumber(d), prio = tonumber(p), seq = tonumber(s), group = g}
+end
+local function meta(id)
+  return parseMeta(redis.call('HGET', KEYS[8], id))
 end
 
 local function groupMember(m, id)
@@ -142,48 +162,68 @@ local function bury(id)
   end
 end
 
--- 1. Settle the caller's finished tasks.
+-- 1. Settle the caller's finished tasks: one read of their lease tokens; acks in a few variadic
+-- calls for the whole batch; nacks and releases one by one (they are rare).
 local settles = (#ARGV - 14) / 6
 if count > 0 then freedGroups = {} end
 local result = {now, now, settles}
 local freedSlot = false
-for i = 0, settles - 1 do
-  local at = 15 + i * 6
-  local kind, id = ARGV[at], ARGV[at + 1]
-  local settled = 0
-  if redis.call('HGET', KEYS[5], id) == ARGV[at + 2] then
-    redis.call('ZREM', KEYS[2], id)
-    redis.call('HDEL', KEYS[5], id)
-    settled = 1
-    freedSlot = true
-    if kind == 'ack' then
-      local m = meta(id)
-      if m and m.group ~= '' then groupSlotFreed(m.group) end
-      redis.call('HDEL', KEYS[3], id)
-      redis.call('HDEL', KEYS[4], id)
-      redis.call('HDEL', KEYS[8], id)
-      -- Only a failed attempt leaves an error: a first attempt has none.
-      if ARGV[at + 3] ~= '1' then redis.call('HDEL', KEYS[9], id) end
-      local keepMs = tonumber(ARGV[13])
-      if keepMs > 0 then
-        redis.call('ZADD', KEYS[19], now + keepMs, id)
-        redis.call('ZREMRANGEBYSCORE', KEYS[19], '-inf', now)
-        redis.call('ZREMRANGEBYRANK', KEYS[19], 0, -tonumber(ARGV[14]) - 1)
-      end
-    elseif kind == 'nack' then
-      if ARGV[at + 5] ~= '' then redis.call('HSET', KEYS[9], id, ARGV[at + 5]) end
-      if tonumber(redis.call('HGET', KEYS[4], id) or '0') >= maxAttempts then
-        bury(id)
-        settled = 2
+if settles > 0 then
+  local ids = {}
+  for i = 0, settles - 1 do ids[i + 1] = ARGV[16 + i * 6] end
+  local tokens = hmget(KEYS[5], ids)
+  local valid, acked, failedBefore, seen = {}, {}, {}, {}
+  for i = 0, settles - 1 do
+    local at = 15 + i * 6
+    local kind, id = ARGV[at], ARGV[at + 1]
+    local settled = 0
+    if tokens[i + 1] == ARGV[at + 2] and not seen[id] then
+      seen[id] = true
+      valid[#valid + 1] = id
+      settled = 1
+      freedSlot = true
+      if kind == 'ack' then
+        acked[#acked + 1] = id
+        -- Only a failed attempt leaves an error: a first attempt has none.
+        if ARGV[at + 3] ~= '1' then failedBefore[#failedBefore + 1] = id end
+      elseif kind == 'nack' then
+        if ARGV[at + 5] ~= '' then redis.call('HSET', KEYS[9], id, ARGV[at + 5]) end
+        if tonumber(redis.call('HGET', KEYS[4], id) or '0') >= maxAttempts then
+          bury(id)
+          settled = 2
+        else
+          requeue(id, now + tonumber(ARGV[at + 4]))
+        end
       else
-        requeue(id, now + tonumber(ARGV[at + 4]))
+        if redis.call('HINCRBY', KEYS[4], id, -1) <= 0 then redis.call('HDEL', KEYS[4], id) end
+        requeue(id, now)
       end
-    else
-      if redis.call('HINCRBY', KEYS[4], id, -1) <= 0 then redis.call('HDEL', KEYS[4], id) end
-      requeue(id, now)
+    end
+    result[#result + 1] = settled
+  end
+  if #valid > 0 then
+    variadic('ZREM', KEYS[2], valid)
+    variadic('HDEL', KEYS[5], valid)
+  end
+  if #acked > 0 then
+    for _, v in ipairs(hmget(KEYS[8], acked)) do
+      local m = parseMeta(v)
+      if m and m.group ~= '' then groupSlotFreed(m.group) end
+    end
+    for _, k in ipairs({KEYS[3], KEYS[4], KEYS[8]}) do variadic('HDEL', k, acked) end
+    if #failedBefore > 0 then variadic('HDEL', KEYS[9], failedBefore) end
+    local keepMs = tonumber(ARGV[13])
+    if keepMs > 0 then
+      local kept = {}
+      for _, id in ipairs(acked) do
+        kept[#kept + 1] = now + keepMs
+        kept[#kept + 1] = id
+      end
+      variadic('ZADD', KEYS[19], kept)
+      redis.call('ZREMRANGEBYSCORE', KEYS[19], '-inf', now)
+      redis.call('ZREMRANGEBYRANK', KEYS[19], 0, -tonumber(ARGV[14]) - 1)
     end
   end
-  result[#result + 1] = settled
 end
 
 local settleFreed = freedGroups
@@ -250,21 +290,38 @@ if n > 0 and limiterMax > 0 then
   end
 end
 
--- 5. Lease.
+-- 5. Lease: the tasks are chosen first, then leased together in a few variadic calls.
 local taken = 0
+local chosen, scores = {}, {}
 local function lease(id, score)
   taken = taken + 1
-  local token = ARGV[4] .. ':' .. taken
-  redis.call('ZADD', KEYS[2], now + leaseMs, id)
-  redis.call('HSET', KEYS[5], id, token)
-  local info = redis.call('HGET', KEYS[8], id)
-  result[#result + 1] = id
-  result[#result + 1] = score
-  result[#result + 1] = redis.call('HINCRBY', KEYS[4], id, 1)
-  result[#result + 1] = token
-  result[#result + 1] = redis.call('HGET', KEYS[3], id)
-  result[#result + 1] = info and string.match(info, '^%d+') or false
-  if limiterMax > 0 then redis.call('ZADD', KEYS[17], now, token) end
+  chosen[taken] = id
+  scores[taken] = score
+end
+local function leaseChosen()
+  if taken == 0 then return end
+  local leases, tokens, limits = {}, {}, {}
+  for i, id in ipairs(chosen) do
+    local token = ARGV[4] .. ':' .. i
+    leases[#leases + 1] = now + leaseMs
+    leases[#leases + 1] = id
+    tokens[#tokens + 1] = id
+    tokens[#tokens + 1] = token
+    limits[#limits + 1] = now
+    limits[#limits + 1] = token
+  end
+  variadic('ZADD', KEYS[2], leases)
+  variadic('HSET', KEYS[5], tokens)
+  if limiterMax > 0 then variadic('ZADD', KEYS[17], limits) end
+  local infos, payloads = hmget(KEYS[8], chosen), hmget(KEYS[3], chosen)
+  for i, id in ipairs(chosen) do
+    result[#result + 1] = id
+    result[#result + 1] = scores[i]
+    result[#result + 1] = redis.call('HINCRBY', KEYS[4], id, 1)
+    result[#result + 1] = tokens[i * 2]
+    result[#result + 1] = payloads[i]
+    result[#result + 1] = infos[i] and string.match(infos[i], '^%d+') or false
+  end
 end
 
 -- Takes the next task of the group at the head of the ring; false when the ring is empty.
@@ -320,10 +377,8 @@ if n > 0 then
   if not special then
     -- Only ungrouped tasks without priority: one range read.
     local ready = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, n)
-    for i = 1, #ready, 2 do
-      redis.call('ZREM', KEYS[1], ready[i])
-      lease(ready[i], ready[i + 1])
-    end
+    for i = 1, #ready, 2 do lease(ready[i], ready[i + 1]) end
+    variadic('ZREM', KEYS[1], chosen)
   else
     local groupTurn = true
     local ringEmpty = false
@@ -349,6 +404,7 @@ if n > 0 then
       end
     end
   end
+  leaseChosen()
   if limiterMax > 0 then redis.call('PEXPIRE', KEYS[17], limiterMs) end
 end
 
