@@ -46,7 +46,7 @@ export class BullmqAdapter implements QueueAdapter {
 
   drain(queue: string, count: number, concurrency: number, limiter?: Limit): Promise<StopConsumer> {
     const done = countdown(count);
-    const worker = new Worker(queue, async () => done.tick(), {
+    const worker = new Worker(queue, async (job) => done.tick(job.id!), {
       connection: this.connection,
       concurrency,
       ...(limiter ? { limiter: { max: limiter.max, duration: limiter.durationMs } } : {}),

@@ -68,7 +68,7 @@ export class OursQueueAdapter implements QueueAdapter {
   drain(queue: string, count: number, concurrency: number, limiter?: Limit): Promise<StopConsumer> {
     const done = countdown(count);
     if (this.mode === 'leased') {
-      const worker = this.queues.process(queue, async () => done.tick(), {
+      const worker = this.queues.process(queue, async (task) => done.tick(task.id), {
         concurrency,
         ...(limiter ? { limiter } : {}),
       });
@@ -81,7 +81,7 @@ export class OursQueueAdapter implements QueueAdapter {
           const tasks = await this.queues.pop(queue, 1);
           if (tasks.length === 0) return;
           popped += tasks.length;
-          tasks.forEach(() => done.tick());
+          tasks.forEach((task) => done.tick(task.id));
         }
       }),
     ).then(() => {

@@ -46,29 +46,35 @@ export const FILL_BATCH = 500;
 export const DRAIN_TIMEOUT_MS = 300_000;
 
 /**
- * Resolves once `counter()` has been called `count` times; rejects after `DRAIN_TIMEOUT_MS`.
+ * Resolves once `tick` has been called with `count` distinct job ids (a job run twice counts
+ * once, so a duplicate cannot inflate a rate); rejects after `DRAIN_TIMEOUT_MS`.
  * @example
- * const done = countdown(10_000); worker = start(async () => done.tick());
+ * const done = countdown(10_000); worker = start(async (job) => done.tick(job.id));
  * await done.finished;
  */
-export function countdown(count: number): { tick(): void; finished: Promise<void> } {
-  let left = count;
-  let tick = () => undefined as void;
+export function countdown(count: number): { tick(id: string): void; finished: Promise<void> } {
+  const seen = new Set<string>();
+  let tick = (id: string) => void seen.add(id);
   const finished = new Promise<void>((resolve, reject) => {
     const timer = setTimeout(
-      () => reject(new Error(`${left} of ${count} jobs not handled within ${DRAIN_TIMEOUT_MS} ms`)),
+      () =>
+        reject(
+          new Error(
+            `${count - seen.size} of ${count} jobs not handled within ${DRAIN_TIMEOUT_MS} ms`,
+          ),
+        ),
       DRAIN_TIMEOUT_MS,
     );
     // A drain that failed otherwise must not keep the process alive.
     timer.unref();
-    tick = () => {
-      if (--left === 0) {
+    tick = (id) => {
+      if (seen.add(id).size === count) {
         clearTimeout(timer);
         resolve();
       }
     };
   });
-  return { tick: () => tick(), finished };
+  return { tick: (id) => tick(id), finished };
 }
 
 /**
