@@ -13,7 +13,7 @@ import { benchKey, type Metrics, type Shape, type ShapeContext } from './shape';
  * `redisCpuUsPerPair` (the redis-server); with `probeRoundTrip`, also `roundTripMs`: the mean
  * ioredis `PING` round trip measured right before the window.
  */
-async function measurePairs(
+export async function measurePairs(
   shape: string,
   loops: number,
   library: LockLibrary,

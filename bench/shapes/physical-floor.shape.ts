@@ -6,8 +6,9 @@ import { percentile } from '../support/bench-stats';
 import { monotonicMs } from '../support/monotonic-clock';
 import { uncountedClient } from '../support/request-counter';
 import { awaitedLatencies } from '../support/round-trip-probe';
-import type { LockAdapter } from '../adapters/lock-adapter';
+import type { LockAdapter, LockLibrary } from '../adapters/lock-adapter';
 import { runContended } from './contended.child';
+import { measurePairs } from './lock-throughput.shape';
 import type { Metrics, Shape, ShapeContext } from './shape';
 
 const run = promisify(execFile);
@@ -155,12 +156,44 @@ const sectionCeiling: FloorProbe = {
   },
 };
 
+/**
+ * The ceiling of the serial shape: a "lock" that is only `SET key x NX PX` and `DEL key` on one
+ * ioredis client, with no token, no check that the key is still ours, no fence, no timer, run
+ * by the serial shape's own loop. A lock whose acquire and release each wait for their reply
+ * makes these two round trips at least, so none can run more pairs per second than this.
+ * Metrics: `pairsPerSec` (and the serial shape's other metrics).
+ */
+const bareSetDel: LockLibrary = {
+  id: 'serial-ceiling',
+  label: 'SET NX PX + DEL, no lock logic',
+  ours: false,
+  async create(url) {
+    const client = new Redis(url);
+    await client.ping();
+    return {
+      acquire: async (key) => {
+        await client.set(key, 'x', 'PX', 30_000, 'NX');
+        return key;
+      },
+      release: async (key) => void (await client.del(key as string)),
+      close: async () => void (await client.quit()),
+    };
+  },
+};
+
+const serialCeiling: FloorProbe = {
+  id: bareSetDel.id,
+  label: 'serial pair, one client, SET NX PX + DEL (pairs/s ceiling)',
+  measure: (ctx) => measurePairs('serial-ceiling', 1, bareSetDel, ctx, false),
+};
+
 /** Every floor probe, in table order. */
 export const FLOOR_PROBES: readonly FloorProbe[] = [
   redisBenchmark,
   ioredisRoundTrip,
   pubSubDelivery,
   sectionCeiling,
+  serialCeiling,
 ];
 
 /** Shape 5: the physical floor, one round trip, measured in the same run on the same server. */

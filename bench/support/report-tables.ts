@@ -159,6 +159,7 @@ export function reportTables(
         { metric: 'requestsPerSec', header: 'round trips/s', digits: 0 },
         ...latencyColumns('', 3, { max: false }),
         { metric: 'sectionsPerSec', header: 'sections/s', digits: 0 },
+        { metric: 'pairsPerSec', header: 'pairs/s', digits: 0 },
       ],
     },
     {
