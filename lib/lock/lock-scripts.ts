@@ -1,16 +1,17 @@
 import { join } from 'node:path';
+import { FENCE_COUNTER_PRELUDE } from '../fencing/fenced-scripts';
 import { LuaScript } from '../redis/lua-script';
 
 const file = (name: string) => join(__dirname, 'scripts', `${name}.lua`);
 
 /** The lock's Lua scripts, read once per process. */
 export const LOCK_SCRIPTS = {
-  acquire: new LuaScript('lock acquire', file('acquire')),
-  release: new LuaScript('lock release', file('release')),
+  acquire: new LuaScript('lock acquire', file('acquire'), FENCE_COUNTER_PRELUDE),
+  release: new LuaScript('lock release', file('release'), FENCE_COUNTER_PRELUDE),
   extend: new LuaScript('lock extend', file('extend')),
   extendOrRelock: new LuaScript('lock extend-or-relock', file('extend-or-relock')),
   leaveLine: new LuaScript('lock leave-line', file('leave-line')),
-  handoff: new LuaScript('lock handoff', file('handoff')),
+  handoff: new LuaScript('lock handoff', file('handoff'), FENCE_COUNTER_PRELUDE),
   renew: new LuaScript('lock renew', file('renew')),
   acquireShared: new LuaScript(
     'lock acquire-shared',
@@ -20,6 +21,7 @@ export const LOCK_SCRIPTS = {
   releaseShared: new LuaScript(
     'lock release-shared',
     file('release-shared'),
+    FENCE_COUNTER_PRELUDE,
     file('shared-common'),
   ),
   extendShared: new LuaScript('lock extend-shared', file('extend-shared')),

@@ -13,16 +13,15 @@ export class LuaScript {
 
   /**
    * @param file absolute path of the `.lua` file
-   * @param prelude absolute path of a `.lua` file of helpers the script shares with others of its
-   *   capability, put before it (one EVAL body; see lib/semaphore/scripts/common.lua)
+   * @param preludes absolute paths of `.lua` files of helpers the script shares with others, put
+   *   before it in this order (one EVAL body; see lib/fencing/scripts/fence-counter.lua)
    */
   constructor(
     readonly name: string,
     file: string,
-    prelude?: string,
+    ...preludes: string[]
   ) {
-    const body = readFileSync(file, 'utf8');
-    this.source = prelude ? `${readFileSync(prelude, 'utf8')}\n${body}` : body;
+    this.source = [...preludes, file].map((f) => readFileSync(f, 'utf8')).join('\n');
     this.sha = createHash('sha1').update(this.source).digest('hex');
   }
 

@@ -1,14 +1,22 @@
 import { join } from 'node:path';
+import { FENCE_COUNTER_PRELUDE } from '../fencing/fenced-scripts';
 import { LuaScript } from '../redis/lua-script';
 
-const file = (name: string) => join(__dirname, 'scripts', `${name}.lua`);
+/** One operation's script, with fence-counter.lua and common.lua before it. */
+const script = (operation: string) =>
+  new LuaScript(
+    `semaphore ${operation}`,
+    join(__dirname, 'scripts', `${operation}.lua`),
+    FENCE_COUNTER_PRELUDE,
+    join(__dirname, 'scripts', 'common.lua'),
+  );
 
-/** The semaphore's Lua scripts (one per operation, each with common.lua before it), read once. */
+/** The semaphore's Lua scripts, one per operation, read once per process. */
 export const SEMAPHORE_SCRIPTS = {
-  acquire: new LuaScript('semaphore acquire', file('acquire'), file('common')),
-  release: new LuaScript('semaphore release', file('release'), file('common')),
-  leaveLine: new LuaScript('semaphore leave-line', file('leave-line'), file('common')),
-  extend: new LuaScript('semaphore extend', file('extend'), file('common')),
-  renew: new LuaScript('semaphore renew', file('renew'), file('common')),
-  isHeld: new LuaScript('semaphore is-held', file('is-held'), file('common')),
+  acquire: script('acquire'),
+  release: script('release'),
+  leaveLine: script('leave-line'),
+  extend: script('extend'),
+  renew: script('renew'),
+  isHeld: script('is-held'),
 };

@@ -15,7 +15,7 @@
 --                         '0' does not wait ('0' and 'm' promise the token never joined a line)
 --                      4. mode: 'h' hand me the lock on release (fair), 'w' only wake me
 -- ARGV[4] entryTtl     ms a line entry stays live without being renewed (renew.lua)
--- ARGV[5] fenceTtl     ms a newly created fence counter lives (see nextFence)
+-- ARGV[5] fenceTtl     ms a newly created fence counter lives (fence-counter.lua, put before this)
 --
 -- Returns {1, others, fence_1, ..., fence_n} when granted: others = 1 when other waiters are in
 --         the line of the (single) lock, fence 0 when fencing is off;
@@ -28,23 +28,15 @@
 
 local token = ARGV[1]
 
--- Fast path first, before any function is defined (defining them costs every call): one lock,
--- nobody in its line, and the caller would not wait.
+-- Fast path first, before this script's own functions are defined (defining them costs every
+-- call): one lock, nobody in its line, and the caller would not wait.
 local flags = ARGV[3]
 if #KEYS == 4 and string.sub(flags, 3, 3) == '0' and redis.call('EXISTS', KEYS[3]) == 0 then
   if not redis.call('SET', KEYS[1], token, 'NX', 'PX', ARGV[2]) then
     return {0, 0, redis.call('PTTL', KEYS[1]), 0}
   end
   if string.sub(flags, 1, 1) ~= '1' then return {1, 0, 0} end
-  local f = redis.call('INCR', KEYS[2])
-  if f == 1 then
-    -- A new counter starts at Redis TIME in microseconds (see nextFence below).
-    local t = redis.call('TIME')
-    local seed = t[1] .. string.sub('00000' .. t[2], -6)
-    redis.call('SET', KEYS[2], seed, 'PX', ARGV[5])
-    f = tonumber(seed)
-  end
-  return {1, 0, f}
+  return {1, 0, nextFence(KEYS[2], ARGV[5])}
 end
 
 local ttl = tonumber(ARGV[2])
@@ -68,20 +60,8 @@ local function clock()
   return now
 end
 
--- A counter that does not exist (new, or removed after fenceTtl) starts at Redis TIME in
--- microseconds: above every fence it handed out before, as long as fewer than one fence per
--- microsecond was handed out since it was created (Redis cannot run scripts that fast) and the
--- Redis clock did not go back by more than fenceTtl.
-local function nextFence(fence)
-  if not fencing then return 0 end
-  local f = redis.call('INCR', fence)
-  if f == 1 then
-    local t = redis.call('TIME')
-    local seed = t[1] .. string.sub('00000' .. t[2], -6)
-    redis.call('SET', fence, seed, 'PX', fenceTtl)
-    f = tonumber(seed)
-  end
-  return f
+local function fenceOf(fence)
+  return fencing and nextFence(fence, fenceTtl) or 0
 end
 
 -- The first waiter in line whose entry is still live; entries of waiters that stopped renewing
@@ -149,7 +129,7 @@ if n == 1 then
       redis.call('SET', value, marked, 'KEEPTTL')
     end
   end
-  return {1, others, nextFence(fence)}
+  return {1, others, fenceOf(fence)}
 end
 
 for i = 0, n - 1 do
@@ -167,6 +147,6 @@ for i = 0, n - 1 do
   local v = token
   if redis.call('EXISTS', line) == 1 then v = marked end
   redis.call('SET', value, v, 'PX', ttl)
-  result[i + 3] = nextFence(KEYS[i * 4 + 2])
+  result[i + 3] = fenceOf(KEYS[i * 4 + 2])
 end
 return result

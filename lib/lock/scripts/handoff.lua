@@ -33,15 +33,4 @@ if v ~= old then
 end
 redis.call('SET', value, others == 1 and ARGV[2] .. '*' or ARGV[2], 'PX', ARGV[3])
 
--- As in acquire.lua: a new counter starts at Redis TIME in microseconds.
-local f = 0
-if ARGV[4] == '1' then
-  f = redis.call('INCR', fence)
-  if f == 1 then
-    local t = redis.call('TIME')
-    local seed = t[1] .. string.sub('00000' .. t[2], -6)
-    redis.call('SET', fence, seed, 'PX', ARGV[5])
-    f = tonumber(seed)
-  end
-end
-return {1, others, f}
+return {1, others, ARGV[4] == '1' and nextFence(fence, ARGV[5]) or 0}

@@ -48,15 +48,6 @@ redis.call('ZREM', line, head)
 redis.call('HDEL', entries, head)
 local others = redis.call('EXISTS', line)
 redis.call('SET', value, others == 1 and head .. '*' or head, 'PX', ttl)
-local f = 0
-if fencing == '1' then
-  -- As in acquire.lua: a new counter starts at Redis TIME in microseconds.
-  f = redis.call('INCR', fence)
-  if f == 1 then
-    local seed = t[1] .. string.sub('00000' .. t[2], -6)
-    redis.call('SET', fence, seed, 'PX', ARGV[3])
-    f = tonumber(seed)
-  end
-end
+local f = fencing == '1' and nextFence(fence, ARGV[3]) or 0
 redis.call(publish, channel, string.format('h %s %.0f %.0f %s %d', head, f, now, ttl, others))
 return held

@@ -7,7 +7,7 @@
 -- KEYS, 5 per lock: value, fence, line, entries (as in acquire.lua), channel (pub/sub channel)
 -- ARGV[1] token
 -- ARGV[2] sharded   '1': publish with SPUBLISH (Cluster), else PUBLISH
--- ARGV[3] fenceTtl  ms a newly created fence counter lives (as in acquire.lua)
+-- ARGV[3] fenceTtl  ms a newly created fence counter lives (fence-counter.lua, put before this)
 -- ARGV[4] rejoin    '' or, for a single lock, a token that takes a place at the end of the line
 --                   after the release (a process whose own callers still wait; see docs/locks.md)
 -- ARGV[5] entry     with rejoin: "ttlMs:fencing:mode" of its entry
@@ -24,8 +24,8 @@
 
 local token = ARGV[1]
 
--- Fast path first, before any function is defined (defining them costs every call): one lock
--- that nobody waits for.
+-- Fast path first, before this script's own functions are defined (defining them costs every
+-- call): one lock that nobody waits for.
 if #KEYS == 5 and (ARGV[4] or '') == '' then
   local v = redis.call('GET', KEYS[1])
   if v == token then
@@ -49,17 +49,8 @@ local function clock()
   return now
 end
 
--- As in acquire.lua: a new counter starts at Redis TIME in microseconds.
-local function nextFence(fence, fencing)
-  if fencing ~= '1' then return 0 end
-  local f = redis.call('INCR', fence)
-  if f == 1 then
-    local t = redis.call('TIME')
-    local seed = t[1] .. string.sub('00000' .. t[2], -6)
-    redis.call('SET', fence, seed, 'PX', fenceTtl)
-    f = tonumber(seed)
-  end
-  return f
+local function fenceOf(fence, fencing)
+  return fencing == '1' and nextFence(fence, fenceTtl) or 0
 end
 
 -- Gives the free lock to the first live waiter; false when nobody live waits.
@@ -82,7 +73,7 @@ local function handOver(value, fence, line, entries, channel)
       redis.call('HDEL', entries, next)
       local others = redis.call('EXISTS', line)
       redis.call('SET', value, others == 1 and next .. '*' or next, 'PX', ttl)
-      local f = nextFence(fence, fencing)
+      local f = fenceOf(fence, fencing)
       -- %.0f: a fence is a 16-digit number, which plain concatenation would round.
       redis.call(publish, channel, string.format('h %s %.0f %.0f %s %d', next, f, clock(), ttl, others))
       return true
@@ -116,7 +107,7 @@ if released == 1 then
   if redis.call('EXISTS', value) == 0 and redis.call('EXISTS', line) == 0 then
     -- Nobody else waits any more: the rejoining process keeps the lock.
     redis.call('SET', value, rejoin, 'PX', ttl)
-    return {released, 2, nextFence(fence, fencing), clock()}
+    return {released, 2, fenceOf(fence, fencing), clock()}
   end
   local entryTtl = tonumber(ARGV[6])
   local last = redis.call('ZRANGE', line, -1, -1, 'WITHSCORES')[2]

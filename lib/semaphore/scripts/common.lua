@@ -46,13 +46,12 @@ local function free(k)
   return tonumber(m[1] or '0') - tonumber(m[2] or '0')
 end
 
--- As for locks: a counter that does not exist (the semaphore was idle and its meta expired)
--- restarts at Redis TIME in microseconds, above every fence handed out before.
+-- As for locks (fence-counter.lua, put before this): a counter that does not exist (the
+-- semaphore was idle and its meta expired) restarts at Redis TIME in microseconds.
 local function grant(k, token, permits, ttl)
   local fence = redis.call('HINCRBY', k.meta, 'fence', 1)
   if fence == 1 then
-    local t = redis.call('TIME')
-    local seed = t[1] .. string.sub('00000' .. t[2], -6)
+    local seed = fenceSeed()
     redis.call('HSET', k.meta, 'fence', seed)
     fence = tonumber(seed)
   end
