@@ -313,11 +313,11 @@ export function checkRateLimit(
   };
 }
 
-function checkKeep(option: string, value: unknown): KeepBounds {
-  const o = checkKnownKeys(option, value, KEEP_KEYS);
+function checkKeep(option: string, value: unknown, invalid?: InvalidValue): KeepBounds {
+  const o = checkKnownKeys(option, value, KEEP_KEYS, invalid);
   return {
-    ageMs: checkInt(`${option}.ageMs`, o.ageMs, 0, MAX_KEEP_MS),
-    count: checkInt(`${option}.count`, o.count, 0, MAX_LIMIT),
+    ageMs: checkInt(`${option}.ageMs`, o.ageMs, 0, MAX_KEEP_MS, invalid),
+    count: checkInt(`${option}.count`, o.count, 0, MAX_LIMIT, invalid),
   };
 }
 
@@ -336,18 +336,21 @@ export function resolveQueueOptions(
 }
 
 /**
- * Validates worker options (`@QueueWorker`, `process`) and fills unset ones from the module's
- * queue defaults; throws `RedisLockOptionsError` naming the option.
+ * Validates worker options (`@QueueWorker`, `process`; `claim` with its subset `known` and
+ * `QueueError`s) and fills unset ones from the module's queue defaults; throws
+ * `RedisLockOptionsError` (or what `invalid` makes) naming the option.
  */
 export function resolveWorkerOptions(
   defaults: ResolvedQueueDefaults,
   options: QueueWorkerOptions | undefined,
+  known: readonly string[] = WORKER_KEYS,
+  invalid?: InvalidValue,
 ): ResolvedWorkerOptions {
-  const o = checkKnownKeys('', options, WORKER_KEYS) as QueueWorkerOptions;
+  const o = checkKnownKeys('', options, known, invalid) as QueueWorkerOptions;
   return {
-    ...resolveQueueKeys(defaults, o, ''),
-    limiter: checkRateLimit('limiter', o.limiter),
-    groupLimiter: checkRateLimit('groupLimiter', o.groupLimiter),
+    ...resolveQueueKeys(defaults, o, '', invalid),
+    limiter: checkRateLimit('limiter', o.limiter, invalid),
+    groupLimiter: checkRateLimit('groupLimiter', o.groupLimiter, invalid),
   };
 }
 
@@ -355,46 +358,56 @@ function resolveQueueKeys(
   defaults: ResolvedQueueDefaults,
   o: QueueDefaults,
   option: string,
+  invalid?: InvalidValue,
 ): ResolvedQueueDefaults {
   const name = (key: string) => (option ? `${option}.${key}` : key);
   return {
-    leaseMs: o.leaseMs === undefined ? defaults.leaseMs : checkMs(name('leaseMs'), o.leaseMs, 1),
+    leaseMs:
+      o.leaseMs === undefined ? defaults.leaseMs : checkMs(name('leaseMs'), o.leaseMs, 1, invalid),
     maxAttempts:
       o.maxAttempts === undefined
         ? defaults.maxAttempts
-        : checkInt(name('maxAttempts'), o.maxAttempts, 1, MAX_ATTEMPTS),
+        : checkInt(name('maxAttempts'), o.maxAttempts, 1, MAX_ATTEMPTS, invalid),
     backoffMs:
-      o.backoffMs === undefined ? defaults.backoffMs : checkMs(name('backoffMs'), o.backoffMs, 0),
+      o.backoffMs === undefined
+        ? defaults.backoffMs
+        : checkMs(name('backoffMs'), o.backoffMs, 0, invalid),
     concurrency:
       o.concurrency === undefined
         ? defaults.concurrency
-        : checkInt(name('concurrency'), o.concurrency, 1, MAX_CONCURRENCY),
+        : checkInt(name('concurrency'), o.concurrency, 1, MAX_CONCURRENCY, invalid),
     drainTimeoutMs:
       o.drainTimeoutMs === undefined
         ? defaults.drainTimeoutMs
-        : checkMs(name('drainTimeoutMs'), o.drainTimeoutMs, 0),
+        : checkMs(name('drainTimeoutMs'), o.drainTimeoutMs, 0, invalid),
     groupConcurrency:
       o.groupConcurrency === undefined
         ? defaults.groupConcurrency
-        : checkInt(name('groupConcurrency'), o.groupConcurrency, 1, MAX_CONCURRENCY),
+        : checkInt(name('groupConcurrency'), o.groupConcurrency, 1, MAX_CONCURRENCY, invalid),
     keepCompleted:
       o.keepCompleted === undefined
         ? defaults.keepCompleted
-        : checkKeep(name('keepCompleted'), o.keepCompleted),
+        : checkKeep(name('keepCompleted'), o.keepCompleted, invalid),
     keepDead:
-      o.keepDead === undefined ? defaults.keepDead : checkKeep(name('keepDead'), o.keepDead),
+      o.keepDead === undefined
+        ? defaults.keepDead
+        : checkKeep(name('keepDead'), o.keepDead, invalid),
     retryLogLevel:
       o.retryLogLevel === undefined
         ? defaults.retryLogLevel
-        : checkLogLevel(name('retryLogLevel'), o.retryLogLevel),
+        : checkLogLevel(name('retryLogLevel'), o.retryLogLevel, invalid),
   };
 }
 
 const LOG_LEVELS = ['error', 'warn', 'log', 'debug', 'verbose', 'off'] as const;
 
-function checkLogLevel(option: string, value: unknown): RetryLogLevel {
+function checkLogLevel(
+  option: string,
+  value: unknown,
+  invalid: InvalidValue = (name, v, expected) => new RedisLockOptionsError(name, v, expected),
+): RetryLogLevel {
   if (!LOG_LEVELS.includes(value as RetryLogLevel)) {
-    throw new RedisLockOptionsError(option, value, `one of ${LOG_LEVELS.join(', ')}`);
+    throw invalid(option, value, `one of ${LOG_LEVELS.join(', ')}`);
   }
   return value as RetryLogLevel;
 }

@@ -2,11 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { BeforeApplicationShutdown, Injectable, Logger } from '@nestjs/common';
 import { QueueError } from '../errors/queue.error';
 import { RedisLockEvents } from '../events/redis-lock-events';
-import {
-  checkRateLimit,
-  type ResolvedQueueDefaults,
-  type ResolvedWorkerOptions,
-} from '../options/resolve-options';
+import type { ResolvedQueueDefaults, ResolvedWorkerOptions } from '../options/resolve-options';
 import { checkInt } from '../options/validate';
 import { RedisLockConnection } from '../redis/redis-connection';
 import { QueueTracing } from '../observability/tracing';
@@ -265,33 +261,12 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
   ): Promise<LeasedTask<P>[]> {
     const k = this.keys(queue);
     const n = checkCount(count);
-    const o = checkOptionKeys(options, [
-      'leaseMs',
-      'maxAttempts',
-      'groupConcurrency',
-      'limiter',
-      'groupLimiter',
-    ]);
-    const step: ResolvedWorkerOptions = {
-      ...this.defaults,
-      leaseMs: o.leaseMs === undefined ? this.defaults.leaseMs : checkLeaseMs('leaseMs', o.leaseMs),
-      maxAttempts:
-        o.maxAttempts === undefined
-          ? this.defaults.maxAttempts
-          : checkMaxAttempts('maxAttempts', o.maxAttempts),
-      groupConcurrency:
-        o.groupConcurrency === undefined
-          ? this.defaults.groupConcurrency
-          : checkInt(
-              'groupConcurrency',
-              o.groupConcurrency,
-              1,
-              MAX_CONCURRENCY,
-              QueueError.invalid,
-            ),
-      limiter: checkRateLimit('limiter', o.limiter, QueueError.invalid),
-      groupLimiter: checkRateLimit('groupLimiter', o.groupLimiter, QueueError.invalid),
-    };
+    const step = resolveWorkerOptions(
+      this.defaults,
+      checkOptionKeys(options, CLAIM_OPTIONS),
+      CLAIM_OPTIONS,
+      QueueError.invalid,
+    );
     return (await this.claimBatch<P>(k.name, n, step)).tasks;
   }
 
@@ -657,6 +632,8 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
 
 /** The options `enqueue` accepts. */
 const ENQUEUE_OPTIONS = ['delayMs', 'payload', 'replace', 'priority', 'group', 'debounceMs'];
+/** The worker options `claim` takes (the rest concern a running worker). */
+const CLAIM_OPTIONS = ['leaseMs', 'maxAttempts', 'groupConcurrency', 'limiter', 'groupLimiter'];
 
 /** KEYS arrays of the hot scripts, built once per queue. */
 const CLAIM_KEYS = new WeakMap<QueueRedisKeys, string[]>();
