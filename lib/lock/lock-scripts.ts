@@ -7,7 +7,7 @@ const file = (name: string) => join(__dirname, 'scripts', `${name}.lua`);
 /** The lock's Lua scripts, read once per process. */
 export const LOCK_SCRIPTS = {
   acquire: new LuaScript('lock acquire', file('acquire'), FENCE_COUNTER_PRELUDE),
-  release: new LuaScript('lock release', file('release'), FENCE_COUNTER_PRELUDE),
+  release: new LuaScript('lock release', file('release'), FENCE_COUNTER_PRELUDE, file('hand-over')),
   extend: new LuaScript('lock extend', file('extend')),
   extendOrRelock: new LuaScript('lock extend-or-relock', file('extend-or-relock')),
   leaveLine: new LuaScript('lock leave-line', file('leave-line')),
@@ -22,6 +22,7 @@ export const LOCK_SCRIPTS = {
     'lock release-shared',
     file('release-shared'),
     FENCE_COUNTER_PRELUDE,
+    file('hand-over'),
     file('shared-common'),
   ),
   extendShared: new LuaScript('lock extend-shared', file('extend-shared')),

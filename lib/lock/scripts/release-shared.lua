@@ -32,22 +32,8 @@ if redis.call('ZCARD', shared) > 0 then
 end
 
 -- The last shared holder is out.
-local head, entry = liveHead()
-if not head then
+if not handOver(value, fence, line, entries, channel, publish, ARGV[3], now) then
   redis.call('DEL', value)
   if v ~= SHARED then redis.call(publish, channel, 'f') end
-  return held
 end
-local ttl, fencing, mode = string.match(entry, '^%d+:(%d+):(%d):(%a)$')
-if mode ~= 'h' then
-  redis.call('DEL', value)
-  redis.call(publish, channel, 'w ' .. head)
-  return held
-end
-redis.call('ZREM', line, head)
-redis.call('HDEL', entries, head)
-local others = redis.call('EXISTS', line)
-redis.call('SET', value, others == 1 and head .. '*' or head, 'PX', ttl)
-local f = fencing == '1' and nextFence(fence, ARGV[3]) or 0
-redis.call(publish, channel, string.format('h %s %.0f %.0f %s %d', head, f, now, ttl, others))
 return held

@@ -2,7 +2,8 @@
 -- straight to the first live waiter in its line: a fair one ('h' entry) owns it as soon as this
 -- script ends and learns so from the message, which saves it a round trip and leaves no gap in
 -- which a newcomer could barge in; a non-fair one ('w' entry) is only woken to race for it. A lock
--- without the mark has nobody waiting: it is deleted and nothing is published.
+-- without the mark has nobody waiting: it is deleted and nothing is published. (handOver is in
+-- hand-over.lua, put before this with fence-counter.lua.)
 --
 -- KEYS, 5 per lock: value, fence, line, entries (as in acquire.lua), channel (pub/sub channel)
 -- ARGV[1] token
@@ -53,36 +54,6 @@ local function fenceOf(fence, fencing)
   return fencing == '1' and nextFence(fence, fenceTtl) or 0
 end
 
--- Gives the free lock to the first live waiter; false when nobody live waits.
-local function handOver(value, fence, line, entries, channel)
-  while true do
-    local next = redis.call('ZRANGE', line, 0, 0)[1]
-    if not next then return false end
-    local entry = redis.call('HGET', entries, next)
-    local deadline, ttl, fencing, mode = nil, nil, nil, nil
-    if entry then deadline, ttl, fencing, mode = string.match(entry, '^(%d+):(%d+):(%d):(%a)$') end
-    -- A waiter that stopped renewing its entry is skipped, not waited for.
-    if deadline and tonumber(deadline) >= clock() then
-      -- 'w' (fair: false) and 'r' (a shared waiter, see acquire-shared.lua) are only woken.
-      if mode ~= 'h' then
-        redis.call('DEL', value)
-        redis.call(publish, channel, 'w ' .. next)
-        return true
-      end
-      redis.call('ZREM', line, next)
-      redis.call('HDEL', entries, next)
-      local others = redis.call('EXISTS', line)
-      redis.call('SET', value, others == 1 and next .. '*' or next, 'PX', ttl)
-      local f = fenceOf(fence, fencing)
-      -- %.0f: a fence is a 16-digit number, which plain concatenation would round.
-      redis.call(publish, channel, string.format('h %s %.0f %.0f %s %d', next, f, clock(), ttl, others))
-      return true
-    end
-    redis.call('ZREM', line, next)
-    redis.call('HDEL', entries, next)
-  end
-end
-
 local rejoined = 0
 for i = 0, #KEYS / 5 - 1 do
   local value, fence, line, entries, channel =
@@ -93,7 +64,7 @@ for i = 0, #KEYS / 5 - 1 do
     redis.call('DEL', value)
   elseif v == token .. '*' then
     released = released + 1
-    if not handOver(value, fence, line, entries, channel) then
+    if not handOver(value, fence, line, entries, channel, publish, fenceTtl, clock()) then
       redis.call('DEL', value)
       redis.call(publish, channel, 'f')
     end

@@ -1,0 +1,36 @@
+-- Handing a free lock to its line: shared by release.lua and release-shared.lua (put before each
+-- when it is loaded, after fence-counter.lua).
+--
+-- Gives the lock `value`, which its holder (or last shared holder) just left, to the first live
+-- waiter in `line`: a fair one ('h' entry) owns it as soon as the script ends and is told on
+-- `channel` with 'h <token> <fence> <nowMs> <ttlMs> <others>' (a new fence when its entry asks
+-- for fencing; others = 1 when more waiters remain); a non-fair or shared one ('w', 'r' entry)
+-- is only woken, with 'w <token>', to race for the free lock. Entries whose deadline passed
+-- (waiters that stopped renewing: crashed, frozen, gave up) are dropped on the way, not waited
+-- for. Returns false when nobody live waits: the caller frees the lock.
+local function handOver(value, fence, line, entries, channel, publish, fenceTtl, now)
+  while true do
+    local next = redis.call('ZRANGE', line, 0, 0)[1]
+    if not next then return false end
+    local entry = redis.call('HGET', entries, next)
+    local deadline, ttl, fencing, mode = nil, nil, nil, nil
+    if entry then deadline, ttl, fencing, mode = string.match(entry, '^(%d+):(%d+):(%d):(%a)$') end
+    if deadline and tonumber(deadline) >= now then
+      if mode ~= 'h' then
+        redis.call('DEL', value)
+        redis.call(publish, channel, 'w ' .. next)
+        return true
+      end
+      redis.call('ZREM', line, next)
+      redis.call('HDEL', entries, next)
+      local others = redis.call('EXISTS', line)
+      redis.call('SET', value, others == 1 and next .. '*' or next, 'PX', ttl)
+      local f = fencing == '1' and nextFence(fence, fenceTtl) or 0
+      -- %.0f: a fence is a 16-digit number, which plain concatenation would round.
+      redis.call(publish, channel, string.format('h %s %.0f %.0f %s %d', next, f, now, ttl, others))
+      return true
+    end
+    redis.call('ZREM', line, next)
+    redis.call('HDEL', entries, next)
+  end
+end
