@@ -1,4 +1,5 @@
 import { RedisLockError } from '../errors/redis-lock.error';
+import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
 import { WITH_LOCK_METHODS } from './with-lock.constants';
 
 /** @internal The method a decorator is applied to. */
@@ -52,4 +53,20 @@ export function replaceMethod<T>(
   Reflect.defineMetadata(WITH_LOCK_METHODS, [...marked, propertyKey], target);
   descriptor.value = wrapper as unknown as T;
   return descriptor;
+}
+
+/**
+ * Throws `RedisLockOptionsError` when a decorator's options carry a `signal`: options given at
+ * decoration time are shared by every call, so no call could have a signal of its own.
+ * @param decorator e.g. `@WithLock`
+ * @param perCall the service method that takes one, e.g. `LockService.withLock`
+ */
+export function rejectSignalOption(decorator: string, perCall: string, options: unknown): void {
+  if (options !== null && typeof options === 'object' && 'signal' in options) {
+    throw new RedisLockOptionsError(
+      'signal',
+      (options as { signal: unknown }).signal,
+      `no signal: ${decorator} has no per-call options (use ${perCall})`,
+    );
+  }
 }

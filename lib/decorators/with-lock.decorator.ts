@@ -1,12 +1,11 @@
 import { Observable, throwError } from 'rxjs';
 import { RedisLockError } from '../errors/redis-lock.error';
-import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
 import type { WithLockOptions } from '../interfaces/lock-options.interface';
 import type { LockService } from '../lock/lock.service';
 import { resolveLockOptions, type ResolvedLockOptions } from '../options/resolve-options';
 import { lockServiceRegistry } from './lock-service.registry';
 import { heldCall, runLockedStream } from './locked-stream';
-import { decoratedMethod, replaceMethod } from './method-wrapper';
+import { decoratedMethod, rejectSignalOption, replaceMethod } from './method-wrapper';
 import {
   compileLockKey,
   type LockKeyBuilder,
@@ -194,13 +193,7 @@ function lockServiceOf(method: LockedMethod, self: unknown): LockService {
 function checkDecoratorOptions(
   options: WithLockDecoratorOptions | undefined,
 ): WithLockDecoratorOptions | undefined {
-  if (options !== null && typeof options === 'object' && 'signal' in options) {
-    throw new RedisLockOptionsError(
-      'signal',
-      (options as WithLockOptions).signal,
-      'no signal: @WithLock has no per-call options (use LockService.withLock)',
-    );
-  }
+  rejectSignalOption('@WithLock', 'LockService.withLock', options);
   resolveLockOptions(VALIDATION_BASE, options);
   return options === undefined ? undefined : Object.freeze({ ...options });
 }

@@ -1,11 +1,10 @@
 import { throwError } from 'rxjs';
 import { LockKeyError } from '../errors/lock-key.error';
 import { RedisLockError } from '../errors/redis-lock.error';
-import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
 import type { LockService } from '../lock/lock.service';
 import { lockServiceRegistry } from '../decorators/lock-service.registry';
 import { heldCall, runLockedStream, type HoldGrant } from '../decorators/locked-stream';
-import { decoratedMethod, replaceMethod } from '../decorators/method-wrapper';
+import { decoratedMethod, rejectSignalOption, replaceMethod } from '../decorators/method-wrapper';
 import { compileLockKey, type LockKeyFunction } from '../decorators/with-lock-key';
 import { isObservableType, VALIDATION_BASE } from '../decorators/with-lock.decorator';
 import type { Permit } from './permit';
@@ -41,13 +40,7 @@ export function WithSemaphore(
   key: string | LockKeyFunction,
   options: WithSemaphoreOptions,
 ): MethodDecorator {
-  if (options !== null && typeof options === 'object' && 'signal' in options) {
-    throw new RedisLockOptionsError(
-      'signal',
-      (options as WithPermitOptions).signal,
-      'no signal: @WithSemaphore has no per-call options (use SemaphoreService.withPermit)',
-    );
-  }
+  rejectSignalOption('@WithSemaphore', 'SemaphoreService.withPermit', options);
   resolveSemaphoreOptions(VALIDATION_BASE, options);
   const frozen = Object.freeze({ ...options });
   if (Array.isArray(key)) {
