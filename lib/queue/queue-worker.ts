@@ -133,7 +133,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
       }
       if (this.stop.signal.aborted) {
         // Claimed while shutting down: give them straight back, unattempted.
-        await Promise.all(batch.tasks.map((task) => this.giveBack(task)));
+        await this.giveBack(batch.tasks);
         break;
       }
       for (const task of batch.tasks) this.startTask(task);
@@ -280,7 +280,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
       this.logFailure(batch.some((f) => f.failure) ? 'nack' : 'ack', err);
     }
     if (result) {
-      if (this.stop.signal.aborted) await Promise.all(result.tasks.map((t) => this.giveBack(t)));
+      if (this.stop.signal.aborted) await this.giveBack(result.tasks);
       else for (const t of result.tasks) this.startTask(t);
       batch.forEach((f, i) => this.report(f, result.settled[i]));
     }
@@ -382,29 +382,30 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
       ]);
       clearTimeout(timer);
     }
-    await Promise.all(
-      [...this.running.values()].map((entry) => {
-        entry.released = true;
-        entry.controller?.abort(
-          new QueueError(
-            `queue '${this.queue}': the worker shut down; task '${entry.task.id}' was given back`,
-          ),
-        );
-        return this.giveBack(entry.task);
-      }),
-    );
+    const left = [...this.running.values()];
+    for (const entry of left) {
+      entry.released = true;
+      entry.controller?.abort(
+        new QueueError(
+          `queue '${this.queue}': the worker shut down; task '${entry.task.id}' was given back`,
+        ),
+      );
+    }
+    await this.giveBack(left.map((entry) => entry.task));
     clearInterval(this.renewTimer);
     this.blocker?.disconnect();
     this.blocker = undefined;
     this.onClosed();
   }
 
-  /** Returns a task to the queue without counting the attempt. Never rejects. */
-  private async giveBack(task: LeasedTask): Promise<void> {
+  /** Returns tasks to the queue without counting the attempt, in one call. Never rejects. */
+  private async giveBack(tasks: readonly LeasedTask[]): Promise<void> {
+    if (tasks.length === 0) return;
     try {
-      await this.backend.claimBatch(this.queue, 0, this.options, [{ kind: 'release', task }]);
+      const steps = tasks.map((task): SettleStep => ({ kind: 'release', task }));
+      await this.backend.claimBatch(this.queue, 0, this.options, steps);
     } catch (err) {
-      // Its lease runs out and a later claim returns it (counting the attempt).
+      // Their leases run out and a later claim returns them (counting the attempt).
       this.logFailure('release', err);
     }
   }
