@@ -290,7 +290,8 @@ if n > 0 and limiterMax > 0 then
   end
 end
 
--- 5. Lease: the tasks are chosen first, then leased together in a few variadic calls.
+-- 5. Lease: the tasks are chosen first, then leased together in a few variadic calls. A task
+-- chosen without a score (grouped, or with a priority) reports its due time from its info.
 local taken = 0
 local chosen, scores = {}, {}
 local function lease(id, score)
@@ -316,7 +317,8 @@ local function leaseChosen()
   local infos, payloads = hmget(KEYS[8], chosen), hmget(KEYS[3], chosen)
   for i, id in ipairs(chosen) do
     result[#result + 1] = id
-    result[#result + 1] = scores[i]
+    local m = not scores[i] and parseMeta(infos[i])
+    result[#result + 1] = scores[i] or (m and m.due) or now
     result[#result + 1] = redis.call('HINCRBY', KEYS[4], id, 1)
     result[#result + 1] = tokens[i * 2]
     result[#result + 1] = payloads[i]
@@ -360,9 +362,7 @@ local function leaseFromGroup()
   end
   redis.call('ZREM', KEYS[12], head[1])
   redis.call('HINCRBY', KEYS[14], g, 1)
-  local id = string.match(head[1], '^.-%z%d+%z(.*)$')
-  local m = meta(id)
-  lease(id, m and m.due or now)
+  lease(string.match(head[1], '^.-%z%d+%z(.*)$'))
   if full then
     redis.call('ZREM', KEYS[13], g)
   else
@@ -390,8 +390,7 @@ if n > 0 then
       local pFirst = p[1] and tonumber(p[2]) < 1000 * PRIO_BASE
       if p[1] and (pFirst or (not d[1] and ringEmpty)) then
         redis.call('ZREM', KEYS[11], p[1])
-        local m = meta(p[1])
-        lease(p[1], m and m.due or now)
+        lease(p[1])
       elseif not ringEmpty and (groupTurn or not d[1]) then
         ringEmpty = not leaseFromGroup()
         groupTurn = false
