@@ -63,7 +63,6 @@ local limiterMax = tonumber(ARGV[7])
 local limiterMs = tonumber(ARGV[8])
 local groupLimiterMax = tonumber(ARGV[9])
 local groupLimiterMs = tonumber(ARGV[10])
-local PRIO_BASE = 2199023255552 -- 2^41: sequence numbers below it
 
 -- Variadic commands and reads take many ids per call (one call per key, not one per task), in
 -- chunks: unpack has a limit.
@@ -83,19 +82,9 @@ local function hmget(key, ids)
   return out
 end
 
--- An info value 'enqueuedAt|dueAt|priority|seq|group' -> its parts; a plain 'enqueuedAt' -> nil
-local function parseMeta(v)
-  if not v then return nil end
-  local e, d, p, s, g = string.match(v, '^(%d+)|(%d+)|(-?%d+)|(%d+)|(.*)$')
-  if not e then return nil end
-  return {enq = e, due = tonumber(d), prio = tonumber(p), seq = tonumber(s), group = g}
-end
+-- A task's info (task-info.lua, put before this).
 local function meta(id)
-  return parseMeta(redis.call('HGET', KEYS[8], id))
-end
-
-local function groupMember(m, id)
-  return m.group .. '\0' .. string.format('%015.0f', m.seq) .. '\0' .. id
+  return parseInfo(redis.call('HGET', KEYS[8], id))
 end
 
 local function groupHasTasks(g)
@@ -104,8 +93,7 @@ end
 
 local function toRing(g)
   if redis.call('ZSCORE', KEYS[15], g) or not groupHasTasks(g) then return end
-  local last = redis.call('ZRANGE', KEYS[13], -1, -1, 'WITHSCORES')[2]
-  redis.call('ZADD', KEYS[13], 'NX', (tonumber(last) or 0) + 1, g)
+  joinRing(KEYS[13], g)
 end
 
 -- A leased task of group g ended or was given back: the group may run its next one. Groups freed
@@ -134,7 +122,7 @@ local function requeue(id, at)
   if not m then
     redis.call('ZADD', KEYS[1], at, id)
   elseif m.group ~= '' then
-    redis.call('ZADD', KEYS[12], 0, groupMember(m, id))
+    redis.call('ZADD', KEYS[12], 0, groupMember(m.group, m.seq, id))
     if at > now then
       redis.call('ZREM', KEYS[13], m.group)
       redis.call('ZADD', KEYS[15], 'GT', at, m.group)
@@ -143,7 +131,7 @@ local function requeue(id, at)
   elseif at > now then
     redis.call('ZADD', KEYS[10], at, id)
   else
-    redis.call('ZADD', KEYS[11], string.format('%.0f', (m.prio + 1000) * PRIO_BASE + m.seq), id)
+    redis.call('ZADD', KEYS[11], prioScore(m.prio, m.seq), id)
   end
 end
 
@@ -207,7 +195,7 @@ if settles > 0 then
   end
   if #acked > 0 then
     for _, v in ipairs(hmget(KEYS[8], acked)) do
-      local m = parseMeta(v)
+      local m = parseInfo(v)
       if m and m.group ~= '' then groupSlotFreed(m.group) end
     end
     for _, k in ipairs({KEYS[3], KEYS[4], KEYS[8]}) do variadic('HDEL', k, acked) end
@@ -248,10 +236,10 @@ if redis.call('EXISTS', KEYS[10]) == 1 then
     redis.call('ZREM', KEYS[10], id)
     local m = meta(id)
     if m and m.group ~= '' then
-      redis.call('ZADD', KEYS[12], 0, groupMember(m, id))
+      redis.call('ZADD', KEYS[12], 0, groupMember(m.group, m.seq, id))
       toRing(m.group)
     elseif m then
-      redis.call('ZADD', KEYS[11], string.format('%.0f', (m.prio + 1000) * PRIO_BASE + m.seq), id)
+      redis.call('ZADD', KEYS[11], prioScore(m.prio, m.seq), id)
     end
   end
 end
@@ -317,7 +305,7 @@ local function leaseChosen()
   local infos, payloads = hmget(KEYS[8], chosen), hmget(KEYS[3], chosen)
   for i, id in ipairs(chosen) do
     result[#result + 1] = id
-    local m = not scores[i] and parseMeta(infos[i])
+    local m = not scores[i] and parseInfo(infos[i])
     result[#result + 1] = scores[i] or (m and m.due) or now
     result[#result + 1] = redis.call('HINCRBY', KEYS[4], id, 1)
     result[#result + 1] = tokens[i * 2]

@@ -38,7 +38,6 @@ local replace = ARGV[2] == '1'
 local hasPayload = ARGV[3] == '1'
 local priority = tonumber(ARGV[5])
 local group = ARGV[6]
-local PRIO_BASE = 2199023255552 -- 2^41: sequence numbers below it
 local added = 0
 local changed = false
 local keepsDone = redis.call('EXISTS', KEYS[9]) == 1
@@ -55,28 +54,23 @@ local function place(id)
   if due > now then
     redis.call('ZADD', KEYS[10], due, id)
   elseif group ~= '' then
-    redis.call('ZADD', KEYS[12], 0, group .. '\0' .. string.format('%015.0f', seq) .. '\0' .. id)
-    if not redis.call('ZSCORE', KEYS[14], group) then
-      local last = redis.call('ZRANGE', KEYS[13], -1, -1, 'WITHSCORES')[2]
-      redis.call('ZADD', KEYS[13], 'NX', (tonumber(last) or 0) + 1, group)
-    end
+    redis.call('ZADD', KEYS[12], 0, groupMember(group, seq, id))
+    if not redis.call('ZSCORE', KEYS[14], group) then joinRing(KEYS[13], group) end
   else
-    redis.call('ZADD', KEYS[11], string.format('%.0f', (priority + 1000) * PRIO_BASE + seq), id)
+    redis.call('ZADD', KEYS[11], prioScore(priority, seq), id)
   end
 end
 
 -- Takes a queued task out of wherever it waits (before it is placed again).
 local function unplace(id, info)
-  local _, _, _, s, g = string.match(info or '', '^(%d+)|(%d+)|(-?%d+)|(%d+)|(.*)$')
-  if not s then
+  local m = parseInfo(info)
+  if not m then
     redis.call('ZREM', KEYS[1], id)
     return
   end
   redis.call('ZREM', KEYS[10], id)
   redis.call('ZREM', KEYS[11], id)
-  if g ~= '' then
-    redis.call('ZREM', KEYS[12], g .. '\0' .. string.format('%015.0f', tonumber(s)) .. '\0' .. id)
-  end
+  if m.group ~= '' then redis.call('ZREM', KEYS[12], groupMember(m.group, m.seq, id)) end
 end
 
 local function setPayload(id)

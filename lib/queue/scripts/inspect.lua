@@ -46,8 +46,8 @@ if ARGV[1] == 'get' then
   s = redis.call('ZSCORE', KEYS[1], id) or redis.call('ZSCORE', KEYS[8], id)
   if s then describe(id, tonumber(s) > now and 'delayed' or 'ready', tonumber(s)) return out end
   if redis.call('ZSCORE', KEYS[9], id) then describe(id, 'ready') return out end
-  local _, _, _, seq, g = string.match(redis.call('HGET', KEYS[6], id) or '', '^(%d+)|(%d+)|(-?%d+)|(%d+)|(.*)$')
-  if g and g ~= '' and redis.call('ZSCORE', KEYS[10], g .. '\0' .. string.format('%015.0f', tonumber(seq)) .. '\0' .. id) then
+  local m = parseInfo(redis.call('HGET', KEYS[6], id))
+  if m and m.group ~= '' and redis.call('ZSCORE', KEYS[10], groupMember(m.group, m.seq, id)) then
     describe(id, 'ready')
   end
   return out

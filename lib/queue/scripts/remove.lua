@@ -19,9 +19,9 @@ local id = ARGV[1]
 if redis.call('ZSCORE', KEYS[2], id) then return 0 end
 local found = redis.call('ZREM', KEYS[1], id) + redis.call('ZREM', KEYS[5], id)
   + redis.call('ZREM', KEYS[8], id) + redis.call('ZREM', KEYS[9], id)
-local _, _, _, seq, g = string.match(redis.call('HGET', KEYS[6], id) or '', '^(%d+)|(%d+)|(-?%d+)|(%d+)|(.*)$')
-if g and g ~= '' then
-  found = found + redis.call('ZREM', KEYS[10], g .. '\0' .. string.format('%015.0f', tonumber(seq)) .. '\0' .. id)
+local m = parseInfo(redis.call('HGET', KEYS[6], id))
+if m and m.group ~= '' then
+  found = found + redis.call('ZREM', KEYS[10], groupMember(m.group, m.seq, id))
 end
 if found == 0 then return 0 end
 for i = 3, 7 do

@@ -19,7 +19,6 @@
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local PRIO_BASE = 2199023255552 -- 2^41
 local ids = {}
 if #ARGV > 1 then
   for i = 2, #ARGV do ids[#ids + 1] = ARGV[i] end
@@ -31,17 +30,14 @@ for _, id in ipairs(ids) do
   if redis.call('ZREM', KEYS[1], id) == 1 then
     redis.call('HDEL', KEYS[3], id)
     redis.call('HDEL', KEYS[6], id)
-    local _, _, p, s, g = string.match(redis.call('HGET', KEYS[5], id) or '', '^(%d+)|(%d+)|(-?%d+)|(%d+)|(.*)$')
-    if not s then
+    local m = parseInfo(redis.call('HGET', KEYS[5], id))
+    if not m then
       redis.call('ZADD', KEYS[2], now, id)
-    elseif g ~= '' then
-      redis.call('ZADD', KEYS[8], 0, g .. '\0' .. string.format('%015.0f', tonumber(s)) .. '\0' .. id)
-      if not redis.call('ZSCORE', KEYS[10], g) then
-        local last = redis.call('ZRANGE', KEYS[9], -1, -1, 'WITHSCORES')[2]
-        redis.call('ZADD', KEYS[9], 'NX', (tonumber(last) or 0) + 1, g)
-      end
+    elseif m.group ~= '' then
+      redis.call('ZADD', KEYS[8], 0, groupMember(m.group, m.seq, id))
+      if not redis.call('ZSCORE', KEYS[10], m.group) then joinRing(KEYS[9], m.group) end
     else
-      redis.call('ZADD', KEYS[7], string.format('%.0f', (tonumber(p) + 1000) * PRIO_BASE + tonumber(s)), id)
+      redis.call('ZADD', KEYS[7], prioScore(m.prio, m.seq), id)
     end
     moved = moved + 1
   end
