@@ -371,20 +371,24 @@ if n > 0 then
     local groupTurn = true
     local ringEmpty = false
     local steps = 0
+    -- The heads of prio and due, read again only once taken (a group's lease changes neither).
+    local p, d = nil, nil
     while taken < n and steps < n * 4 + 1000 do
       steps = steps + 1
-      local p = redis.call('ZRANGE', KEYS[11], 0, 0, 'WITHSCORES')
-      local d = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, 1)
+      p = p or redis.call('ZRANGE', KEYS[11], 0, 0, 'WITHSCORES')
+      d = d or redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, 1)
       local pFirst = p[1] and tonumber(p[2]) < 1000 * PRIO_BASE
       if p[1] and (pFirst or (not d[1] and ringEmpty)) then
         redis.call('ZREM', KEYS[11], p[1])
         lease(p[1])
+        p = nil
       elseif not ringEmpty and (groupTurn or not d[1]) then
         ringEmpty = not leaseFromGroup()
         groupTurn = false
       elseif d[1] then
         redis.call('ZREM', KEYS[1], d[1])
         lease(d[1], d[2])
+        d = nil
         groupTurn = true
       else
         break
