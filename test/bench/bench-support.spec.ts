@@ -166,6 +166,24 @@ describe('bench targets', () => {
     expect(status(results, 'parked-10000: the line drains')).toBe('missed');
   });
 
+  it('wants every parked shape drained in every round, also parked-1000', () => {
+    const results = new RunResults();
+    const parked = (round: number, extra: Record<string, number>) =>
+      results.add({
+        shape: 'parked-1000',
+        library: 'ours',
+        round,
+        metrics: { commandsPerSec: 30, redisCpuPct: 0.2, gaveUp: 0, unfinished: 0, ...extra },
+      });
+    expect(status(results, 'parked-1000: the line drains')).toBe('not measured');
+    parked(1, { drainMs: 90 });
+    parked(2, { drainMs: 80 });
+    expect(status(results, 'parked-1000: the line drains')).toBe('met');
+    // One stalled round of three: the median drain time would still look fine.
+    parked(3, { unfinished: 898 });
+    expect(status(results, 'parked-1000: the line drains')).toBe('missed');
+  });
+
   it('wants no 423 in a flash sale that sold out, and every sale sold out', () => {
     const results = new RunResults();
     const sale = { sellPerSec: 1, ceilingPerSec: 2, buyP99Ms: 100, oversold: 0, sold: 10 };
