@@ -31,7 +31,7 @@ local v = redis.call('GET', value)
 local free = not v or v == SHARED or v == SHARED .. '*'
 if free then
   redis.call('ZREMRANGEBYSCORE', shared, '-inf', now)
-  local head = liveHead()
+  local head = liveHead(line, entries, now)
   if not head or head == token then
     addReader(token, ttl)
     serveReaders(publish)

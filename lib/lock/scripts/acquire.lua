@@ -15,7 +15,8 @@
 --                         '0' does not wait ('0' and 'm' promise the token never joined a line)
 --                      4. mode: 'h' hand me the lock on release (fair), 'w' only wake me
 -- ARGV[4] entryTtl     ms a line entry stays live without being renewed (renew.lua)
--- ARGV[5] fenceTtl     ms a newly created fence counter lives (fence-counter.lua, put before this)
+-- ARGV[5] fenceTtl     ms a newly created fence counter lives (fence-counter.lua, put before this
+--                      with line.lua: liveHead)
 --
 -- Returns {1, others, fence_1, ..., fence_n} when granted: others = 1 when other waiters are in
 --         the line of the (single) lock, fence 0 when fencing is off;
@@ -64,19 +65,6 @@ local function fenceOf(fence)
   return fencing and nextFence(fence, fenceTtl) or 0
 end
 
--- The first waiter in line whose entry is still live; entries of waiters that stopped renewing
--- (crashed, frozen, gave up) are dropped on the way.
-local function liveHead(line, entries)
-  while true do
-    local head = redis.call('ZRANGE', line, 0, 0)[1]
-    if not head then return nil end
-    local entry = redis.call('HGET', entries, head)
-    if entry and tonumber(string.match(entry, '^%d+')) >= clock() then return head end
-    redis.call('ZREM', line, head)
-    redis.call('HDEL', entries, head)
-  end
-end
-
 local function leave(line, entries)
   redis.call('ZREM', line, token)
   redis.call('HDEL', entries, token)
@@ -115,7 +103,7 @@ if n == 1 then
   end
   local inLine = redis.call('EXISTS', line) == 1
   if inLine and respectLine then
-    local head = liveHead(line, entries)
+    local head = liveHead(line, entries, clock())
     if head and head ~= token then return blocked(0, -2) end
   end
   if not redis.call('SET', value, token, 'NX', 'PX', ttl) then
@@ -137,7 +125,7 @@ for i = 0, n - 1 do
   local pttl = redis.call('PTTL', value)
   if pttl ~= -2 then return blocked(i, pttl) end
   if respectLine and redis.call('EXISTS', line) == 1 then
-    local head = liveHead(line, entries)
+    local head = liveHead(line, entries, clock())
     if head and head ~= token then return blocked(i, -2) end
   end
 end

@@ -16,19 +16,10 @@ if v ~= old and v ~= old .. '*' then return {0} end
 
 local others = 0
 if v ~= old then
-  -- Marked: someone joined the line; check that a live waiter is still there.
+  -- Marked: someone joined the line; check that a live waiter is still there (line.lua).
   local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  while others == 0 do
-    local head = redis.call('ZRANGE', line, 0, 0)[1]
-    if not head then break end
-    local entry = redis.call('HGET', entries, head)
-    if entry and tonumber(string.match(entry, '^%d+')) >= now then
-      others = 1
-    else
-      redis.call('ZREM', line, head)
-      redis.call('HDEL', entries, head)
-    end
+  if liveHead(line, entries, tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) then
+    others = 1
   end
 end
 redis.call('SET', value, others == 1 and ARGV[2] .. '*' or ARGV[2], 'PX', ARGV[3])

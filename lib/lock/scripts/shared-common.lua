@@ -1,5 +1,6 @@
 -- Shared part of the shared-mode scripts (acquire-shared.lua, release-shared.lua): put before
--- each when it is loaded (lock-scripts.ts), so every script is one self-contained EVAL body.
+-- each when it is loaded (lock-scripts.ts, after fence-counter.lua and line.lua), so every script
+-- is one self-contained EVAL body.
 --
 -- KEYS[1] value, KEYS[2] fence, KEYS[3] line, KEYS[4] entries (as in acquire.lua),
 -- KEYS[5] shared (zset: shared holder token -> expiry ms, Redis clock), KEYS[6] channel
@@ -10,18 +11,6 @@ local SHARED = '!shared'
 local value, fence, line, entries, shared, channel = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-
--- As in acquire.lua: the first waiter whose entry is live, and its entry; stale ones are dropped.
-local function liveHead()
-  while true do
-    local head = redis.call('ZRANGE', line, 0, 0)[1]
-    if not head then return nil, nil end
-    local entry = redis.call('HGET', entries, head)
-    if entry and tonumber(string.match(entry, '^%d+')) >= now then return head, entry end
-    redis.call('ZREM', line, head)
-    redis.call('HDEL', entries, head)
-  end
-end
 
 -- A shared grant does not increment the fence: it reports the latest exclusive grant's.
 local function currentFence(fencing)
@@ -45,7 +34,7 @@ end
 -- each: 'h <token> <fence> <nowMs> <ttlMs> 0'.
 local function serveReaders(publish)
   while true do
-    local head, entry = liveHead()
+    local head, entry = liveHead(line, entries, now)
     if not head then return end
     local readerTtl, fencing, mode = string.match(entry, '^%d+:(%d+):(%d):(%a)$')
     if mode ~= 'r' then return end
