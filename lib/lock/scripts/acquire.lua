@@ -52,15 +52,6 @@ local fenceTtl = tonumber(ARGV[5])
 local n = #KEYS / 4
 local marked = token .. '*'
 
-local now = nil
-local function clock()
-  if not now then
-    local t = redis.call('TIME')
-    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  end
-  return now
-end
-
 local function fenceOf(fence)
   return fencing and nextFence(fence, fenceTtl) or 0
 end

@@ -17,10 +17,7 @@ if v ~= old and v ~= old .. '*' then return {0} end
 local others = 0
 if v ~= old then
   -- Marked: someone joined the line; check that a live waiter is still there (line.lua).
-  local t = redis.call('TIME')
-  if liveHead(line, entries, tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) then
-    others = 1
-  end
+  if liveHead(line, entries, clock()) then others = 1 end
 end
 redis.call('SET', value, others == 1 and ARGV[2] .. '*' or ARGV[2], 'PX', ARGV[3])
 

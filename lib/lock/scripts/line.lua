@@ -3,6 +3,16 @@
 --
 -- line (zset: token -> arrival order), entries (hash: token -> "deadlineMs:ttlMs:fencing:mode").
 
+-- Redis TIME in ms, read at most once per script and only when it is needed (clock()).
+local clockMs = nil
+local function clock()
+  if not clockMs then
+    local t = redis.call('TIME')
+    clockMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return clockMs
+end
+
 -- The first waiter in `line` whose entry is still live at `now` (ms), and its entry; entries of
 -- waiters that stopped renewing (crashed, frozen, gave up) are dropped on the way, not waited for.
 -- nil when nobody live waits.

@@ -41,15 +41,6 @@ local fenceTtl = tonumber(ARGV[3])
 local rejoin = ARGV[4] or ''
 local released = 0
 
-local now = nil
-local function clock()
-  if not now then
-    local t = redis.call('TIME')
-    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  end
-  return now
-end
-
 local function fenceOf(fence, fencing)
   return fencing == '1' and nextFence(fence, fenceTtl) or 0
 end

@@ -296,8 +296,10 @@ local function leaseChosen()
     leases[#leases + 1] = id
     tokens[#tokens + 1] = id
     tokens[#tokens + 1] = token
-    limits[#limits + 1] = now
-    limits[#limits + 1] = token
+    if limiterMax > 0 then
+      limits[#limits + 1] = now
+      limits[#limits + 1] = token
+    end
   end
   variadic('ZADD', KEYS[2], leases)
   variadic('HSET', KEYS[5], tokens)
