@@ -74,8 +74,12 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus> {
   private recheckPending = false;
   /** The first caller's attempt, while it runs (nothing is known about the lock yet). */
   private firstAttempt?: Promise<LockAttempt>;
-  /** A round trip on behalf of the cohort is in flight. */
-  private busy = false;
+  /**
+   * Round trips on behalf of the cohort in flight. More than one at a time: a handoff message can
+   * make this process the holder while a check of its place is still out, and the holder passes
+   * the lock on before that reply comes; the cohort decides its next step only when none is.
+   */
+  private inFlight = 0;
   private localHandoffs = 0;
   private othersWaiting = false;
   private unlisten?: () => void;
@@ -94,6 +98,11 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus> {
   private holderMs(): number | undefined {
     if (this.holder) return Math.max(0, this.holder.expiresAt - Date.now());
     return this.lastAttempt?.wait;
+  }
+
+  /** A round trip on behalf of the cohort is in flight: its outcome is not known yet. */
+  private get busy(): boolean {
+    return this.inFlight > 0;
   }
 
   /** Callers of this process waiting for the lock (not counting the holder). */
@@ -133,7 +142,7 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus> {
     if (this.holder !== lock) return this.host.store.release([this.key], lock.token);
     this.holder = undefined;
     clearTimeout(this.holderTimer);
-    this.busy = true;
+    this.inFlight++;
     try {
       let token = lock.token;
       let released: boolean | undefined;
@@ -176,7 +185,7 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus> {
         token = newToken;
       }
     } finally {
-      this.busy = false;
+      this.inFlight--;
       this.drive();
     }
   }
@@ -249,21 +258,18 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus> {
   }
 
   private async tryFirst(o: ResolvedLockOptions, started: number): Promise<Obtained> {
-    this.busy = true;
     const token = this.host.newToken();
     let attempt: LockAttempt;
     try {
       this.firstAttempt = this.host.store.attempt([this.key], token, o, 'none');
-      attempt = await this.firstAttempt;
+      attempt = await this.roundTrip(() => this.firstAttempt!);
     } catch (err) {
-      this.busy = false;
       this.firstAttempt = undefined;
       // Callers queued behind an attempt that failed share its failure (Redis unreachable).
       this.line?.rejectAll(err);
       this.drive();
       throw err;
     }
-    this.busy = false;
     this.firstAttempt = undefined;
     if (attempt.granted) {
       const lock = this.host.grant(this.key, token, o, attempt.fences[0], attempt.expiresAt, this);
@@ -310,48 +316,54 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus> {
 
   /** Puts the process in the Redis line for its first local caller (`o`). */
   private async join(o: ResolvedLockOptions): Promise<void> {
-    this.busy = true;
     const token = this.host.newToken();
+    let attempt: LockAttempt | undefined;
     try {
-      await this.subscribe();
-      if (this.closed) return;
-      // In line from the moment the request is sent: its handoff message may come before its reply.
-      this.lineToken = token;
-      this.lastAttempt = undefined;
-      this.joinSentAt = Date.now();
-      const attempt = await this.host.store.attempt([this.key], token, o, 'line');
-      this.busy = false;
-      if (token !== this.lineToken) return;
+      attempt = await this.roundTrip(async () => {
+        await this.subscribe();
+        if (this.closed) return undefined;
+        // In line from the moment the request is sent: its handoff message may come before its
+        // reply.
+        this.lineToken = token;
+        this.lastAttempt = undefined;
+        this.joinSentAt = Date.now();
+        return this.host.store.attempt([this.key], token, o, 'line');
+      });
+    } catch (err) {
+      // Every caller of the cohort would meet the same failure: tell them all.
+      if (token === this.lineToken) this.leaveLineLocally();
+      this.line?.rejectAll(err);
+    }
+    // Handed over already (by a message that beat the reply), or given up: nothing to do.
+    if (attempt && token === this.lineToken) {
       if (attempt.granted) {
         this.obtained(token, attempt.fences[0], attempt.expiresAt, attempt.others === true);
       } else {
         this.host.renewal.add(this);
         this.waitFor(attempt);
       }
-    } catch (err) {
-      // Every caller of the cohort would meet the same failure: tell them all.
-      this.busy = false;
-      if (token === this.lineToken) this.leaveLineLocally();
-      this.line?.rejectAll(err);
-    } finally {
-      this.drive();
     }
+    this.drive();
   }
 
   /** Checks again with the line token (a lapsed holder, a wake-up message): keeps the place. */
   private async recheck(): Promise<void> {
     const token = this.lineToken;
     const first = this.line?.first();
-    if (this.busy || !token || !first) return this.drive();
+    if (!token || !first) return this.drive();
+    if (this.busy) {
+      // A timer that fires during a round trip: check once that is over.
+      this.recheckPending = true;
+      return;
+    }
     this.recheckPending = false;
-    this.busy = true;
     let attempt: LockAttempt | undefined;
     try {
-      attempt = await this.host.store.attempt([this.key], token, first.options, 'line');
+      attempt = await this.roundTrip(() =>
+        this.host.store.attempt([this.key], token, first.options, 'line'),
+      );
     } catch (err) {
       this.host.warn(`lock ${this.key.name}: checking the line failed`, err);
-    } finally {
-      this.busy = false;
     }
     if (token !== this.lineToken) return this.drive();
     if (attempt?.granted) {
@@ -453,9 +465,9 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus> {
       if (token === this.lineToken) this.leaveLineLocally();
       return false;
     }
-    this.localHandoffs = 0;
     // Handed over already by a message that beat the reply.
     if (token !== this.lineToken) return true;
+    this.localHandoffs = 0;
     this.lastAttempt = {
       granted: false,
       fences: [],
@@ -477,15 +489,15 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus> {
   private async leave(): Promise<void> {
     const token = this.lineToken!;
     this.leaveLineLocally();
-    this.busy = true;
     try {
-      const left = await this.host.store.leaveLine(this.key, token);
-      if (left.granted) await this.host.store.release([this.key], token);
+      await this.roundTrip(async () => {
+        const left = await this.host.store.leaveLine(this.key, token);
+        if (left.granted) await this.host.store.release([this.key], token);
+      });
     } catch (err) {
       // Unreachable: the entry lapses by its deadline, a lock handed to it by its TTL.
       this.host.warn(`lock ${this.key.name}: leaving the line failed`, err);
     } finally {
-      this.busy = false;
       this.drive();
     }
   }
@@ -519,6 +531,16 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus> {
     };
     this.holderTimer = setTimeout(check, Math.max(0, holder.expiresAt - Date.now()) + 1);
     this.holderTimer.unref();
+  }
+
+  /** Runs `work` (round trips for the cohort) as in flight: see `inFlight`. */
+  private async roundTrip<T>(work: () => Promise<T>): Promise<T> {
+    this.inFlight++;
+    try {
+      return await work();
+    } finally {
+      this.inFlight--;
+    }
   }
 
   private async subscribe(): Promise<void> {

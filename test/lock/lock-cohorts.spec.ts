@@ -351,4 +351,41 @@ describe('LockService local cohorts', () => {
       await other.close();
     }
   });
+
+  it('a wake-up crossing the message that hands the lock over: the process takes it once and stays out of the line while it holds', async () => {
+    // A wake-up (the retry timer, a 'w'/'f' message) makes the waiting process check the line
+    // again; when the handoff message comes while that check is in flight, the process holds the
+    // lock and passes it on locally before the check's reply. That reply must not count as the
+    // end of everything in flight: the process would join the line a second time while it holds
+    // the lock, and a later rejoin would leave that entry behind, to be handed a lock that
+    // nobody releases until its TTL (found in the bench's parked shape).
+    const prefix = uniquePrefix('cohort-cross');
+    await start(prefix, { maxLocalHandoffs: 2 });
+    const { value, line, channel } = lockRedisKeys(prefix, 'cross');
+    const holder = await createLockApp({ redis: server.url, keyPrefix: prefix });
+    const third = await createLockApp({ redis: server.url, keyPrefix: prefix });
+    try {
+      for (let round = 0; round < 5; round++) {
+        const held = await holder.get(LockService).acquire('cross', { ttlMs: 30_000 });
+        const run = (service: LockService, n: number) =>
+          Array.from({ length: n }, () =>
+            service.acquire('cross', { waitMs: 10_000, ttlMs: 30_000 }).then(
+              (lock) => lock.release().then(() => 'granted'),
+              (err: Error) => err.name,
+            ),
+          );
+        const mine = run(locks, 6);
+        await waitForLocalWaiters(locks, 'cross', 5);
+        await waitForLine(redis, prefix, 'cross', 1);
+        const theirs = run(third.get(LockService), 6);
+        await waitForLine(redis, prefix, 'cross', 2);
+        // The wake-up reaches the waiting processes just before the release's handoff message.
+        await Promise.all([redis.publish(channel, 'f'), held.release()]);
+        expect(await Promise.all([...mine, ...theirs])).toEqual(new Array(12).fill('granted'));
+        await waitFor('the line to empty', async () => (await redis.exists(line, value)) === 0);
+      }
+    } finally {
+      await Promise.all([holder.close(), third.close()]);
+    }
+  }, 60_000);
 });
