@@ -22,7 +22,8 @@
 --         the line of the (single) lock, fence 0 when fencing is off;
 --         {0, nowMs, wait, line} when not (nowMs 0 on the fast path, which dates nothing): wait =
 --         holder's PTTL, -1 for a holder without TTL,
---         -2 when the lock is free but another waiter is first in line; line = entries in the
+--         -2 when the lock is free but another waiter is first in line (a held lock gives its
+--         PTTL whether or not others are ahead); line = entries in the
 --         blocking lock's line (processes waiting, an estimate's input).
 -- An entry is "deadlineMs:ttlMs:fencing:mode" so that release.lua can hand the lock over directly.
 -- The fast path (one free lock, nobody in line) is 3 commands: EXISTS line, SET NX, INCR fence.
@@ -95,7 +96,8 @@ if n == 1 then
   local inLine = redis.call('EXISTS', line) == 1
   if inLine and respectLine then
     local head = liveHead(line, entries, clock())
-    if head and head ~= token then return blocked(0, -2) end
+    -- Behind the head: the holder's PTTL, or -2 when the lock is free (PTTL of a missing key).
+    if head and head ~= token then return blocked(0, redis.call('PTTL', value)) end
   end
   if not redis.call('SET', value, token, 'NX', 'PX', ttl) then
     return blocked(0, redis.call('PTTL', value))
