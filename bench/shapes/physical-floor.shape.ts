@@ -187,6 +187,56 @@ const serialCeiling: FloorProbe = {
   measure: (ctx) => measurePairs('serial-ceiling', 1, bareSetDel, ctx, false),
 };
 
+/** `SET NX PX` and `INCR` of the fence counter, in one script: the least a fenced acquire does. */
+const FENCED_ACQUIRE =
+  "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then " +
+  "return redis.call('INCR', KEYS[2]) end return 0";
+/** Deletes the key only when it holds the token: the least a safe release does. */
+const CHECKED_RELEASE =
+  "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
+
+/**
+ * The ceiling of a lock with a fence: the spec asks every multi-step operation to be one Lua
+ * script, and an acquire that hands out a fence is two steps (take the key, increment its
+ * counter), so it is one script call, not a plain `SET`; the release checks the token in another.
+ * These two minimal scripts (no line, no wait marks, no counter expiry) on one ioredis client,
+ * run by the serial shape's own loop, are what no fenced lock with an awaited acquire and release
+ * can beat. Metrics: `pairsPerSec` (and the serial shape's other metrics).
+ */
+const fencedScripts: LockLibrary = {
+  id: 'fenced-ceiling',
+  label: 'fenced acquire script + checked release script, no lock logic',
+  ours: false,
+  async create(url) {
+    const client = new Redis(url);
+    const [acquire, release] = await Promise.all(
+      [FENCED_ACQUIRE, CHECKED_RELEASE].map(
+        (body) => client.script('LOAD', body) as Promise<string>,
+      ),
+    );
+    let n = 0;
+    return {
+      acquire: async (key) => {
+        const token = `t${n++}`;
+        await client.evalsha(acquire, 2, key, `${key}:fence`, token, 30_000);
+        return [key, token];
+      },
+      release: async (held) => {
+        const [key, token] = held as [string, string];
+        await client.evalsha(release, 1, key, token);
+      },
+      close: async () => void (await client.quit()),
+    };
+  },
+};
+
+const fencedCeiling: FloorProbe = {
+  id: fencedScripts.id,
+  label:
+    'serial pair, one client, fenced acquire script + checked release script (pairs/s ceiling of a fenced lock)',
+  measure: (ctx) => measurePairs('fenced-ceiling', 1, fencedScripts, ctx, false),
+};
+
 /** Every floor probe, in table order. */
 export const FLOOR_PROBES: readonly FloorProbe[] = [
   redisBenchmark,
@@ -194,6 +244,7 @@ export const FLOOR_PROBES: readonly FloorProbe[] = [
   pubSubDelivery,
   sectionCeiling,
   serialCeiling,
+  fencedCeiling,
 ];
 
 /** Shape 5: the physical floor, one round trip, measured in the same run on the same server. */

@@ -166,17 +166,22 @@ function withCeiling(results: RunResults, target: TargetResult, floor: string): 
 }
 
 /**
- * `target` with the serial shape's ceiling appended: pairs/s of a bare `SET NX PX` + `DEL` loop
+ * `target` with the serial shape's ceilings appended: pairs/s of a bare `SET NX PX` + `DEL` loop
  * (the floor's `serial-ceiling` probe), which no lock with an awaited acquire and release can
- * exceed.
+ * exceed, and of the two minimal scripts of a fenced lock (`fenced-ceiling`), which no lock that
+ * hands out fences can exceed.
  */
 function withSerialCeiling(results: RunResults, target: TargetResult, floor: string): TargetResult {
-  const ceiling = results.median(floor, 'serial-ceiling', 'pairsPerSec');
-  if (!Number.isFinite(ceiling) || target.status === 'not measured') return target;
-  return {
-    ...target,
-    measured: `${target.measured}; ceiling (SET NX PX + DEL, no lock logic) ${f(ceiling, 0)} pairs/s`,
-  };
+  if (target.status === 'not measured') return target;
+  const ceilings = [
+    ['serial-ceiling', 'SET NX PX + DEL, no lock logic'],
+    ['fenced-ceiling', 'fenced lock: 2 minimal scripts'],
+  ]
+    .map(([probe, what]) => [what, results.median(floor, probe, 'pairsPerSec')] as const)
+    .filter(([, pairs]) => Number.isFinite(pairs))
+    .map(([what, pairs]) => `ceiling (${what}) ${f(pairs, 0)} pairs/s`);
+  if (ceilings.length === 0) return target;
+  return { ...target, measured: [target.measured, ...ceilings].join('; ') };
 }
 
 /**
