@@ -14,7 +14,7 @@ export const LOCK_SCRIPTS = {
   extendOrRelock: new LuaScript('lock extend-or-relock', file('extend-or-relock')),
   leaveLine: new LuaScript('lock leave-line', file('leave-line')),
   handoff: new LuaScript('lock handoff', file('handoff'), FENCE_COUNTER_PRELUDE, LINE),
-  renew: new LuaScript('lock renew', file('renew')),
+  renew: new LuaScript('lock renew', file('renew'), LINE),
   acquireShared: new LuaScript(
     'lock acquire-shared',
     file('acquire-shared'),

@@ -39,12 +39,8 @@ if free then
   end
 end
 if ARGV[3] == '1' then
-  local last = redis.call('ZRANGE', line, -1, -1, 'WITHSCORES')[2]
-  redis.call('ZADD', line, 'NX', (tonumber(last) or 0) + 1, token)
-  redis.call('HSET', entries, token, (now + entryTtl) .. ':' .. ttl .. ':' .. ARGV[6] .. ':r')
-  redis.call('PEXPIRE', line, entryTtl * 2)
-  redis.call('PEXPIRE', entries, entryTtl * 2)
-  -- Mark the holder (exclusive or shared) so that its release hands over or wakes the line.
-  if v and string.sub(v, -1) ~= '*' then redis.call('SET', value, v .. '*', 'KEEPTTL') end
+  joinLine(line, entries, token, ttl .. ':' .. ARGV[6] .. ':r', entryTtl, now)
+  -- The holder may be exclusive or shared.
+  markWaited(value, v)
 end
 return {0, now, free and -2 or redis.call('PTTL', value)}

@@ -67,18 +67,9 @@ local function blocked(i, waitMs)
   local value, line, entries = KEYS[i * 4 + 1], KEYS[i * 4 + 3], KEYS[i * 4 + 4]
   if wait then
     if join then
-      -- Score = last score + 1: strict arrival order, independent of clocks. NX keeps the place
-      -- of a waiter that is only checking again.
-      local last = redis.call('ZRANGE', line, -1, -1, 'WITHSCORES')[2]
-      redis.call('ZADD', line, 'NX', (tonumber(last) or 0) + 1, token)
-      redis.call('HSET', entries, token, (clock() + entryTtl) .. ':' .. ttl .. ':' .. fencingFlag .. ':' .. mode)
-      -- The line lives as long as someone renews it.
-      redis.call('PEXPIRE', line, entryTtl * 2)
-      redis.call('PEXPIRE', entries, entryTtl * 2)
+      joinLine(line, entries, token, ttl .. ':' .. fencingFlag .. ':' .. mode, entryTtl, clock())
     end
-    -- Mark the holder's token so that its release takes the path that wakes waiters.
-    local v = redis.call('GET', value)
-    if v and string.sub(v, -1) ~= '*' then redis.call('SET', value, v .. '*', 'KEEPTTL') end
+    markWaited(value, redis.call('GET', value))
   end
   return {0, clock(), waitMs, redis.call('ZCARD', line)}
 end

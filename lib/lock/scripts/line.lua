@@ -1,5 +1,5 @@
--- A lock's line of waiting processes: shared by the lock scripts that read it (put before each
--- when it is loaded, after fence-counter.lua; lock-scripts.ts).
+-- A lock's line of waiting processes: shared by the lock scripts that read, join or renew it (put
+-- before each when it is loaded, after fence-counter.lua; lock-scripts.ts).
 --
 -- line (zset: token -> arrival order), entries (hash: token -> "deadlineMs:ttlMs:fencing:mode").
 
@@ -11,6 +11,28 @@ local function clock()
     clockMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   end
   return clockMs
+end
+
+-- Writes the entry of `token` ("ttlMs:fencing:mode" `spec`), live until `now` + `entryTtl` ms;
+-- the line lives as long as someone renews it.
+local function renewEntry(line, entries, token, spec, entryTtl, now)
+  redis.call('HSET', entries, token, (now + entryTtl) .. ':' .. spec)
+  redis.call('PEXPIRE', line, entryTtl * 2)
+  redis.call('PEXPIRE', entries, entryTtl * 2)
+end
+
+-- Puts `token` at the end of `line` with its entry (see renewEntry). Score = last score + 1:
+-- strict arrival order, independent of clocks; NX keeps the place of a waiter only checking again.
+local function joinLine(line, entries, token, spec, entryTtl, now)
+  local last = redis.call('ZRANGE', line, -1, -1, 'WITHSCORES')[2]
+  redis.call('ZADD', line, 'NX', (tonumber(last) or 0) + 1, token)
+  renewEntry(line, entries, token, spec, entryTtl, now)
+end
+
+-- Marks `v`, the value of lock `value` (its holder's token, or nil when free), with '*': the
+-- holder's release then hands the lock over or wakes the line.
+local function markWaited(value, v)
+  if v and string.sub(v, -1) ~= '*' then redis.call('SET', value, v .. '*', 'KEEPTTL') end
 end
 
 -- The first waiter in `line` whose entry is still live at `now` (ms), and its entry; entries of

@@ -71,14 +71,8 @@ if released == 1 then
     redis.call('SET', value, rejoin, 'PX', ttl)
     return {released, 2, fenceOf(fence, fencing), clock()}
   end
-  local entryTtl = tonumber(ARGV[6])
-  local last = redis.call('ZRANGE', line, -1, -1, 'WITHSCORES')[2]
-  redis.call('ZADD', line, 'NX', (tonumber(last) or 0) + 1, rejoin)
-  redis.call('HSET', entries, rejoin, (clock() + entryTtl) .. ':' .. ARGV[5])
-  redis.call('PEXPIRE', line, entryTtl * 2)
-  redis.call('PEXPIRE', entries, entryTtl * 2)
-  local held = redis.call('GET', value)
-  if held and string.sub(held, -1) ~= '*' then redis.call('SET', value, held .. '*', 'KEEPTTL') end
+  joinLine(line, entries, rejoin, ARGV[5], tonumber(ARGV[6]), clock())
+  markWaited(value, redis.call('GET', value))
   rejoined = 1
 end
 return {released, rejoined, 0, clock()}

@@ -1,6 +1,7 @@
 -- Renews every line entry of one process in one call (per Cluster slot), about once a second:
 -- waiting costs Redis this call, whatever the number of callers waiting behind each entry. It
--- also finds entries that were handed the lock while their message was lost.
+-- also finds entries that were handed the lock while their message was lost. (renewEntry,
+-- markWaited and clock are in line.lua, put before this.)
 --
 -- KEYS, 4 per entry: value, fence, line, entries (as in acquire.lua)
 -- ARGV[1] entryTtl ms; then 2 per entry: token, "ttlMs:fencing:mode"
@@ -9,8 +10,7 @@
 -- in line (its entry was dropped: the process must join again); 2: the token was handed the lock
 -- (its message was lost): fence and pttl are the lock's.
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = clock()
 local entryTtl = tonumber(ARGV[1])
 local result = {}
 for i = 0, #KEYS / 4 - 1 do
@@ -23,11 +23,9 @@ for i = 0, #KEYS / 4 - 1 do
     f = tonumber(redis.call('GET', fence) or '0')
     pttl = redis.call('PTTL', value)
   elseif redis.call('ZSCORE', line, token) then
-    redis.call('HSET', entries, token, (now + entryTtl) .. ':' .. ARGV[i * 2 + 3])
-    redis.call('PEXPIRE', line, entryTtl * 2)
-    redis.call('PEXPIRE', entries, entryTtl * 2)
+    renewEntry(line, entries, token, ARGV[i * 2 + 3], entryTtl, now)
     -- The holder must know that someone waits (a grant after a lapse may have left no mark).
-    if v and string.sub(v, -1) ~= '*' then redis.call('SET', value, v .. '*', 'KEEPTTL') end
+    markWaited(value, v)
     status = v and 1 or 3
   end
   result[i * 3 + 1] = status
