@@ -1,13 +1,15 @@
 import { join } from 'node:path';
 import { FENCE_COUNTER_PRELUDE } from '../fencing/fenced-scripts';
 import { LuaScript } from '../redis/lua-script';
+import { LINE_PRELUDE } from '../waiting/waiting-scripts';
 
-/** One operation's script, with fence-counter.lua and common.lua before it. */
+/** One operation's script, with fence-counter.lua, the line's helpers and common.lua before it. */
 const script = (operation: string) =>
   new LuaScript(
     `semaphore ${operation}`,
     join(__dirname, 'scripts', `${operation}.lua`),
     FENCE_COUNTER_PRELUDE,
+    LINE_PRELUDE,
     join(__dirname, 'scripts', 'common.lua'),
   );
 

@@ -16,7 +16,7 @@
 --                      4. mode: 'h' hand me the lock on release (fair), 'w' only wake me
 -- ARGV[4] entryTtl     ms a line entry stays live without being renewed (renew.lua)
 -- ARGV[5] fenceTtl     ms a newly created fence counter lives (fence-counter.lua, put before this
---                      with line.lua: liveHead)
+--                      with lib/waiting/scripts/line.lua and hand-over.lua)
 --
 -- Returns {1, others, fence_1, ..., fence_n} when granted: others = 1 when other waiters are in
 --         the line of the (single) lock, fence 0 when fencing is off;

@@ -16,7 +16,8 @@ if v ~= old and v ~= old .. '*' then return {0} end
 
 local others = 0
 if v ~= old then
-  -- Marked: someone joined the line; check that a live waiter is still there (line.lua).
+  -- Marked: someone joined the line; check that a live waiter is still there (liveHead:
+  -- lib/waiting/scripts/line.lua).
   if liveHead(line, entries, clock()) then others = 1 end
 end
 redis.call('SET', value, others == 1 and ARGV[2] .. '*' or ARGV[2], 'PX', ARGV[3])

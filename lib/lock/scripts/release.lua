@@ -3,7 +3,7 @@
 -- script ends and learns so from the message, which saves it a round trip and leaves no gap in
 -- which a newcomer could barge in; a non-fair one ('w' entry) is only woken to race for it. A lock
 -- without the mark has nobody waiting: it is deleted and nothing is published. (handOver is in
--- line.lua, put before this with fence-counter.lua.)
+-- hand-over.lua, put before this with fence-counter.lua and lib/waiting/scripts/line.lua.)
 --
 -- KEYS, 5 per lock: value, fence, line, entries (as in acquire.lua), channel (pub/sub channel)
 -- ARGV[1] token

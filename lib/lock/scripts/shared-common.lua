@@ -1,6 +1,6 @@
 -- Shared part of the shared-mode scripts (acquire-shared.lua, release-shared.lua): put before
--- each when it is loaded (lock-scripts.ts, after fence-counter.lua and line.lua), so every script
--- is one self-contained EVAL body.
+-- each when it is loaded (lock-scripts.ts, after the line's helpers and hand-over.lua), so every
+-- script is one self-contained EVAL body.
 --
 -- KEYS[1] value, KEYS[2] fence, KEYS[3] line, KEYS[4] entries (as in acquire.lua),
 -- KEYS[5] shared (zset: shared holder token -> expiry ms, Redis clock), KEYS[6] channel
@@ -9,8 +9,7 @@
 
 local SHARED = '!shared'
 local value, fence, line, entries, shared, channel = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = clock()
 
 -- A shared grant does not increment the fence: it reports the latest exclusive grant's.
 local function currentFence(fencing)

@@ -36,6 +36,6 @@ if redis.call('EXISTS', k.line) == 0 and free(k) >= permits then
   tidy(k, entryTtl)
   return {1, fence, ttl}
 end
-if ARGV[5] == '1' then join(k, token, ttl .. ':' .. permits, entryTtl) end
+if ARGV[5] == '1' then joinLine(k.line, k.entries, token, ttl .. ':' .. permits, entryTtl, now) end
 tidy(k, entryTtl)
 return {0, now, soonest(k)}

@@ -1,5 +1,6 @@
 -- Shared part of the semaphore scripts: prepended to each of them when they are loaded
--- (semaphore-scripts.ts), so every script is one self-contained EVAL body.
+-- (semaphore-scripts.ts, after fence-counter.lua and lib/waiting/scripts/line.lua), so every
+-- script is one self-contained EVAL body.
 --
 -- Keys of one semaphore (5, in this order; all under one hash tag):
 --   holders  zset: holder token -> expiry (ms, Redis clock); each permit grant expires on its own
@@ -9,11 +10,7 @@
 --   entries  hash: waiting token -> "deadlineMs:ttlMs:permits" (deadline renewed by renew.lua)
 --   channel  pub/sub channel of grants: 'h <token> <fence> <nowMs> <ttlMs>'
 
-local now
-do
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+local now = clock()
 
 -- The keys of the i-th semaphore (0-based) of KEYS.
 local function semKeys(i)
@@ -63,25 +60,21 @@ local function grant(k, token, permits, ttl)
 end
 
 -- Hands free permits to the waiters in arrival order, as many as fit; stops at the first live
--- waiter that does not fit (nobody passes it: FIFO). Entries nobody renewed are dropped.
+-- waiter that does not fit (nobody passes it: FIFO). Entries nobody renewed are dropped (line.lua).
 local function serve(k, publish)
   local left = free(k)
   while left > 0 do
-    local head = redis.call('ZRANGE', k.line, 0, 0)[1]
+    local head, entry = liveHead(k.line, k.entries, now)
     if not head then return end
-    local entry = redis.call('HGET', k.entries, head)
-    local deadline, ttl, permits = nil, nil, nil
-    if entry then deadline, ttl, permits = string.match(entry, '^(%d+):(%d+):(%d+)$') end
-    local live = deadline and tonumber(deadline) >= now
-    if live and tonumber(permits) > left then return end
+    local ttl, permits = string.match(entry, '^%d+:(%d+):(%d+)$')
+    permits = tonumber(permits)
+    if permits > left then return end
     redis.call('ZREM', k.line, head)
     redis.call('HDEL', k.entries, head)
-    if live then
-      local fence = grant(k, head, tonumber(permits), tonumber(ttl))
-      -- %.0f: a fence is a 16-digit number, which plain concatenation would round.
-      redis.call(publish, k.channel, string.format('h %s %.0f %.0f %s', head, fence, now, ttl))
-      left = left - tonumber(permits)
-    end
+    local fence = grant(k, head, permits, tonumber(ttl))
+    -- %.0f: a fence is a 16-digit number, which plain concatenation would round.
+    redis.call(publish, k.channel, string.format('h %s %.0f %.0f %s', head, fence, now, ttl))
+    left = left - permits
   end
 end
 
@@ -106,15 +99,6 @@ local function holding(k, token)
   if not held then return nil end
   local expiry = tonumber(redis.call('ZSCORE', k.holders, token))
   return {1, tonumber(string.match(held, ':(%d+)$')), expiry - now}
-end
-
--- Puts `token` at the end of the line (or keeps its place) with a live entry.
-local function join(k, token, spec, entryTtl)
-  local last = redis.call('ZRANGE', k.line, -1, -1, 'WITHSCORES')[2]
-  redis.call('ZADD', k.line, 'NX', (tonumber(last) or 0) + 1, token)
-  redis.call('HSET', k.entries, token, (now + entryTtl) .. ':' .. spec)
-  redis.call('PEXPIRE', k.line, entryTtl * 2)
-  redis.call('PEXPIRE', k.entries, entryTtl * 2)
 end
 
 -- ms until the earliest permit expires (when one surely comes back), -1 when none is held.

@@ -27,7 +27,7 @@ for i = 0, #KEYS / 5 - 1 do
   if held then
     status, fence, remaining = 2, held[2], held[3]
   elseif redis.call('ZSCORE', k.line, token) then
-    join(k, token, spec, entryTtl)
+    renewEntry(k.line, k.entries, token, spec, entryTtl, now)
     status = 1
   end
   result[i * 3 + 1] = status

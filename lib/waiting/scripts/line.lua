@@ -1,0 +1,45 @@
+-- A line of waiting processes, for locks and semaphores alike: put before each script that reads,
+-- joins or renews one when it is loaded (LINE_PRELUDE, lib/waiting/waiting-scripts.ts).
+--
+-- line (zset: token -> arrival order), entries (hash: token -> "deadlineMs:<spec>", the spec being
+-- what the script that grants needs to know of the waiter).
+
+-- Redis TIME in ms, read at most once per script and only when it is needed (clock()).
+local clockMs = nil
+local function clock()
+  if not clockMs then
+    local t = redis.call('TIME')
+    clockMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return clockMs
+end
+
+-- Writes the entry of `token` ("deadlineMs:<spec>"), live until `now` + `entryTtl` ms; the line
+-- lives as long as someone renews it.
+local function renewEntry(line, entries, token, spec, entryTtl, now)
+  redis.call('HSET', entries, token, (now + entryTtl) .. ':' .. spec)
+  redis.call('PEXPIRE', line, entryTtl * 2)
+  redis.call('PEXPIRE', entries, entryTtl * 2)
+end
+
+-- Puts `token` at the end of `line` with its entry (see renewEntry). Score = last score + 1:
+-- strict arrival order, independent of clocks; NX keeps the place of a waiter only checking again.
+local function joinLine(line, entries, token, spec, entryTtl, now)
+  local last = redis.call('ZRANGE', line, -1, -1, 'WITHSCORES')[2]
+  redis.call('ZADD', line, 'NX', (tonumber(last) or 0) + 1, token)
+  renewEntry(line, entries, token, spec, entryTtl, now)
+end
+
+-- The first waiter in `line` whose entry is still live at `now` (ms), and its entry; entries of
+-- waiters that stopped renewing (crashed, frozen, gave up) are dropped on the way, not waited for.
+-- nil when nobody live waits.
+local function liveHead(line, entries, now)
+  while true do
+    local head = redis.call('ZRANGE', line, 0, 0)[1]
+    if not head then return nil, nil end
+    local entry = redis.call('HGET', entries, head)
+    if entry and tonumber(string.match(entry, '^%d+')) >= now then return head, entry end
+    redis.call('ZREM', line, head)
+    redis.call('HDEL', entries, head)
+  end
+end
