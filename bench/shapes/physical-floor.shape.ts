@@ -181,11 +181,14 @@ const bareSetDel: LockLibrary = {
   },
 };
 
-const serialCeiling: FloorProbe = {
-  id: bareSetDel.id,
-  label: 'serial pair, one client, SET NX PX + DEL (pairs/s ceiling)',
-  measure: (ctx) => measurePairs('serial-ceiling', 1, bareSetDel, ctx, false),
-};
+/** A floor probe that runs the serial shape's loop on `ceiling` (a "lock" without lock logic). */
+function serialCeilingProbe(ceiling: LockLibrary, label: string): FloorProbe {
+  return {
+    id: ceiling.id,
+    label,
+    measure: (ctx) => measurePairs(ceiling.id, 1, ceiling, ctx, false),
+  };
+}
 
 /** `SET NX PX` and `INCR` of the fence counter, in one script: the least a fenced acquire does. */
 const FENCED_ACQUIRE =
@@ -230,21 +233,17 @@ const fencedScripts: LockLibrary = {
   },
 };
 
-const fencedCeiling: FloorProbe = {
-  id: fencedScripts.id,
-  label:
-    'serial pair, one client, fenced acquire script + checked release script (pairs/s ceiling of a fenced lock)',
-  measure: (ctx) => measurePairs('fenced-ceiling', 1, fencedScripts, ctx, false),
-};
-
 /** Every floor probe, in table order. */
 export const FLOOR_PROBES: readonly FloorProbe[] = [
   redisBenchmark,
   ioredisRoundTrip,
   pubSubDelivery,
   sectionCeiling,
-  serialCeiling,
-  fencedCeiling,
+  serialCeilingProbe(bareSetDel, 'serial pair, one client, SET NX PX + DEL (pairs/s ceiling)'),
+  serialCeilingProbe(
+    fencedScripts,
+    'serial pair, one client, fenced acquire script + checked release script (pairs/s ceiling of a fenced lock)',
+  ),
 ];
 
 /** Shape 5: the physical floor, one round trip, measured in the same run on the same server. */
