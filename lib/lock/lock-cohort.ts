@@ -261,8 +261,9 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus> {
     const token = this.host.newToken();
     let attempt: LockAttempt;
     try {
-      this.firstAttempt = this.host.store.attempt([this.key], token, o, 'none');
-      attempt = await this.roundTrip(() => this.firstAttempt!);
+      const pending = this.host.store.attempt([this.key], token, o, 'none');
+      this.firstAttempt = pending;
+      attempt = await this.roundTrip(() => pending);
     } catch (err) {
       this.firstAttempt = undefined;
       // Callers queued behind an attempt that failed share its failure (Redis unreachable).

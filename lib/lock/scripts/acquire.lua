@@ -30,8 +30,8 @@
 
 local token = ARGV[1]
 
--- Fast path first, before this script's own functions are defined (defining them costs every
--- call): one lock, nobody in its line, and the caller would not wait.
+-- Fast path first, before this script's own locals and functions are set up: one lock, nobody
+-- in its line, and the caller would not wait.
 local flags = ARGV[3]
 if #KEYS == 4 and string.sub(flags, 3, 3) == '0' and redis.call('EXISTS', KEYS[3]) == 0 then
   if not redis.call('SET', KEYS[1], token, 'NX', 'PX', ARGV[2]) then

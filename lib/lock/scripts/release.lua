@@ -25,8 +25,8 @@
 
 local token = ARGV[1]
 
--- Fast path first, before this script's own functions are defined (defining them costs every
--- call): one lock that nobody waits for.
+-- Fast path first, before this script's own locals and functions are set up: one lock that
+-- nobody waits for.
 if #KEYS == 5 and (ARGV[4] or '') == '' then
   local v = redis.call('GET', KEYS[1])
   if v == token then
