@@ -16,6 +16,7 @@ export const LOCK_SCRIPTS = {
   release: new LuaScript('lock release', file('release'), ...LINE),
   extend: new LuaScript('lock extend', file('extend')),
   extendOrRelock: new LuaScript('lock extend-or-relock', file('extend-or-relock')),
+  quorumAcquire: new LuaScript('lock quorum-acquire', file('quorum-acquire'), ...LINE),
   leaveLine: new LuaScript('lock leave-line', file('leave-line')),
   handoff: new LuaScript('lock handoff', file('handoff'), ...LINE),
   renew: new LuaScript('lock renew', file('renew'), ...LINE),

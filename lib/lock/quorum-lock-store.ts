@@ -1,39 +1,34 @@
+import { clockDriftMs } from '../waiting/grant-deadline';
 import { performance } from 'node:perf_hooks';
-import { LockQuorumError } from '../errors/lock-quorum.error';
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
-import { RedisUnavailableError } from '../errors/redis-unavailable.error';
 import type { ResolvedLockOptions } from '../options/resolve-options';
 import type { RedisLockConnection } from '../redis/redis-connection';
 import { checkOneSlot, type LockRedisKeys } from './lock-keys';
 import { LOCK_SCRIPTS } from './lock-scripts';
 import {
-  acquireKeys,
   releaseKeys,
   type LockAttempt,
   type LockExtension,
   type LockStore,
-  type QuorumShortfall,
-  acquireFlags,
   type WaitMode,
   type LineEntry,
   type LineStatus,
   type LockHandoff,
   type LockRejoin,
 } from './lock-store';
+import { Quorum, type NodeOutcome } from './quorum';
+import { QuorumClocks } from './quorum-clocks';
 
-/** What one node did with a request sent to all of them. */
-type NodeOutcome<T> =
-  | { node: number; state: 'answered'; value: T }
-  | { node: number; state: 'failed'; sent: boolean }
-  | { node: number; state: 'pending' };
+/** A reply of `quorum-acquire.lua`: `[1, nowMs, ...fences]` or `[0, nowMs, wait]`. */
+type AcquireReply = number[];
 
 /**
  * Redlock: every lock lives on N independent masters and is held when a majority
  * (`floor(N / 2) + 1`) granted it within its validity time.
  *
- * - An attempt runs `acquire.lua` on every node in parallel (not fair, no line, no fence) and
- *   counts the grants. It is decided as soon as a quorum granted or can no longer grant; a node
- *   that is known to be disconnected counts as failed at once instead of queueing the request.
+ * - An attempt runs `quorum-acquire.lua` on every node in parallel (not fair, no line) and counts
+ *   the grants. It is decided as soon as a quorum granted or can no longer grant; a node that is
+ *   known to be disconnected counts as failed at once instead of queueing the request.
  * - Validity = `ttl - elapsed - drift`, with `elapsed` from the start of the attempt
  *   (monotonic clock) and `drift = clockDriftFactor * ttl + 2 ms`; the lock is granted only when
  *   it is positive, and `expiresAt` is the attempt's start plus `ttl - drift`.
@@ -43,11 +38,14 @@ type NodeOutcome<T> =
  * - Release, extend, isHeld and isLocked go to every node and count a majority; when fewer nodes
  *   than a quorum answer, they throw `LockQuorumError`.
  * - Extending also locks again, with the same token, a node that lost the lock (restarted
- *   empty), while the lock is surely valid; such a node confirms the extension.
+ *   empty), but only before that node's own clock reaches the end of the lock's validity
+ *   (`QuorumClocks`, `extend-or-relock.lua`); such a node confirms the extension.
  */
 export class QuorumLockStore implements LockStore {
   readonly lines = false;
-  private readonly needed: number;
+  private readonly quorum: Quorum;
+  private readonly clocks: QuorumClocks;
+  private readonly fenceTtlMs: number;
   /**
    * Per token of a lock granted here: until when (`performance.now()` ms) it is surely valid.
    * Dropped on release and on a lost extension; lapsed ones are swept as grants add entries.
@@ -56,11 +54,17 @@ export class QuorumLockStore implements LockStore {
   /** The size at which `remember` next sweeps lapsed entries (amortised: doubles). */
   private sweepAt = 64;
 
+  /**
+   * @param nodes the independent masters
+   * @param clockDriftFactor the module's `clockDriftFactor`
+   */
   constructor(
     private readonly nodes: readonly RedisLockConnection[],
     private readonly clockDriftFactor: number,
   ) {
-    this.needed = Math.floor(nodes.length / 2) + 1;
+    this.quorum = new Quorum(nodes);
+    this.clocks = new QuorumClocks(nodes.length, clockDriftFactor);
+    this.fenceTtlMs = nodes[0].options.fenceTtlMs;
   }
 
   check(keys: readonly LockRedisKeys[], o: ResolvedLockOptions): void {
@@ -90,19 +94,21 @@ export class QuorumLockStore implements LockStore {
     const sentAt = Date.now();
     const start = performance.now();
     const drift = this.drift(o.ttlMs);
-    const redisKeys = acquireKeys(keys);
-    // Not fair (lines of independent masters do not compose), no line, no fence; a waiter marks
-    // the holders so that their release announces itself.
-    const args = [token, o.ttlMs, acquireFlags(false, false, wait === 'none' ? 'none' : 'mark')];
-    const outcomes = await this.gather(
-      (node) => node.run(LOCK_SCRIPTS.acquire, redisKeys, args) as Promise<number[]>,
-      (reply) => reply[0] === 1,
-      Math.max(1, o.ttlMs - drift),
+    const until = start + o.ttlMs - drift;
+    const redisKeys: string[] = [];
+    for (const k of keys) redisKeys.push(k.value, k.fence);
+    // No fence; a waiter marks the holders so that their release announces itself.
+    const args = [token, o.ttlMs, `0${wait === 'none' ? 0 : 'm'}`, this.fenceTtlMs];
+    const granted = (reply: AcquireReply) => reply[0] === 1;
+    const outcomes = await this.quorum.gather(
+      (node, i) => this.clocked(i, node.run(LOCK_SCRIPTS.quorumAcquire, redisKeys, args)),
+      granted,
+      Math.max(1, until - performance.now()),
     );
-    const validity = o.ttlMs - (performance.now() - start) - drift;
-    const tally = this.tally(outcomes, (reply) => reply[0] === 1);
-    if (tally.granted >= this.needed && validity > 0) {
-      this.remember(token, start + o.ttlMs - drift);
+    const tally = this.quorum.tally(outcomes, granted);
+    const shortOf = tally.answered < this.quorum.needed ? tally : undefined;
+    if (tally.granted >= this.quorum.needed && performance.now() < until) {
+      this.remember(token, until);
       return {
         granted: true,
         fences: keys.map(() => 0),
@@ -126,7 +132,7 @@ export class QuorumLockStore implements LockStore {
       redisNow: 0,
       sentAt,
       wait: waits.length > 0 ? Math.min(...waits) : 0,
-      shortOf: tally.answered < this.needed ? tally : undefined,
+      shortOf,
     };
   }
 
@@ -152,13 +158,14 @@ export class QuorumLockStore implements LockStore {
 
   async release(keys: readonly LockRedisKeys[], token: string): Promise<boolean> {
     this.validUntil.delete(token);
-    const outcomes = await this.gather(
+    const released = (n: unknown) => n === keys.length;
+    const outcomes = await this.quorum.gather(
       (node) => releaseOn(node, keys, token),
-      (released) => released === keys.length,
+      released,
       undefined,
       true,
     );
-    return this.decide(keys, 'release', outcomes, (released) => released === keys.length);
+    return this.quorum.decide(keys, 'release', outcomes, released);
   }
 
   async extend(
@@ -170,43 +177,47 @@ export class QuorumLockStore implements LockStore {
     const start = performance.now();
     const drift = this.drift(ttlMs);
     const values = keys.map((k) => k.value);
-    // A node that lost the lock is locked again only while the lock is surely valid: then no one
-    // else can hold a majority, so the relock cannot revive a lock that lapsed (and may have been
-    // taken and released since). It confirms when its reply arrived within that time too.
-    const validUntil = this.validUntil.get(token) ?? -Infinity;
-    const relock = start < validUntil ? 1 : 0;
-    const confirms = (r: { reply: unknown; at: number }) =>
-      r.reply === 1 || (r.reply === 2 && r.at < validUntil);
-    const outcomes = await this.gather(
-      async (node) => ({
-        reply: await node.run(LOCK_SCRIPTS.extendOrRelock, values, [token, ttlMs, relock]),
-        at: performance.now(),
-      }),
+    // A node that lost the lock is locked again only before its own clock reaches the end of the
+    // lock's validity, which the node checks itself when the extension runs (however long it
+    // waited on the way): then the lock still holds a majority and nobody else can, so a relock
+    // never revives a lock that lapsed (and may have been taken and released since).
+    const validUntil = this.validUntil.get(token);
+    const relockBefore = (node: number) =>
+      validUntil === undefined ? 0 : this.clocks.before(node, validUntil);
+    const confirms = (reply: number[]) => reply[0] === 1 || reply[0] === 2;
+    const outcomes = await this.quorum.gather(
+      (node, i) =>
+        this.clocked(
+          i,
+          node.run(LOCK_SCRIPTS.extendOrRelock, values, [token, ttlMs, relockBefore(i)]),
+        ),
       confirms,
       Math.max(1, ttlMs - drift),
     );
     const validity = ttlMs - (performance.now() - start) - drift;
-    const held = this.decide(keys, 'extend', outcomes, confirms) && validity > 0;
+    const held = this.quorum.decide(keys, 'extend', outcomes, confirms) && validity > 0;
     if (held) this.remember(token, start + ttlMs - drift);
     else this.validUntil.delete(token);
     return { held, expiresAt: sentAt + ttlMs - drift };
   }
 
   async isHeld(keys: readonly LockRedisKeys[], token: string): Promise<boolean> {
-    const holds = (values: (string | null)[]) => values.every((v) => v === token);
-    const outcomes = await this.gather(
+    // A waiter's mark ('*', quorum-acquire.lua) does not change the holder.
+    const marked = `${token}*`;
+    const holds = (values: (string | null)[]) => values.every((v) => v === token || v === marked);
+    const outcomes = await this.quorum.gather(
       (node) => node.call('lock MGET', (c) => c.mget(...keys.map((k) => k.value))),
       holds,
     );
-    return this.decide(keys, 'isHeld', outcomes, holds);
+    return this.quorum.decide(keys, 'isHeld', outcomes, holds);
   }
 
   async isLocked(key: LockRedisKeys): Promise<boolean> {
-    const outcomes = await this.gather(
+    const outcomes = await this.quorum.gather(
       (node) => node.call('lock EXISTS', (c) => c.exists(key.value)),
       (n) => n === 1,
     );
-    return this.decide([key], 'isLocked', outcomes, (n) => n === 1);
+    return this.quorum.decide([key], 'isLocked', outcomes, (n) => n === 1);
   }
 
   async listen(channel: string, onMessage: (message: string) => void): Promise<() => void> {
@@ -217,6 +228,15 @@ export class QuorumLockStore implements LockStore {
     for (const r of results) if (r.status === 'fulfilled') stops.push(r.value);
     if (stops.length === 0) throw (results[0] as PromiseRejectedResult).reason;
     return () => stops.forEach((stop) => stop());
+  }
+
+  /** `reply`, once it arrived, after recording the node clock it carries (`[state, nowMs, …]`). */
+  private clocked(node: number, reply: Promise<unknown>): Promise<number[]> {
+    return reply.then((value) => {
+      const r = value as number[];
+      this.clocks.observe(node, r[1], performance.now());
+      return r;
+    });
   }
 
   /** Records that the lock of `token` is surely valid until `until` (`performance.now()` ms). */
@@ -230,97 +250,7 @@ export class QuorumLockStore implements LockStore {
   }
 
   private drift(ttlMs: number): number {
-    return this.clockDriftFactor * ttlMs + 2;
-  }
-
-  /**
-   * Sends `call` to every node in parallel and resolves as soon as the outcome is decided — a
-   * quorum said yes, or a quorum answered and yes can no longer win — when every node settled, or
-   * when `withinMs` has passed; calls still running then are reported `pending`.
-   *
-   * A node known to be disconnected counts as failed at once; the call is then not sent, unless
-   * `evenIfDisconnected`: a release must still be queued there, because a command that was in
-   * flight when the connection broke (e.g. an acquisition) is sent again on reconnect, and the
-   * release has to run after it.
-   */
-  private gather<T>(
-    call: (node: RedisLockConnection) => Promise<T>,
-    yes: (value: T) => boolean,
-    withinMs?: number,
-    evenIfDisconnected = false,
-  ): Promise<NodeOutcome<T>[]> {
-    const outcomes: NodeOutcome<T>[] = this.nodes.map((_, node) => ({ node, state: 'pending' }));
-    return new Promise((resolve) => {
-      let settled = 0;
-      let answered = 0;
-      let yeses = 0;
-      let timer: NodeJS.Timeout | undefined;
-      const finish = () => {
-        clearTimeout(timer);
-        resolve(outcomes.map((o) => ({ ...o })));
-      };
-      const record = (outcome: NodeOutcome<T>) => {
-        outcomes[outcome.node] = outcome;
-        settled++;
-        if (outcome.state === 'answered') {
-          answered++;
-          if (yes(outcome.value)) yeses++;
-        }
-        const noes = settled - yeses;
-        if (
-          yeses >= this.needed ||
-          (noes > this.nodes.length - this.needed && answered >= this.needed) ||
-          settled === this.nodes.length
-        ) {
-          finish();
-        }
-      };
-      if (withinMs !== undefined) timer = setTimeout(finish, withinMs);
-      this.nodes.forEach((node, i) => {
-        if (node.disconnected) {
-          if (evenIfDisconnected) call(node).catch(() => undefined);
-          record({ node: i, state: 'failed', sent: evenIfDisconnected });
-          return;
-        }
-        call(node).then(
-          (value) => record({ node: i, state: 'answered', value }),
-          (err: unknown) =>
-            // A timeout leaves the request on its way; a refusal means it never ran.
-            record({ node: i, state: 'failed', sent: err instanceof RedisUnavailableError }),
-        );
-      });
-    });
-  }
-
-  private tally<T>(outcomes: NodeOutcome<T>[], yes: (value: T) => boolean): QuorumShortfall {
-    let answered = 0;
-    let granted = 0;
-    for (const o of outcomes) {
-      if (o.state !== 'answered') continue;
-      answered++;
-      if (yes(o.value)) granted++;
-    }
-    return { nodes: this.nodes.length, answered, granted, needed: this.needed };
-  }
-
-  /** True when a quorum said yes, false when a quorum answered otherwise; else throws. */
-  private decide<T>(
-    keys: readonly LockRedisKeys[],
-    operation: string,
-    outcomes: NodeOutcome<T>[],
-    yes: (value: T) => boolean,
-  ): boolean {
-    const t = this.tally(outcomes, yes);
-    if (t.granted >= this.needed) return true;
-    if (t.answered >= this.needed) return false;
-    throw new LockQuorumError(
-      keys.map((k) => k.name),
-      operation,
-      t.nodes,
-      t.answered,
-      t.granted,
-      t.needed,
-    );
+    return clockDriftMs(ttlMs, this.clockDriftFactor);
   }
 
   /**
@@ -331,7 +261,7 @@ export class QuorumLockStore implements LockStore {
   private async undo(
     keys: readonly LockRedisKeys[],
     token: string,
-    outcomes: NodeOutcome<number[]>[],
+    outcomes: NodeOutcome<AcquireReply>[],
   ): Promise<void> {
     const waits: Promise<unknown>[] = [];
     for (const o of outcomes) {

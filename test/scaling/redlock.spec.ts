@@ -22,6 +22,7 @@ import {
   waitFor,
 } from '../support/helpers';
 import { startRedisServer, type RedisServer } from '../support/redis-server';
+import { LatencyProxy } from '../faults/support/latency-proxy';
 
 describe('Redlock quorum mode (nodes): 3 independent redis-server masters', () => {
   const prefix = uniquePrefix('redlock');
@@ -31,6 +32,11 @@ describe('Redlock quorum mode (nodes): 3 independent redis-server masters', () =
   let other: INestApplicationContext;
   let locks: LockService;
   let rival: LockService;
+  /** Proxies in front of nodes 2 and 3 (index 1 and 2; index 0 unused): `hold()` partitions them. */
+  let proxies: LatencyProxy[];
+  /** An app that reaches node 1 directly and nodes 2 and 3 through `proxies`. */
+  let cutApp: INestApplicationContext;
+  let cut: LockService;
   const valueKey = (name: string) => `${prefix}lock:{${name}}`;
   /** The lock's value on each node (null where free or unreachable). */
   const values = (name: string) =>
@@ -49,12 +55,22 @@ describe('Redlock quorum mode (nodes): 3 independent redis-server masters', () =
     other = await createLockApp(options);
     locks = app.get(LockService);
     rival = other.get(LockService);
+    proxies = servers.map((s) => new LatencyProxy(s.port, 0));
+    await Promise.all(proxies.map((p) => p.start()));
+    cutApp = await createLockApp({
+      ...options,
+      nodes: [servers[0].url, proxies[1].url, proxies[2].url],
+    });
+    cut = cutApp.get(LockService);
   }, 30_000);
   afterAll(async () => {
     // Children of a failed test: stopped before the nodes they use.
     await killSpawnedChildren();
+    for (const p of proxies ?? []) p.resume();
     await app?.close();
     await other?.close();
+    await cutApp?.close();
+    await Promise.all((proxies ?? []).map((p) => p.close()));
     for (const c of clients ?? []) c.disconnect();
     await Promise.all((servers ?? []).map((s) => s.stop()));
   });
@@ -281,6 +297,85 @@ describe('Redlock quorum mode (nodes): 3 independent redis-server masters', () =
     );
     expect(await lock.extend(10_000)).toBe(false);
     expect(await values('lapsed')).toEqual([null, null, null]);
+  });
+
+  it('a lost lock never comes back: an extension held in a partition that runs after the lock lapsed, and after another holder took and released it, locks nothing', async () => {
+    const rounds = Number(process.env.QUORUM_PARTITION_ROUNDS ?? 3);
+    const nodes = cutApp.get(RedisLockConnection).nodes;
+    const outcome = { revivedKeys: 0, heldAfterHeal: 0, releasedAfterHeal: 0, takenMeanwhile: 0 };
+    for (let round = 0; round < rounds; round++) {
+      const name = `ghost:${round}`;
+      const lock = await cut.acquire(name, { ttlMs: 1_000 });
+      await waitFor('the lock on all three nodes', async () =>
+        (await values(name)).every((v) => v === lock.token),
+      );
+      // Partition: the holder's traffic to nodes 2 and 3 waits in the proxies. The extension is
+      // sent while the lock is valid; node 1 extends it, nodes 2 and 3 only get it after the heal.
+      proxies[1].hold();
+      proxies[2].hold();
+      const extension = lock.extend(1_000).catch((e: unknown) => e);
+      await waitFor(
+        'the lock lapsed on nodes 2 and 3',
+        async () => {
+          const [, v2, v3] = await values(name);
+          return v2 === null && v3 === null;
+        },
+        5_000,
+      );
+      const extended = await extension;
+      expect(extended === false || extended instanceof LockQuorumError).toBe(true);
+      // Meanwhile another instance takes the lock on nodes 2 and 3 and releases it.
+      const taken = await rival.acquire(name, { waitMs: 5_000, fencing: false });
+      outcome.takenMeanwhile++;
+      expect(await taken.release()).toBe(true);
+      // Heal: the held extension runs on nodes 2 and 3 now; a PING behind it on the same
+      // connections answers once it ran.
+      proxies[1].resume();
+      proxies[2].resume();
+      await Promise.all([1, 2].map((i) => nodes[i].call('PING', (c) => c.ping())));
+      const [, v2, v3] = await values(name);
+      outcome.revivedKeys += [v2, v3].filter((v) => v === lock.token).length;
+      if (await lock.isHeld()) outcome.heldAfterHeal++;
+      if (await lock.release()) outcome.releasedAfterHeal++;
+    }
+    console.log(
+      `redlock: extension held in a partition, ${rounds} rounds: ${JSON.stringify(outcome)}`,
+    );
+    expect(outcome).toEqual({
+      revivedKeys: 0,
+      heldAfterHeal: 0,
+      releasedAfterHeal: 0,
+      takenMeanwhile: rounds,
+    });
+  }, 60_000);
+
+  it('a relock before the lock lapsed still repairs a node: a holder whose traffic to a node was held for less than the validity is locked there again by the held extension', async () => {
+    const nodes = cutApp.get(RedisLockConnection).nodes;
+    const lock = await cut.acquire('repair', { ttlMs: 10_000 });
+    await waitFor('the lock on all three nodes', async () =>
+      (await values('repair')).every((v) => v === lock.token),
+    );
+    proxies[2].hold();
+    // Node 3 loses the key (as if restarted empty) while its traffic is held; the extension,
+    // held too, reaches it well within the lock's validity and sets it again.
+    await clients[2].del(valueKey('repair'));
+    expect(await lock.extend(10_000)).toBe(true);
+    proxies[2].resume();
+    await nodes[2].call('PING', (c) => c.ping());
+    expect(await values('repair')).toEqual([lock.token, lock.token, lock.token]);
+    expect(await lock.release()).toBe(true);
+  });
+
+  it('a holder that a waiter marked still extends and is held', async () => {
+    const lock = await locks.acquire('marked', { ttlMs: 10_000 });
+    const waiter = rival.acquire('marked', { waitMs: 5_000, retryIntervalMs: 60_000 });
+    await waitFor('the holder marked on every node', async () =>
+      (await values('marked')).every((v) => v === `${lock.token}*`),
+    );
+    expect(await lock.isHeld()).toBe(true);
+    expect(await lock.extend(10_000)).toBe(true);
+    expect(await lock.release()).toBe(true);
+    await (await waiter).release();
   });
 
   it('mutual exclusion: 2 processes x 150 read-modify-write sections leave an exact counter', async () => {

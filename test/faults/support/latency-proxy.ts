@@ -2,11 +2,17 @@ import { createServer, Socket, type AddressInfo, type Server } from 'node:net';
 
 /**
  * A TCP proxy on 127.0.0.1 that delays every chunk by `delayMs` in both directions, keeping the
- * order of each direction: a round trip through it costs at least `2 × delayMs` more.
+ * order of each direction: a round trip through it costs at least `2 × delayMs` more. `hold()`
+ * keeps every chunk (a partition that leaves the connections open, as a dropped link does until
+ * TCP gives up) and `resume()` delivers them all, in order: requests sent during the partition
+ * reach the server after the heal.
  */
 export class LatencyProxy {
   private readonly sockets = new Set<Socket>();
   private server?: Server;
+  private held = false;
+  /** The flush of each direction of each connection, for `resume()`. */
+  private readonly flushes = new Set<() => void>();
   /** Chunks forwarded so far (both directions). */
   chunks = 0;
   /** `redis://127.0.0.1:<port>` of the proxy, once started. */
@@ -25,6 +31,17 @@ export class LatencyProxy {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     this.url = `redis://127.0.0.1:${(server.address() as AddressInfo).port}`;
     return this.url;
+  }
+
+  /** From now on forwards nothing: every chunk waits (both directions) until `resume()`. */
+  hold(): void {
+    this.held = true;
+  }
+
+  /** Forwards the chunks kept since `hold()`, in arrival order, and goes on as before. */
+  resume(): void {
+    this.held = false;
+    for (const flush of this.flushes) flush();
   }
 
   /** Stops listening and drops every connection. */
@@ -63,7 +80,9 @@ export class LatencyProxy {
     let timer: NodeJS.Timeout | undefined;
     let ended = false;
     const flush = () => {
+      clearTimeout(timer);
       timer = undefined;
+      if (this.held) return;
       const now = Date.now();
       while (queue.length > 0 && queue[0].at <= now) {
         const { chunk } = queue.shift()!;
@@ -73,11 +92,13 @@ export class LatencyProxy {
       if (queue.length > 0) timer = setTimeout(flush, queue[0].at - now);
       else if (ended && !to.destroyed) to.end();
     };
+    this.flushes.add(flush);
+    to.once('close', () => this.flushes.delete(flush));
     from.on('data', (chunk: Buffer) => {
       // A later chunk never overtakes an earlier one, even when delayMs was lowered meanwhile.
       const last = queue.length > 0 ? queue[queue.length - 1].at : 0;
       queue.push({ at: Math.max(Date.now() + this.delayMs, last), chunk });
-      timer ??= setTimeout(flush, queue[0].at - Date.now());
+      if (!this.held) timer ??= setTimeout(flush, queue[0].at - Date.now());
     });
     from.on('end', () => {
       ended = true;
