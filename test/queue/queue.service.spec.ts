@@ -91,6 +91,24 @@ describe('QueueService', () => {
       expect(await redis.hget(key(q, 'payload'), 'k')).toBe('{"v":3}');
     });
 
+    it("replace without a priority or group keeps the task's own (promoting a delayed task keeps its priority)", async () => {
+      const q = fresh();
+      await queues.enqueue(q, 'p2', { priority: 2, delayMs: 60_000 });
+      await queues.enqueue(q, 'p1', { priority: 1, delayMs: 60_000 });
+      await queues.enqueue(q, 'g', { group: 'ann', delayMs: 60_000 });
+      expect(await queues.enqueue(q, ['p2', 'p1', 'g'], { replace: true })).toBe(0);
+      expect((await queues.get(q, 'p2'))?.priority).toBe(2);
+      expect((await queues.get(q, 'p1'))?.priority).toBe(1);
+      expect((await queues.get(q, 'g'))?.group).toBe('ann');
+      // Priorities still decide the order once due: p1 before p2.
+      const claimed = await queues.claim(q, 3);
+      expect(claimed.map((t) => t.id).filter((id) => id !== 'g')).toEqual(['p1', 'p2']);
+      // A call that names a priority sets it.
+      await queues.enqueue(q, 'p3', { priority: 3, delayMs: 60_000 });
+      await queues.enqueue(q, 'p3', { replace: true, priority: -5 });
+      expect((await queues.get(q, 'p3'))?.priority).toBe(-5);
+    });
+
     it('stores any JSON payload per id (the same for every id of an array) and returns it', async () => {
       const q = fresh();
       const payload = { n: 1.5, s: 'ü', list: [null, true, { deep: [1] }], when: new Date(0) };

@@ -32,7 +32,8 @@ export interface EnqueueOptions {
   payload?: unknown;
   /**
    * What to do with an id that is already queued and not leased: `false` keeps it as it is;
-   * `true` sets its due time to the new one (and its payload, when `payload` is given).
+   * `true` sets its due time to the new one (and its payload, when `payload` is given; its
+   * priority or group, when `priority` or `group` is given — else it keeps its own).
    * A leased id is never changed.
    * @default false
    */

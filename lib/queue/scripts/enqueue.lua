@@ -19,7 +19,8 @@
 -- KEYS[15] seq       string: the queue's enqueue sequence (orders tasks with priority or group)
 -- ARGV[1] delayMs     due time = Redis TIME + delayMs
 -- ARGV[2] replace     '1': an id already queued (not leased) is placed again with the new due
---                     time, priority, group (and payload when given)
+--                     time (and payload when given); with the call's priority and group when it
+--                     names one, else with its own
 -- ARGV[3] hasPayload  '1': ARGV[4] is the payload of every id
 -- ARGV[4] payload     JSON text ('' when hasPayload is '0'), stored as given: a traced enqueue
 --                     puts its trace context first ('\1<traceparent>\n<JSON text or nothing>')
@@ -43,34 +44,38 @@ local changed = false
 local keepsDone = redis.call('EXISTS', KEYS[9]) == 1
 if keepsDone then redis.call('ZREMRANGEBYSCORE', KEYS[9], '-inf', now) end
 
-local function place(id)
-  if group == '' and priority == 0 then
+-- Puts a task where it waits: due (plain), pending (delayed with a priority or a group), gtasks
+-- or prio; `prio` and `grp` are the task's priority and group.
+local function place(id, prio, grp)
+  if grp == '' and prio == 0 then
     redis.call('HSET', KEYS[7], id, now)
     redis.call('ZADD', KEYS[1], due, id)
     return
   end
   local seq = redis.call('INCR', KEYS[15])
-  redis.call('HSET', KEYS[7], id, now .. '|' .. due .. '|' .. priority .. '|' .. seq .. '|' .. group)
+  redis.call('HSET', KEYS[7], id, now .. '|' .. due .. '|' .. prio .. '|' .. seq .. '|' .. grp)
   if due > now then
     redis.call('ZADD', KEYS[10], due, id)
-  elseif group ~= '' then
-    redis.call('ZADD', KEYS[12], 0, groupMember(group, seq, id))
-    if not redis.call('ZSCORE', KEYS[14], group) then joinRing(KEYS[13], group) end
+  elseif grp ~= '' then
+    redis.call('ZADD', KEYS[12], 0, groupMember(grp, seq, id))
+    if not redis.call('ZSCORE', KEYS[14], grp) then joinRing(KEYS[13], grp) end
   else
-    redis.call('ZADD', KEYS[11], prioScore(priority, seq), id)
+    redis.call('ZADD', KEYS[11], prioScore(prio, seq), id)
   end
 end
 
--- Takes a queued task out of wherever it waits (before it is placed again).
+-- Takes a queued task out of wherever it waits (before it is placed again); returns its parsed
+-- info (nil for a plain task).
 local function unplace(id, info)
   local m = parseInfo(info)
   if not m then
     redis.call('ZREM', KEYS[1], id)
-    return
+    return nil
   end
   redis.call('ZREM', KEYS[10], id)
   redis.call('ZREM', KEYS[11], id)
   if m.group ~= '' then redis.call('ZREM', KEYS[12], groupMember(m.group, m.seq, id)) end
+  return m
 end
 
 local function setPayload(id)
@@ -110,14 +115,20 @@ for i = 7, #ARGV do
     end
     if queued then
       if replace then
-        unplace(id, info)
+        -- A call that names neither a priority nor a group keeps the task's own (replace moves
+        -- the due time and the payload only); one that names them places it with those.
+        local m = unplace(id, info)
         if hasPayload then redis.call('HSET', KEYS[3], id, ARGV[4]) end
-        place(id)
+        if m and priority == 0 and group == '' then
+          place(id, m.prio, m.group)
+        else
+          place(id, priority, group)
+        end
         changed = true
       end
     else
       setPayload(id)
-      place(id)
+      place(id, priority, group)
       added = added + 1
       changed = true
     end
