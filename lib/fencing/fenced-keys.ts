@@ -30,3 +30,26 @@ export function checkFence(fence: unknown): number {
   }
   return fence;
 }
+
+/** Longest writer token accepted, in characters (a lock token has 43). */
+const MAX_TOKEN_LENGTH = 512;
+
+/**
+ * The fence and the token of a writer given as a `FencedWriter` (a `Lock`, a `Permit`, or
+ * `{ fence, token }`) or as a bare fence (token `''`: the anonymous writer). Throws
+ * `RedisLockOptionsError` naming `fence` or `token` when either is unusable.
+ */
+export function checkWriter(writer: unknown): { fence: number; token: string } {
+  if (typeof writer !== 'object' || writer === null)
+    return { fence: checkFence(writer), token: '' };
+  const { fence, token } = writer as { fence?: unknown; token?: unknown };
+  const f = checkFence(fence);
+  if (typeof token !== 'string' || token.length === 0 || token.length > MAX_TOKEN_LENGTH) {
+    throw new RedisLockOptionsError(
+      'token',
+      token,
+      `a non-empty string of at most ${MAX_TOKEN_LENGTH} characters (lock.token)`,
+    );
+  }
+  return { fence: f, token };
+}

@@ -47,12 +47,36 @@ describe('FencedStore', () => {
       expect(await store.read('r2')).toEqual({ value: 'new', fence: 7 });
     });
 
-    it('accepts an equal fence (the same holder writing again) and a higher one', async () => {
+    it('accepts an equal bare fence after a bare-fence write (the anonymous writer) and a higher one', async () => {
       expect(await store.write('r3', 5, 'a')).toBe(true);
       expect(await store.write('r3', 5, 'b')).toBe(true);
       expect(await store.read('r3')).toEqual({ value: 'b', fence: 5 });
       expect(await store.write('r3', 9, 'c')).toBe(true);
       expect(await store.read('r3')).toEqual({ value: 'c', fence: 9 });
+    });
+
+    it('remembers the writer token: an equal fence is accepted from that token only', async () => {
+      const a = { fence: 20, token: 'token-a' };
+      const b = { fence: 20, token: 'token-b' };
+      expect(await store.write('t1', a, 'a1')).toBe(true);
+      expect(await redis.hgetall(`${prefix}fenced:{t1}`)).toEqual({
+        fence: '20',
+        value: 'a1',
+        token: 'token-a',
+      });
+      expect(await store.write('t1', a, 'a2')).toBe(true);
+      // Same fence, another token (two holders handed one fence): refused.
+      expect(await store.write('t1', b, 'b')).toBe(false);
+      // Same fence, no token: it cannot show it is the writer that wrote, so refused too.
+      expect(await store.write('t1', 20, 'bare')).toBe(false);
+      expect(await store.read('t1')).toEqual({ value: 'a2', fence: 20, token: 'token-a' });
+      // A higher fence is accepted from anyone, and a bare one forgets the token.
+      expect(await store.write('t1', { fence: 21, token: 'token-b' }, 'b21')).toBe(true);
+      expect(await store.write('t1', 22, 'bare22')).toBe(true);
+      expect(await redis.hgetall(`${prefix}fenced:{t1}`)).toEqual({ fence: '22', value: 'bare22' });
+      // Where the last write gave a bare fence, a token with the same fence is refused.
+      expect(await store.write('t1', { fence: 22, token: 'token-a' }, 'a22')).toBe(false);
+      expect(await store.read('t1')).toEqual({ value: 'bare22', fence: 22 });
     });
 
     it('keeps any string value intact: empty, unicode, binary-looking, 1 MB', async () => {
@@ -93,6 +117,15 @@ describe('FencedStore', () => {
       expect(await store.check('c1', 5)).toBe(true);
       expect(await store.read('c1')).toEqual({ value: 'four', fence: 4 });
     });
+
+    it('answers by the rules of write for a writer with a token', async () => {
+      await store.write('c2', { fence: 8, token: 'mine' }, 'eight');
+      expect(await store.check('c2', { fence: 8, token: 'mine' })).toBe(true);
+      expect(await store.check('c2', { fence: 8, token: 'theirs' })).toBe(false);
+      expect(await store.check('c2', 8)).toBe(false);
+      expect(await store.check('c2', { fence: 9, token: 'theirs' })).toBe(true);
+      expect(await store.check('c2', { fence: 7, token: 'mine' })).toBe(false);
+    });
   });
 
   describe('with LockService fences', () => {
@@ -107,6 +140,97 @@ describe('FencedStore', () => {
       expect(await store.write('account:7', first.fence, 'late')).toBe(false);
       expect(await store.read('account:7')).toEqual({ value: 'second', fence: second.fence });
       await second.release();
+    });
+
+    it('takes the Lock itself: its holder writes again, another token with its fence is refused', async () => {
+      const lock = await locks.acquire('account:8', { ttlMs: 5_000 });
+      expect(await store.write('account:8', lock, 'one')).toBe(true);
+      expect(await store.write('account:8', lock, 'two')).toBe(true);
+      expect(await store.check('account:8', lock)).toBe(true);
+      // What a failover that lost the counter's last increments would hand another holder.
+      const twin = { fence: lock.fence, token: 'another holder' };
+      expect(await store.check('account:8', twin)).toBe(false);
+      expect(await store.write('account:8', twin, 'twin')).toBe(false);
+      expect(await store.read('account:8')).toEqual({
+        value: 'two',
+        fence: lock.fence,
+        token: lock.token,
+      });
+      await lock.release();
+    });
+  });
+
+  describe('fences across a failover', () => {
+    it('a fence counter that lost its last increments still hands out a higher fence', async () => {
+      const fenceKey = `${prefix}lock:{lost-incr}:fence`;
+      const first = await locks.acquire('lost-incr');
+      await first.release();
+      const second = await locks.acquire('lost-incr');
+      await second.release();
+      // A promoted replica that missed the last increments: the counter is back where it was
+      // before the first grant, or gone.
+      await redis.set(fenceKey, String(first.fence - 1_000));
+      const third = await locks.acquire('lost-incr');
+      await third.release();
+      expect(third.fence).toBeGreaterThan(second.fence);
+      await redis.del(fenceKey);
+      const fourth = await locks.acquire('lost-incr');
+      await fourth.release();
+      expect(fourth.fence).toBeGreaterThan(third.fence);
+    });
+
+    it('a counter ahead of the clock still rises by one (fences never repeat)', async () => {
+      const fenceKey = `${prefix}lock:{ahead}:fence`;
+      const ahead = 8_000_000_000_000_000; // year 2223 in microseconds, below 2^53
+      await redis.set(fenceKey, String(ahead), 'PX', 60_000);
+      const lock = await locks.acquire('ahead');
+      await lock.release();
+      expect(lock.fence).toBe(ahead + 1);
+      expect(await redis.pttl(fenceKey)).toBeGreaterThan(0);
+    });
+
+    it('a promoted replica that missed the last grants hands out higher fences (two real servers)', async () => {
+      // No 5 s pause before the replica's first sync.
+      const master = await startRedisServer(['--repl-diskless-sync-delay', '0']);
+      const replica = await startRedisServer(['--replicaof', '127.0.0.1', String(master.port)]);
+      const onMaster = await createLockApp({ redis: master.url, commandTimeoutMs: 2_000 });
+      const onReplica = await createLockApp({ redis: replica.url, commandTimeoutMs: 2_000 });
+      const replicaClient = redisClient(replica.url);
+      const masterStore = onMaster.get(FencedStore);
+      try {
+        const masterLocks = onMaster.get(LockService);
+        const first = await masterLocks.acquire('stock');
+        expect(await masterStore.write('stock', first, '10')).toBe(true);
+        await first.release();
+        await waitFor(
+          'the replica to have the first fence',
+          async () => {
+            return Number(await replicaClient.get('lock:{stock}:fence')) === first.fence;
+          },
+          20_000,
+        );
+        // The replica is cut off; the master goes on granting (these increments are lost).
+        await replicaClient.replicaof('NO', 'ONE');
+        let last = first;
+        for (let i = 0; i < 20; i++) {
+          last = await masterLocks.acquire('stock');
+          expect(await masterStore.write('stock', last, String(9 - i))).toBe(true);
+          await last.release();
+        }
+        expect(Number(await replicaClient.get('lock:{stock}:fence'))).toBe(first.fence);
+        // The replica is promoted (it already answers writes): its next fence is above the
+        // master's last, so the resource (which saw the master's writes) accepts it.
+        const promoted = await onReplica.get(LockService).acquire('stock');
+        expect(promoted.fence).toBeGreaterThan(last.fence);
+        expect(await masterStore.write('stock', promoted, 'after failover')).toBe(true);
+        await promoted.release();
+      } finally {
+        replicaClient.disconnect();
+        await onMaster.close();
+        await onReplica.close();
+        await replica.stop();
+        await master.stop();
+      }
     });
   });
 
@@ -140,6 +264,21 @@ describe('FencedStore', () => {
         "invalid option 'fence': expected a positive safe integer (lock.fence of a lock taken with fencing on), got 0",
       );
       expect(await redis.exists(`${prefix}fenced:{bad-fence}`)).toBe(0);
+    });
+
+    it('rejects a writer whose token is not a non-empty string with RedisLockOptionsError naming it', async () => {
+      for (const token of [undefined, null, '', 7, {}, 'x'.repeat(513)]) {
+        const writer = { fence: 3, token } as never;
+        const err = await store.write('bad-token', writer, 'v').catch((e: unknown) => e);
+        expect(err).toBeInstanceOf(RedisLockOptionsError);
+        expect((err as RedisLockOptionsError).option).toBe('token');
+        await expect(store.check('bad-token', writer)).rejects.toBeInstanceOf(
+          RedisLockOptionsError,
+        );
+      }
+      const zero = await store.write('bad-token', { fence: 0, token: 't' }, 'v').catch((e) => e);
+      expect((zero as RedisLockOptionsError).option).toBe('fence');
+      expect(await redis.exists(`${prefix}fenced:{bad-token}`)).toBe(0);
     });
 
     it('rejects a value that is not a string with RedisLockOptionsError naming it', async () => {

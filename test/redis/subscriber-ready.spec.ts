@@ -83,8 +83,8 @@ describe('PubSubHub: the subscriber connection of a fresh module', () => {
       await b.release();
       const lockB = await waitingB;
       extraCalls.push(((await commandCalls(redis)).get('evalsha') ?? 0) - 2);
-      expect(lockA.fence).toBe(a.fence + 1);
-      expect(lockB.fence).toBe(b.fence + 1);
+      expect(lockA.fence).toBeGreaterThan(a.fence);
+      expect(lockB.fence).toBeGreaterThan(b.fence);
       await app.close();
       app = undefined;
       await holder.close();
@@ -115,7 +115,7 @@ describe('PubSubHub: the subscriber connection of a fresh module', () => {
     const lock = await waiting;
     // Only the release ran a script: the waiter was handed the lock by its message.
     expect((await commandCalls(redis)).get('evalsha')).toBe(1);
-    expect(lock.fence).toBe(held.fence + 1);
+    expect(lock.fence).toBeGreaterThan(held.fence);
     await app.close();
     app = undefined;
     await holder.close();

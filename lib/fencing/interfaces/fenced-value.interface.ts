@@ -4,4 +4,6 @@ export interface FencedValue {
   value: string;
   /** The fence of the last accepted write: the highest fence the resource has seen. */
   fence: number;
+  /** The token of the writer of the last accepted write; absent when it gave a bare fence. */
+  token?: string;
 }

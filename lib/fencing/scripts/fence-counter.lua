@@ -1,23 +1,52 @@
 -- Fence counters, shared by the lock and semaphore scripts: put before each script that hands
 -- out fences when it is loaded (LuaScript preludes), so every script is one EVAL body.
 --
--- A counter that does not exist (new, or removed after its idle TTL) starts at Redis TIME in
--- microseconds: above every fence it handed out before, as long as fewer than one fence per
--- microsecond was handed out since it was created (Redis cannot run scripts that fast) and the
--- Redis clock did not go back by more than the counter's TTL (docs/locks.md, "Fences").
+-- A fence is max(last fence + 1, Redis TIME in microseconds). Both halves matter:
+-- - the `+ 1` keeps fences strictly rising on one server, whatever its clock does meanwhile;
+-- - the clock keeps them rising where the counter alone cannot: a counter that does not exist
+--   (new, or removed after its idle TTL) starts above every fence handed out before, and so does
+--   a replica promoted by a failover that lost the old master's last increments (replication is
+--   asynchronous) — as long as fewer than one fence per microsecond was handed out (Redis cannot
+--   run scripts that fast) and the clock of the server that hands out the next fence is not
+--   behind the clock of the one that handed out the last by more than the time between the two
+--   (docs/locks.md, "Fences").
+--
+-- Functions (no KEYS or ARGV of their own; return values below):
+--   fenceSeed()                 Redis TIME in microseconds, as a string
+--   nextFence(key, ttl)         the next fence of the string counter `key` (a new counter lives
+--                               `ttl` ms); returns it as a number
+--   nextFenceField(hash, field) the same for a counter kept in a hash field (no TTL of its own)
 
--- The first value of a new counter: Redis TIME in microseconds, as a string (a 16-digit number
--- that Lua would print as 1.7e+15).
+-- Redis TIME in microseconds, as a string (a 16-digit number that Lua would print as 1.7e+15).
 local function fenceSeed()
   local t = redis.call('TIME')
   return t[1] .. string.sub('00000' .. t[2], -6)
 end
 
--- The next fence of the string counter `key`; a new counter lives `ttl` ms.
+-- The next fence of the string counter `key`; a new counter lives `ttl` ms. The usual case (the
+-- clock is ahead of the counter) is TIME + one SET that also reads the old value (Redis 6.2+).
 local function nextFence(key, ttl)
-  local f = redis.call('INCR', key)
-  if f ~= 1 then return f end
-  local seed = fenceSeed()
-  redis.call('SET', key, seed, 'PX', ttl)
-  return tonumber(seed)
+  local now = fenceSeed()
+  local last = redis.call('SET', key, now, 'KEEPTTL', 'GET')
+  if not last then
+    redis.call('PEXPIRE', key, ttl)
+  elseif tonumber(last) >= tonumber(now) then
+    -- The counter was ahead of the clock (several fences in one microsecond, or the clock went
+    -- back): one above it, and never the clock's lower value.
+    local f = tonumber(last) + 1
+    redis.call('SET', key, string.format('%.0f', f), 'KEEPTTL')
+    return f
+  end
+  return tonumber(now)
+end
+
+-- The next fence of the counter in `field` of `hash`.
+local function nextFenceField(hash, field)
+  local now = fenceSeed()
+  local last = redis.call('HGET', hash, field)
+  if last and tonumber(last) >= tonumber(now) then
+    return redis.call('HINCRBY', hash, field, 1)
+  end
+  redis.call('HSET', hash, field, now)
+  return tonumber(now)
 end

@@ -43,15 +43,11 @@ local function free(k)
   return tonumber(m[1] or '0') - tonumber(m[2] or '0')
 end
 
--- As for locks (fence-counter.lua, put before this): a counter that does not exist (the
--- semaphore was idle and its meta expired) restarts at Redis TIME in microseconds.
+-- As for locks (fence-counter.lua, put before this): max(last + 1, Redis TIME in microseconds),
+-- so a counter that does not exist (the semaphore was idle and its meta expired) or lost its last
+-- increments in a failover still rises.
 local function grant(k, token, permits, ttl)
-  local fence = redis.call('HINCRBY', k.meta, 'fence', 1)
-  if fence == 1 then
-    local seed = fenceSeed()
-    redis.call('HSET', k.meta, 'fence', seed)
-    fence = tonumber(seed)
-  end
+  local fence = nextFenceField(k.meta, 'fence')
   redis.call('ZADD', k.holders, now + ttl, token)
   -- %.0f: a 16-digit fence would be concatenated as 1.7e+15.
   redis.call('HSET', k.meta, token, string.format('%d:%.0f', permits, fence))
