@@ -5,6 +5,7 @@ import { RedisLockEvents } from '../events/redis-lock-events';
 import type { ResolvedQueueDefaults, ResolvedWorkerOptions } from '../options/resolve-options';
 import { checkInt } from '../options/validate';
 import { RedisLockConnection } from '../redis/redis-connection';
+import type { LuaScript } from '../redis/lua-script';
 import { QueueTracing } from '../observability/tracing';
 import type {
   ClaimOptions,
@@ -307,7 +308,7 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
         s.error?.slice(0, MAX_ERROR_CHARS) ?? '',
       );
     }
-    const reply = (await this.connection.run(QUEUE_SCRIPTS.claim, claimKeys(k), args)) as (
+    const reply = (await this.connection.run(claimScript(settles), claimKeys(k), args)) as (
       string | number | null
     )[];
     const now = Number(reply[0]);
@@ -679,6 +680,16 @@ function enqueueKeys(k: QueueRedisKeys, plain: boolean): string[] {
 }
 
 /** The KEYS of claim.lua, in its order. */
+/**
+ * claim.lua under the name of what the call does (its errors carry it): the settling of `settles`
+ * when there are any (a release among them, else a nack, else acks), else a claim.
+ */
+function claimScript(settles: readonly SettleStep[]): LuaScript {
+  if (settles.length === 0) return QUEUE_SCRIPTS.claim;
+  if (settles.some((s) => s.kind === 'release')) return QUEUE_SCRIPTS.release;
+  return settles.some((s) => s.kind === 'nack') ? QUEUE_SCRIPTS.nack : QUEUE_SCRIPTS.ack;
+}
+
 function claimKeys(k: QueueRedisKeys): string[] {
   return cached(CLAIM_KEYS, k, () => [
     k.due,
