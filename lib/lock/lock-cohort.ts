@@ -16,6 +16,18 @@ import {
   type LockStore,
 } from './lock-store';
 
+/**
+ * The holder's remaining TTL as of now, from the latest attempt that saw it: its PTTL then, less
+ * the time since that attempt was sent (so never more than the TTL left in Redis, unless the
+ * holder extended it since); `-1` (no TTL) and `-2` (free, others first) as the attempt said.
+ * @param attempt the latest attempt that was refused
+ * @param now epoch ms
+ * @default now Date.now()
+ */
+export function holderRemainingMs(attempt: LockAttempt, now = Date.now()): number {
+  return attempt.wait < 0 ? attempt.wait : Math.max(0, attempt.wait - (now - attempt.sentAt));
+}
+
 /** What a waiting acquisition ends with (a timeout is returned, not thrown). */
 export type Obtained = Lock | LockTimeoutError;
 
@@ -97,7 +109,7 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus> {
   /** How long the holder holds the lock at most, as far as this process knows. */
   private holderMs(): number | undefined {
     if (this.holder) return Math.max(0, this.holder.expiresAt - Date.now());
-    return this.lastAttempt?.wait;
+    return this.lastAttempt && holderRemainingMs(this.lastAttempt);
   }
 
   /** A round trip on behalf of the cohort is in flight: its outcome is not known yet. */

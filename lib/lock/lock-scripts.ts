@@ -17,6 +17,11 @@ export const LOCK_SCRIPTS = {
   extend: new LuaScript('lock extend', file('extend')),
   extendOrRelock: new LuaScript('lock extend-or-relock', file('extend-or-relock')),
   quorumAcquire: new LuaScript('lock quorum-acquire', file('quorum-acquire'), ...LINE),
+  quorumRaiseFence: new LuaScript(
+    'lock quorum-raise-fence',
+    file('quorum-raise-fence'),
+    FENCE_COUNTER_PRELUDE,
+  ),
   leaveLine: new LuaScript('lock leave-line', file('leave-line')),
   handoff: new LuaScript('lock handoff', file('handoff'), ...LINE),
   renew: new LuaScript('lock renew', file('renew'), ...LINE),

@@ -28,7 +28,7 @@ import { LOCK_SCRIPTS } from './lock-scripts';
 import { WakeSignal } from '../waiting/wake-signal';
 import { Lock, type LockOwner } from './lock';
 import { LockBatches, type LockBatchFn } from './lock-batches';
-import { LockCohort, type CohortHost } from './lock-cohort';
+import { holderRemainingMs, LockCohort, type CohortHost } from './lock-cohort';
 import { checkLockNames, lockRedisKeys, type LockRedisKeys } from './lock-keys';
 import {
   LINE_RENEW_MS,
@@ -779,7 +779,8 @@ export class LockService implements LockOwner, OnModuleInit, BeforeApplicationSh
 }
 
 function holderMs(attempt: LockAttempt): number | undefined {
-  return attempt.wait >= 0 ? attempt.wait : undefined;
+  const remaining = holderRemainingMs(attempt);
+  return remaining >= 0 ? remaining : undefined;
 }
 
 function ttlRanOut(lock: Lock): LockLostError {

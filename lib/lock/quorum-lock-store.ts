@@ -10,6 +10,7 @@ import {
   type LockAttempt,
   type LockExtension,
   type LockStore,
+  type QuorumShortfall,
   type WaitMode,
   type LineEntry,
   type LineStatus,
@@ -32,6 +33,9 @@ type AcquireReply = number[];
  * - Validity = `ttl - elapsed - drift`, with `elapsed` from the start of the attempt
  *   (monotonic clock) and `drift = clockDriftFactor * ttl + 2 ms`; the lock is granted only when
  *   it is positive, and `expiresAt` is the attempt's start plus `ttl - drift`.
+ * - With fencing, each granting node hands out its next fence; the grant's fence is one above the
+ *   highest of them, and is written back to a majority (`quorum-raise-fence.lua`) before the grant
+ *   is reported (see `raiseFences`): fences rise strictly from one grant to the next.
  * - A failed attempt releases the lock on every node that granted it (awaited) or may still
  *   grant it (queued behind the attempt on the same connection) before the caller retries with
  *   a fresh token.
@@ -97,8 +101,13 @@ export class QuorumLockStore implements LockStore {
     const until = start + o.ttlMs - drift;
     const redisKeys: string[] = [];
     for (const k of keys) redisKeys.push(k.value, k.fence);
-    // No fence; a waiter marks the holders so that their release announces itself.
-    const args = [token, o.ttlMs, `0${wait === 'none' ? 0 : 'm'}`, this.fenceTtlMs];
+    // A waiter marks the holders so that their release announces itself.
+    const args = [
+      token,
+      o.ttlMs,
+      `${o.fencing ? 1 : 0}${wait === 'none' ? 0 : 'm'}`,
+      this.fenceTtlMs,
+    ];
     const granted = (reply: AcquireReply) => reply[0] === 1;
     const outcomes = await this.quorum.gather(
       (node, i) => this.clocked(i, node.run(LOCK_SCRIPTS.quorumAcquire, redisKeys, args)),
@@ -106,17 +115,21 @@ export class QuorumLockStore implements LockStore {
       Math.max(1, until - performance.now()),
     );
     const tally = this.quorum.tally(outcomes, granted);
-    const shortOf = tally.answered < this.quorum.needed ? tally : undefined;
+    let shortOf = tally.answered < this.quorum.needed ? tally : undefined;
     if (tally.granted >= this.quorum.needed && performance.now() < until) {
-      this.remember(token, until);
-      return {
-        granted: true,
-        fences: keys.map(() => 0),
-        expiresAt: sentAt + o.ttlMs - drift,
-        redisNow: 0,
-        sentAt,
-        wait: 0,
-      };
+      const fences = o.fencing ? await this.raiseFences(keys, outcomes, until) : keys.map(() => 0);
+      if (Array.isArray(fences) && performance.now() < until) {
+        this.remember(token, until);
+        return {
+          granted: true,
+          fences,
+          expiresAt: sentAt + o.ttlMs - drift,
+          redisNow: 0,
+          sentAt,
+          wait: 0,
+        };
+      }
+      if (!Array.isArray(fences)) shortOf = fences.shortOf;
     }
     await this.undo(keys, token, outcomes);
     const waits: number[] = [];
@@ -220,14 +233,88 @@ export class QuorumLockStore implements LockStore {
     return this.quorum.decide([key], 'isLocked', outcomes, (n) => n === 1);
   }
 
-  async listen(channel: string, onMessage: (message: string) => void): Promise<() => void> {
-    const results = await Promise.allSettled(
-      this.nodes.map((node) => node.hub.listen(channel, onMessage)),
-    );
+  /**
+   * Subscribes on every node; resolves once a majority subscribed (or every node settled). A
+   * release that counts ran on a majority, which shares a node with ours, so it is heard; a node
+   * whose subscription is slow (cut off, until `commandTimeoutMs`) no longer delays the waiter.
+   */
+  listen(channel: string, onMessage: (message: string) => void): Promise<() => void> {
     const stops: Array<() => void> = [];
-    for (const r of results) if (r.status === 'fulfilled') stops.push(r.value);
-    if (stops.length === 0) throw (results[0] as PromiseRejectedResult).reason;
-    return () => stops.forEach((stop) => stop());
+    let stopped = false;
+    const stopAll = () => {
+      stopped = true;
+      stops.forEach((stop) => stop());
+    };
+    return new Promise((resolve, reject) => {
+      let settled = 0;
+      let firstError: unknown;
+      const settle = () => {
+        settled++;
+        if (stops.length >= this.quorum.needed || settled === this.nodes.length) {
+          if (stops.length > 0) resolve(stopAll);
+          else reject(firstError);
+        }
+      };
+      for (const node of this.nodes) {
+        node.hub.listen(channel, onMessage).then(
+          (stop) => {
+            if (stopped) stop();
+            else stops.push(stop);
+            settle();
+          },
+          (err: unknown) => {
+            firstError ??= err;
+            settle();
+          },
+        );
+      }
+    });
+  }
+
+  /**
+   * The write-back of a granted attempt's fences: returns them once a majority accepted them
+   * before `until` (`performance.now()` ms), or what fell short.
+   *
+   * Each granting node handed out its next fence (`nextFence`, floored by its Redis TIME in µs);
+   * the grant's fence is one above the highest of them. A node accepts it only while its counter
+   * is below it (`quorum-raise-fence.lua`), and the grant is reported only once a majority
+   * accepted. Any two majorities share a node, and a grant reported later sends its write-back
+   * after the earlier one's was accepted there (the later grant's keys were set after the earlier
+   * holder's were gone, and the earlier holder reported only after its write-back), so that node
+   * refuses the later grant any fence that is not above the earlier one: fences rise strictly,
+   * also when the later grant's own increments ran first on that node (its message to another
+   * node was slow). A node that refused reports its counters; the write-back is sent again above
+   * them while the lock is valid. `+ 1` keeps a node's own increment below the fence it accepts.
+   */
+  private async raiseFences(
+    keys: readonly LockRedisKeys[],
+    outcomes: NodeOutcome<AcquireReply>[],
+    until: number,
+  ): Promise<number[] | { shortOf?: QuorumShortfall }> {
+    const fences = keys.map(() => 0);
+    for (const o of outcomes) {
+      if (o.state !== 'answered' || o.value[0] !== 1) continue;
+      keys.forEach((_, k) => (fences[k] = Math.max(fences[k], o.value[k + 2] + 1)));
+    }
+    const counters = keys.map((k) => k.fence);
+    const accepted = (reply: number[]) => reply[0] === 1;
+    for (;;) {
+      const left = until - performance.now();
+      if (left <= 0) return {};
+      const args = [this.fenceTtlMs, ...fences];
+      const replies = await this.quorum.gather(
+        (node) => node.run(LOCK_SCRIPTS.quorumRaiseFence, counters, args) as Promise<number[]>,
+        accepted,
+        left,
+      );
+      const tally = this.quorum.tally(replies, accepted);
+      if (tally.granted >= this.quorum.needed) return fences;
+      if (tally.answered < this.quorum.needed) return { shortOf: tally };
+      for (const r of replies) {
+        if (r.state !== 'answered' || r.value[0] === 1) continue;
+        keys.forEach((_, k) => (fences[k] = Math.max(fences[k], r.value[k + 1] + 1)));
+      }
+    }
   }
 
   /** `reply`, once it arrived, after recording the node clock it carries (`[state, nowMs, …]`). */

@@ -2,6 +2,7 @@ import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
 import type { Redis } from 'ioredis';
 import {
+  FencedStore,
   LockQuorumError,
   LockService,
   LockTimeoutError,
@@ -57,9 +58,11 @@ describe('Redlock quorum mode (nodes): 3 independent redis-server masters', () =
     rival = other.get(LockService);
     proxies = servers.map((s) => new LatencyProxy(s.port, 0));
     await Promise.all(proxies.map((p) => p.start()));
+    // A shorter command bound: an attempt split between nodes 1 and 2 waits for node 3's.
     cutApp = await createLockApp({
       ...options,
       nodes: [servers[0].url, proxies[1].url, proxies[2].url],
+      commandTimeoutMs: 300,
     });
     cut = cutApp.get(LockService);
   }, 30_000);
@@ -75,7 +78,7 @@ describe('Redlock quorum mode (nodes): 3 independent redis-server masters', () =
     await Promise.all((servers ?? []).map((s) => s.stop()));
   });
 
-  it('takes the lock on every node with one token, expiring by ttl - drift, fence 0, and releases it on all', async () => {
+  it('takes the lock on every node with one token, expiring by ttl - drift, and releases it on all', async () => {
     const before = Date.now();
     const lock = await locks.acquire('a', { ttlMs: 10_000 });
     // Granted once two nodes said yes; the third answers a moment later.
@@ -84,8 +87,6 @@ describe('Redlock quorum mode (nodes): 3 independent redis-server masters', () =
     // drift = 0.01 * 10000 + 2 ms
     expect(lock.expiresAt).toBeGreaterThanOrEqual(before + 10_000 - 102);
     expect(lock.expiresAt).toBeLessThanOrEqual(Date.now() + 10_000 - 102);
-    expect(lock.fence).toBe(0);
-    expect(await clients[0].exists(`${valueKey('a')}:fence`)).toBe(0);
     expect(await lock.isHeld()).toBe(true);
     expect(await rival.isLocked('a')).toBe(true);
     expect(await lock.extend(20_000)).toBe(true);
@@ -100,6 +101,27 @@ describe('Redlock quorum mode (nodes): 3 independent redis-server masters', () =
       (await values('a')).every((v) => v === null),
     );
     expect(await rival.isLocked('a')).toBe(false);
+  });
+
+  it('fencing (the default): the fence is written back to a majority of the fence counters before the grant; fencing: false gives fence 0 and touches no counter', async () => {
+    const lock = await locks.acquire('f');
+    expect(lock.fence).toBeGreaterThan(0);
+    const counters = () =>
+      Promise.all(clients.map((c) => c.get(`${valueKey('f')}:fence`).then(Number)));
+    // Each node handed out its own next fence; the grant's is one above the highest, and at
+    // least two nodes' counters were raised to it.
+    expect((await counters()).filter((c) => c === lock.fence).length).toBeGreaterThanOrEqual(2);
+    expect(await lock.release()).toBe(true);
+    const next = await rival.acquire('f');
+    expect(next.fence).toBeGreaterThan(lock.fence);
+    await next.release();
+
+    const plain = await locks.acquire('plain', { fencing: false });
+    expect(plain.fence).toBe(0);
+    expect(await Promise.all(clients.map((c) => c.exists(`${valueKey('plain')}:fence`)))).toEqual([
+      0, 0, 0,
+    ]);
+    await plain.release();
   });
 
   it('a majority decides: a foreign value on one node does not block, on two it does (LockTimeoutError)', async () => {
@@ -377,6 +399,90 @@ describe('Redlock quorum mode (nodes): 3 independent redis-server masters', () =
     expect(await lock.release()).toBe(true);
     await (await waiter).release();
   });
+
+  it('fenced quorum locks: fences rise strictly over QUORUM_FENCE_GRANTS grants by two instances, with one instance cut from node 3 and node 1 restarted empty midway', async () => {
+    const total = Number(process.env.QUORUM_FENCE_GRANTS ?? 2_000);
+    const fenced = app.get(FencedStore);
+    const grants: Array<{ fence: number; by: string; phase: string }> = [];
+    let phase = 'before';
+    let inside = 0;
+    const counts = { overlaps: 0, refusedWrites: 0, failedAttempts: 0 };
+    let restarted: Promise<void> | undefined;
+    // Node 3's counter is an hour ahead, as if its clock were (fences are floored by Redis TIME in
+    // µs): grants that node 3 takes part in get fences an hour ahead, and the cut instance's grants
+    // without it must still get higher ones.
+    const [seconds] = await clients[2].time();
+    await clients[2].set(`${valueKey('fenced-run')}:fence`, `${Number(seconds) + 3_600}000000`);
+    const by = (phase: string, who: string) =>
+      grants.filter((g) => g.phase === phase && g.by === who).length;
+    // Phases by grant count: the partition from 1/4 to 1/2 of the run (and until the cut instance
+    // was granted 3 times in it), the restart at 5/8.
+    const advance = () => {
+      const n = grants.length;
+      if (phase === 'before' && n >= total / 4) {
+        phase = 'partitioned';
+        proxies[2].hold();
+      } else if (phase === 'partitioned' && n >= total / 2 && by('partitioned', 'cut') >= 3) {
+        phase = 'healed';
+        proxies[2].resume();
+      } else if (phase === 'healed' && n >= (5 * total) / 8) {
+        phase = 'restarted';
+        restarted = servers[0].restart();
+      }
+    };
+    const run = async (service: LockService, by: string) => {
+      while (grants.length < total) {
+        let lock: Lock;
+        try {
+          lock = await service.acquire('fenced-run', { ttlMs: 2_000, waitMs: 10_000 });
+        } catch {
+          // A quorum out of reach for a moment (LockQuorumError) while node 1 restarts.
+          counts.failedAttempts++;
+          continue;
+        }
+        if (++inside > 1) counts.overlaps++;
+        grants.push({ fence: lock.fence, by, phase });
+        if (!(await fenced.write('fenced-run', lock.fence, by))) counts.refusedWrites++;
+        inside--;
+        advance();
+        await lock.release().catch(() => undefined);
+        // Work between sections, so that the other instance's waiter (woken by the release
+        // message) wins its share instead of losing every race to this loop's next attempt; more
+        // of it for the rival while the cut instance is partitioned, since an attempt of the cut
+        // instance that the two reachable nodes split waits for the cut node's command timeout.
+        const pause =
+          by === 'rival' && phase === 'partitioned' ? 10 + Math.random() * 10 : Math.random() * 2;
+        await new Promise((resolve) => setTimeout(resolve, pause));
+      }
+    };
+    try {
+      await Promise.all([run(cut, 'cut'), run(rival, 'rival')]);
+    } finally {
+      proxies[2].resume();
+      await restarted;
+    }
+    let notRising = 0;
+    for (let i = 1; i < grants.length; i++) if (grants[i].fence <= grants[i - 1].fence) notRising++;
+    const perPhase = Object.fromEntries(
+      ['before', 'partitioned', 'healed', 'restarted'].map((p) => [
+        p,
+        `${by(p, 'cut')}+${by(p, 'rival')}`,
+      ]),
+    );
+    console.log(
+      `redlock: fenced quorum locks, ${grants.length} grants (cut+rival per phase ${JSON.stringify(perPhase)}): ` +
+        `${notRising} not above the one before, ${JSON.stringify(counts)}`,
+    );
+    expect({ notRising, overlaps: counts.overlaps, refusedWrites: counts.refusedWrites }).toEqual({
+      notRising: 0,
+      overlaps: 0,
+      refusedWrites: 0,
+    });
+    // Every phase saw grants by the instance it concerns.
+    expect(by('partitioned', 'cut')).toBeGreaterThan(0);
+    expect(by('restarted', 'cut') + by('restarted', 'rival')).toBeGreaterThan(0);
+    expect(grants.every((g) => Number.isSafeInteger(g.fence) && g.fence > 0)).toBe(true);
+  }, 300_000);
 
   it('mutual exclusion: 2 processes x 150 read-modify-write sections leave an exact counter', async () => {
     // The counter lives on the module's `redis` (the shared test server), the locks on the nodes.
