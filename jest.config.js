@@ -3,7 +3,12 @@ module.exports = {
   testEnvironment: 'node',
   roots: ['<rootDir>/test'],
   testMatch: ['**/*.spec.ts'],
-  testPathIgnorePatterns: ['/node_modules/', '/test/faults/', '/test/esm-smoke/'],
+  testPathIgnorePatterns: [
+    '/node_modules/',
+    '/test/faults/',
+    '/test/partitions/',
+    '/test/esm-smoke/',
+  ],
   transform: {
     '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json', diagnostics: false }],
   },
