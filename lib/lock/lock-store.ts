@@ -157,6 +157,13 @@ export interface LockStore {
   listen(channel: string, onMessage: (message: string) => void): Promise<() => void>;
 }
 
+/**
+ * The release message meaning "free, check again" ('f', release.lua), also given to a lock's
+ * listeners when its channel was subscribed again (a reconnect, a Cluster failover), since
+ * messages published meanwhile were lost.
+ */
+export const RECHECK_MESSAGE = 'f';
+
 /** The value, fence, line, entries and channel key of every lock (the release script's KEYS). */
 export function releaseKeys(keys: readonly LockRedisKeys[]): string[] {
   const out: string[] = [];

@@ -16,6 +16,7 @@ import {
   type LineStatus,
   type LockHandoff,
   type LockRejoin,
+  RECHECK_MESSAGE,
 } from './lock-store';
 import { Quorum, type NodeOutcome } from './quorum';
 import { QuorumClocks } from './quorum-clocks';
@@ -255,8 +256,10 @@ export class QuorumLockStore implements LockStore {
           else reject(firstError);
         }
       };
+      // Re-subscribed after a reconnect: messages may have been lost, check again.
+      const recheck = () => onMessage(RECHECK_MESSAGE);
       for (const node of this.nodes) {
-        node.hub.listen(channel, onMessage).then(
+        node.hub.listen(channel, onMessage, recheck).then(
           (stop) => {
             if (stopped) stop();
             else stops.push(stop);

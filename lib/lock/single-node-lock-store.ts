@@ -17,6 +17,7 @@ import {
   type LockStore,
   acquireFlags,
   type WaitMode,
+  RECHECK_MESSAGE,
 } from './lock-store';
 
 /**
@@ -210,6 +211,7 @@ export class SingleNodeLockStore implements LockStore {
   }
 
   listen(channel: string, onMessage: (message: string) => void): Promise<() => void> {
-    return this.connection.hub.listen(channel, onMessage);
+    // Re-subscribed after a reconnect or failover: messages may have been lost, check again.
+    return this.connection.hub.listen(channel, onMessage, () => onMessage(RECHECK_MESSAGE));
   }
 }

@@ -14,7 +14,8 @@ import { lockRedisKeys } from '../../lib/lock/lock-keys';
 import { queueRedisKeys } from '../../lib/queue/queue-keys';
 import { toRedisError } from '../../lib/redis/bounded';
 import { clusterKeySlot } from '../../lib/redis/cluster-slot';
-import { exited, killSpawnedChildren } from '../support/child';
+import { PubSubHub } from '../../lib/redis/pubsub-hub';
+import { exited, killSpawnedChildren, lineFrom, spawnTs } from '../support/child';
 import { expectExactCounter } from '../support/exact-counter';
 import {
   blockedClients,
@@ -34,6 +35,7 @@ import {
   waitQueueDrained,
 } from '../support/queue-crash';
 import { startRedisCluster, type RedisClusterProcesses } from '../support/redis-cluster';
+import { askNode } from '../support/redis-node';
 
 /** Lock names whose slots are served by three different masters (one per master). */
 async function namesOnEveryMaster(cluster: RedisClusterProcesses, tag: string): Promise<string[]> {
@@ -270,6 +272,135 @@ describe('Redis Cluster: 3 masters + 3 replicas, real redis-server processes', (
         await crashApp.close();
       }
     }, 120_000);
+  });
+
+  describe('pub/sub across failovers', () => {
+    const shardSubscribers = async (port: number, channel: string) =>
+      Number(((await askNode(port, 'PUBSUB', 'SHARDNUMSUB', channel)) as [string, number])[1]);
+
+    it('an unsubscription that ioredis sends again after a later subscription is undone: the channel is subscribed and heard', async () => {
+      // ioredis retries an SUNSUBSCRIBE that met a closed connection (a killed master) every
+      // retryDelayOnFailover ms; across a failover, it can reach the new master after the
+      // SSUBSCRIBE of the channel's next listener. Held back here until that SSUBSCRIBE was
+      // answered, as such a retry would.
+      const sub = direct.duplicate([], { shardedSubscribers: true });
+      const sunsubscribe = sub.sunsubscribe.bind(sub);
+      let sendHeldBack: (() => Promise<unknown>) | undefined;
+      (sub as { sunsubscribe: unknown }).sunsubscribe = (...args: string[]) =>
+        new Promise((resolve, reject) => {
+          sendHeldBack = () => sunsubscribe(...args).then(resolve, reject);
+        });
+      const hub = new PubSubHub(() => sub, true, 1_000);
+      try {
+        const channel = `${prefix}late-unsubscribe:{hub}`;
+        const master = await cluster.masterOfSlot(clusterKeySlot(channel));
+        const heard: string[] = [];
+        let resubscribed = 0;
+        (await hub.listen(channel, () => undefined))();
+        // The last listener left: the hub unsubscribes after its linger.
+        await waitFor('the SUNSUBSCRIBE sent', () => sendHeldBack !== undefined, 10_000, 20);
+        await hub.listen(
+          channel,
+          (m) => heard.push(m),
+          () => resubscribed++,
+        );
+        expect(await shardSubscribers(master, channel)).toBe(1);
+        await sendHeldBack!();
+        await waitFor(
+          'the channel subscribed again',
+          async () => (await shardSubscribers(master, channel)) === 1,
+          5_000,
+          20,
+        );
+        expect(resubscribed).toBe(1);
+        await direct.spublish(channel, 'after');
+        await waitFor('the message heard', () => heard.includes('after'));
+      } finally {
+        hub.close();
+      }
+    });
+
+    it("re-subscribes a channel when ioredis' subscriber of its master is cut off, and tells its listeners", async () => {
+      const sub = direct.duplicate([], { shardedSubscribers: true, slotsRefreshInterval: 1_000 });
+      const hub = new PubSubHub(() => sub, true, 1_000);
+      try {
+        const channel = `${prefix}cut-off:{hub}`;
+        const master = await cluster.masterOfSlot(clusterKeySlot(channel));
+        const heard: string[] = [];
+        let resubscribed = 0;
+        await hub.listen(
+          channel,
+          (m) => heard.push(m),
+          () => resubscribed++,
+        );
+        expect(await shardSubscribers(master, channel)).toBe(1);
+        await askNode(master, 'CLIENT', 'KILL', 'TYPE', 'pubsub');
+        await waitFor('the listener told', () => resubscribed > 0, 10_000, 20);
+        expect(await shardSubscribers(master, channel)).toBe(1);
+        await direct.spublish(channel, 'after');
+        await waitFor('the message heard', () => heard.includes('after'));
+        // Once per pass: ioredis reports the cut (-node), then its subscribers re-made.
+        expect(resubscribed).toBeGreaterThanOrEqual(1);
+        expect(resubscribed).toBeLessThanOrEqual(2);
+      } finally {
+        hub.close();
+      }
+    });
+
+    it('SIGKILL of the master of a hot lock mid-sale: on the promoted master every instance is subscribed again and every instance keeps selling', async () => {
+      const salePrefix = `${prefix}sale:`;
+      const key = 'hot';
+      const channel = lockRedisKeys(salePrefix, key).channel;
+      const tags = ['a', 'b', 'c'];
+      const sold = (tag: string) =>
+        direct.get(`${salePrefix}{sold}:${tag}`).then((v) => Number(v ?? 0));
+      const children = tags.map((TAG) =>
+        spawnTs('test/fixtures/cluster-sale-child.ts', [], {
+          ...childEnv(),
+          PREFIX: salePrefix,
+          KEY: key,
+          TAG,
+        }),
+      );
+      const killed: number[] = [];
+      try {
+        await Promise.all(children.map((child) => lineFrom(child, /^selling$/, 60_000)));
+        for (let kill = 0; kill < 2; kill++) {
+          const master = await cluster.masterOfSlot(clusterKeySlot(channel));
+          await waitFor(
+            'every instance subscribed before the kill',
+            async () => (await shardSubscribers(master, channel)) === tags.length,
+            10_000,
+            20,
+          );
+          killed.push(master);
+          const promoted = await cluster.killMaster(master);
+          const before = await Promise.all(tags.map(sold));
+          // Each instance sells 50 more units: the sale goes on everywhere.
+          await waitFor(
+            'every instance selling again',
+            async () => (await Promise.all(tags.map(sold))).every((n, i) => n >= before[i] + 50),
+            30_000,
+            50,
+          );
+          // ...and each one is woken by its subscription, not by its line renewal alone.
+          await waitFor(
+            'every instance subscribed on the promoted master',
+            async () => (await shardSubscribers(promoted, channel)) === tags.length,
+            10_000,
+            20,
+          );
+          await cluster.restart(master);
+          killed.pop();
+          await cluster.waitHealthy();
+        }
+      } finally {
+        for (const child of children) child.kill('SIGTERM');
+        await Promise.all(children.map((child) => exited(child)));
+        for (const port of killed) await cluster.restart(port);
+        if (killed.length > 0) await cluster.waitHealthy();
+      }
+    }, 180_000);
   });
 
   describe('failover', () => {
