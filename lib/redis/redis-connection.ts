@@ -2,10 +2,12 @@ import { Logger } from '@nestjs/common';
 import { Cluster, Redis, type ClusterOptions } from 'ioredis';
 import type { ResolvedModuleOptions } from '../options/resolve-options';
 import type { RedisClusterConnectionOptions } from '../interfaces/redis-lock-module-options.interface';
+import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
 import { bounded } from './bounded';
 import { coalesceWrites } from './coalesce-writes';
 import type { LuaScript } from './lua-script';
 import { PubSubHub } from './pubsub-hub';
+import { isSentinelClient, ReplicaWatch } from './replica-watch';
 import { ThrottledWarning } from './throttled-warning';
 
 type Client = Redis | Cluster;
@@ -45,6 +47,11 @@ export class RedisLockConnection {
   readonly hub: PubSubHub;
   /** Quorum mode: one connection per independent master of the `nodes` option (else empty). */
   readonly nodes: readonly RedisLockConnection[];
+  /**
+   * Sentinel only: how many replicas the current master has (locks wait for one by default when
+   * it has any; see `waitForReplicas`). Unset for a plain Redis or a Cluster.
+   */
+  readonly replicaWatch?: ReplicaWatch;
   private readonly errors = new ThrottledWarning(new Logger('RedisLockModule'));
   private readonly extra = new Set<Client>();
   private wasReady: boolean;
@@ -57,8 +64,19 @@ export class RedisLockConnection {
     } else if (isClusterOptions(redis)) {
       this.client = new Cluster(redis.cluster, redis.options);
       this.owned = true;
+    } else if (typeof redis === 'string') {
+      this.client = new Redis(redis);
+      this.owned = true;
     } else {
-      this.client = typeof redis === 'string' ? new Redis(redis) : new Redis(redis);
+      // Sentinel: reconnect as soon as a sentinel announces a new master (+switch-master), not
+      // only when the old master's connection breaks: a master cut off from its sentinels and
+      // replicas stays reachable, and every write it answers is one the new master never sees.
+      const sentinel = Array.isArray(redis.sentinels) && redis.sentinels.length > 0;
+      this.client = new Redis(
+        sentinel && redis.failoverDetector === undefined
+          ? { ...redis, failoverDetector: true }
+          : redis,
+      );
       this.owned = true;
     }
     this.isCluster = (this.client as { isCluster?: boolean }).isCluster === true;
@@ -70,6 +88,13 @@ export class RedisLockConnection {
       this.isCluster,
       options.commandTimeoutMs,
     );
+    if (!this.isCluster && isSentinelClient(this.client)) {
+      this.replicaWatch = new ReplicaWatch(
+        this.client as Redis,
+        options.commandTimeoutMs,
+        (what, err) => this.logError(what, err as Error),
+      );
+    }
     this.nodes = options.nodes.map(
       (node) => new RedisLockConnection({ ...options, redis: node, nodes: [] }),
     );
@@ -132,11 +157,52 @@ export class RedisLockConnection {
   }
 
   /**
+   * Boot check: rejects with `RedisLockOptionsError` (option `redis`, or `nodes`) when a
+   * single-node connection reaches a Redis Cluster node (`INFO cluster` says `cluster_enabled:1`):
+   * every command on a key of another node's slots would fail with `MOVED`. Resolves without a
+   * verdict when Redis does not answer within `ms` (a Redis that is down must not hold up the
+   * start; `connectTimeoutMs` decides that).
+   * @param ms bound of the wait for the connection and of the `INFO` call
+   * @param option the option this connection was made from, named in the error
+   */
+  async checkNotClusterNode(ms: number, option = 'redis'): Promise<void> {
+    await Promise.all(this.nodes.map((node) => node.checkNotClusterNode(ms, 'nodes')));
+    if (this.isCluster || !(await this.clusterEnabled(ms))) return;
+    const redis = this.client as Redis;
+    throw new RedisLockOptionsError(
+      option,
+      `a single-node connection to ${redis.options.host}:${redis.options.port}, a Redis Cluster node (cluster_enabled:1)`,
+      "the Cluster's nodes for a Redis Cluster: `redis: { cluster: [{ host, port }, …], options }` or an ioredis `Cluster` (docs/scaling.md)",
+    );
+  }
+
+  /** `cluster_enabled` of the node the (non-Cluster) client is connected to; undefined: no answer. */
+  private async clusterEnabled(ms: number): Promise<boolean | undefined> {
+    const client = this.client as Redis;
+    if (client.status !== 'ready' && client.status !== 'wait') {
+      // Connecting: an error (refused, unreachable) means no verdict, without waiting out `ms`.
+      let settle!: (reached: boolean) => void;
+      const reached = new Promise<boolean>((resolve) => (settle = resolve));
+      const onReady = () => settle(true);
+      const onFailure = () => settle(false);
+      client.once('ready', onReady).once('error', onFailure).once('end', onFailure);
+      const ok = await bounded('connecting (Cluster node check)', reached, ms).catch(() => false);
+      client.off('ready', onReady).off('error', onFailure).off('end', onFailure);
+      if (!ok) return undefined;
+    }
+    const info = await this.call('INFO cluster', (c) => (c as Redis).info('cluster'), ms).catch(
+      () => undefined,
+    );
+    return info === undefined ? undefined : /^cluster_enabled:1\b/m.test(info);
+  }
+
+  /**
    * Closes the subscriber and extra connections, the quorum nodes' connections, and the client if
    * the module created it.
    */
   async close(): Promise<void> {
     await Promise.all(this.nodes.map((node) => node.close()));
+    this.replicaWatch?.close();
     this.hub.close();
     for (const c of this.extra) c.disconnect();
     this.extra.clear();

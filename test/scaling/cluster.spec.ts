@@ -7,6 +7,7 @@ import {
   LockService,
   QueueService,
   RedisLockError,
+  RedisLockOptionsError,
   RedisUnavailableError,
   type Lock,
 } from '../../lib';
@@ -272,6 +273,24 @@ describe('Redis Cluster: 3 masters + 3 replicas, real redis-server processes', (
         await crashApp.close();
       }
     }, 120_000);
+  });
+
+  describe('boot check', () => {
+    it('a single-node config pointed at a Cluster node fails the start with RedisLockOptionsError naming the option to use', async () => {
+      const { port } = cluster.startupNodes[0];
+      const url = `redis://127.0.0.1:${port}`;
+      const err = await createLockApp({ redis: url, keyPrefix: prefix }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(RedisLockOptionsError);
+      expect((err as RedisLockOptionsError).option).toBe('redis');
+      expect((err as Error).message).toContain(`127.0.0.1:${port}, a Redis Cluster node`);
+      expect((err as Error).message).toContain('redis: { cluster: [{ host, port }, …], options }');
+
+      // Quorum nodes that are Cluster nodes are named by their option.
+      const nodes = cluster.startupNodes.slice(0, 3).map((n) => `redis://127.0.0.1:${n.port}`);
+      const quorum = await createLockApp({ nodes, keyPrefix: prefix }).catch((e: unknown) => e);
+      expect(quorum).toBeInstanceOf(RedisLockOptionsError);
+      expect((quorum as RedisLockOptionsError).option).toBe('nodes');
+    });
   });
 
   describe('pub/sub across failovers', () => {
