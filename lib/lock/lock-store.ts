@@ -104,7 +104,8 @@ export interface LockExtension {
  * Where locks live: the Redis calls behind `LockService`, one implementation per topology, so the
  * service keeps one place for lock semantics (waiting, handoff, auto-extension, reentrancy).
  * - `SingleNodeLockStore`: one Redis, Sentinel master or Cluster (fair lines, handoff, fences).
- * - `QuorumLockStore`: Redlock over independent masters (no lines, no fences).
+ * - `QuorumLockStore`: Redlock over independent masters (no lines; each fence is written back
+ *   to a majority before the grant).
  */
 export interface LockStore {
   /**

@@ -115,6 +115,11 @@ describe('Redlock quorum mode (nodes): 3 independent redis-server masters', () =
     const next = await rival.acquire('f');
     expect(next.fence).toBeGreaterThan(lock.fence);
     await next.release();
+    // A multi-key lock gets one fence per key, each above that key's last.
+    const both = await locks.acquire(['{f}', '{f}:other']);
+    expect(both.fences[0]).toBeGreaterThan(next.fence);
+    expect(both.fences[1]).toBeGreaterThan(0);
+    await both.release();
 
     const plain = await locks.acquire('plain', { fencing: false });
     expect(plain.fence).toBe(0);
