@@ -4,15 +4,12 @@
 // instance that lost its subscription is woken only by its poll), and the external FencedStore
 // must never accept one fence from two lock tokens.
 import { checkLocks } from './support/checker';
-import { clusterSetup, Lab, type ClusterSetup } from './support/lab';
+import { clusterSetup, Lab, type ClusterSetup, describeWithNetns } from './support/lab';
 import { ask, replicationInfo, type RedisNode } from './support/nodes';
 import { rounds } from './support/profile';
 import { lockSummary, report } from './support/report';
 import { sell, salesSince, stopSelling, waitSales } from './support/sale';
 import { waitFor } from '../support/helpers';
-
-const enabled = process.env.PARTITIONS_NETNS === '1';
-const describeNet = enabled ? describe : describe.skip;
 
 const INSTANCES = 3;
 const SALE = { key: 'stock', ttlMs: 1_000, waitMs: 3_000, workers: 2, holdMs: 3 };
@@ -27,7 +24,7 @@ async function subscribers(node: RedisNode): Promise<number> {
   return Number(reply[1] ?? 0);
 }
 
-describeNet('Cluster master kill mid-sale', () => {
+describeWithNetns('Cluster master kill mid-sale', () => {
   let lab: Lab;
   let setup: ClusterSetup;
 

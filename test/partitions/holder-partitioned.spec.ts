@@ -3,15 +3,19 @@
 // may bring the lost lock back (isHeld() and release() of the old holder answer false).
 import type { AppClient } from './support/app-client';
 import { checkLocks } from './support/checker';
-import { clusterSetup, Lab, quorumSetup, sentinelSetup, singleNode } from './support/lab';
+import {
+  clusterSetup,
+  Lab,
+  quorumSetup,
+  sentinelSetup,
+  singleNode,
+  describeWithNetns,
+} from './support/lab';
 import type { NetNode } from './support/netns';
 import type { RedisNode } from './support/nodes';
 import { grantableAt, watchExpiry } from './support/expiry';
 import { rounds } from './support/profile';
 import { lockSummary, report } from './support/report';
-
-const enabled = process.env.PARTITIONS_NETNS === '1';
-const describeNet = enabled ? describe : describe.skip;
 
 const TTL_MS = 1_500;
 /** The partition lasts at least this long (and until the contender released). */
@@ -19,7 +23,7 @@ const PARTITION_MS = 2.5 * TTL_MS;
 const KEY = 'stock';
 const REDIS_KEY = `p:lock:{${KEY}}`;
 
-describeNet('holder partitioned from Redis (withLock, TTL 1.5 s)', () => {
+describeWithNetns('holder partitioned from Redis (withLock, TTL 1.5 s)', () => {
   let lab: Lab;
   let holder: AppClient;
   let contender: AppClient;

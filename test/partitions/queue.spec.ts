@@ -8,13 +8,10 @@ import { QueueService, RedisLockModule } from '../../lib';
 import { waitFor } from '../support/helpers';
 import type { AppClient } from './support/app-client';
 import { checkQueue } from './support/checker';
-import { Lab, sentinelSetup, singleNode } from './support/lab';
+import { Lab, sentinelSetup, singleNode, describeWithNetns } from './support/lab';
 import { replicationInfo } from './support/nodes';
 import { rounds } from './support/profile';
 import { queueSummary, report } from './support/report';
-
-const enabled = process.env.PARTITIONS_NETNS === '1';
-const describeNet = enabled ? describe : describe.skip;
 
 const LEASE_MS = 1_000;
 const TASKS_PER_ROUND = 200;
@@ -68,7 +65,7 @@ async function busyWorker(apps: AppClient[], prefix: string, n: number): Promise
   return busy!;
 }
 
-describeNet('queue under partitions and failover', () => {
+describeWithNetns('queue under partitions and failover', () => {
   let lab: Lab;
 
   beforeEach(async () => {

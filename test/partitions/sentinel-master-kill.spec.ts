@@ -4,13 +4,10 @@
 // promotion (the issue saw 0, 2 and 0 sales in three processes for 5 s after it).
 import { waitFor } from '../support/helpers';
 import { checkLocks } from './support/checker';
-import { Lab, sentinelSetup, type SentinelSetup } from './support/lab';
+import { Lab, sentinelSetup, type SentinelSetup, describeWithNetns } from './support/lab';
 import { rounds } from './support/profile';
 import { lockSummary, report } from './support/report';
 import { salesSince, sell, stopSelling, waitSales } from './support/sale';
-
-const enabled = process.env.PARTITIONS_NETNS === '1';
-const describeNet = enabled ? describe : describe.skip;
 
 const SALE = { key: 'stock', ttlMs: 1_000, waitMs: 2_000, workers: 2, holdMs: 3 };
 /** How long every instance may take to sell again after the promotion. */
@@ -18,7 +15,7 @@ const RESUME_MS = 15_000;
 
 const mono = () => Number(process.hrtime.bigint()) / 1e6;
 
-describeNet('Sentinel master kill mid-sale (default options)', () => {
+describeWithNetns('Sentinel master kill mid-sale (default options)', () => {
   let lab: Lab;
   let setup: SentinelSetup;
 

@@ -5,19 +5,16 @@
 // must never have two holders, and the external FencedStore must never accept one fence from
 // two lock tokens.
 import { checkLocks } from './support/checker';
-import { Lab, sentinelSetup, type SentinelSetup } from './support/lab';
+import { Lab, sentinelSetup, type SentinelSetup, describeWithNetns } from './support/lab';
 import { rounds } from './support/profile';
 import { lockSummary, report } from './support/report';
 import { sell, stopSelling, waitSales } from './support/sale';
-
-const enabled = process.env.PARTITIONS_NETNS === '1';
-const describeNet = enabled ? describe : describe.skip;
 
 /** How long both sides sell after the second instance reached the promoted master. */
 const SPLIT_MS = 5_000;
 const SALE = { key: 'stock', ttlMs: 1_000, waitMs: 2_000, workers: 2, holdMs: 3 };
 
-describeNet('Sentinel split-brain (default options)', () => {
+describeWithNetns('Sentinel split-brain (default options)', () => {
   let lab: Lab;
   let setup: SentinelSetup;
 

@@ -16,6 +16,12 @@ import {
 // three independent masters for quorum locks; plus the external store and the application
 // instances.
 
+/**
+ * `describe` when the global setup could make network namespaces, else `describe.skip` (the
+ * global setup said why, loudly).
+ */
+export const describeWithNetns = process.env.PARTITIONS_NETNS === '1' ? describe : describe.skip;
+
 /** A network with an external store and application instances; `close` removes everything. */
 export class Lab {
   readonly apps: AppClient[] = [];

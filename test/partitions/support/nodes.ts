@@ -2,8 +2,8 @@ import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Redis } from 'ioredis';
 import { redisServerBinary, spawnUntilReady, stopProcess } from '../../../scripts/redis-server';
+import { askNodeAt } from '../../support/redis-node';
 import type { NetNode } from './netns';
 
 // redis-server and redis-sentinel processes, each in its own namespace (so each has every port
@@ -138,27 +138,7 @@ export async function startSentinel(
  * One command to one node from the test process (root namespace), over a connection of its own:
  * never retried, bounded by 2 s (the node may be dead or cut off).
  */
-export async function ask(
-  target: { host: string; port: number },
-  ...args: Array<string | number>
-): Promise<unknown> {
-  const client = new Redis({
-    host: target.host,
-    port: target.port,
-    lazyConnect: true,
-    maxRetriesPerRequest: 0,
-    retryStrategy: () => null,
-    connectTimeout: 2_000,
-    commandTimeout: 2_000,
-  });
-  client.on('error', () => undefined);
-  try {
-    await client.connect();
-    return await client.call(String(args[0]), ...args.slice(1));
-  } finally {
-    client.disconnect();
-  }
-}
+export const ask = askNodeAt;
 
 /** `INFO replication` of a node as a map, or `{}` when it does not answer. */
 export async function replicationInfo(target: {
