@@ -297,7 +297,9 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus> {
     }
     const p = this.enqueue(o, started, true);
     this.drive();
-    return p;
+    // Awaited rather than returned: an async function that returns a promise settles its own a
+    // tick or two after it, and this is the path a woken waiter resumes through.
+    return await p;
   }
 
   /** One attempt beside another in flight (a `waitMs: 0` caller that came meanwhile). */
@@ -435,15 +437,24 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus> {
     handed = false,
   ): void {
     if (token !== this.lineToken) return;
-    this.leaveLineLocally();
     if (this.closed) {
+      this.leaveLineLocally();
       void this.host.store.release([this.key], token).catch(() => undefined);
       return;
     }
+    // Out of the line at once; its timer, heartbeat place and the metrics are tidied after the
+    // caller has resumed (tidy): a handoff's latency is this path, run cold.
+    const retry = this.retryTimer;
+    this.lineToken = undefined;
+    this.lastAttempt = undefined;
+    this.recheckPending = false;
+    this.retryTimer = undefined;
     this.localHandoffs = 0;
     // shift() returns a caller still waiting, and nothing can settle it before resolve().
     const next = this.line?.shift();
     if (!next) {
+      clearTimeout(retry);
+      this.host.renewal.delete(this);
       // Every caller gave up meanwhile: give the lock back at once.
       void this.host.store.release([this.key], token).catch((err) => {
         this.host.warn(`lock ${this.key.name}: returning an unwanted lock failed`, err);
@@ -454,7 +465,16 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus> {
     const lock = this.host.grant(this.key, token, next.options, fence, expiresAt, this);
     this.hold(lock, others);
     next.resolve(lock);
-    if (handed) this.host.handedOff(lock, 'remote');
+    setImmediate(() => this.tidy(retry, handed ? lock : undefined));
+  }
+
+  /** What `obtained` left for after the caller resumed. */
+  private tidy(retry: NodeJS.Timeout | undefined, handed: Lock | undefined): void {
+    // A timer that fired meanwhile found no line token and did nothing.
+    clearTimeout(retry);
+    // Back in line already (a new join registered its place): keep it.
+    if (!this.lineToken) this.host.renewal.delete(this);
+    if (handed) this.host.handedOff(handed, 'remote');
   }
 
   /** Bound reached: the lock goes to the Redis line, and this process queues at its end. */

@@ -429,14 +429,23 @@ export class LockService implements LockOwner, OnModuleInit, BeforeApplicationSh
   }
 
   /** @internal */
-  async releaseLock(lock: Lock): Promise<boolean> {
+  releaseLock(lock: Lock): Promise<boolean> {
+    // The release is sent first: a waiter parked in another process is woken by it, and the
+    // bookkeeping below (same tick, so no caller can tell the order) would only delay it.
+    const shared = this.shared.owns(lock);
+    const released = shared
+      ? this.shared.release(lock.redisKeys[0], lock.token)
+      : lock.cohort
+        ? lock.cohort.release(lock)
+        : this.store.release(lock.redisKeys, lock.token);
     this.forget(lock);
     if (!lock.isEnded) this.metrics.released(lock.label, Date.now() - lock.acquiredAt);
     // Released after its TTL ran out (a callback that outlived it): it was lost before.
     lock.end(lock.isLost ? ttlRanOut(lock) : undefined);
-    if (this.shared.owns(lock)) return this.shared.release(lock.redisKeys[0], lock.token);
-    if (lock.redisKeys.length === 1) this.recordHold(lock.redisKeys[0].value, lock.acquiredAt);
-    return lock.cohort ? lock.cohort.release(lock) : this.store.release(lock.redisKeys, lock.token);
+    if (!shared && lock.redisKeys.length === 1) {
+      this.recordHold(lock.redisKeys[0].value, lock.acquiredAt);
+    }
+    return released;
   }
 
   /**

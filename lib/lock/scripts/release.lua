@@ -26,14 +26,15 @@
 local token = ARGV[1]
 
 -- Fast path first, before this script's own locals and functions are set up: one lock that
--- nobody waits for.
+-- nobody waits for. Its value, read here, is not read again below.
+local first = nil
 if #KEYS == 5 and (ARGV[4] or '') == '' then
-  local v = redis.call('GET', KEYS[1])
-  if v == token then
+  first = redis.call('GET', KEYS[1])
+  if first == token then
     redis.call('DEL', KEYS[1])
     return 1
   end
-  if v ~= token .. '*' then return 0 end
+  if first ~= token .. '*' then return 0 end
 end
 
 local publish = ARGV[2] == '1' and 'SPUBLISH' or 'PUBLISH'
@@ -49,7 +50,7 @@ local rejoined = 0
 for i = 0, #KEYS / 5 - 1 do
   local value, fence, line, entries, channel =
     KEYS[i * 5 + 1], KEYS[i * 5 + 2], KEYS[i * 5 + 3], KEYS[i * 5 + 4], KEYS[i * 5 + 5]
-  local v = redis.call('GET', value)
+  local v = first or redis.call('GET', value)
   if v == token then
     released = released + 1
     redis.call('DEL', value)
