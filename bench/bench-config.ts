@@ -36,6 +36,10 @@ export interface BenchConfig {
    * so that polling libraries are caught at every phase of their poll cycle.
    */
   readonly handoffDelayMs: readonly [number, number];
+  /** Handoffs of the wake shape per library and round (each next to a pub/sub floor probe). */
+  readonly wakeRounds: number;
+  /** How long the wake shape's holder keeps the lock while the waiter is parked, in ms. */
+  readonly wakeHoldMs: number;
   /** Requests of `redis-benchmark -c 1 -t set`. */
   readonly floorRequests: number;
   /** Jobs of each queue shape. */
@@ -109,6 +113,8 @@ export const FULL_CONFIG: BenchConfig = {
   holdMs: 1,
   handoffRounds: 100,
   handoffDelayMs: [20, 120],
+  wakeRounds: 150,
+  wakeHoldMs: 20,
   floorRequests: 50_000,
   queueJobs: 10_000,
   producers: 50,
@@ -147,6 +153,7 @@ export const QUICK_CONFIG: BenchConfig = {
   contendedMs: 1_000,
   handoffRounds: 8,
   handoffDelayMs: [20, 60],
+  wakeRounds: 20,
   floorRequests: 5_000,
   queueJobs: 1_000,
   limiter: { max: 200, durationMs: 200 },

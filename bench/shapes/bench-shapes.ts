@@ -11,6 +11,7 @@ import { physicalFloorShape, type FloorProbe } from './physical-floor.shape';
 import { drainShape, enqueueShape, groupsShape, rateLimitedShape } from './queue.shape';
 import { semaphoreShape } from './semaphore.shape';
 import type { Shape } from './shape';
+import { wakeShape } from './wake.shape';
 
 /** Every shape of a run, with the ids and titles `config` gives them. */
 export interface BenchShapes {
@@ -19,6 +20,8 @@ export interface BenchShapes {
   readonly parallel: Shape<LockLibrary>;
   readonly contended: Shape<LockLibrary>;
   readonly handoff: Shape<LockLibrary>;
+  /** A parked waiter woken by a release in another process, next to the pub/sub floor. */
+  readonly wake: Shape<LockLibrary>;
   /** One crowd shape per `config.crowds`. */
   readonly crowd: readonly Shape<LockLibrary>[];
   /** One parked shape per `config.parkedWaiters`. */
@@ -41,6 +44,7 @@ export function benchShapes(config: BenchConfig): BenchShapes {
   const parallel = parallelShape(config);
   const contended = contendedShape(config);
   const handoff = handoffShape(config);
+  const wake = wakeShape(config);
   const crowd = config.crowds.map(([processes, callers]) => crowdShape(config, processes, callers));
   const parked = config.parkedWaiters.map((waiters) => parkedShape(config, waiters));
   return {
@@ -49,9 +53,10 @@ export function benchShapes(config: BenchConfig): BenchShapes {
     parallel,
     contended,
     handoff,
+    wake,
     crowd,
     parked,
-    lock: [serialShape, parallel, contended, handoff, ...crowd, ...parked],
+    lock: [serialShape, parallel, contended, handoff, wake, ...crowd, ...parked],
     semaphore: semaphoreShape(config),
     flashSale: flashSaleShape(config),
     enqueue: enqueueShape(config),

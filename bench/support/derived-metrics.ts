@@ -8,6 +8,8 @@ import type { RunResults } from './run-results';
  * - handoff: `roundTrips`, its p50 in the round trips measured right before its window, and
  *   `overPubSubMs`, its p50 above `pubSubFloorP50Ms` (the round's pub/sub floor probe: a wake-up
  *   between two processes without any lock logic);
+ * - wake: `overFloorMs` and `overFloorP90Ms`, its p50 and p90 above the pub/sub floor that the
+ *   shape measured itself, interleaved with the handoffs (`floorP50Ms`, `floorP90Ms`);
  * - flash-sale: `sellToCeiling`, units sold per second at the hot key over the GETs per second
  *   the same instances served with the same connections.
  */
@@ -22,6 +24,12 @@ export function derivedMetrics(
   }
   if (shape === 'flash-sale' && metrics.ceilingPerSec) {
     return { sellToCeiling: metrics.sellPerSec / metrics.ceilingPerSec };
+  }
+  if (shape === 'wake' && metrics.floorP50Ms !== undefined) {
+    return {
+      overFloorMs: metrics.p50Ms - metrics.floorP50Ms,
+      overFloorP90Ms: metrics.p90Ms - metrics.floorP90Ms,
+    };
   }
   if (shape === 'handoff') {
     const derived: Metrics = {};

@@ -200,6 +200,27 @@ export function reportTables(
         ...FAILED_ACQUIRES,
       ],
     },
+    {
+      shape: shapes.wake.id,
+      title: shapes.wake.title,
+      rows: lock,
+      columns: [
+        { metric: 'p50Ms', header: 'p50 ms', digits: 3 },
+        { metric: 'p90Ms', header: 'p90 ms', digits: 3 },
+        { metric: 'maxMs', header: 'max ms', digits: 3 },
+        { metric: 'floorP50Ms', header: 'pub/sub floor p50 ms', digits: 3 },
+        { metric: 'floorP90Ms', header: 'pub/sub floor p90 ms', digits: 3 },
+        { metric: 'overFloorMs', header: 'p50 above floor ms', digits: 3, derived: true },
+        { metric: 'overFloorP90Ms', header: 'p90 above floor ms', digits: 3, derived: true },
+        ...costColumns('handoff', []),
+        ...FAILED_ACQUIRES,
+      ],
+      note:
+        'Latency: from just before process A calls release to the acquire of process B ' +
+        '(parked behind A, its event loop idle) resolving. Floor: plain ioredis `PUBLISH` in A ' +
+        'to `SUBSCRIBE` in B with the same idle gap, measured right before each handoff by the ' +
+        'same two processes.',
+    },
     ...crowdTables(shapes, config),
     {
       shape: shapes.semaphore.id,

@@ -61,11 +61,13 @@ describe('bench shapes', () => {
       'parallel-16',
       'contended-4',
       'handoff',
+      'wake',
       'crowd-4x64',
       'crowd-8x16',
       'parked-1000',
       'parked-10000',
     ]);
+    expect(shapes.wake.title).toContain('after 20 ms (150 handoffs per round');
     expect(shapes.crowd[0].title).toContain('4 processes × 64 concurrent callers');
     expect(shapes.parked[1].title).toContain('10,000 waiters over 4 processes');
     expect(shapes.flashSale.title).toContain('stock 2,000, 12,000 buyers, 300 connections');
@@ -82,6 +84,7 @@ describe('bench shapes', () => {
   it('quick mode runs a small version of each crowd-load shape', () => {
     const quick = benchShapes(QUICK_CONFIG);
     expect(quick.parked.map((s) => s.id)).toEqual(['parked-100']);
+    expect(quick.wake.title).toContain('(20 handoffs per round');
     expect(quick.crowd.map((s) => s.id)).toEqual(['crowd-4x8']);
     expect(QUICK_CONFIG.flashSale.stock).toBeLessThan(FULL_CONFIG.flashSale.stock);
     expect(QUICK_CONFIG.contendedMs).toBeLessThan(FULL_CONFIG.contendedMs);
@@ -300,6 +303,12 @@ describe('derived metrics', () => {
     expect(derivedMetrics('serial', { pairsPerSec: 5_000, roundTripMs: 0.1 })).toEqual({
       roundTrips: 2,
     });
+  });
+
+  it('wake: p50 and p90 above the floor the shape measured itself', () => {
+    expect(
+      derivedMetrics('wake', { p50Ms: 1.1, p90Ms: 1.5, floorP50Ms: 0.5, floorP90Ms: 0.7 }),
+    ).toEqual({ overFloorMs: expect.closeTo(0.6), overFloorP90Ms: expect.closeTo(0.8) });
   });
 
   it('handoff: p50 in round trips and above the pub/sub floor', () => {
