@@ -64,13 +64,21 @@ export interface LockOptions {
    * extension), wait until `replicas` replicas acknowledged its write (Redis `WAIT`, sent right
    * behind it on the same connection), for at most `timeoutMs`. When fewer acknowledge in time an
    * acquisition releases the lock and throws `LockReplicationError`; an extension throws it and
-   * leaves the lock held. Not available in quorum mode (`nodes`).
-   * @default undefined (no wait: a lock acknowledged by a master that dies before replicating it
-   *   can be lost)
+   * leaves the lock held. Not available in quorum mode (`nodes`) nor with `mode: 'shared'`.
+   *
+   * Unset, on Sentinel (`redis: { sentinels, name }`): **`{ replicas: 1, timeoutMs: 500 }`
+   * whenever the master has a replica** (counted when the client connects and every 5 s; a master
+   * that had one keeps needing one), so that a master cut off from its replicas and sentinels (a
+   * split brain) refuses locks with `LockReplicationError` instead of granting them a second time.
+   * Unset elsewhere (one Redis, Cluster): no wait. `false`: never wait — with Sentinel, a lock
+   * granted by a master that was just deposed, or that dies before replicating it, can then be
+   * granted again by the promoted replica while its first holder still runs (docs/scaling.md).
+   * @default undefined (Sentinel with replicas: `{ replicas: 1, timeoutMs: 500 }`; else no wait)
    * @example
    * await locks.acquire('payout:7', { waitForReplicas: { replicas: 1, timeoutMs: 100 } });
+   * await locks.acquire('cache:warm', { waitForReplicas: false }); // opt out (see the risk above)
    */
-  waitForReplicas?: WaitForReplicasOptions;
+  waitForReplicas?: WaitForReplicasOptions | false;
   /**
    * `'shared'` takes a read lock: any number of shared holders at once, or one exclusive holder.
    * Fair: a shared caller never passes a waiting exclusive one, so a writer gets in after the

@@ -92,8 +92,12 @@ export interface RedisLockModuleOptions {
    */
   nodes?: RedisConnectionOption[];
   /**
-   * Quorum mode: the clock drift allowed between this process and the nodes, as a fraction of the
-   * TTL. A lock's validity is `ttl - elapsed - (clockDriftFactor * ttl + 2 ms)`.
+   * The clock drift allowed between this process and Redis, as a fraction of the TTL: a holder's
+   * deadline is `lock.expiresAt = sentAt + ttl - (clockDriftFactor * ttl + 2 ms)`, and its
+   * `signal` aborts `min(20 ms, ttl / 4)` before that (docs/locks.md, "The holder's deadline"),
+   * so that it learns of a lost lock before Redis can grant it to anyone else. In quorum mode the
+   * same allowance gives a lock's validity: `ttl - elapsed - (clockDriftFactor * ttl + 2 ms)`.
+   * Applies to semaphore permits too.
    * @default 0.01
    */
   clockDriftFactor?: number;
@@ -120,9 +124,12 @@ export interface RedisLockModuleOptions {
   fencing?: boolean;
   /**
    * Default `waitForReplicas` of locks (Redis `WAIT` after acquire and extend); see `LockOptions`.
-   * @default undefined (no wait)
+   * Unset on Sentinel: wait for 1 replica (500 ms at most) whenever the master has one, so that a
+   * deposed master cannot grant a lock twice; `false` opts out (and takes that risk).
+   * @default undefined (Sentinel with replicas: `{ replicas: 1, timeoutMs: 500 }`; else no wait)
+   * @example waitForReplicas: false
    */
-  waitForReplicas?: WaitForReplicasOptions;
+  waitForReplicas?: WaitForReplicasOptions | false;
   /**
    * Local cohorts: callers of this process that wait for the same lock wait in an in-process FIFO
    * behind one place in the Redis line, and a release passes the lock to the next local caller in

@@ -47,6 +47,11 @@ export interface CohortHost {
     expiresAt: number,
     cohort: LockCohort,
   ): Lock;
+  /**
+   * The holder's `expiresAt` of a grant Redis keeps for `ms` after a command sent at `sentAt`
+   * (less the clock-drift allowance, lib/waiting/grant-deadline.ts).
+   */
+  deadline(sentAt: number, ms: number): number;
   /** Forgets a granted lock that no caller took (it was passed on). */
   forget(lock: Lock): void;
   listen(channel: string, onMessage: (message: string) => void): Promise<() => void>;
@@ -186,7 +191,14 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus> {
         released ??= true;
         this.othersWaiting = h.others;
         this.localHandoffs = h.others ? this.localHandoffs + 1 : 0;
-        const nextLock = this.host.grant(this.key, newToken, o, h.fence, h.sentAt + o.ttlMs, this);
+        const nextLock = this.host.grant(
+          this.key,
+          newToken,
+          o,
+          h.fence,
+          this.host.deadline(h.sentAt, o.ttlMs),
+          this,
+        );
         if (next.resolve(nextLock)) {
           this.host.handedOff(nextLock, 'local');
           this.hold(nextLock, h.others);
@@ -416,8 +428,8 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus> {
       const [, , fence, grantedAt, ttl, others] = message.split(' ');
       const last = this.lastAttempt;
       const expiresAt = last
-        ? last.sentAt + (Number(grantedAt) - last.redisNow) + Number(ttl)
-        : this.joinSentAt + Number(ttl);
+        ? this.host.deadline(last.sentAt, Number(grantedAt) - last.redisNow + Number(ttl))
+        : this.host.deadline(this.joinSentAt, Number(ttl));
       this.obtained(token, Number(fence), expiresAt, others === '1', true);
     } else if (message === `w ${token}` || message === 'f') {
       if (this.busy) this.recheckPending = true;
@@ -510,7 +522,7 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus> {
       wait: -1,
     };
     if (r.outcome === 'granted') {
-      this.obtained(token, r.fence, r.sentAt + o.ttlMs, false);
+      this.obtained(token, r.fence, this.host.deadline(r.sentAt, o.ttlMs), false);
     } else {
       this.host.renewal.add(this);
       // No PTTL is known: the heartbeat bounds a lost message (one period).

@@ -16,8 +16,13 @@ import type {
   WaitForReplicasOptions,
   WithLockOptions,
 } from '../interfaces/lock-options.interface';
-import { resolveLockOptions, type ResolvedLockOptions } from '../options/resolve-options';
+import {
+  DEFAULT_REPLICA_WAIT,
+  resolveLockOptions,
+  type ResolvedLockOptions,
+} from '../options/resolve-options';
 import { RedisLockConnection } from '../redis/redis-connection';
+import { holderDeadline } from '../waiting/grant-deadline';
 import { keepExtended } from '../waiting/keep-extended';
 import { checkInt } from '../options/validate';
 import { LockMetrics, UNLABELLED } from '../observability/metrics';
@@ -143,6 +148,7 @@ export class LockService implements LockOwner, OnModuleInit, BeforeApplicationSh
       renewal: this.renewal,
       maxLocalHandoffs: connection.options.maxLocalHandoffs,
       newToken: this.token,
+      deadline: (sentAt, ms) => holderDeadline(sentAt, ms, connection.options.clockDriftFactor),
       grant: (key, token, o, fence, expiresAt, cohort) =>
         this.grant([key], token, o, [fence], expiresAt, cohort),
       forget: (lock) => this.forget(lock),
@@ -456,10 +462,11 @@ export class LockService implements LockOwner, OnModuleInit, BeforeApplicationSh
   async extendLock(lock: Lock, ttlMs: number): Promise<boolean> {
     const ttl = resolveLockOptions(this.defaults, { ttlMs }).ttlMs;
     const w = lock.waitForReplicas;
+    const sentAt = Date.now();
     const extension = this.shared.owns(lock)
       ? {
           held: await this.shared.extend(lock.redisKeys[0], lock.token, ttl),
-          expiresAt: Date.now() + ttl,
+          expiresAt: holderDeadline(sentAt, ttl, this.connection.options.clockDriftFactor),
         }
       : await this.store.extend(lock.redisKeys, lock.token, ttl, w);
     if (extension.held) {
@@ -648,10 +655,31 @@ export class LockService implements LockOwner, OnModuleInit, BeforeApplicationSh
           ? this.gaveUp(keys, first, 0)
           : await this.wait(keys, o, started);
     }
-    if (result instanceof Lock && o.waitForReplicas) {
-      await this.confirmReplicated(result, o.waitForReplicas);
+    if (result instanceof Lock && o.waitForReplicas !== false) {
+      const w = o.waitForReplicas ?? (await this.defaultReplicaWait(result));
+      if (w) await this.confirmReplicated(result, w);
     }
     return result;
+  }
+
+  /**
+   * Sentinel, `waitForReplicas` unset: `DEFAULT_REPLICA_WAIT` when the master has (or had) a
+   * replica, also for the lock's extensions; nothing elsewhere. A failure to tell releases the
+   * lock and fails the acquisition.
+   */
+  private async defaultReplicaWait(lock: Lock): Promise<WaitForReplicasOptions | undefined> {
+    const watch = this.connection.replicaWatch;
+    if (!watch || this.shared.owns(lock)) return undefined;
+    let replicas: number;
+    try {
+      replicas = await watch.replicas();
+    } catch (err) {
+      await this.releaseLock(lock).catch(() => undefined);
+      throw err;
+    }
+    if (replicas === 0) return undefined;
+    lock.waitForReplicas = DEFAULT_REPLICA_WAIT;
+    return DEFAULT_REPLICA_WAIT;
   }
 
   /** The cohort a single-key acquisition joins: shared per key, or its own with cohorts off. */
@@ -765,7 +793,7 @@ export class LockService implements LockOwner, OnModuleInit, BeforeApplicationSh
       o.fencing ? fences : fences.map(() => 0),
       expiresAt,
       o.ttlMs,
-      o.waitForReplicas,
+      o.waitForReplicas || undefined,
       cohort,
     );
     if (o.label !== undefined) lock.label = o.label;

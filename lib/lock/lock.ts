@@ -64,14 +64,18 @@ export class Lock {
     expiresAt: number,
     /** @internal the TTL asked for; the default of `extend()` */
     readonly ttlMs: number,
-    /** @internal replicas every extension waits for (`waitForReplicas`) */
-    readonly waitForReplicas?: WaitForReplicasOptions,
+    /**
+     * @internal replicas every extension waits for (`waitForReplicas`; set after the grant when
+     * it is Sentinel's default)
+     */
+    public waitForReplicas?: WaitForReplicasOptions,
     /** @internal the cohort of this process that the lock belongs to (single-key locks) */
     readonly cohort?: LockCohort,
   ) {
     this.keys = redisKeys.map((k) => k.name);
     this.lifetime = new GrantLifetime(
       expiresAt,
+      ttlMs,
       (at) => new LockLostError(this.keys, `its TTL ran out at ${new Date(at).toISOString()}`),
       () => this.owner.lockLost(this, 'expired'),
     );
@@ -87,8 +91,10 @@ export class Lock {
   }
 
   /**
-   * Epoch ms until which the lock is surely held (computed from when the request was sent, so
-   * network time is already subtracted). Moves forward on each successful extend.
+   * Epoch ms (this process's clock) until which the lock is surely held: computed from when the
+   * request was sent, so network time is already subtracted, and less an allowance for clock
+   * drift: `sentAt + ttl − (clockDriftFactor × ttl + 2 ms)` (docs/locks.md, "The holder's
+   * deadline"). Moves forward on each successful extend.
    */
   get expiresAt(): number {
     return this.lifetime.expiresAt;
@@ -97,7 +103,9 @@ export class Lock {
   /**
    * Aborts when the lock is known to be lost: its TTL ran out (by the local clock) or an
    * extension found it gone. `signal.reason` is then a `LockLostError`. Releasing the lock does
-   * not abort it.
+   * not abort it. The TTL's timer is armed `min(20 ms, ttl / 4)` before `expiresAt`, so that a
+   * busy event loop that fires it late still aborts before Redis can grant the lock to anyone
+   * else.
    */
   get signal(): AbortSignal {
     return this.lifetime.signal;

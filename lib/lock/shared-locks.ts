@@ -7,6 +7,7 @@ import type { Lock } from './lock';
 import type { LockRedisKeys } from './lock-keys';
 import { LINE_ENTRY_TTL_MS, LINE_RENEW_MS } from './lock-store';
 import { LOCK_SCRIPTS } from './lock-scripts';
+import { holderDeadline } from '../waiting/grant-deadline';
 
 /** Creates the Lock handle of a shared grant (and registers it as held). */
 export type GrantShared = (token: string, fence: number, expiresAt: number) => Lock;
@@ -87,7 +88,7 @@ export class SharedLocks {
           // Handed with other shared waiters by a shared caller: granted at Redis time.
           const [, , fence, , ttl] = message.split(' ');
           done = true;
-          return this.granted(grant(token, Number(fence), last.sentAt + Number(ttl)));
+          return this.granted(grant(token, Number(fence), this.deadline(last.sentAt, Number(ttl))));
         }
         // Woken, or a period passed: check again (keeps the place, renews the entry).
         last = await this.attempt(k, token, o, true);
@@ -124,6 +125,10 @@ export class SharedLocks {
     return ok === 1;
   }
 
+  private deadline(sentAt: number, ms: number): number {
+    return holderDeadline(sentAt, ms, this.connection.options.clockDriftFactor);
+  }
+
   private granted(lock: Lock): Lock {
     this.shared.add(lock);
     return lock;
@@ -140,7 +145,13 @@ export class SharedLocks {
       o.fencing ? 1 : 0,
     ])) as number[];
     return reply[0] === 1
-      ? { granted: true, fence: reply[1], expiresAt: sentAt + reply[2], sentAt, wait: 0 }
+      ? {
+          granted: true,
+          fence: reply[1],
+          expiresAt: this.deadline(sentAt, reply[2]),
+          sentAt,
+          wait: 0,
+        }
       : { granted: false, fence: 0, expiresAt: 0, sentAt, wait: reply[2] };
   }
 }

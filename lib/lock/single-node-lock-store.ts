@@ -2,6 +2,7 @@ import type { WaitForReplicasOptions } from '../interfaces/lock-options.interfac
 import type { ResolvedLockOptions } from '../options/resolve-options';
 import type { RedisLockConnection } from '../redis/redis-connection';
 import { clusterKeySlot } from '../redis/cluster-slot';
+import { holderDeadline } from '../waiting/grant-deadline';
 import { checkOneSlot, type LockRedisKeys } from './lock-keys';
 import { LOCK_SCRIPTS } from './lock-scripts';
 import {
@@ -29,9 +30,16 @@ export class SingleNodeLockStore implements LockStore {
   readonly lines = true;
 
   private readonly fenceTtlMs: number;
+  private readonly clockDriftFactor: number;
 
   constructor(private readonly connection: RedisLockConnection) {
     this.fenceTtlMs = connection.options.fenceTtlMs;
+    this.clockDriftFactor = connection.options.clockDriftFactor;
+  }
+
+  /** The holder's `expiresAt` of a TTL of `ms` set by a command sent at `sentAt`. */
+  deadline(sentAt: number, ms: number): number {
+    return holderDeadline(sentAt, ms, this.clockDriftFactor);
   }
 
   check(keys: readonly LockRedisKeys[]): void {
@@ -68,7 +76,7 @@ export class SingleNodeLockStore implements LockStore {
           sentAt,
           fences: reply.slice(2),
           wait: 0,
-          expiresAt: sentAt + o.ttlMs,
+          expiresAt: this.deadline(sentAt, o.ttlMs),
           others: reply[1] === 1,
         }
       : {
@@ -166,7 +174,7 @@ export class SingleNodeLockStore implements LockStore {
           const [state, fence, pttl] = reply.slice(j * 3, j * 3 + 3);
           statuses[i] =
             state === 2
-              ? { state: 'handed', fence, expiresAt: sentAt + Math.max(0, pttl) }
+              ? { state: 'handed', fence, expiresAt: this.deadline(sentAt, Math.max(0, pttl)) }
               : { state: state === 1 ? 'waiting' : state === 3 ? 'free' : 'gone' };
         });
       }),
@@ -184,7 +192,7 @@ export class SingleNodeLockStore implements LockStore {
     const values = keys.map((k) => k.value);
     if (!waitForReplicas) {
       const ok = await this.connection.run(LOCK_SCRIPTS.extend, values, [token, ttlMs]);
-      return { held: ok === 1, expiresAt: sentAt + ttlMs };
+      return { held: ok === 1, expiresAt: this.deadline(sentAt, ttlMs) };
     }
     // The extension is a write (PEXPIRE), so WAIT right behind it on the same connection covers
     // the lock's value however it was granted: by our own SET or by a release handing it over.
@@ -195,7 +203,7 @@ export class SingleNodeLockStore implements LockStore {
       waitForReplicas.replicas,
       waitForReplicas.timeoutMs,
     );
-    return { held: ok === 1, expiresAt: sentAt + ttlMs, acknowledged };
+    return { held: ok === 1, expiresAt: this.deadline(sentAt, ttlMs), acknowledged };
   }
 
   async isHeld(keys: readonly LockRedisKeys[], token: string): Promise<boolean> {

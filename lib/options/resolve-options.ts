@@ -42,7 +42,8 @@ export interface ResolvedLockOptions {
   /** The `lock` attribute of its metrics (unset: `(unlabelled)`). */
   label?: string;
   signal?: AbortSignal;
-  waitForReplicas?: WaitForReplicasOptions;
+  /** Unset: Sentinel's default (`DEFAULT_REPLICA_WAIT` when the master has replicas); `false`: none. */
+  waitForReplicas?: WaitForReplicasOptions | false;
 }
 
 /** Module options with every default applied. */
@@ -143,8 +144,20 @@ function checkRedisOption(option: string, value: unknown): RedisConnectionOption
   return value as RedisConnectionOption;
 }
 
-function checkWaitForReplicas(option: string, value: unknown): WaitForReplicasOptions | undefined {
-  if (value === undefined) return undefined;
+/**
+ * What locks wait for on Sentinel when `waitForReplicas` is not set and the master has replicas:
+ * one replica, for at most 500 ms (docs/scaling.md, "Safe by default").
+ */
+export const DEFAULT_REPLICA_WAIT: Readonly<WaitForReplicasOptions> = Object.freeze({
+  replicas: 1,
+  timeoutMs: 500,
+});
+
+function checkWaitForReplicas(
+  option: string,
+  value: unknown,
+): WaitForReplicasOptions | false | undefined {
+  if (value === undefined || value === false) return value;
   checkKnownKeys(option, value, WAIT_FOR_REPLICAS_KEYS);
   const w = value as Partial<WaitForReplicasOptions>;
   return {
@@ -187,7 +200,11 @@ export function resolveModuleOptions(
       'a number from 0 to less than 0.5',
     );
   }
-  if (nodes.length > 0 && options.waitForReplicas !== undefined) {
+  if (
+    nodes.length > 0 &&
+    options.waitForReplicas !== undefined &&
+    options.waitForReplicas !== false
+  ) {
     throw new RedisLockOptionsError(
       'waitForReplicas',
       options.waitForReplicas,

@@ -92,7 +92,7 @@ export class RedisLockConnection {
       this.replicaWatch = new ReplicaWatch(
         this.client as Redis,
         options.commandTimeoutMs,
-        (what, err) => this.logError(what, err as Error),
+        (what, err) => this.errors.warn(`${what}: ${(err as Error).message}`),
       );
     }
     this.nodes = options.nodes.map(
@@ -211,6 +211,9 @@ export class RedisLockConnection {
     if (this.client.status !== 'ready') return void this.client.disconnect();
     try {
       await bounded('QUIT', this.client.quit(), this.options.commandTimeoutMs);
+      // Sentinel: QUIT leaves ioredis's failover detector (its subscriptions to the sentinels)
+      // running; disconnect() stops it.
+      if (this.replicaWatch) this.client.disconnect();
     } catch {
       this.client.disconnect();
     }

@@ -55,7 +55,7 @@ export class Permit {
     /** @internal the TTL asked for; the default of `extend()` */
     readonly ttlMs: number,
   ) {
-    this.lifetime = new GrantLifetime(expiresAt, (at) =>
+    this.lifetime = new GrantLifetime(expiresAt, ttlMs, (at) =>
       lostPermit(this, `their TTL ran out at ${new Date(at).toISOString()}`),
     );
   }
@@ -70,7 +70,10 @@ export class Permit {
     return [this.redisKeys.name];
   }
 
-  /** Epoch ms until which the permits are surely held; moves forward on each extension. */
+  /**
+   * Epoch ms until which the permits are surely held, less the allowance for clock drift of
+   * locks (`sentAt + ttl − (clockDriftFactor × ttl + 2 ms)`); moves forward on each extension.
+   */
   get expiresAt(): number {
     return this.lifetime.expiresAt;
   }
@@ -78,7 +81,7 @@ export class Permit {
   /**
    * Aborts when the permits are known to be lost: their TTL ran out (by the local clock) or an
    * extension found them gone; `signal.reason` is then a `LockLostError`. Releasing does not
-   * abort it.
+   * abort it. Armed `min(20 ms, ttl / 4)` before `expiresAt`, as a lock's.
    */
   get signal(): AbortSignal {
     return this.lifetime.signal;

@@ -171,8 +171,8 @@ export class SemaphoreLine {
     // Granted at Redis time `grantedAt`, after the last attempt (at `redisNow`, sent at `sentAt`).
     const last = request.last;
     const expiresAt = last
-      ? last.sentAt + (Number(grantedAt) - last.redisNow) + Number(ttl)
-      : request.joinSentAt + Number(ttl);
+      ? this.host.store.deadline(last.sentAt, Number(grantedAt) - last.redisNow + Number(ttl))
+      : this.host.store.deadline(request.joinSentAt, Number(ttl));
     this.granted(request, Number(fence), expiresAt);
   };
 

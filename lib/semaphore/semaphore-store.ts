@@ -4,6 +4,7 @@ import { LINE_ENTRY_TTL_MS } from '../lock/lock-store';
 import { semaphoreScriptKeys, type SemaphoreRedisKeys } from './semaphore-keys';
 import type { ResolvedSemaphoreOptions } from './semaphore-options';
 import { SEMAPHORE_SCRIPTS } from './semaphore-scripts';
+import { holderDeadline } from '../waiting/grant-deadline';
 
 /** The outcome of one acquisition attempt. */
 export type SemaphoreAttempt =
@@ -32,6 +33,14 @@ export function permitSpec(o: ResolvedSemaphoreOptions): string {
 export class SemaphoreStore {
   constructor(private readonly connection: RedisLockConnection) {}
 
+  /**
+   * The holder's `expiresAt` of permits Redis keeps for `ms` after a command sent at `sentAt`
+   * (less the clock-drift allowance, lib/waiting/grant-deadline.ts).
+   */
+  deadline(sentAt: number, ms: number): number {
+    return holderDeadline(sentAt, ms, this.connection.options.clockDriftFactor);
+  }
+
   private get sharded(): number {
     return this.connection.isCluster ? 1 : 0;
   }
@@ -53,7 +62,7 @@ export class SemaphoreStore {
       this.sharded,
     ])) as number[];
     if (reply[0] === 1) {
-      return { granted: true, fence: reply[1], expiresAt: sentAt + reply[2], sentAt };
+      return { granted: true, fence: reply[1], expiresAt: this.deadline(sentAt, reply[2]), sentAt };
     }
     if (reply[0] === -1) return { granted: false, storedLimit: reply[1], sentAt };
     return { granted: false, redisNow: reply[1], soonestMs: reply[2], sentAt };
@@ -118,7 +127,7 @@ export class SemaphoreStore {
           const [state, fence, remaining] = reply.slice(j * 3, j * 3 + 3);
           statuses[i] =
             state === 2
-              ? { state: 'granted', fence, expiresAt: sentAt + remaining }
+              ? { state: 'granted', fence, expiresAt: this.deadline(sentAt, remaining) }
               : { state: state === 1 ? 'waiting' : 'gone' };
         });
       }),

@@ -153,7 +153,7 @@ export class SemaphoreService implements PermitOwner, BeforeApplicationShutdown 
     const o = resolveSemaphoreOptions(this.connection.options.lock, { limit: 1, ttlMs });
     const sentAt = Date.now();
     if (await this.store.extend(permit.redisKeys, permit.token, o.ttlMs)) {
-      permit.setExpiresAt(sentAt + o.ttlMs);
+      permit.setExpiresAt(this.store.deadline(sentAt, o.ttlMs));
       return true;
     }
     this.held.delete(permit);

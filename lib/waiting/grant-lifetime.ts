@@ -1,8 +1,13 @@
+import { timerLatenessMs } from './grant-deadline';
+
 /**
  * The lifetime of a grant (a lock, a semaphore's permits) as its holder sees it: when it expires,
- * and an AbortSignal that aborts once it is known to be lost (its expiry passed by the local
- * clock, or `end(reason)`). The signal and its timer are made when `signal` is first read: most
- * grants are released long before anyone looks, and the hot path should not pay for them.
+ * and an AbortSignal that aborts once it is known to be lost (its expiry is near by the local
+ * clock, or `end(reason)`). The expiry already allows for clock drift (`holderDeadline`); the
+ * timer is armed `timerLatenessMs(ttlMs)` before it, so that a timer that fires late still aborts
+ * before Redis can grant anyone else, and the grant counts as lost from then on. The signal and
+ * its timer are made when `signal` is first read: most grants are released long before anyone
+ * looks, and the hot path should not pay for them.
  */
 export class GrantLifetime<E extends Error> {
   private controller?: AbortController;
@@ -10,16 +15,22 @@ export class GrantLifetime<E extends Error> {
   private expiryTimer?: NodeJS.Timeout;
   private ended = false;
 
+  private readonly lateness: number;
+
   /**
-   * @param expiry epoch ms until which the grant is surely held
+   * @param expiry epoch ms until which the grant is surely held (`holderDeadline`)
+   * @param ttlMs the grant's TTL: bounds how early the timer is armed (`timerLatenessMs`)
    * @param expired the reason of a grant whose expiry passed at `expiresAt`
    * @param onExpired told once when the expiry timer finds the grant lost
    */
   constructor(
     private expiry: number,
+    ttlMs: number,
     private readonly expired: (expiresAt: number) => E,
     private readonly onExpired?: (reason: E) => void,
-  ) {}
+  ) {
+    this.lateness = timerLatenessMs(ttlMs);
+  }
 
   /** Whether it was released or found lost. */
   get isEnded(): boolean {
@@ -41,7 +52,7 @@ export class GrantLifetime<E extends Error> {
 
   /** Whether the grant was lost (signal aborted, or would be if read). */
   get isLost(): boolean {
-    return this.lostReason !== undefined || this.expiry <= Date.now();
+    return this.lostReason !== undefined || this.expiry - this.lateness <= Date.now();
   }
 
   setExpiresAt(expiresAt: number): void {
@@ -71,7 +82,7 @@ export class GrantLifetime<E extends Error> {
         const reason = this.expired(this.expiry);
         if (this.end(reason)) this.onExpired?.(reason);
       },
-      Math.max(0, this.expiry - Date.now()),
+      Math.max(0, this.expiry - this.lateness - Date.now()),
     );
     this.expiryTimer.unref();
   }

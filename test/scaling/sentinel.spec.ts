@@ -1,7 +1,9 @@
 import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
 import type { Redis } from 'ioredis';
+import { Redis as RedisClient } from 'ioredis';
 import {
+  Lock,
   LockReplicationError,
   LockService,
   QueueService,
@@ -10,6 +12,7 @@ import {
 } from '../../lib';
 import { RedisLockConnection } from '../../lib/redis/redis-connection';
 import { createLockApp, redisClient, uniquePrefix, waitFor, waitForLine } from '../support/helpers';
+import { askNode, NODE_HOST } from '../support/redis-node';
 import { startRedisSentinel, type RedisSentinelProcesses } from '../support/redis-sentinel';
 
 describe('Redis Sentinel: 1 master, 1 replica, 3 sentinels (real processes)', () => {
@@ -98,8 +101,13 @@ describe('Redis Sentinel: 1 master, 1 replica, 3 sentinels (real processes)', ()
             'the lock was released again',
         );
         expect(await locks.isLocked('frozen')).toBe(false);
-        // Without waitForReplicas nothing waits for the replica.
-        const plain = await locks.acquire('plain');
+        // The default on Sentinel waits for the replica too (500 ms at most)...
+        const byDefault = await locks.acquire('default').catch((e: unknown) => e);
+        expect(byDefault).toBeInstanceOf(LockReplicationError);
+        expect(byDefault).toMatchObject({ acknowledged: 0, required: 1, timeoutMs: 500 });
+        expect(await locks.isLocked('default')).toBe(false);
+        // ...and with waitForReplicas: false nothing waits for it.
+        const plain = await locks.acquire('plain', { waitForReplicas: false });
         expect(await plain.extend()).toBe(true);
         expect(await plain.release()).toBe(true);
       } finally {
@@ -141,6 +149,14 @@ describe('Redis Sentinel: 1 master, 1 replica, 3 sentinels (real processes)', ()
         expect(await lock.release()).toBe(true);
       } finally {
         await strictApp.close();
+      }
+    });
+
+    it('by default a lock waits for the replica (the master has one): the replica holds its token when acquire returns', async () => {
+      for (let i = 0; i < 20; i++) {
+        const lock = await locks.acquire(`default-${i}`);
+        expect(await replica.get(`${prefix}lock:{default-${i}}`)).toBe(lock.token);
+        expect(await lock.release()).toBe(true);
       }
     });
 
@@ -223,5 +239,128 @@ describe('Redis Sentinel: 1 master, 1 replica, 3 sentinels (real processes)', ()
       await Promise.all(loops);
       await worker.close();
     }
+  }, 90_000);
+});
+
+describe('Sentinel split brain: the master is cut off from its replica and the sentinels, clients still reach it', () => {
+  const prefix = uniquePrefix('sentinel-split');
+  let sentinel: RedisSentinelProcesses;
+  const apps: INestApplicationContext[] = [];
+  const admins: RedisClient[] = [];
+  // The apps log in as 'app'; the sentinels and the replication link use the default user, which
+  // the test switches off on the master to cut it off from them (no network namespace needed).
+  const app = async (redis: object = {}, options: object = {}) => {
+    const created = await createLockApp({
+      redis: {
+        sentinels: sentinel.sentinels,
+        name: sentinel.name,
+        username: 'app',
+        password: 'app-secret',
+        ...redis,
+      },
+      keyPrefix: prefix,
+      commandTimeoutMs: 2_000,
+      ...options,
+    });
+    apps.push(created);
+    return created.get(LockService);
+  };
+  const admin = (port: number) => {
+    const client = new RedisClient({
+      host: NODE_HOST,
+      port,
+      username: 'app',
+      password: 'app-secret',
+      maxRetriesPerRequest: 1,
+    });
+    admins.push(client);
+    return client;
+  };
+
+  beforeAll(async () => {
+    sentinel = await startRedisSentinel();
+    for (const server of sentinel.servers) {
+      await askNode(server.port, 'ACL', 'SETUSER', 'app', 'on', '>app-secret', '~*', '&*', '+@all');
+    }
+  }, 60_000);
+  afterAll(async () => {
+    await Promise.all(apps.map((a) => a.close()));
+    for (const c of admins) c.disconnect();
+    await sentinel?.stop();
+  });
+
+  it('with the defaults no lock is granted twice: the deposed master answers LockReplicationError, the promoted one grants', async () => {
+    const oldPort = await sentinel.currentMaster();
+    const newPort = sentinel.servers.find((s) => s.port !== oldPort)!.port;
+    // Pinned to the old master (no +switch-master reconnect): what a client cut off from every
+    // sentinel would see.
+    const pinned = await app({ failoverDetector: false });
+    const optedOut = await app({ failoverDetector: false }, { waitForReplicas: false });
+    // The default: follows the sentinels' +switch-master to the promoted replica.
+    const following = await app();
+    for (const locks of [pinned, optedOut, following]) {
+      const lock = await locks.acquire('stock');
+      expect(await lock.release()).toBe(true);
+    }
+
+    const oldMaster = admin(oldPort);
+    await oldMaster.call('ACL', 'SETUSER', 'default', 'off');
+    await oldMaster.call('CLIENT', 'KILL', 'USER', 'default');
+    await waitFor(
+      `the sentinels to promote the replica on port ${newPort}`,
+      async () => (await sentinel.currentMaster().catch(() => 0)) === newPort,
+      30_000,
+      50,
+    );
+    const newMaster = admin(newPort);
+    await waitFor(
+      'the promoted replica to answer as a master',
+      async () => ((await newMaster.role()) as string[])[0] === 'master',
+      10_000,
+      50,
+    );
+
+    // A process that connects now is sent to the promoted replica, which has no replica of its
+    // own yet: it grants without waiting.
+    const fresh = await app();
+    const held = await fresh.acquire('stock', { ttlMs: 30_000 });
+    expect(await newMaster.get(`${prefix}lock:{stock}`)).toBe(held.token);
+
+    // The deposed master still answers its clients, and its lock key is free: with the defaults
+    // it refuses every grant (no replica acknowledges), releases the key and says why.
+    let grantedTwice = 0;
+    const refusals: unknown[] = [];
+    for (let i = 0; i < 10; i++) {
+      const outcome = await pinned.acquire('stock').catch((e: unknown) => e);
+      if (outcome instanceof Lock) {
+        grantedTwice++;
+        await outcome.release();
+      } else refusals.push(outcome);
+    }
+    expect(grantedTwice).toBe(0);
+    expect(refusals).toHaveLength(10);
+    for (const err of refusals) {
+      expect(err).toBeInstanceOf(LockReplicationError);
+      expect(err).toMatchObject({ operation: 'acquire', acknowledged: 0, required: 1 });
+    }
+    expect(await oldMaster.exists(`${prefix}lock:{stock}`)).toBe(0);
+
+    // The client that follows the sentinels moved to the promoted master: its acquisition waits
+    // in line behind `held` instead of being granted a second time.
+    await waitFor(
+      'the following client on the promoted master',
+      async () => (await following.isLocked('stock').catch(() => false)) === true,
+      10_000,
+      50,
+    );
+    expect(await following.tryAcquire('stock')).toBeNull();
+
+    // Opting out takes the documented risk: the deposed master grants the lock a second time.
+    const twice = await optedOut.acquire('stock');
+    expect(twice.token).not.toBe(held.token);
+    expect(await held.isHeld()).toBe(true);
+    expect(await twice.isHeld()).toBe(true);
+    await twice.release();
+    await held.release();
   }, 90_000);
 });

@@ -1,0 +1,119 @@
+import type { Redis } from 'ioredis';
+import { bounded } from './bounded';
+
+/** How often the replicas of the current master are counted again, in ms. */
+export const REPLICA_CHECK_MS = 5_000;
+
+/** A Redis client's Sentinel options, when it was made with them (`options.sentinels`). */
+export function isSentinelClient(client: unknown): boolean {
+  const sentinels = (client as { options?: { sentinels?: unknown } }).options?.sentinels;
+  return Array.isArray(sentinels) && sentinels.length > 0;
+}
+
+/** `connected_slaves` of an `INFO replication` answer (0 when absent, e.g. on a replica). */
+export function connectedReplicas(info: string): number {
+  const match = /^connected_slaves:(\d+)/m.exec(info);
+  return match ? Number(match[1]) : 0;
+}
+
+/**
+ * How many replicas the master behind a Sentinel client has, as far as locks need to know: for
+ * each master this client connected to (by address), the most replicas it was ever seen with
+ * (`INFO replication`, `connected_slaves`), counted at every connect and every
+ * `REPLICA_CHECK_MS` after.
+ *
+ * Never lowered for a master once seen: a master cut off from its replicas (a split brain: the
+ * sentinels promote a replica while clients still reach the old master) sees `connected_slaves`
+ * drop to 0, exactly like a master whose replica crashed, and it must keep waiting for a replica
+ * then, so that its writes fail instead of granting a lock twice. A master at a new address (the
+ * promoted replica after a failover) starts from its own count: right after the promotion it has
+ * none (the old master is dead or not yet turned into its replica), so locks do not wait and
+ * progress resumes at once; once a replica joins it, locks wait for it again.
+ */
+export class ReplicaWatch {
+  /** Most replicas seen, by master address (`host:port`). */
+  private readonly seen = new Map<string, number>();
+  private address = '';
+  private counting?: Promise<void>;
+  private readonly timer: NodeJS.Timeout;
+
+  /**
+   * @param client the Sentinel client whose master is watched
+   * @param commandTimeoutMs bound of each `INFO`
+   * @param warn told when counting failed (the last count stays)
+   */
+  constructor(
+    private readonly client: Redis,
+    private readonly commandTimeoutMs: number,
+    private readonly warn: (what: string, err: unknown) => void,
+  ) {
+    client.on('ready', this.onReady);
+    client.on('close', this.onClose);
+    if (client.status === 'ready') this.onReady();
+    this.timer = setInterval(() => {
+      if (client.status === 'ready' && !this.counting) this.counting = this.count();
+    }, REPLICA_CHECK_MS);
+    this.timer.unref();
+  }
+
+  /**
+   * The replicas a lock must wait for now: the most ever seen on the current master (0: none,
+   * do not wait). Answers at once once the current master was counted; while the client is
+   * (re)connecting or the new master is being counted, waits for that count (bounded by
+   * `commandTimeoutMs`), so that a lock sent to a newly promoted master never waits for replicas
+   * it does not have, nor one sent to a master with replicas skips them. When the count cannot
+   * be had, answers 1 if any master of this client ever had a replica (fail safe), else 0.
+   */
+  replicas(): number | Promise<number> {
+    const known = this.address === '' ? undefined : this.seen.get(this.address);
+    if (known !== undefined) return known;
+    return (this.counting ??= this.count()).then(() => {
+      const n = this.address === '' ? undefined : this.seen.get(this.address);
+      return n ?? ([...this.seen.values()].some((v) => v > 0) ? 1 : 0);
+    });
+  }
+
+  /** Stops the periodic count. */
+  close(): void {
+    clearInterval(this.timer);
+    this.client.off('ready', this.onReady);
+    this.client.off('close', this.onClose);
+  }
+
+  private readonly onReady = (): void => {
+    const stream = (
+      this.client as unknown as { stream?: { remoteAddress?: string; remotePort?: number } }
+    ).stream;
+    this.address = `${stream?.remoteAddress ?? '?'}:${stream?.remotePort ?? '?'}`;
+    this.counting = this.count();
+  };
+
+  /** The connection is gone: the next master is unknown until it is connected and counted. */
+  private readonly onClose = (): void => {
+    this.address = '';
+  };
+
+  private async count(): Promise<void> {
+    try {
+      if (this.client.status !== 'ready') {
+        await bounded(
+          'Sentinel master connection',
+          new Promise<void>((resolve) => this.client.once('ready', () => resolve())),
+          this.commandTimeoutMs,
+        );
+      }
+      const address = this.address;
+      const info = await bounded(
+        'INFO replication',
+        this.client.info('replication'),
+        this.commandTimeoutMs,
+      );
+      const n = connectedReplicas(info);
+      if (address !== '') this.seen.set(address, Math.max(n, this.seen.get(address) ?? 0));
+    } catch (err) {
+      this.warn('counting the replicas of the Sentinel master failed', err);
+    } finally {
+      this.counting = undefined;
+    }
+  }
+}
