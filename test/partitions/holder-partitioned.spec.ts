@@ -91,6 +91,12 @@ describeWithNetns('holder partitioned from Redis (withLock, TTL 1.5 s)', () => {
     const found = checkLocks(events, Number(process.hrtime.bigint()) / 1e6, expiries);
     const lost = holder.events.filter((e) => e.ev === 'abort' && e.t >= start).length;
     notes.push(`holder's signal aborted in ${lost} of ${n} rounds`);
+    // The abort timer is armed before `expiresAt`; past it means the event loop was held up.
+    const late = holder.events
+      .filter((e) => e.ev === 'abort' && e.t >= start && e.expiresAt !== undefined)
+      .map((e) => e.wall - e.expiresAt);
+    if (late.length)
+      notes.push(`abort vs the holder's expiresAt: max ${Math.max(...late).toFixed(1)} ms`);
     report(lockSummary(scenario, n, found, notes));
     expect({
       overlaps: found.overlaps.length,
