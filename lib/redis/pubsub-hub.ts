@@ -40,6 +40,9 @@ const RESYNC_DELAY_MS = 50;
 /** A re-subscription that failed (the new master not reachable yet) is tried again after this. */
 const RESYNC_RETRY_MS = 1_000;
 
+/** Least time between two slot map refreshes of the subscriber that `refreshTopology` asks for. */
+const REFRESH_MIN_INTERVAL_MS = 500;
+
 /**
  * One subscriber connection shared by every waiter of a module: channels are subscribed on first
  * use, reference-counted, and unsubscribed a little after the last listener leaves (so a hot key's
@@ -64,6 +67,8 @@ export class PubSubHub {
   private readonly stale = new Set<string>();
   private resyncTimer?: NodeJS.Timeout;
   private wasReady = false;
+  private lastRefresh = 0;
+  private refreshTimer?: NodeJS.Timeout;
 
   /**
    * @param createSubscriber opens the dedicated subscriber connection (called once, lazily)
@@ -132,10 +137,34 @@ export class PubSubHub {
     return true;
   }
 
+  /**
+   * Cluster: the command client found the slot map changed (it follows `MOVED` and refreshes its
+   * map, e.g. when a waiter renews its place after a failover): the subscriber refreshes its own
+   * map too (at most every 500 ms), so ioredis moves its sharded subscriptions and the hub
+   * re-subscribes the channels whose master changed. This replaces a periodic refresh of the
+   * subscriber's map: each one costs milliseconds of CPU (ioredis rebuilds and compares maps of
+   * 16,384 slots), which, every second, was most of an idle module's CPU.
+   */
+  refreshTopology(): void {
+    const sub = this.subscriber as Cluster | undefined;
+    if (!this.sharded || !sub || this.closed || this.refreshTimer) return;
+    const wait = this.lastRefresh + REFRESH_MIN_INTERVAL_MS - Date.now();
+    this.refreshTimer = setTimeout(
+      () => {
+        this.refreshTimer = undefined;
+        this.lastRefresh = Date.now();
+        if (!this.closed && sub.status === 'ready') sub.refreshSlotsCache();
+      },
+      Math.max(0, wait),
+    );
+    this.refreshTimer.unref();
+  }
+
   /** Closes the subscriber connection. */
   close(): void {
     this.closed = true;
     clearTimeout(this.resyncTimer);
+    clearTimeout(this.refreshTimer);
     for (const entry of this.channels.values()) clearTimeout(entry.linger);
     this.channels.clear();
     this.stale.clear();

@@ -14,10 +14,12 @@ type Client = Redis | Cluster;
 
 /**
  * The subscriber of a Cluster: SSUBSCRIBE needs a connection to the master of each channel's
- * slot (`shardedSubscribers`), and after a failover ioredis moves the subscriptions to the new
- * masters only when it refreshes its slot map, which the periodic refresh makes sure of.
+ * slot (`shardedSubscribers`). After a failover ioredis moves the subscriptions to the new
+ * masters only when it refreshes its slot map: when a subscriber connection ends (a killed
+ * master), and when the command client refreshed its own map (`PubSubHub.refreshTopology`). No
+ * periodic refresh (`slotsRefreshInterval: 0`): each costs milliseconds of CPU.
  */
-const CLUSTER_SUBSCRIBER_OPTIONS = { shardedSubscribers: true, slotsRefreshInterval: 1_000 };
+const CLUSTER_SUBSCRIBER_OPTIONS = { shardedSubscribers: true, slotsRefreshInterval: 0 };
 
 function isClient(value: unknown): value is Client {
   // Duck-typed so that an instance from another copy of ioredis is still recognised.
@@ -55,6 +57,8 @@ export class RedisLockConnection {
   private readonly errors = new ThrottledWarning(new Logger('RedisLockModule'));
   private readonly extra = new Set<Client>();
   private wasReady: boolean;
+  /** Cluster: the client refreshed its slot map; so does the subscriber. */
+  private readonly onRefresh = () => this.hub.refreshTopology();
 
   constructor(readonly options: ResolvedModuleOptions) {
     const redis = options.redis;
@@ -88,6 +92,7 @@ export class RedisLockConnection {
       this.isCluster,
       options.commandTimeoutMs,
     );
+    if (this.isCluster) this.client.on('refresh', this.onRefresh);
     if (!this.isCluster && isSentinelClient(this.client)) {
       this.replicaWatch = new ReplicaWatch(
         this.client as Redis,
@@ -203,6 +208,7 @@ export class RedisLockConnection {
   async close(): Promise<void> {
     await Promise.all(this.nodes.map((node) => node.close()));
     this.replicaWatch?.close();
+    this.client.off('refresh', this.onRefresh);
     this.hub.close();
     for (const c of this.extra) c.disconnect();
     this.extra.clear();
