@@ -1,3 +1,5 @@
+import type { Cluster, Redis } from 'ioredis';
+
 /** Number of hash slots of a Redis Cluster. */
 export const CLUSTER_SLOTS = 16_384;
 
@@ -40,4 +42,23 @@ export function clusterKeySlot(key: string): number {
     if (close > open + 1) return crc16(bytes.subarray(open + 1, close)) % CLUSTER_SLOTS;
   }
   return crc16(bytes) % CLUSTER_SLOTS;
+}
+
+/** What `clusterMasterOf` uses of ioredis' (undocumented) connection pool of a Cluster. */
+interface ConnectionPool {
+  getInstanceByKey(key: string): Redis | undefined;
+}
+
+/**
+ * The connection of the master that serves `key`'s slot as `cluster`'s slot map says now (the
+ * one ioredis would write a command on `key` to), when the Cluster and that connection are ready;
+ * else `undefined`.
+ */
+export function clusterMasterOf(cluster: Cluster, key: string): Redis | undefined {
+  if (cluster.status !== 'ready') return undefined;
+  const node = cluster.slots[clusterKeySlot(key)]?.[0];
+  if (node === undefined) return undefined;
+  const pool = (cluster as unknown as { connectionPool?: ConnectionPool }).connectionPool;
+  const redis = pool?.getInstanceByKey(node);
+  return redis?.status === 'ready' ? redis : undefined;
 }

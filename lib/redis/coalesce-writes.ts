@@ -24,8 +24,11 @@ function release(stream: Stream): void {
  * concurrent callers send in this tick leave together (at most `MAX_HELD` per write): one system
  * call here and one read in Redis for several commands instead of one each. The commands, their
  * order and their replies are unchanged; a command only leaves after the microtasks of this tick
- * (or with the next ones) instead of at once. Does nothing on a Cluster (each node has its own
- * connection) or a client that is not ready (its commands wait in ioredis' offline queue).
+ * (or with the next ones) instead of at once. Does nothing on a `Cluster` instance (each master
+ * has its own connection: pass the one of the command's master, `clusterMasterOf`; without it
+ * every command on a Cluster was a system call of its own, most of the client CPU a pair cost
+ * there, bench/cluster-cpu.ts) or a client that is not ready (its commands wait in ioredis'
+ * offline queue).
  * @param client the connection the next command is sent on
  * @example
  * coalesceWrites(connection.client);

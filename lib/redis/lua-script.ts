@@ -2,6 +2,10 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { Cluster, Redis } from 'ioredis';
 
+/** Replies and failures that an ioredis `Cluster` follows or retries by itself. */
+const CLUSTER_RETRIED =
+  /^(MOVED|ASK|TRYAGAIN|CLUSTERDOWN) |Connection is closed|Stream isn't writeable/;
+
 /**
  * One Lua script file, loaded once and called by EVALSHA; when Redis answers NOSCRIPT (restart,
  * SCRIPT FLUSH, a new Cluster node) it is sent once with EVAL, which also caches it again.
@@ -35,6 +39,28 @@ export class LuaScript {
     return client.evalsha(this.sha, keys.length, ...keys, ...args).catch((err: unknown) => {
       if (err instanceof Error && err.message.startsWith('NOSCRIPT')) {
         return client.eval(this.source, keys.length, ...keys, ...args);
+      }
+      throw err;
+    });
+  }
+
+  /**
+   * Cluster: runs the script on `node`, the connection of the master that serves the keys' slot
+   * (`clusterMasterOf`), instead of through the `Cluster` instance, which costs a few µs of client
+   * CPU per command (its routing and retry wrappers; bench/cluster-cpu.ts). Whatever the Cluster
+   * instance would have followed or retried — `MOVED`/`ASK` (the slot moved: Redis ran nothing),
+   * `TRYAGAIN`, `CLUSTERDOWN`, a closed connection — is sent again through `cluster`, which
+   * refreshes its slot map.
+   */
+  runOn(
+    node: Redis,
+    cluster: Cluster,
+    keys: readonly string[],
+    args: readonly (string | number)[],
+  ): Promise<unknown> {
+    return this.run(node, keys, args).catch((err: unknown) => {
+      if (err instanceof Error && CLUSTER_RETRIED.test(err.message)) {
+        return this.run(cluster, keys, args);
       }
       throw err;
     });

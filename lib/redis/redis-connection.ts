@@ -4,6 +4,7 @@ import type { ResolvedModuleOptions } from '../options/resolve-options';
 import type { RedisClusterConnectionOptions } from '../interfaces/redis-lock-module-options.interface';
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
 import { bounded } from './bounded';
+import { clusterMasterOf } from './cluster-slot';
 import { coalesceWrites } from './coalesce-writes';
 import type { LuaScript } from './lua-script';
 import { PubSubHub } from './pubsub-hub';
@@ -118,8 +119,13 @@ export class RedisLockConnection {
    * callers, one tick) share socket writes (`coalesceWrites`).
    */
   run(script: LuaScript, keys: readonly string[], args: readonly (string | number)[]) {
-    coalesceWrites(this.client);
-    return bounded(script.name, script.run(this.client, keys, args), this.options.commandTimeoutMs);
+    // Cluster: straight to the master of the keys' slot, whose writes are then coalesced too.
+    const node = this.isCluster ? clusterMasterOf(this.client as Cluster, keys[0]) : undefined;
+    coalesceWrites(node ?? this.client);
+    const reply = node
+      ? script.runOn(node, this.client as Cluster, keys, args)
+      : script.run(this.client, keys, args);
+    return bounded(script.name, reply, this.options.commandTimeoutMs);
   }
 
   /**
