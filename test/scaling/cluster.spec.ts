@@ -366,7 +366,7 @@ describe('Redis Cluster: 3 masters + 3 replicas, real redis-server processes', (
       }
     });
 
-    it('SIGKILL of the master of a hot lock mid-sale: on the promoted master every instance is subscribed again and every instance keeps selling', async () => {
+    it('SIGKILL of the master of a hot lock mid-sale (twice), then a coordinated failover: on the promoted master every instance is subscribed again and every instance keeps selling', async () => {
       const salePrefix = `${prefix}sale:`;
       const key = 'hot';
       const channel = lockRedisKeys(salePrefix, key).channel;
@@ -413,6 +413,16 @@ describe('Redis Cluster: 3 masters + 3 replicas, real redis-server processes', (
           killed.pop();
           await cluster.waitHealthy();
         }
+        // A coordinated failover keeps the old master alive (no subscriber connection ends):
+        // the subscriptions follow when the command client meets MOVED and refreshes its map.
+        const master = await cluster.masterOfSlot(clusterKeySlot(channel));
+        const promoted = await cluster.failover(master);
+        await waitFor(
+          'every instance subscribed on the new master after a coordinated failover',
+          async () => (await shardSubscribers(promoted, channel)) === tags.length,
+          10_000,
+          20,
+        );
       } finally {
         for (const child of children) child.kill('SIGTERM');
         await Promise.all(children.map((child) => exited(child)));
