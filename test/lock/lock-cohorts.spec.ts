@@ -57,7 +57,7 @@ describe('LockService local cohorts', () => {
       return a === 'want' ? { want: b } : { fence: Number(a), tag: b, at: Number(c) };
     });
 
-  it('a free key costs 5 Redis commands per acquire + release pair (3 + 2), nothing published', async () => {
+  it('a free key costs 6 Redis commands per acquire + release pair (4 + 2), nothing published', async () => {
     const prefix = uniquePrefix('cohort-fast');
     await start(prefix);
     await locks.release(await locks.acquire('warm'));
@@ -65,14 +65,15 @@ describe('LockService local cohorts', () => {
     for (let i = 0; i < 10; i++) await (await locks.acquire('fast')).release();
     const calls = await commandCalls(redis);
     expect(calls.get('evalsha')).toBe(20);
-    // acquire: EXISTS line, SET NX PX, INCR fence; release: GET, DEL (the first INCR of a new
-    // counter also reads TIME and SETs the seed).
+    // acquire: EXISTS line, SET NX PX, TIME and SET of the fence (max(counter + 1, TIME µs),
+    // fence-counter.lua); release: GET, DEL (a new counter also gets its PEXPIRE once).
     expect(calls.get('exists')).toBe(10);
-    expect(calls.get('incr')).toBe(10);
+    expect(calls.get('time')).toBe(10);
+    expect(calls.get('set')).toBe(20);
+    expect(calls.get('incr')).toBeUndefined();
+    expect(calls.get('pexpire')).toBe(1);
     expect(calls.get('get')).toBe(10);
     expect(calls.get('del')).toBe(10);
-    expect(calls.get('set')).toBe(11);
-    expect(calls.get('time')).toBe(1);
     expect(calls.get('publish')).toBeUndefined();
   });
 

@@ -26,7 +26,8 @@
 --         PTTL whether or not others are ahead); line = entries in the
 --         blocking lock's line (processes waiting, an estimate's input).
 -- An entry is "deadlineMs:ttlMs:fencing:mode" so that release.lua can hand the lock over directly.
--- The fast path (one free lock, nobody in line) is 3 commands: EXISTS line, SET NX, INCR fence.
+-- The fast path (one free lock, nobody in line) is 4 commands: EXISTS line, SET NX, and the next
+-- fence (nextFence: TIME, SET).
 
 local token = ARGV[1]
 
