@@ -220,13 +220,12 @@ export class PubSubHub {
         // channel whose unsubscription it retried, and the order of its retries is not ours).
         for (const event of ['-node', 'subscribersReady']) sub.on(event, () => this.resyncAll());
         sub.on('refresh', () => this.checkOwners());
-      } else {
-        // ioredis subscribes again on reconnect; what was published meanwhile is lost.
-        sub.on('ready', () => {
-          if (this.wasReady) this.resyncAll();
-          this.wasReady = true;
-        });
       }
+      // ioredis subscribes again on reconnect; what was published meanwhile is lost.
+      sub.on('ready', () => {
+        if (this.wasReady) this.resyncAll();
+        this.wasReady = true;
+      });
       this.subscriber = sub;
     }
     return this.subscriber;
@@ -243,8 +242,10 @@ export class PubSubHub {
       if (entry.slot === undefined || !entry.subscribed) continue;
       const owner = this.ownerOf(entry.slot);
       if (owner === entry.owner) continue;
+      // Subscribed before the subscriber knew the map: its first map is no change.
+      const known = entry.owner !== undefined;
       entry.owner = owner;
-      this.resync(channel);
+      if (known) this.resync(channel);
     }
   }
 
