@@ -454,18 +454,17 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus> {
       void this.host.store.release([this.key], token).catch(() => undefined);
       return;
     }
-    // Out of the line at once; its timer, heartbeat place and the metrics are tidied after the
-    // caller has resumed (tidy): a handoff's latency is this path, run cold.
-    const retry = this.retryTimer;
+    // Out of the line. Its heartbeat place is left for leave/dispose to drop (the heartbeat skips a
+    // place without a line token): a handoff's latency is this path, run cold in a process that
+    // was idle, and its caller resumes only after it.
     this.lineToken = undefined;
     this.lastAttempt = undefined;
     this.recheckPending = false;
-    this.retryTimer = undefined;
+    clearTimeout(this.retryTimer);
     this.localHandoffs = 0;
     // shift() returns a caller still waiting, and nothing can settle it before resolve().
     const next = this.line?.shift();
     if (!next) {
-      clearTimeout(retry);
       this.host.renewal.delete(this);
       // Every caller gave up meanwhile: give the lock back at once.
       void this.host.store.release([this.key], token).catch((err) => {
@@ -477,16 +476,7 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus> {
     const lock = this.host.grant(this.key, token, next.options, fence, expiresAt, this);
     this.hold(lock, others);
     next.resolve(lock);
-    setImmediate(() => this.tidy(retry, handed ? lock : undefined));
-  }
-
-  /** What `obtained` left for after the caller resumed. */
-  private tidy(retry: NodeJS.Timeout | undefined, handed: Lock | undefined): void {
-    // A timer that fired meanwhile found no line token and did nothing.
-    clearTimeout(retry);
-    // Back in line already (a new join registered its place): keep it.
-    if (!this.lineToken) this.host.renewal.delete(this);
-    if (handed) this.host.handedOff(handed, 'remote');
+    if (handed) this.host.handedOff(lock, 'remote');
   }
 
   /** Bound reached: the lock goes to the Redis line, and this process queues at its end. */
