@@ -63,6 +63,7 @@ describeWithNetns('Cluster master kill mid-sale', () => {
 
       await master.kill();
       await setup.waitPromoted(replica, [...others, replica]);
+      const promoted = mono();
       let count = 0;
       await waitFor(
         `${INSTANCES} subscribers on the promoted master`,
@@ -77,7 +78,8 @@ describeWithNetns('Cluster master kill mid-sale', () => {
         apps.reduce((s, a) => s + salesSince(a, after), 0) / ((mono() - after) / 1000);
       notes.push(
         `round ${round + 1}: ${count} subscribers after the promotion, ` +
-          `${Math.round(rateBefore)} sales/s before, ${Math.round(rateAfter)} after`,
+          `${Math.round(rateBefore)} sales/s before, ${Math.round(rateAfter)} after ` +
+          `(per instance since the promotion: ${apps.map((a) => salesSince(a, promoted)).join(' / ')})`,
       );
 
       // The killed master comes back (its nodes.conf kept) as the new master's replica.

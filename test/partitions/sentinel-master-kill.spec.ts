@@ -37,28 +37,38 @@ describeWithNetns('Sentinel master kill mid-sale (default options)', () => {
     const servers = [setup.master, setup.replica];
     await lab.open(apps, setup.options);
     await sell(apps, SALE);
-    for (let round = 0; round < n; round++) {
-      const host = await setup.reportedMaster();
-      const master = servers.find((s) => s.host === host)!;
-      const replica = servers.find((s) => s !== master)!;
-      await waitSales(apps, 20);
-      await master.kill();
-      await setup.waitPromoted(replica);
-      const promoted = mono();
-      await waitFor(
-        'every instance to sell after the promotion',
-        () => apps.every((a) => salesSince(a, promoted) > 0),
-        RESUME_MS,
-        20,
-      ).catch(() => stalled.push(`round ${round + 1}`));
-      const resumed = (mono() - promoted) / 1000;
-      notes.push(
-        `round ${round + 1}: sales after the promotion ${apps.map((a) => salesSince(a, promoted)).join(' / ')} ` +
-          `(${resumed.toFixed(1)} s)`,
-      );
-      // The killed master returns as the new master's replica for the next round.
-      await master.restart(['--replicaof', replica.host, String(replica.port)]);
-      await setup.waitReplica(master);
+    let failure: Error | undefined;
+    try {
+      for (let round = 0; round < n; round++) {
+        const host = await setup.reportedMaster();
+        const master = servers.find((s) => s.host === host)!;
+        const replica = servers.find((s) => s !== master)!;
+        await waitSales(apps, 20).catch((err: Error) => {
+          stalled.push(`round ${round + 1}, before the kill`);
+          throw err;
+        });
+        await master.kill();
+        await setup.waitPromoted(replica);
+        const promoted = mono();
+        await waitFor(
+          'every instance to sell after the promotion',
+          () => apps.every((a) => salesSince(a, promoted) > 0),
+          RESUME_MS,
+          20,
+        ).catch(() => stalled.push(`round ${round + 1}`));
+        const resumed = (mono() - promoted) / 1000;
+        notes.push(
+          `round ${round + 1}: sales after the promotion ${apps.map((a) => salesSince(a, promoted)).join(' / ')} ` +
+            `(${resumed.toFixed(1)} s)`,
+        );
+        // The killed master returns as the new master's replica for the next round.
+        await master.restart(['--replicaof', replica.host, String(replica.port)]);
+        await setup.waitReplica(master);
+      }
+    } catch (err) {
+      // Reported with what was seen so far, then failed on.
+      failure = err as Error;
+      notes.push(`stopped early: ${failure.message}`);
     }
     const stopped = await stopSelling(apps);
     notes.push(`errors ${JSON.stringify(stopped.map((s) => s.errors))}`);
@@ -72,5 +82,6 @@ describeWithNetns('Sentinel master kill mid-sale (default options)', () => {
       fencesTwice: found.fencesTwice.length,
       stalled,
     }).toEqual({ overlaps: 0, fencesTwice: 0, stalled: [] });
+    if (failure) throw failure;
   });
 });

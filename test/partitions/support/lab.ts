@@ -59,6 +59,14 @@ export class Lab {
   }
 
   async close(): Promise<void> {
+    // What the instances logged (errors only): the first place to look when a scenario failed.
+    for (const a of this.apps) {
+      const text = a.errors.trim();
+      if (text)
+        process.stdout.write(
+          `[partitions] stderr of ${a.name} (last 2 kB):\n${text.slice(-2_000)}\n`,
+        );
+    }
     await Promise.all(this.apps.map((a) => a.exit().catch(() => undefined)));
     await this.net.close();
     removeNodeDirs();
