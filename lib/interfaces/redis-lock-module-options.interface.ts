@@ -74,7 +74,10 @@ export interface RedisLockModuleOptions {
    * `{ sentinels: [{ host, port }], name: 'mymaster' }`), an ioredis `Redis` or `Cluster`
    * instance, or `{ cluster: nodes, options }`. An instance you pass in is never closed by the
    * module; a client the module creates is closed on application shutdown.
-   * With `nodes` set, locks use `nodes` and only the queue uses `redis`.
+   * With `nodes` set, locks use `nodes` and only the queue uses `redis`. A Sentinel client the
+   * module creates gets ioredis' `failoverDetector: true` unless you set it (it reconnects on a
+   * sentinel's `+switch-master`), and on Sentinel locks wait for a replica by default (see
+   * `waitForReplicas`).
    * @default 'redis://127.0.0.1:6379'
    * @example
    * redis: { cluster: [{ host: '10.0.0.1', port: 7000 }], options: { redisOptions: { password } } }
