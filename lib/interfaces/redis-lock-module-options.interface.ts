@@ -87,8 +87,10 @@ export interface RedisLockModuleOptions {
   /**
    * Redlock (quorum mode): three or more independent Redis masters (each given like `redis`).
    * Every lock is taken on all of them in parallel and granted when a majority
-   * (`floor(n / 2) + 1`) granted it within its validity time; `fair` and `fencing` do not apply
-   * (`lock.fence` is `0`). The queue keeps using `redis`.
+   * (`floor(n / 2) + 1`) granted it within its validity time. Not fair (`fair` does not apply);
+   * fenced when `fencing` is on: a grant's fence is the highest of the granting nodes' counters,
+   * written back to a majority before the grant is reported (docs/scaling.md). The queue keeps
+   * using `redis`.
    * @default undefined (locks use `redis`)
    * @example
    * nodes: ['redis://10.0.0.1:6379', 'redis://10.0.0.2:6379', 'redis://10.0.0.3:6379']

@@ -94,7 +94,7 @@ const HOLD_TIMES_KEPT = 1_000;
  * Distributed locks on Redis: token-owned, atomic (one Lua script per operation), fair by default
  * (FIFO line with direct handoff, woken by pub/sub), fenced, and extended automatically while a
  * `withLock` callback runs. With the module's `nodes` option, locks use quorum mode (Redlock) on
- * independent masters instead: same API, not fair, no fences.
+ * independent masters instead: same API, not fair, fenced with one extra round trip per grant.
  */
 @Injectable()
 export class LockService implements LockOwner, OnModuleInit, BeforeApplicationShutdown {
