@@ -18,22 +18,24 @@ export function connectedReplicas(info: string): number {
 
 /**
  * How many replicas the master behind a Sentinel client has, as far as locks need to know: for
- * each master this client connected to (by address), the most replicas it was ever seen with
- * (`INFO replication`, `connected_slaves`), counted at every connect and every
- * `REPLICA_CHECK_MS` after.
+ * each master term this client saw (a master's replication ID, `master_replid`, which a replica
+ * gets anew when it is promoted), the most replicas it was ever seen with (`INFO replication`,
+ * `connected_slaves`), counted at every connect and every `REPLICA_CHECK_MS` after.
  *
- * Never lowered for a master once seen: a master cut off from its replicas (a split brain: the
- * sentinels promote a replica while clients still reach the old master) sees `connected_slaves`
- * drop to 0, exactly like a master whose replica crashed, and it must keep waiting for a replica
- * then, so that its writes fail instead of granting a lock twice. A master at a new address (the
- * promoted replica after a failover) starts from its own count: right after the promotion it has
- * none (the old master is dead or not yet turned into its replica), so locks do not wait and
- * progress resumes at once; once a replica joins it, locks wait for it again.
+ * Never lowered within a term: a master cut off from its replicas (a split brain: the sentinels
+ * promote a replica while clients still reach the old master) sees `connected_slaves` drop to 0,
+ * exactly like a master whose replica crashed, and keeps its replication ID; it must keep waiting
+ * for a replica then, so that its writes fail instead of granting a lock twice. A promoted replica
+ * starts a new term, also when it is a node that was master before (a second failover back to
+ * it): right after the promotion it has no replica (the old master is dead or not yet turned into
+ * its replica), so locks do not wait and progress resumes at once; once a replica joins it, locks
+ * wait for it again.
  */
 export class ReplicaWatch {
-  /** Most replicas seen, by master address (`host:port`). */
+  /** Most replicas seen, by master term (`master_replid`). */
   private readonly seen = new Map<string, number>();
-  private address = '';
+  /** The current master's term; `''` while (re)connecting or not counted yet. */
+  private term = '';
   private counting?: Promise<void>;
   private readonly timer: NodeJS.Timeout;
 
@@ -65,10 +67,10 @@ export class ReplicaWatch {
    * be had, answers 1 if any master of this client ever had a replica (fail safe), else 0.
    */
   replicas(): number | Promise<number> {
-    const known = this.address === '' ? undefined : this.seen.get(this.address);
+    const known = this.term === '' ? undefined : this.seen.get(this.term);
     if (known !== undefined) return known;
     return (this.counting ??= this.count()).then(() => {
-      const n = this.address === '' ? undefined : this.seen.get(this.address);
+      const n = this.term === '' ? undefined : this.seen.get(this.term);
       return n ?? ([...this.seen.values()].some((v) => v > 0) ? 1 : 0);
     });
   }
@@ -81,16 +83,13 @@ export class ReplicaWatch {
   }
 
   private readonly onReady = (): void => {
-    const stream = (
-      this.client as unknown as { stream?: { remoteAddress?: string; remotePort?: number } }
-    ).stream;
-    this.address = `${stream?.remoteAddress ?? '?'}:${stream?.remotePort ?? '?'}`;
+    this.term = '';
     this.counting = this.count();
   };
 
   /** The connection is gone: the next master is unknown until it is connected and counted. */
   private readonly onClose = (): void => {
-    this.address = '';
+    this.term = '';
   };
 
   private async count(): Promise<void> {
@@ -102,14 +101,15 @@ export class ReplicaWatch {
           this.commandTimeoutMs,
         );
       }
-      const address = this.address;
       const info = await bounded(
         'INFO replication',
         this.client.info('replication'),
         this.commandTimeoutMs,
       );
+      const term = /^master_replid:(\w+)/m.exec(info)?.[1] ?? '?';
       const n = connectedReplicas(info);
-      if (address !== '') this.seen.set(address, Math.max(n, this.seen.get(address) ?? 0));
+      this.seen.set(term, Math.max(n, this.seen.get(term) ?? 0));
+      this.term = term;
     } catch (err) {
       this.warn('counting the replicas of the Sentinel master failed', err);
     } finally {
