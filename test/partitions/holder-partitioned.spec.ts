@@ -132,7 +132,7 @@ describeWithNetns('holder partitioned from Redis (withLock, TTL 1.5 s)', () => {
     await lab.open([holder, contender], setup.options);
     await holderRounds(
       'holder partitioned: Sentinel',
-      rounds(2),
+      rounds(1),
       [setup.master.net],
       [setup.master],
     );
@@ -144,7 +144,7 @@ describeWithNetns('holder partitioned from Redis (withLock, TTL 1.5 s)', () => {
     await lab.open([holder, contender], setup.options);
     await holderRounds(
       'holder partitioned: Cluster',
-      rounds(2),
+      rounds(1),
       [setup.hotMaster.net],
       [setup.hotMaster],
     );
