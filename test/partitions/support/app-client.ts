@@ -114,15 +114,6 @@ export class AppClient {
     }
   }
 
-  /** Like `next`, but resolves `undefined` instead of rejecting at the deadline. */
-  async maybeNext(
-    match: (e: AppEvent) => boolean,
-    from: number,
-    timeoutMs: number,
-  ): Promise<AppEvent | undefined> {
-    return this.next(match, from, timeoutMs).catch(() => undefined);
-  }
-
   /** Its stderr so far (the last 20 kB). */
   get errors(): string {
     return this.stderr;

@@ -162,16 +162,6 @@ export class Network {
     );
   }
 
-  /** DROP rules in place now, per namespace (for checks and failure messages). */
-  async rules(): Promise<Record<string, number>> {
-    const out: Record<string, number> = {};
-    for (const node of this.nodes.values()) {
-      const text = await sh(`ip netns exec ${node.ns} iptables -S`);
-      out[node.name] = text.split('\n').filter((l) => l.includes('-j DROP')).length;
-    }
-    return out;
-  }
-
   /** Kills what still runs in the namespaces, deletes them, the hub and the root veth. */
   async close(): Promise<void> {
     this.nodes.clear();
