@@ -95,11 +95,18 @@ export class ReplicaWatch {
   private async count(): Promise<void> {
     try {
       if (this.client.status !== 'ready') {
-        await bounded(
-          'Sentinel master connection',
-          new Promise<void>((resolve) => this.client.once('ready', () => resolve())),
-          this.commandTimeoutMs,
-        );
+        // The listener goes with the wait, also when the wait times out: a long outage must not
+        // pile up one listener per count.
+        let onReady: (() => void) | undefined;
+        try {
+          await bounded(
+            'Sentinel master connection',
+            new Promise<void>((resolve) => this.client.once('ready', (onReady = resolve))),
+            this.commandTimeoutMs,
+          );
+        } finally {
+          if (onReady) this.client.off('ready', onReady);
+        }
       }
       const info = await bounded(
         'INFO replication',
