@@ -6,7 +6,14 @@ import type { QueueStats, QueueTaskState } from '../queue/interfaces/task.interf
  * is absent: `keepCompleted` keeps acked ids only (no payload, no result), so there is nothing to
  * show; `prioritized` and `waiting-children` have no counterpart (priorities are ready tasks).
  */
-export const BOARD_JOB_STATUSES = ['active', 'waiting', 'paused', 'delayed', 'failed'] as const;
+export const BOARD_JOB_STATUSES = [
+  'active',
+  'waiting',
+  'paused',
+  'delayed',
+  'completed',
+  'failed',
+] as const;
 
 /** A bull-board status this adapter lists. */
 export type BoardJobStatus = (typeof BOARD_JOB_STATUSES)[number];
@@ -43,7 +50,10 @@ export function statusOfState(state: QueueTaskState, paused: boolean): BoardJobS
       return paused ? 'paused' : 'waiting';
     case 'delayed':
       return 'delayed';
+    case 'completed':
+      return 'completed';
     case 'dead':
+    case 'cancelled':
       return 'failed';
   }
 }

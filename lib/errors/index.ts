@@ -12,3 +12,7 @@ export { QueueError } from './queue.error';
 export { SemaphoreTimeoutError } from './semaphore-timeout.error';
 export { SemaphoreLimitError } from './semaphore-limit.error';
 export { LockUpgradeError } from './lock-upgrade.error';
+export { QueueWaitTimeoutError } from './queue-wait-timeout.error';
+export { TaskTimeoutError } from './task-timeout.error';
+export { TaskCancelledError } from './task-cancelled.error';
+export { UnrecoverableTaskError } from './unrecoverable-task.error';

@@ -4,6 +4,8 @@ export type {
   RedisLockEventName,
   TaskEventBase,
   TaskFailedEvent,
+  TaskCancelledEvent,
+  TaskTimeoutEvent,
   TaskRetriedEvent,
   WorkerErrorEvent,
   LockLostEvent,

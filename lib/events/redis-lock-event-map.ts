@@ -23,6 +23,17 @@ export interface TaskRetriedEvent extends TaskFailedEvent {
   readonly delayMs: number;
 }
 
+/** A task this worker ran ended cancelled (`QueueService.cancel`). */
+export interface TaskCancelledEvent extends TaskEventBase {
+  /** The cancel's reason, when one was given. */
+  readonly reason?: string;
+}
+
+/** A task this worker ran passed its run timeout (its attempt failed with `TaskTimeoutError`). */
+export interface TaskTimeoutEvent extends TaskEventBase {
+  readonly timeoutMs: number;
+}
+
 /** A lock of this instance was lost (it expired or was taken over) before it was released. */
 export interface LockLostEvent {
   readonly keys: readonly string[];
@@ -55,6 +66,10 @@ export interface RedisLockEventMap {
   'task.retried': TaskRetriedEvent;
   /** A failed task used its last attempt and moved to the dead-letter set. */
   'task.dead': TaskFailedEvent;
+  /** A running task was cancelled and ended `cancelled` (never retried). */
+  'task.cancelled': TaskCancelledEvent;
+  /** A running task passed its run timeout (followed by `task.failed` and its retry or death). */
+  'task.timeout': TaskTimeoutEvent;
   'worker.error': WorkerErrorEvent;
   /**
    * A lock of this instance was found lost: an extension found it gone or taken, it could not be

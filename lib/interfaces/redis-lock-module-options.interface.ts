@@ -1,5 +1,5 @@
 import type { Cluster, ClusterNode, ClusterOptions, Redis, RedisOptions } from 'ioredis';
-import type { KeepBounds } from '../queue/interfaces/queue-options.interface';
+import type { KeepBounds, RetryLogLevel } from '../queue/interfaces/queue-options.interface';
 import type { WaitForReplicasOptions } from './lock-options.interface';
 
 /** Creates an ioredis `Cluster` client for the module (closed by the module on shutdown). */
@@ -45,8 +45,10 @@ export interface QueueDefaults {
    */
   groupConcurrency?: number;
   /**
-   * How long, and how many, acked ids are kept so that enqueueing them again is refused.
-   * @default { ageMs: 0, count: 0 } (not kept)
+   * How long, and how many, completed tasks are kept with their result, payload and finish time
+   * (`get`, `waitFor`, the dashboard); meanwhile `enqueue` of such an id is refused (an
+   * idempotency window). `{ ageMs: 0, count: 0 }`: not kept (deleted when acked).
+   * @default { ageMs: 86400000, count: 1000 } (a day, 1,000 tasks)
    */
   keepCompleted?: KeepBounds;
   /**
@@ -62,10 +64,22 @@ export interface QueueDefaults {
    * @example queue: { retryLogLevel: 'debug' }
    */
   retryLogLevel?: RetryLogLevel;
+  /**
+   * Length of each queue's event stream (`events`, `waitFor`, `@OnQueueEvent`), trimmed
+   * approximately (`XADD MAXLEN ~`) by the scripts that write it: 0 to 1,000,000; `0` writes no
+   * events, and `waitFor` / `events` then throw.
+   * @default 10000
+   */
+  eventsMaxLen?: number;
+  /**
+   * Largest result a handler may return, in bytes of its JSON: past it the attempt fails with a
+   * `QueueError` naming the task (1 to 16 MiB).
+   * @default 65536
+   */
+  maxResultBytes?: number;
 }
 
-/** A Nest logger level, or `'off'`. */
-export type RetryLogLevel = 'error' | 'warn' | 'log' | 'debug' | 'verbose' | 'off';
+export type { RetryLogLevel };
 
 /** Options of `RedisLockModule.forRoot` / `forRootAsync`. */
 export interface RedisLockModuleOptions {

@@ -139,6 +139,8 @@ export function recordQueueMetrics(events: RedisLockEvents): () => void {
   const completed = counter('completed', 'Tasks whose handler resolved (acked)');
   const retried = counter('retried', 'Failed tasks queued again');
   const dead = counter('dead', 'Failed tasks moved to the dead-letter set');
+  const cancelled = counter('cancelled', 'Running tasks that ended cancelled');
+  const timedOut = counter('timeouts', 'Attempts that ran past their run timeout');
   const offs = [
     events.on('task.completed', (e) => {
       completed.add(1, { queue: e.queue });
@@ -151,6 +153,8 @@ export function recordQueueMetrics(events: RedisLockEvents): () => void {
     }),
     events.on('task.retried', (e) => retried.add(1, { queue: e.queue })),
     events.on('task.dead', (e) => dead.add(1, { queue: e.queue })),
+    events.on('task.cancelled', (e) => cancelled.add(1, { queue: e.queue })),
+    events.on('task.timeout', (e) => timedOut.add(1, { queue: e.queue })),
   ];
   return () => offs.forEach((off) => off());
 }

@@ -13,6 +13,8 @@ import type {
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
 import { MAX_ATTEMPTS, MAX_CONCURRENCY } from '../queue/queue.constants';
 import type {
+  BackoffFunction,
+  BackoffOptions,
   KeepBounds,
   QueueWorkerOptions,
   RateLimit,
@@ -92,7 +94,10 @@ const QUEUE_KEYS = [
   'keepDead',
   'retryLogLevel',
 ] as const;
-const WORKER_KEYS = [...QUEUE_KEYS, 'limiter', 'groupLimiter'] as const;
+/** The module's `queue` options: the worker defaults, and the queue-wide ones. */
+const MODULE_QUEUE_KEYS = [...QUEUE_KEYS, 'eventsMaxLen', 'maxResultBytes'] as const;
+const WORKER_KEYS = [...QUEUE_KEYS, 'limiter', 'groupLimiter', 'timeoutMs', 'backoff'] as const;
+const BACKOFF_KEYS = ['type', 'delayMs', 'maxDelayMs', 'jitter'] as const;
 const RATE_LIMIT_KEYS = ['max', 'durationMs'] as const;
 const KEEP_KEYS = ['ageMs', 'count'] as const;
 
@@ -297,10 +302,15 @@ export function resolveLockOptions(
 /** Queue defaults with every default applied. */
 export type ResolvedQueueDefaults = Required<QueueDefaults>;
 
-/** Worker options with every default applied (`limiter`, `groupLimiter`: undefined when none). */
+/**
+ * Worker options with every default applied (`limiter`, `groupLimiter`, `timeoutMs`, `backoff`:
+ * undefined when none; then `backoffMs` applies).
+ */
 export interface ResolvedWorkerOptions extends ResolvedQueueDefaults {
   limiter?: RateLimit;
   groupLimiter?: RateLimit;
+  timeoutMs?: number;
+  backoff?: BackoffOptions | BackoffFunction;
 }
 
 /** Defaults of the queue and its workers (module `queue` option). */
@@ -311,10 +321,56 @@ export const QUEUE_DEFAULTS: ResolvedQueueDefaults = {
   concurrency: 1,
   drainTimeoutMs: 10_000,
   groupConcurrency: 1,
-  keepCompleted: { ageMs: 0, count: 0 },
+  keepCompleted: { ageMs: 86_400_000, count: 1_000 },
   keepDead: { ageMs: 604_800_000, count: 10_000 },
   retryLogLevel: 'warn',
+  eventsMaxLen: 10_000,
+  maxResultBytes: 65_536,
 };
+
+/** Longest run timeout and backoff delay: a day. */
+const MAX_TASK_MS = 86_400_000;
+
+/**
+ * Validates a `{ type, delayMs, maxDelayMs?, jitter? }` backoff named `option` (a worker's may
+ * also be a function); throws what `invalid` makes (`RedisLockOptionsError` by default).
+ */
+export function checkBackoff(
+  option: string,
+  value: unknown,
+  invalid?: InvalidValue,
+  allowFunction = false,
+): BackoffOptions | BackoffFunction | undefined {
+  if (value === undefined) return undefined;
+  if (allowFunction && typeof value === 'function') return value as BackoffFunction;
+  const o = checkKnownKeys(option, value, BACKOFF_KEYS, invalid) as Partial<BackoffOptions>;
+  if (o.type !== 'fixed' && o.type !== 'exponential') {
+    const fail =
+      invalid ?? ((name: string, v: unknown, e: string) => new RedisLockOptionsError(name, v, e));
+    throw fail(`${option}.type`, o.type, "'fixed' or 'exponential'");
+  }
+  const delayMs = checkInt(`${option}.delayMs`, o.delayMs, 0, MAX_TASK_MS, invalid);
+  const maxDelayMs =
+    o.maxDelayMs === undefined
+      ? undefined
+      : checkInt(`${option}.maxDelayMs`, o.maxDelayMs, delayMs, MAX_TASK_MS, invalid);
+  if (o.jitter !== undefined && typeof o.jitter !== 'boolean') {
+    const fail =
+      invalid ?? ((name: string, v: unknown, e: string) => new RedisLockOptionsError(name, v, e));
+    throw fail(`${option}.jitter`, o.jitter, 'true or false');
+  }
+  return {
+    type: o.type,
+    delayMs,
+    ...(maxDelayMs === undefined ? {} : { maxDelayMs }),
+    ...(o.jitter === undefined ? {} : { jitter: o.jitter }),
+  };
+}
+
+/** Validates a run timeout named `option`: an integer from 1 to a day, in ms. */
+export function checkTimeoutMs(option: string, value: unknown, invalid?: InvalidValue): number {
+  return checkInt(option, value, 1, MAX_TASK_MS, invalid);
+}
 
 /** Validates a `{ max, durationMs }` rate limit named `option`. */
 export function checkRateLimit(
@@ -348,8 +404,19 @@ export function resolveQueueOptions(
   options: QueueDefaults | undefined,
   option = '',
 ): ResolvedQueueDefaults {
-  const o = checkKnownKeys(option, options, QUEUE_KEYS) as QueueDefaults;
-  return resolveQueueKeys(defaults, o, option);
+  const o = checkKnownKeys(option, options, MODULE_QUEUE_KEYS) as QueueDefaults;
+  const name = (key: string) => (option ? `${option}.${key}` : key);
+  return {
+    ...resolveQueueKeys(defaults, o, option),
+    eventsMaxLen:
+      o.eventsMaxLen === undefined
+        ? defaults.eventsMaxLen
+        : checkInt(name('eventsMaxLen'), o.eventsMaxLen, 0, MAX_LIMIT),
+    maxResultBytes:
+      o.maxResultBytes === undefined
+        ? defaults.maxResultBytes
+        : checkInt(name('maxResultBytes'), o.maxResultBytes, 1, 16 * 1024 * 1024),
+  };
 }
 
 /**
@@ -368,6 +435,9 @@ export function resolveWorkerOptions(
     ...resolveQueueKeys(defaults, o, '', invalid),
     limiter: checkRateLimit('limiter', o.limiter, invalid),
     groupLimiter: checkRateLimit('groupLimiter', o.groupLimiter, invalid),
+    timeoutMs:
+      o.timeoutMs === undefined ? undefined : checkTimeoutMs('timeoutMs', o.timeoutMs, invalid),
+    backoff: checkBackoff('backoff', o.backoff, invalid, true),
   };
 }
 
@@ -379,6 +449,8 @@ function resolveQueueKeys(
 ): ResolvedQueueDefaults {
   const name = (key: string) => (option ? `${option}.${key}` : key);
   return {
+    eventsMaxLen: defaults.eventsMaxLen,
+    maxResultBytes: defaults.maxResultBytes,
     leaseMs:
       o.leaseMs === undefined ? defaults.leaseMs : checkMs(name('leaseMs'), o.leaseMs, 1, invalid),
     maxAttempts:

@@ -16,7 +16,19 @@ export type {
   QueueTaskInfo,
   QueueTaskState,
   TypedQueue,
+  RunningTask,
+  TaskOwnOptions,
+  BackoffOptions,
 } from './interfaces/task.interface';
+export type {
+  QueueEvent,
+  QueueEventType,
+  TaskOutcome,
+  TaskError,
+  WaitForOptions,
+  QueueEventsOptions,
+} from './interfaces/queue-event.interface';
+export { QUEUE_EVENT_TYPES } from './interfaces/queue-event.interface';
 export type {
   EnqueueOptions,
   ClaimOptions,
@@ -26,5 +38,6 @@ export type {
   QueueWorkerHandle,
   RateLimit,
   KeepBounds,
+  BackoffFunction,
 } from './interfaces/queue-options.interface';
 export type { QueueSchedule, QueueScheduleOptions } from './schedule/schedule.interface';

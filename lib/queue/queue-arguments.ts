@@ -81,26 +81,33 @@ export function checkOptionKeys(value: unknown, known: readonly string[]): Recor
  * silently drop or change them).
  */
 export function serializePayload(payload: unknown): string | undefined {
-  if (payload === undefined) return undefined;
+  return payload === undefined ? undefined : serializeJson('payload', payload);
+}
+
+/**
+ * The JSON text of `value` (a payload, a task's result or progress); throws a `QueueError` naming
+ * `argument` when it is not a JSON value (functions, symbols, BigInt, non-finite numbers, cycles).
+ */
+export function serializeJson(argument: string, value: unknown): string {
   let json: string | undefined;
   try {
-    json = JSON.stringify(payload, (key, value: unknown) => {
-      if (typeof value === 'function' || typeof value === 'symbol') {
-        throw QueueError.invalid('payload', value, `a JSON value (at '${key}')`);
+    json = JSON.stringify(value, (key, v: unknown) => {
+      if (typeof v === 'function' || typeof v === 'symbol') {
+        throw QueueError.invalid(argument, v, `a JSON value (at '${key}')`);
       }
-      if (typeof value === 'number' && !Number.isFinite(value)) {
-        throw QueueError.invalid('payload', value, `a JSON value (at '${key}')`);
+      if (typeof v === 'number' && !Number.isFinite(v)) {
+        throw QueueError.invalid(argument, v, `a JSON value (at '${key}')`);
       }
-      return value;
+      return v;
     });
   } catch (err) {
     if (err instanceof QueueError) throw err;
     throw new QueueError(
-      `invalid argument 'payload': expected a JSON value, got one that JSON.stringify rejects: ${(err as Error).message}`,
-      'payload',
+      `invalid argument '${argument}': expected a JSON value, got one that JSON.stringify rejects: ${(err as Error).message}`,
+      argument,
     );
   }
-  if (json === undefined) throw QueueError.invalid('payload', payload, 'a JSON value');
+  if (json === undefined) throw QueueError.invalid(argument, value, 'a JSON value');
   return json;
 }
 

@@ -47,6 +47,26 @@ export interface QueueRedisKeys {
   done: string;
   /** STRING counter: enqueue sequence of tasks with a priority or a group. */
   seq: string;
+  /**
+   * STREAM of the queue's events, capped (`queue.eventsMaxLen`): one entry per change, written by
+   * the script that makes it. Fields: t type, i task id, a attempt, r result (JSON), e error
+   * (JSON `{name, message, stack?}`), p progress (JSON), d delay (ms).
+   */
+  events: string;
+  /** HASH id -> 'finishedAt|result JSON' of completed tasks kept by `keepCompleted`. */
+  results: string;
+  /** HASH id -> JSON of the last `task.progress()` value. */
+  progress: string;
+  /** HASH id -> JSON of the task's own options (maxAttempts, backoff, timeoutMs). */
+  opts: string;
+  /** HASH id -> reason: cancel asked for a leased task, read by its worker (extend, settle). */
+  cancels: string;
+  /** ZSET id -> time it was cancelled (kept per `keepDead`). */
+  cancelled: string;
+  /** STRING: highest lease fence given out (`task.fence`). */
+  fence: string;
+  /** Pub/sub channel (not a key; same hash tag): ids of leased tasks whose cancel was asked for. */
+  cancelChannel: string;
 }
 
 /** Throws a `QueueError` naming `queue` unless `name` is a usable queue name. */
@@ -92,5 +112,13 @@ export function queueRedisKeys(prefix: string, name: string): QueueRedisKeys {
     config: `${base}:config`,
     done: `${base}:done`,
     seq: `${base}:seq`,
+    events: `${base}:events`,
+    results: `${base}:results`,
+    progress: `${base}:progress`,
+    opts: `${base}:opts`,
+    cancels: `${base}:cancels`,
+    cancelled: `${base}:cancelled`,
+    fence: `${base}:fence`,
+    cancelChannel: `${base}:cancel`,
   };
 }

@@ -1,5 +1,17 @@
 import type { LeasedTask, QueueTaskInfo, QueueTaskState, Task } from './interfaces/task.interface';
+import type { BackoffOptions, TaskOwnOptions } from './interfaces/task.interface';
 import { parsePayload, storedTrace } from './queue-arguments';
+import { decodeTaskError } from './task-errors';
+
+/** A kept result ('finishedAt|result JSON', the JSON empty for `undefined`). */
+export function storedResult(field: string): { finishedAt: number; result?: unknown } {
+  const bar = field.indexOf('|');
+  const json = field.slice(bar + 1);
+  return {
+    finishedAt: Number(field.slice(0, bar)),
+    ...(json === '' ? {} : { result: JSON.parse(json) as unknown }),
+  };
+}
 
 type Reply = (string | number | null)[];
 
@@ -19,7 +31,7 @@ export function toTasks<P>(queue: string, reply: Reply): Task<P>[] {
 
 /**
  * Leased tasks of a claim reply ({nowMs, ...}), from index `from`: {id, score, attempt, token,
- * payload, enqueuedAt, ...}.
+ * payload, enqueuedAt, fence, opts, ...}.
  */
 export function toLeasedTasks<P>(
   queue: string,
@@ -29,8 +41,9 @@ export function toLeasedTasks<P>(
 ): LeasedTask<P>[] {
   const now = Number(reply[0]);
   const tasks: LeasedTask<P>[] = [];
-  for (let i = from; i < reply.length; i += 6) {
+  for (let i = from; i < reply.length; i += 8) {
     const enqueuedAt = reply[i + 5];
+    const opts = reply[i + 7];
     const traceparent = storedTrace(reply[i + 4] as string | null);
     tasks.push({
       queue,
@@ -40,18 +53,44 @@ export function toLeasedTasks<P>(
       leaseToken: String(reply[i + 3]),
       leaseExpiresAt: now + leaseMs,
       payload: parsePayload(reply[i + 4] as string | null) as P,
+      fence: Number(reply[i + 6]),
       ...(enqueuedAt === null ? {} : { enqueuedAt: Number(enqueuedAt) }),
+      ...(opts === null ? {} : { options: toOwnOptions(String(opts)) }),
       ...(traceparent === undefined ? {} : { traceparent }),
     });
   }
   return tasks;
 }
 
-/** Tasks of an inspect reply: {id, state, time, attempts, payload, lastError, info, ...}. */
+/** The stored JSON of a task's own options ({m, b, t}) as `TaskOwnOptions`. */
+function toOwnOptions(json: string): TaskOwnOptions {
+  const o = JSON.parse(json) as { m?: number; b?: BackoffOptions; t?: number };
+  return {
+    ...(o.m === undefined ? {} : { maxAttempts: o.m }),
+    ...(o.b === undefined ? {} : { backoff: o.b }),
+    ...(o.t === undefined ? {} : { timeoutMs: o.t }),
+  };
+}
+
+/** The stored JSON of a task's own options, or '' when it has none. */
+export function storedOwnOptions(o: TaskOwnOptions): string {
+  if (o.maxAttempts === undefined && o.backoff === undefined && o.timeoutMs === undefined)
+    return '';
+  return JSON.stringify({ m: o.maxAttempts, b: o.backoff, t: o.timeoutMs });
+}
+
+/**
+ * Tasks of an inspect reply: {id, state, time, attempts, payload, lastError, info, result,
+ * progress, ...}.
+ */
 export function toTaskInfos<P>(queue: string, reply: Reply): QueueTaskInfo<P>[] {
   const infos: QueueTaskInfo<P>[] = [];
-  for (let i = 0; i < reply.length; i += 7) {
+  for (let i = 0; i < reply.length; i += 9) {
     const lastError = reply[i + 5];
+    const state = String(reply[i + 1]) as QueueTaskState;
+    const result = reply[i + 7] === null ? undefined : String(reply[i + 7]);
+    const progress = reply[i + 8];
+    const error = lastError === null ? undefined : decodeTaskError(String(lastError));
     // 'enqueuedAt' or 'enqueuedAt|dueAt|priority|seq|group' (the group may contain '|')
     const parts = String(reply[i + 6] ?? '').split('|');
     const [enqueuedAt, , priority] = parts;
@@ -59,14 +98,17 @@ export function toTaskInfos<P>(queue: string, reply: Reply): QueueTaskInfo<P>[] 
     infos.push({
       queue,
       id: String(reply[i]),
-      state: String(reply[i + 1]) as QueueTaskState,
+      state,
       time: Number(reply[i + 2]),
       attempts: Number(reply[i + 3]),
       payload: parsePayload(reply[i + 4] as string | null) as P,
-      ...(lastError === null ? {} : { lastError: String(lastError) }),
+      ...(error === undefined ? {} : { lastError: error.message, error }),
       ...(enqueuedAt ? { enqueuedAt: Number(enqueuedAt) } : {}),
       ...(priority && priority !== '0' ? { priority: Number(priority) } : {}),
       ...(group ? { group } : {}),
+      ...(result === undefined ? {} : storedResult(result)),
+      ...(progress === null ? {} : { progress: JSON.parse(String(progress)) as unknown }),
+      ...(state === 'dead' || state === 'cancelled' ? { finishedAt: Number(reply[i + 2]) } : {}),
     });
   }
   return infos;

@@ -1,11 +1,10 @@
-import { randomBytes } from 'node:crypto';
 import { BeforeApplicationShutdown, Injectable, Logger } from '@nestjs/common';
 import { QueueError } from '../errors/queue.error';
 import { RedisLockEvents } from '../events/redis-lock-events';
 import type { ResolvedQueueDefaults, ResolvedWorkerOptions } from '../options/resolve-options';
+import { checkBackoff, checkTimeoutMs } from '../options/resolve-options';
 import { checkInt } from '../options/validate';
 import { RedisLockConnection } from '../redis/redis-connection';
-import type { LuaScript } from '../redis/lua-script';
 import { QueueTracing } from '../observability/tracing';
 import type {
   ClaimOptions,
@@ -24,6 +23,7 @@ import type {
   QueueTaskInfo,
   QueueTaskState,
   Task,
+  TaskOwnOptions,
   TypedQueue,
 } from './interfaces/task.interface';
 import {
@@ -39,26 +39,21 @@ import {
   checkPriority,
   checkScore,
   checkTaskId,
-  parsePayload,
+  serializeJson,
   serializePayload,
   storedPayload,
 } from './queue-arguments';
-import { checkQueueName, queueRedisKeys, type QueueRedisKeys } from './queue-keys';
-import { toLeasedTasks, toTaskInfos, toTasks } from './queue-replies';
-import { QUEUE_SCRIPTS } from './queue-scripts';
+import { checkQueueName, type QueueRedisKeys } from './queue-keys';
+import { storedOwnOptions } from './queue-replies';
+import { QueueStore, SETTLED, type ClaimStepResult, type SettleStep } from './queue-store';
 import { resolveWorkerOptions } from './queue-worker-options';
-import { QueueWorkerRunner, type QueueWorkerBackend } from './queue-worker';
-import { MAX_CONCURRENCY, MAX_QUEUE_BATCH } from './queue.constants';
+import { QueueWorkerRunner } from './worker/queue-worker';
+import { MAX_ATTEMPTS, MAX_CONCURRENCY } from './queue.constants';
 import { QueueScheduler } from './schedule/queue-scheduler';
 import type { QueueSchedule, QueueScheduleOptions } from './schedule/schedule.interface';
+import { encodeTaskError } from './task-errors';
 
-/** Expired leases one claim returns to the queue at most (the next claim takes the rest). */
-const RECLAIM_PER_CLAIM = 1_000;
-
-/** Queues whose keys are cached at most (a cache, not a registry: it is cleared when full). */
-const KEY_CACHE_SIZE = 1_000;
-
-/** Longest failure message stored with a task, in characters. */
+/** Longest failure message a manual `nack` stores, in characters. */
 const MAX_ERROR_CHARS = 1_000;
 
 /** A queue name, or a `TypedQueue` that carries its payload type. */
@@ -67,25 +62,6 @@ export type QueueName<P = unknown> = string | TypedQueue<P>;
 /** `EnqueueOptions` whose payload must be a `P` (optional only when `P` admits `undefined`). */
 export type TypedEnqueueOptions<P> = Omit<EnqueueOptions, 'payload'> &
   (undefined extends P ? { payload?: P } : { payload: P });
-
-/** What a claim does with the caller's finished task before it leases more. */
-export interface SettleStep {
-  kind: 'ack' | 'nack' | 'release';
-  task: LeasedTask;
-  /** nack: due again this many ms from now. */
-  delayMs?: number;
-  /** nack: the failure, stored as the task's last error. */
-  error?: string;
-}
-
-/** What a claim step returns. */
-export interface ClaimStepResult<P> {
-  tasks: LeasedTask<P>[];
-  /** In how many ms to look again (-1: when woken); see claim.lua. */
-  nextInMs: number;
-  /** Per settle, in order: 1 acked / retried / released, 2 dead, 0 stale lease. */
-  settled: number[];
-}
 
 /**
  * Declares a queue together with the payload type of its tasks, for `enqueue`, `claim`,
@@ -113,14 +89,13 @@ export function defineQueue<P>(name: string): TypedQueue<P> {
  * Batches are capped at `MAX_QUEUE_BATCH` (1,000) ids / tasks per call.
  */
 @Injectable()
-export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdown {
+export class QueueService implements BeforeApplicationShutdown {
   private readonly logger = new Logger('QueueService');
   private readonly defaults: ResolvedQueueDefaults;
   private readonly workers = new Set<QueueWorkerRunner>();
-  private readonly keyCache = new Map<string, QueueRedisKeys>();
   private readonly tracing = new QueueTracing();
-  private readonly tokenPrefix = randomBytes(9).toString('base64url');
-  private tokenCounter = 0;
+  /** @internal the owner of every Redis call of the queue */
+  readonly store: QueueStore;
   private shuttingDown = false;
 
   constructor(
@@ -129,6 +104,7 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
     readonly events: RedisLockEvents = new RedisLockEvents(),
   ) {
     this.defaults = connection.options.queue;
+    this.store = new QueueStore(connection);
   }
 
   /**
@@ -178,22 +154,19 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
     if (group && priority !== 0) {
       throw QueueError.invalid('priority', o.priority, 'no priority on a task with a group');
     }
+    const opts = storedOwnOptions(checkOwnOptions(o));
     const json = serializePayload(o.payload);
-    const plain = !replace && priority === 0 && group === '';
-    const added = await this.tracing.enqueue(k.name, ids, (traceparent) => {
-      // A replace without a payload keeps the stored one: no trace context is written over it.
-      const payload = storedPayload(json, replace && json === undefined ? undefined : traceparent);
-      return this.connection.run(QUEUE_SCRIPTS.enqueue, enqueueKeys(k, plain), [
+    return this.tracing.enqueue(k.name, ids, (traceparent) =>
+      this.store.enqueue(k, ids, {
         delayMs,
-        replace ? 1 : 0,
-        payload === undefined ? 0 : 1,
-        payload ?? '',
+        replace,
+        // A replace without a payload keeps the stored one: no trace context is written over it.
+        payload: storedPayload(json, replace && json === undefined ? undefined : traceparent),
         priority,
         group,
-        ...ids,
-      ]);
-    });
-    return Number(added);
+        opts,
+      }),
+    );
   }
 
   /**
@@ -204,14 +177,7 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
    * for (const task of await queues.pop('orders', 10)) await createOrder(task.payload);
    */
   async pop<P = unknown>(queue: QueueName<P>, count = 1): Promise<Task<P>[]> {
-    const k = this.keys(queue);
-    const n = checkCount(count);
-    const reply = await this.connection.run(
-      QUEUE_SCRIPTS.pop,
-      [k.due, k.payload, k.attempts, k.info, k.errors],
-      [n],
-    );
-    return toTasks<P>(k.name, reply as (string | null)[]);
+    return this.store.pop<P>(this.keys(queue), checkCount(count));
   }
 
   /**
@@ -219,10 +185,7 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
    * first, without removing them.
    */
   async top<P = unknown>(queue: QueueName<P>, count = 1): Promise<Task<P>[]> {
-    const k = this.keys(queue);
-    const n = checkCount(count);
-    const reply = await this.connection.run(QUEUE_SCRIPTS.top, [k.due, k.payload], [n]);
-    return toTasks<P>(k.name, reply as (string | null)[]);
+    return this.store.top<P>(this.keys(queue), checkCount(count));
   }
 
   /**
@@ -233,15 +196,7 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
    * if (task && (await queues.dequeue('orders', task.id, task.score))) await handle(task);
    */
   async dequeue(queue: QueueName, id: QueueTaskId, score: number): Promise<boolean> {
-    const k = this.keys(queue);
-    const taskId = checkTaskId(id);
-    const s = checkScore(score);
-    const removed = await this.connection.run(
-      QUEUE_SCRIPTS.dequeue,
-      [k.due, k.payload, k.attempts, k.info, k.errors],
-      [taskId, String(s)],
-    );
-    return removed === 1;
+    return this.store.dequeue(this.keys(queue), checkTaskId(id), checkScore(score));
   }
 
   /**
@@ -272,62 +227,28 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
   }
 
   /**
-   * @internal One consumer step (claim.lua): settles the finished tasks of `settles` (ack, nack
-   * or release; all of `queue`), then leases up to `count` tasks with validated options.
+   * @internal One consumer step (claim.lua, through `QueueStore.claim`): settles the finished
+   * tasks of `settles`, then leases up to `count` tasks with validated options.
    */
-  async claimBatch<P = unknown>(
+  claimBatch<P = unknown>(
     queue: string,
     count: number,
     options: ResolvedWorkerOptions,
     settles: readonly SettleStep[] = [],
   ): Promise<ClaimStepResult<P>> {
-    const k = this.keys(queue);
-    const args: (string | number)[] = [
-      count,
-      options.leaseMs,
-      options.maxAttempts,
-      `${this.tokenPrefix}.${(this.tokenCounter++).toString(36)}`,
-      RECLAIM_PER_CLAIM,
-      options.groupConcurrency,
-      options.limiter?.max ?? 0,
-      options.limiter?.durationMs ?? 0,
-      options.groupLimiter?.max ?? 0,
-      options.groupLimiter?.durationMs ?? 0,
-      options.keepDead.ageMs,
-      options.keepDead.count,
-      options.keepCompleted.count > 0 ? options.keepCompleted.ageMs : 0,
-      options.keepCompleted.count,
-    ];
-    for (const s of settles) {
-      args.push(
-        s.kind,
-        s.task.id,
-        s.task.leaseToken,
-        s.task.attempt,
-        s.delayMs ?? 0,
-        s.error?.slice(0, MAX_ERROR_CHARS) ?? '',
-      );
-    }
-    const reply = (await this.connection.run(claimScript(settles), claimKeys(k), args)) as (
-      string | number | null
-    )[];
-    const now = Number(reply[0]);
-    const next = Number(reply[1]);
-    const settled = Number(reply[2]);
-    return {
-      tasks: toLeasedTasks<P>(k.name, reply, 3 + settled, options.leaseMs),
-      nextInMs: next < 0 ? -1 : next - now,
-      settled: reply.slice(3, 3 + settled).map(Number),
-    };
+    return this.store.claim<P>(queue, count, options, settles);
   }
 
   /**
-   * Finishes a leased task: removes it with its payload (keeping its id for the module's
-   * `keepCompleted` window). Resolves `false` (and changes nothing) when the lease is stale: it
-   * expired and the task was returned or claimed by someone else.
+   * Finishes a leased task as `completed`, with `result` (any JSON value; kept with the task for
+   * the module's `keepCompleted` window, else deleted with it). Resolves `false` (and changes
+   * nothing) when the lease is stale: it expired and the task was returned or claimed by someone
+   * else.
    */
-  async ack(task: LeasedTask): Promise<boolean> {
-    return (await this.settle({ kind: 'ack', task: checkLeasedTask(task) })) === 1;
+  async ack(task: LeasedTask, result?: unknown): Promise<boolean> {
+    const t = checkLeasedTask(task);
+    const data = result === undefined ? '' : serializeJson('result', result);
+    return (await this.settle({ kind: 'ack', task: t, data })) === SETTLED.done;
   }
 
   /**
@@ -339,14 +260,21 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
    */
   async nack(task: LeasedTask, options?: NackOptions): Promise<NackResult> {
     const t = checkLeasedTask(task);
-    const o = checkOptionKeys(options, ['delayMs', 'maxAttempts']);
+    const o = checkOptionKeys(options, ['delayMs', 'maxAttempts', 'error']);
     const delayMs = o.delayMs === undefined ? 0 : checkDelay('delayMs', o.delayMs);
     const maxAttempts =
       o.maxAttempts === undefined
         ? this.defaults.maxAttempts
         : checkMaxAttempts('maxAttempts', o.maxAttempts);
-    const result = await this.settle({ kind: 'nack', task: t, delayMs }, maxAttempts);
-    return result === 1 ? 'retried' : result === 2 ? 'dead' : false;
+    const data = o.error === undefined ? '' : encodeTaskError(o.error);
+    const result = await this.settle({ kind: 'nack', task: t, delayMs, data }, maxAttempts);
+    return result === SETTLED.done
+      ? 'retried'
+      : result === SETTLED.dead
+        ? 'dead'
+        : result === SETTLED.cancelled
+          ? 'cancelled'
+          : false;
   }
 
   /**
@@ -355,14 +283,7 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
    */
   async extendLease(task: LeasedTask, ms: number): Promise<boolean> {
     const t = checkLeasedTask(task);
-    const k = this.keys(t.queue);
-    const leaseMs = checkLeaseMs('ms', ms);
-    const expiry = await this.connection.run(
-      QUEUE_SCRIPTS.extendLease,
-      [k.leased, k.tokens],
-      [t.id, t.leaseToken, leaseMs],
-    );
-    return Number(expiry) > 0;
+    return (await this.store.extendLease(t, checkLeaseMs('ms', ms))).held;
   }
 
   /**
@@ -370,18 +291,12 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
    * workers do on shutdown). Resolves `false` (and changes nothing) when the lease is stale.
    */
   async release(task: LeasedTask): Promise<boolean> {
-    return (await this.settle({ kind: 'release', task: checkLeasedTask(task) })) === 1;
+    return (await this.settle({ kind: 'release', task: checkLeasedTask(task) })) === SETTLED.done;
   }
 
   /** Counts the tasks of `queue` by state, at one instant, and tells whether it is paused. */
   async stats(queue: QueueName): Promise<QueueStats> {
-    const k = this.keys(queue);
-    const [ready, delayed, leased, dead, paused] = (await this.connection.run(
-      QUEUE_SCRIPTS.stats,
-      [k.due, k.leased, k.dead, k.pending, k.prio, k.gtasks, k.config],
-      [],
-    )) as number[];
-    return { ready, delayed, leased, dead, paused: paused === 1 };
+    return this.store.stats(this.keys(queue));
   }
 
   /**
@@ -432,17 +347,11 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
     options?: { offset?: number; limit?: number },
   ): Promise<QueueTaskInfo<P>[]> {
     const k = this.keys(queue);
-    if (!['ready', 'delayed', 'leased', 'dead'].includes(state)) {
-      throw QueueError.invalid('state', state, "'ready', 'delayed', 'leased' or 'dead'");
+    if (!TASK_STATES.includes(state)) {
+      throw QueueError.invalid('state', state, `one of '${TASK_STATES.join("', '")}'`);
     }
     const { offset, limit } = checkPage(options);
-    const reply = await this.connection.run(QUEUE_SCRIPTS.inspect, taskKeys(k), [
-      'list',
-      state,
-      offset,
-      limit,
-    ]);
-    return toTaskInfos<P>(k.name, reply as (string | number | null)[]);
+    return this.store.list<P>(k, state, offset, limit);
   }
 
   /**
@@ -453,12 +362,7 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
     queue: QueueName<P>,
     id: QueueTaskId,
   ): Promise<QueueTaskInfo<P> | undefined> {
-    const k = this.keys(queue);
-    const reply = await this.connection.run(QUEUE_SCRIPTS.inspect, taskKeys(k), [
-      'get',
-      checkTaskId(id),
-    ]);
-    return toTaskInfos<P>(k.name, reply as (string | number | null)[])[0];
+    return this.store.get<P>(this.keys(queue), checkTaskId(id));
   }
 
   /**
@@ -466,31 +370,37 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
    * when it is leased (a worker runs it: it cannot be taken away) or unknown.
    */
   async remove(queue: QueueName, id: QueueTaskId): Promise<boolean> {
+    return this.store.remove(this.keys(queue), checkTaskId(id));
+  }
+
+  /**
+   * Cancels a task on any instance: a waiting or delayed one ends `cancelled` at once; a running
+   * one has its `task.signal` aborted (`TaskCancelledError`) wherever it runs (pub/sub; if the
+   * message is lost, its next lease extension tells the worker) and ends `cancelled` when its
+   * handler stops — unless the handler completes first. A cancelled task is never retried.
+   * @returns `'cancelled'` (it was waiting), `'signalled'` (it is running), `'finished'`
+   *   (completed, dead or cancelled already) or `'not-found'`
+   * @example await queues.cancel('exports', exportId, { reason: 'user closed the page' });
+   */
+  async cancel(
+    queue: QueueName,
+    id: QueueTaskId,
+    options?: { reason?: string },
+  ): Promise<'cancelled' | 'signalled' | 'finished' | 'not-found'> {
     const k = this.keys(queue);
-    const removed = await this.connection.run(QUEUE_SCRIPTS.remove, taskKeys(k), [checkTaskId(id)]);
-    return removed === 1;
+    const taskId = checkTaskId(id);
+    const o = checkOptionKeys(options, ['reason']);
+    if (o.reason !== undefined && typeof o.reason !== 'string') {
+      throw QueueError.invalid('reason', o.reason, 'a string');
+    }
+    const message = `cancelled${o.reason ? `: ${o.reason.slice(0, MAX_ERROR_CHARS)}` : ''}`;
+    const reason = JSON.stringify({ name: 'TaskCancelledError', message });
+    return this.store.cancel(k, taskId, reason);
   }
 
   /** Reads up to `count` (at most 1,000) dead tasks of `queue`, oldest death first. */
   async deadLetters<P = unknown>(queue: QueueName<P>, count = 100): Promise<DeadTask<P>[]> {
-    const k = this.keys(queue);
-    const n = checkCount(count);
-    const reply = (await this.connection.run(
-      QUEUE_SCRIPTS.deadLetters,
-      [k.dead, k.payload, k.attempts],
-      [n],
-    )) as (string | number | null)[];
-    const dead: DeadTask<P>[] = [];
-    for (let i = 0; i < reply.length; i += 4) {
-      dead.push({
-        queue: k.name,
-        id: String(reply[i]),
-        diedAt: Number(reply[i + 1]),
-        attempts: Number(reply[i + 2]),
-        payload: parsePayload(reply[i + 3] as string | null) as P,
-      });
-    }
-    return dead;
+    return this.store.deadLetters<P>(this.keys(queue), checkCount(count));
   }
 
   /**
@@ -501,13 +411,7 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
    */
   async requeueDead(queue: QueueName, ids?: QueueTaskId | readonly QueueTaskId[]): Promise<number> {
     const k = this.keys(queue);
-    const list = ids === undefined ? [] : checkIds(ids);
-    const moved = await this.connection.run(
-      QUEUE_SCRIPTS.requeueDead,
-      [k.dead, k.due, k.attempts, k.wake, k.info, k.errors, k.prio, k.gtasks, k.ring, k.gpark],
-      [MAX_QUEUE_BATCH, ...list],
-    );
-    return Number(moved);
+    return this.store.requeueDead(k, ids === undefined ? [] : checkIds(ids));
   }
 
   /**
@@ -538,7 +442,7 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
       k,
       handler as QueueHandler,
       o,
-      this,
+      this.store,
       this.connection,
       this.logger,
       this.events,
@@ -557,26 +461,17 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
 
   private async settle(step: SettleStep, maxAttempts = this.defaults.maxAttempts): Promise<number> {
     const options: ResolvedWorkerOptions = { ...this.defaults, maxAttempts };
-    return (await this.claimBatch(step.task.queue, 0, options, [step])).settled[0];
+    return (await this.store.claim(step.task.queue, 0, options, [step])).settled[0];
   }
 
   private async setConfig(queue: QueueName, field: string, value: string): Promise<void> {
-    const k = this.keys(queue);
-    await this.connection.run(QUEUE_SCRIPTS.config, [k.config, k.wake], [field, value]);
+    await this.store.setConfig(this.keys(queue), field, value);
   }
 
   private keys(queue: unknown): QueueRedisKeys {
-    const given =
-      typeof queue === 'object' && queue !== null ? (queue as TypedQueue<unknown>).name : queue;
-    // Only checked names are cached: a hit needs no second check.
-    let keys = typeof given === 'string' ? this.keyCache.get(given) : undefined;
-    if (!keys) {
-      const name = checkQueueName(given);
-      if (this.keyCache.size >= KEY_CACHE_SIZE) this.keyCache.clear();
-      keys = queueRedisKeys(this.connection.options.keyPrefix, name);
-      this.keyCache.set(name, keys);
-    }
-    return keys;
+    return this.store.keys(
+      typeof queue === 'object' && queue !== null ? (queue as TypedQueue<unknown>).name : queue,
+    );
   }
 
   // Schedules: implemented in ./schedule (QueueScheduler); these methods only delegate.
@@ -632,100 +527,38 @@ export class QueueService implements QueueWorkerBackend, BeforeApplicationShutdo
 }
 
 /** The options `enqueue` accepts. */
-const ENQUEUE_OPTIONS = ['delayMs', 'payload', 'replace', 'priority', 'group', 'debounceMs'];
+const ENQUEUE_OPTIONS = [
+  'delayMs',
+  'payload',
+  'replace',
+  'priority',
+  'group',
+  'debounceMs',
+  'maxAttempts',
+  'backoff',
+  'timeoutMs',
+];
 /** The worker options `claim` takes (the rest concern a running worker). */
 const CLAIM_OPTIONS = ['leaseMs', 'maxAttempts', 'groupConcurrency', 'limiter', 'groupLimiter'];
+/** The states `list` reads. */
+const TASK_STATES: readonly QueueTaskState[] = [
+  'ready',
+  'delayed',
+  'leased',
+  'completed',
+  'dead',
+  'cancelled',
+];
 
-/** KEYS arrays of the hot scripts, built once per queue. */
-const CLAIM_KEYS = new WeakMap<QueueRedisKeys, string[]>();
-const ENQUEUE_KEYS = new WeakMap<QueueRedisKeys, string[]>();
-const PLAIN_ENQUEUE_KEYS = new WeakMap<QueueRedisKeys, string[]>();
-
-function cached(
-  cache: WeakMap<QueueRedisKeys, string[]>,
-  k: QueueRedisKeys,
-  build: () => string[],
-): string[] {
-  let keys = cache.get(k);
-  if (!keys) {
-    keys = build();
-    cache.set(k, keys);
-  }
-  return keys;
-}
-
-/**
- * The KEYS of enqueue.lua, in its order; `plain` (no replace, priority or group): only the first
- * 9, the only ones the script reads then.
- */
-function enqueueKeys(k: QueueRedisKeys, plain: boolean): string[] {
-  const all = cached(ENQUEUE_KEYS, k, () => [
-    k.due,
-    k.leased,
-    k.payload,
-    k.attempts,
-    k.dead,
-    k.wake,
-    k.info,
-    k.errors,
-    k.done,
-    k.pending,
-    k.prio,
-    k.gtasks,
-    k.ring,
-    k.gpark,
-    k.seq,
-  ]);
-  return plain ? cached(PLAIN_ENQUEUE_KEYS, k, () => all.slice(0, 9)) : all;
-}
-
-/** The KEYS of claim.lua, in its order. */
-/**
- * claim.lua under the name of what the call does (its errors carry it): the settling of `settles`
- * when there are any (a release among them, else a nack, else acks), else a claim.
- */
-function claimScript(settles: readonly SettleStep[]): LuaScript {
-  if (settles.length === 0) return QUEUE_SCRIPTS.claim;
-  if (settles.some((s) => s.kind === 'release')) return QUEUE_SCRIPTS.release;
-  return settles.some((s) => s.kind === 'nack') ? QUEUE_SCRIPTS.nack : QUEUE_SCRIPTS.ack;
-}
-
-function claimKeys(k: QueueRedisKeys): string[] {
-  return cached(CLAIM_KEYS, k, () => [
-    k.due,
-    k.leased,
-    k.payload,
-    k.attempts,
-    k.tokens,
-    k.dead,
-    k.wake,
-    k.info,
-    k.errors,
-    k.pending,
-    k.prio,
-    k.gtasks,
-    k.ring,
-    k.gactive,
-    k.gpark,
-    k.glimit,
-    k.limiter,
-    k.config,
-    k.done,
-  ]);
-}
-
-/** The KEYS of inspect.lua and remove.lua: every key that holds a task or its data. */
-function taskKeys(k: QueueRedisKeys): string[] {
-  return [
-    k.due,
-    k.leased,
-    k.payload,
-    k.attempts,
-    k.dead,
-    k.info,
-    k.errors,
-    k.pending,
-    k.prio,
-    k.gtasks,
-  ];
+/** A task's own failure policy and timeout from enqueue options (`RedisLockOptionsError`). */
+function checkOwnOptions(o: EnqueueOptions): TaskOwnOptions {
+  return {
+    ...(o.maxAttempts === undefined
+      ? {}
+      : { maxAttempts: checkInt('maxAttempts', o.maxAttempts, 1, MAX_ATTEMPTS) }),
+    ...(o.backoff === undefined
+      ? {}
+      : { backoff: checkBackoff('backoff', o.backoff) as TaskOwnOptions['backoff'] }),
+    ...(o.timeoutMs === undefined ? {} : { timeoutMs: checkTimeoutMs('timeoutMs', o.timeoutMs) }),
+  };
 }

@@ -43,7 +43,7 @@ describe('QueueService: what enqueue and a worker step cost (dedicated redis-ser
     await server.stop();
   });
 
-  it('adds a new id with one script that runs 6 commands (7 when it wakes the workers)', async () => {
+  it('adds a new id with one script that runs 7 commands, its event included (8 when it wakes the workers)', async () => {
     await queues.enqueue('cost', 'first', { payload: 1 });
     const before = await commandCalls(probe);
     for (let n = 0; n < 10; n++)
@@ -57,8 +57,9 @@ describe('QueueService: what enqueue and a worker step cost (dedicated redis-ser
       hset: 10,
       zadd: 10,
       llen: 10,
+      xadd: 10,
     });
-    expect(await queues.stats('cost')).toEqual(queueStats({ ready: 11 }));
+    expect(await queues.stats('cost')).toMatchObject(queueStats({ ready: 11 }));
   });
 
   it('sends the enqueues that concurrent callers make in one tick 4 to a socket write, after the first', async () => {
@@ -112,18 +113,23 @@ describe('QueueService: what enqueue and a worker step cost (dedicated redis-ser
     gates[1].resolve();
     await waitFor('drained', async () => (await queues.stats(q)).leased === 0);
     await worker.close();
-    // Per task only HINCRBY (the attempt count); every other command is one per key for all 10.
+    // Per task only HINCRBY (the attempt count) and its two events (completed, active); every
+    // other command is one per key for all 10 (the acked tasks are kept with their results).
     expect(step).toEqual({
       evalsha: 1,
       time: 1,
       hmget: 5,
       zrem: 2,
-      hdel: 4,
-      zrangebyscore: 3,
-      exists: 6,
-      zadd: 1,
-      hset: 1,
+      hdel: 1,
+      zrangebyscore: 4,
+      zcard: 1,
+      exists: 8,
+      zadd: 2,
+      hset: 2,
+      get: 1,
+      set: 1,
       hincrby: 10,
+      xadd: 20,
     });
   });
 });

@@ -145,7 +145,7 @@ describe('QueueService features', () => {
       release.resolve();
       await waitFor('in-flight acked', async () => (await queues.stats(q)).leased === 0);
       expect(await queues.claim(q, 10)).toEqual([]);
-      expect(await queues.stats(q)).toEqual(queueStats({ ready: 3, paused: true }));
+      expect(await queues.stats(q)).toMatchObject(queueStats({ ready: 3, paused: true }));
       pausedWindow = false;
       await queues.resume(q);
       await waitFor('all ran', () => started.length === 5);

@@ -78,7 +78,7 @@ describe('QueueService groups across 3 worker processes × concurrency 8', () =>
       const perGroup = Array.from({ length: GROUPS }, (_, g) => counts.get(`g${g}`) ?? 0);
       expect(jainIndex(perGroup)).toBeGreaterThanOrEqual(0.95);
     }
-    expect(await queues.stats(q)).toEqual(queueStats());
+    expect(await queues.stats(q)).toMatchObject(queueStats());
   });
 
   it('loses no task and keeps each group in order when 2 worker processes are SIGKILLed', async () => {

@@ -28,9 +28,9 @@ describe('QueueService worker failure log', () => {
       warnings.push(String(message));
     });
     const q = 'ack-fails';
-    const { payload } = queueRedisKeys(prefix, q);
+    const { results } = queueRedisKeys(prefix, q);
     // The handler breaks the key the ack writes (a hash made a string): the ack's script fails.
-    const worker = queues.process(q, async () => void (await redis.set(payload, 'not a hash')));
+    const worker = queues.process(q, async () => void (await redis.set(results, 'not a hash')));
     await queues.enqueue(q, 'a', { payload: { n: 1 } });
     await waitFor('the ack to fail', () => warnings.some((w) => w.includes('worker ack failed')));
     await worker.close();

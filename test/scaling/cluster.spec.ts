@@ -267,7 +267,7 @@ describe('Redis Cluster: 3 masters + 3 replicas, real redis-server processes', (
         for (const w of alive) w.child.kill('SIGTERM');
         await Promise.all([...alive].map((w) => exited(w.child)));
 
-        expect(await crashQueues.stats(queue)).toEqual(queueStats());
+        expect(await crashQueues.stats(queue)).toMatchObject(queueStats());
         await expectAckedOnce(obs, obsPrefix, ids, inFlightAtKill);
       } finally {
         await crashApp.close();

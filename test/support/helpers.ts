@@ -132,7 +132,11 @@ export function waitForLine(
   );
 }
 
-/** What `QueueService.stats` returns for a queue with only the given counts (the rest 0, not paused). */
-export function queueStats(counts: Partial<QueueStats> = {}): QueueStats {
+/**
+ * What `QueueService.stats` returns for a queue with only the given counts (the rest 0, not
+ * paused), for `toMatchObject`: `completed` and `cancelled` are left out unless given (completed
+ * tasks are kept by default).
+ */
+export function queueStats(counts: Partial<QueueStats> = {}): Partial<QueueStats> {
   return { ready: 0, delayed: 0, leased: 0, dead: 0, paused: false, ...counts };
 }

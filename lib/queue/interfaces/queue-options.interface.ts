@@ -1,5 +1,15 @@
-import type { RetryLogLevel } from '../../interfaces/redis-lock-module-options.interface';
-import type { LeasedTask } from './task.interface';
+import type { BackoffOptions, LeasedTask, RunningTask } from './task.interface';
+
+export type { BackoffOptions };
+
+/** A Nest logger level, or `'off'`. */
+export type RetryLogLevel = 'error' | 'warn' | 'log' | 'debug' | 'verbose' | 'off';
+
+/**
+ * A worker's own backoff: the delay in ms (rounded, clamped to 0 … a day) before the task is due
+ * again after `attempt` failed with `error`.
+ */
+export type BackoffFunction = (attempt: number, error: unknown, task: LeasedTask) => number;
 
 /** A rate limit: at most `max` tasks started in any `durationMs` window. */
 export interface RateLimit {
@@ -53,6 +63,17 @@ export interface EnqueueOptions {
    */
   group?: string;
   /**
+   * This task's attempts before it moves to the dead letters (1 to 1,000): wins over the worker's.
+   */
+  maxAttempts?: number;
+  /** This task's retry backoff: wins over the worker's `backoff` / `backoffMs`. */
+  backoff?: BackoffOptions;
+  /**
+   * This task's run timeout in ms (1 to a day): wins over the worker's `timeoutMs`. At the deadline
+   * `task.signal` aborts and the attempt fails with `TaskTimeoutError`.
+   */
+  timeoutMs?: number;
+  /**
    * Debounce window in ms: the task is due `debounceMs` from now, and enqueueing the same id
    * again before it started replaces its payload and moves its due time again (it runs once,
    * `debounceMs` after the last call). Same as `{ delayMs: debounceMs, replace: true }`; not
@@ -90,10 +111,13 @@ export interface NackOptions {
    */
   delayMs?: number;
   /**
-   * When the task's attempt count reached this, it goes to the dead-letter set instead.
+   * When the task's attempt count reached this, it goes to the dead-letter set instead (a task's
+   * own `maxAttempts` wins).
    * @default the module's `queue.maxAttempts` (5)
    */
   maxAttempts?: number;
+  /** The failure, stored as the task's error (`get`, the `retrying` / `dead` events). */
+  error?: unknown;
 }
 
 /** Options of a queue worker (`@QueueWorker` or `QueueService.process`); unset ones come from the module's `queue` options. */
@@ -149,9 +173,10 @@ export interface QueueWorkerOptions {
    */
   groupLimiter?: RateLimit;
   /**
-   * Keep the ids of acked tasks for `ageMs`, at most `count` of them: meanwhile `enqueue` of
-   * such an id is refused (an idempotency window). `{ ageMs: 0, count: 0 }`: not kept.
-   * @default the module's `queue.keepCompleted` ({ ageMs: 0, count: 0 })
+   * Keep completed tasks, with their result, for `ageMs`, at most `count` of them (`get`,
+   * `waitFor`); meanwhile `enqueue` of such an id is refused (an idempotency window).
+   * `{ ageMs: 0, count: 0 }`: not kept.
+   * @default the module's `queue.keepCompleted` ({ ageMs: 86400000, count: 1000 })
    */
   keepCompleted?: KeepBounds;
   /**
@@ -165,17 +190,33 @@ export interface QueueWorkerOptions {
    * @default the module's `queue.retryLogLevel` ('warn')
    */
   retryLogLevel?: RetryLogLevel;
+  /**
+   * Run timeout of each attempt, in ms (1 to a day; a task's own `timeoutMs` wins): at the
+   * deadline `task.signal` aborts with `TaskTimeoutError`, the attempt fails with it (retried per
+   * the failure policy) and the slot is free again — a handler that ignores its signal keeps
+   * running, but its outcome is ignored.
+   * @default undefined (no timeout)
+   */
+  timeoutMs?: number;
+  /**
+   * Retry backoff: `{ type, delayMs, maxDelayMs?, jitter? }` or `(attempt, error, task) => ms`.
+   * A task's own `backoff` wins.
+   * @default exponential from `backoffMs`, jittered
+   */
+  backoff?: BackoffOptions | BackoffFunction;
 }
 
 /**
- * Runs one task. Resolve to ack it; throw (or reject) to retry it with backoff. `signal` aborts
- * when the lease is lost or when shutdown gave the task back; the task will then run again, so
- * stop early if you can. A handler declared with exactly one parameter, `(task) => ...`, is
- * passed no signal (`undefined`): creating one per task costs more CPU than the rest of a task's
- * bookkeeping. Handlers with no parameters or rest parameters `(...args)` get one.
+ * Runs one task. What it resolves to is the task's result (any JSON value, kept per
+ * `keepCompleted`); throw (or reject) to retry it per the failure policy, or throw
+ * `UnrecoverableTaskError` to send it to the dead letters at once. `task.signal` (also passed as
+ * `signal`) aborts on cancel, run timeout, lost lease and shutdown. A handler declared with
+ * exactly one parameter, `(task) => ...`, is passed no second argument (`undefined`): creating a
+ * signal per task costs more CPU than the rest of a task's bookkeeping, so it is made only when
+ * read; use `task.signal`.
  */
 export type QueueHandler<P = unknown> = (
-  task: LeasedTask<P>,
+  task: RunningTask<P>,
   signal: AbortSignal,
 ) => unknown | Promise<unknown>;
 

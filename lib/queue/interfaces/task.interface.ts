@@ -1,3 +1,5 @@
+import type { TaskError } from './queue-event.interface';
+
 /** A task id as given to `enqueue`: a non-empty string, or a finite number (stored as its string). */
 export type QueueTaskId = string | number;
 
@@ -28,10 +30,76 @@ export interface LeasedTask<P = unknown> extends Task<P> {
   /** When it was enqueued: epoch ms on the Redis clock (absent for tasks of older versions). */
   readonly enqueuedAt?: number;
   /**
+   * Rises with every lease of the queue's tasks, so a later lease of this task has a higher fence:
+   * pass it with your writes (`FencedStore`, or a `fence` column checked by the database) and a
+   * stale worker whose lease expired cannot overwrite the work of the one that took over.
+   */
+  readonly fence: number;
+  /** The task's own options given to `enqueue` (`maxAttempts`, `backoff`, `timeoutMs`), if any. */
+  readonly options?: TaskOwnOptions;
+  /**
    * The W3C `traceparent` of the span that enqueued it, when the producer was traced (an
    * OpenTelemetry SDK registered); the worker's `process` span continues that trace.
    */
   readonly traceparent?: string;
+}
+
+/**
+ * Delay before a failed task is tried again: `fixed` waits `delayMs` every time; `exponential`
+ * waits `delayMs * 2^(attempt - 1)`, at most `maxDelayMs` (default one hour). `jitter: true`
+ * draws each delay between 50 % and 100 % of that (tasks that failed together come back apart).
+ */
+export interface BackoffOptions {
+  type: 'fixed' | 'exponential';
+  /** An integer from 0 to 86,400,000 (a day). */
+  delayMs: number;
+  /** From `delayMs` to 86,400,000. @default 3600000 (exponential) */
+  maxDelayMs?: number;
+  /** @default false */
+  jitter?: boolean;
+}
+
+/**
+ * The task a worker's handler gets: a `LeasedTask` it can report on and steer while it runs.
+ * @example
+ * \@QueueWorker('exports')
+ * async run(task: RunningTask<{ rows: number }>) {
+ *   for (let done = 0; done < task.payload.rows; done += 1000) {
+ *     task.signal.throwIfAborted(); // cancel, timeout, lost lease, shutdown
+ *     await writeChunk(done, task.fence);
+ *     await task.progress({ done });
+ *   }
+ * }
+ */
+export interface RunningTask<P = unknown> extends LeasedTask<P> {
+  /**
+   * Aborts when the task is cancelled (`TaskCancelledError`), passes its run timeout
+   * (`TaskTimeoutError`), loses its lease, or is given back on shutdown: stop early, its outcome
+   * will not count.
+   */
+  readonly signal: AbortSignal;
+  /**
+   * Stores `value` (any JSON value) as the task's progress (`get`, the dashboard) and writes a
+   * `progress` event. Rejects with a `QueueError` when the value is not JSON or the lease was lost.
+   */
+  progress(value: unknown): Promise<void>;
+  /**
+   * Replaces the task's stored payload (a step job keeps its state there for its next attempt);
+   * `task.payload` shows it at once. Rejects like `progress`.
+   */
+  update(payload: P): Promise<void>;
+  /**
+   * Puts the task back, delayed `ms` (0 to a day), without spending an attempt: whatever the
+   * handler returns or throws afterwards is ignored. Rejects when the lease was lost.
+   */
+  delay(ms: number): Promise<void>;
+}
+
+/** The failure policy and timeout a task was enqueued with (they win over its worker's). */
+export interface TaskOwnOptions {
+  readonly maxAttempts?: number;
+  readonly backoff?: BackoffOptions;
+  readonly timeoutMs?: number;
 }
 
 /** A task in the dead-letter set, as returned by `deadLetters`. */
@@ -57,10 +125,17 @@ export interface QueueStats {
   dead: number;
   /** `pause(queue)` is in effect: workers claim nothing until `resume(queue)`. */
   paused: boolean;
+  /** Completed and kept (`keepCompleted`). */
+  completed: number;
+  /** Cancelled and kept (`keepDead`). */
+  cancelled: number;
 }
 
-/** The states `QueueService.list` and `get` report. */
-export type QueueTaskState = 'ready' | 'delayed' | 'leased' | 'dead';
+/**
+ * The states `QueueService.list` and `get` report. `completed` tasks are there while
+ * `keepCompleted` keeps them; `dead` and `cancelled` ones while `keepDead` does.
+ */
+export type QueueTaskState = 'ready' | 'delayed' | 'leased' | 'completed' | 'dead' | 'cancelled';
 
 /** One task as `QueueService.get` and `list` see it. */
 export interface QueueTaskInfo<P = unknown> {
@@ -83,6 +158,14 @@ export interface QueueTaskInfo<P = unknown> {
   readonly priority?: number;
   /** Its group; absent when none. */
   readonly group?: string;
+  /** `completed`: the handler's return value (absent when it returned `undefined`). */
+  readonly result?: unknown;
+  /** `dead` and `cancelled`: the last failure, or the cancel's reason; else the last failure, if any. */
+  readonly error?: TaskError;
+  /** The last value given to `task.progress()`; absent when none. */
+  readonly progress?: unknown;
+  /** `completed`, `dead`, `cancelled`: when it finished, epoch ms on the Redis clock. */
+  readonly finishedAt?: number;
 }
 
 /**
@@ -96,5 +179,8 @@ export interface TypedQueue<P> {
   readonly __payload?: (payload: P) => P;
 }
 
-/** What `nack` did: `'retried'` (queued again), `'dead'` (dead letter) or `false` (stale lease). */
-export type NackResult = 'retried' | 'dead' | false;
+/**
+ * What `nack` did: `'retried'` (queued again), `'dead'` (dead letter), `'cancelled'` (a cancel
+ * was asked for it: it ended cancelled) or `false` (stale lease).
+ */
+export type NackResult = 'retried' | 'dead' | 'cancelled' | false;

@@ -233,6 +233,7 @@ export class QueueScheduler {
           q.wake,
           q.info,
           q.errors,
+          q.events,
         ],
         [
           s.id,
@@ -242,6 +243,7 @@ export class QueueScheduler {
           s.spec.limit ?? '',
           s.spec.payload === undefined ? 0 : 1,
           s.spec.payload ?? '',
+          this.connection.options.queue.eventsMaxLen,
         ],
       )) as [number, number];
     } catch (err) {

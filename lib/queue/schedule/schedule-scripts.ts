@@ -8,5 +8,9 @@ export const QUEUE_SCHEDULE_SCRIPTS = {
   upsert: new LuaScript('queue schedule', file('upsert-schedule')),
   remove: new LuaScript('queue unschedule', file('remove-schedule')),
   read: new LuaScript('queue schedules', file('read-schedules')),
-  fire: new LuaScript('queue schedule tick', file('fire-schedule')),
+  fire: new LuaScript(
+    'queue schedule tick',
+    file('fire-schedule'),
+    join(__dirname, '..', 'scripts', 'includes', 'events.lua'),
+  ),
 };

@@ -29,9 +29,17 @@
 -- KEYS[17] limiter   zset: lease -> time it was granted (the queue limiter's sliding log)
 -- KEYS[18] config    hash: 'paused' -> '1', 'concurrency' -> global limit of leased tasks
 -- KEYS[19] done      zset: id -> end of its keepCompleted window (ms)
+-- KEYS[20] events    stream: the queue's events (includes/events.lua)
+-- KEYS[21] results   hash: id -> 'finishedAt|result JSON' of kept completed tasks
+-- KEYS[22] progress  hash: id -> JSON of the last progress value
+-- KEYS[23] opts      hash: id -> JSON of the task's own options ('"m":' maxAttempts is read here)
+-- KEYS[24] cancels   hash: id -> reason, for leased tasks a cancel was asked for
+-- KEYS[25] cancelled zset: id -> time it was cancelled
+-- KEYS[26] fence     string: highest lease fence given out
 -- ARGV[1]  count            tasks to lease at most (0: settle and report only)
 -- ARGV[2]  leaseMs
 -- ARGV[3]  maxAttempts      a task whose attempt count reached this dies instead of retrying
+--                           (a task's own maxAttempts, in opts, wins)
 -- ARGV[4]  tokenBase        fresh unique value; the lease token of the i-th task is tokenBase:i
 -- ARGV[5]  reclaimMax       expired leases returned per call at most
 -- ARGV[6]  groupConcurrency tasks of one group leased at once at most
@@ -39,19 +47,27 @@
 -- ARGV[8]  limiterMs
 -- ARGV[9]  groupLimiterMax  leases per group per groupLimiterMs window (0: none)
 -- ARGV[10] groupLimiterMs
--- ARGV[11] keepDeadMs       dead tasks older than this are deleted
--- ARGV[12] keepDeadCount    at most this many dead tasks are kept (oldest deleted first)
--- ARGV[13] keepCompletedMs  an acked id is refused by enqueue this long (0: not kept)
--- ARGV[14] keepCompletedCount  at most this many acked ids are kept
--- ARGV[15..] settles, 6 values each: kind ('ack' | 'nack' | 'release'), id, lease token, the
---            attempt it was leased as, nack delay (ms; due again that much later), nack error
+-- ARGV[11] keepDeadMs       dead and cancelled tasks older than this are deleted
+-- ARGV[12] keepDeadCount    at most this many dead (and cancelled) tasks are kept, oldest go first
+-- ARGV[13] keepCompletedMs  a completed task is kept (result, payload) this long (0: not kept);
+--                           meanwhile enqueue refuses its id
+-- ARGV[14] keepCompletedCount  at most this many completed tasks are kept
+-- ARGV[15] eventsMaxLen     length of the event stream (0: no events)
+-- ARGV[16..] settles, 6 values each: kind, id, lease token, the attempt it was leased as, delay
+--            (ms), data. kind: 'ack' (data: result JSON or ''), 'nack' (failed: due again
+--            `delay` later, or dead once out of attempts; data: error JSON), 'fail' (dead at once,
+--            no retry; data: error JSON), 'release' (given back unattempted, due `delay` later).
+--            A task a cancel was asked for ends cancelled on anything but an ack.
 --
 -- Returns {nowMs, nextMs, settles, settled_1..settled_settles, id_1, score_1, attempt_1, token_1,
--- payload_1, enqueuedAt_1, ...}. nextMs (only when fewer than `count` were leased; else nowMs):
--- when to look again: nowMs when ready tasks remain, the time the limiter opens when it is what
--- stops the caller, the earliest due time, group unpark or lease expiry, or -1 when nothing is
--- pending or the queue is paused. settled_i: 1 acked / retried / released, 2 dead, 0 stale token.
--- A payload is false when the task has none; enqueuedAt is false when unknown.
+-- payload_1, enqueuedAt_1, fence_1, opts_1, ...}. nextMs (only when fewer than `count` were
+-- leased; else nowMs): when to look again: nowMs when ready tasks remain, the time the limiter
+-- opens when it is what stops the caller, the earliest due time, group unpark or lease expiry, or
+-- -1 when nothing is pending or the queue is paused. settled_i: 1 acked / retried / released,
+-- 2 dead, 3 cancelled, 0 stale token. A payload is false when the task has none; enqueuedAt is
+-- false when unknown; opts is false when the task has none. fence_i rises with every lease of the
+-- queue (max of the last one + 1 and the Redis time in µs, so a failover that lost the counter
+-- does not make it go back).
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -64,14 +80,13 @@ local limiterMs = tonumber(ARGV[8])
 local groupLimiterMax = tonumber(ARGV[9])
 local groupLimiterMs = tonumber(ARGV[10])
 
--- Variadic commands and reads take many ids per call (one call per key, not one per task), in
--- chunks: unpack has a limit.
-local CHUNK = 1000
-local function variadic(command, key, items)
-  for i = 1, #items, CHUNK do
-    redis.call(command, key, unpack(items, i, math.min(i + CHUNK - 1, #items)))
-  end
-end
+local eventsMaxLen = tonumber(ARGV[15])
+-- Everything stored per task, deleted when it is forgotten.
+local TASK_HASHES = {KEYS[3], KEYS[4], KEYS[8], KEYS[9], KEYS[21], KEYS[22], KEYS[23]}
+local hasOpts = redis.call('EXISTS', KEYS[23]) == 1
+local hasCancels = redis.call('EXISTS', KEYS[24]) == 1
+
+-- Reads many ids per call (one call per key, not one per task), in chunks (finished.lua).
 local function hmget(key, ids)
   local out = {}
   for i = 1, #ids, CHUNK do
@@ -111,8 +126,13 @@ local function dropEndedWindow(g)
   if w and tonumber(string.match(w, '^(%d+)')) <= now then redis.call('HDEL', KEYS[16], g) end
 end
 
-local function forget(id)
-  for _, k in ipairs({KEYS[3], KEYS[4], KEYS[8], KEYS[9]}) do redis.call('HDEL', k, id) end
+-- The attempts a task may use: its own maxAttempts, else the caller's.
+local function maxAttemptsOf(id)
+  if hasOpts then
+    local m = string.match(redis.call('HGET', KEYS[23], id) or '', '"m":(%d+)')
+    if m then return tonumber(m) end
+  end
+  return maxAttempts
 end
 
 -- A leased task goes back to the queue, due at `at`. A grouped task takes its old place at the
@@ -135,56 +155,70 @@ local function requeue(id, at)
   end
 end
 
-local function bury(id)
-  redis.call('ZADD', KEYS[6], now, id)
+-- A leased task ends in finished-set `zset` (dead, cancelled), kept per keepDead.
+local function finish(id, zset)
+  redis.call('ZADD', zset, now, id)
   local m = meta(id)
   if m and m.group ~= '' then groupSlotFreed(m.group) end
-  local old = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', now - tonumber(ARGV[11]), 'LIMIT', 0, 100)
-  local over = redis.call('ZCARD', KEYS[6]) - #old - tonumber(ARGV[12])
-  if over > 0 then
-    for _, d in ipairs(redis.call('ZRANGE', KEYS[6], #old, #old + over - 1)) do old[#old + 1] = d end
-  end
-  for _, d in ipairs(old) do
-    redis.call('ZREM', KEYS[6], d)
-    forget(d)
-  end
+  forgetAll(TASK_HASHES, trimFinished(zset, now - tonumber(ARGV[11]), tonumber(ARGV[12])))
+end
+
+local function bury(id, attempt, err)
+  finish(id, KEYS[6])
+  emit(KEYS[20], eventsMaxLen, 'dead', id, 'a', attempt, 'e', err)
+end
+
+-- A leased task a cancel was asked for ends cancelled, with the cancel's reason as its error.
+local function cancelLeased(id, reason)
+  redis.call('HSET', KEYS[9], id, reason)
+  redis.call('HDEL', KEYS[24], id)
+  finish(id, KEYS[25])
+  emit(KEYS[20], eventsMaxLen, 'cancelled', id, 'e', reason)
 end
 
 -- 1. Settle the caller's finished tasks: one read of their lease tokens; acks in a few variadic
 -- calls for the whole batch; nacks and releases one by one (they are rare).
-local settles = (#ARGV - 14) / 6
+local settles = (#ARGV - 15) / 6
 if count > 0 then freedGroups = {} end
 local result = {now, now, settles}
 local freedSlot = false
 if settles > 0 then
   local ids = {}
-  for i = 0, settles - 1 do ids[i + 1] = ARGV[16 + i * 6] end
+  for i = 0, settles - 1 do ids[i + 1] = ARGV[17 + i * 6] end
   local tokens = hmget(KEYS[5], ids)
-  local valid, acked, failedBefore, seen = {}, {}, {}, {}
+  local valid, acked, ackedAt, failedBefore, seen = {}, {}, {}, {}, {}
   for i = 0, settles - 1 do
-    local at = 15 + i * 6
-    local kind, id = ARGV[at], ARGV[at + 1]
+    local at = 16 + i * 6
+    local kind, id, attempt, data = ARGV[at], ARGV[at + 1], ARGV[at + 3], ARGV[at + 5]
     local settled = 0
     if tokens[i + 1] == ARGV[at + 2] and not seen[id] then
       seen[id] = true
       valid[#valid + 1] = id
       settled = 1
       freedSlot = true
-      if kind == 'ack' then
+      local cancel = hasCancels and kind ~= 'ack' and redis.call('HGET', KEYS[24], id)
+      if cancel then
+        cancelLeased(id, cancel)
+        settled = 3
+      elseif kind == 'ack' then
         acked[#acked + 1] = id
+        ackedAt[#acked] = at
         -- Only a failed attempt leaves an error: a first attempt has none.
-        if ARGV[at + 3] ~= '1' then failedBefore[#failedBefore + 1] = id end
-      elseif kind == 'nack' then
-        if ARGV[at + 5] ~= '' then redis.call('HSET', KEYS[9], id, ARGV[at + 5]) end
-        if tonumber(redis.call('HGET', KEYS[4], id) or '0') >= maxAttempts then
-          bury(id)
+        if attempt ~= '1' then failedBefore[#failedBefore + 1] = id end
+      elseif kind == 'nack' or kind == 'fail' then
+        if data ~= '' then redis.call('HSET', KEYS[9], id, data) end
+        if kind == 'fail' or tonumber(redis.call('HGET', KEYS[4], id) or '0') >= maxAttemptsOf(id) then
+          bury(id, attempt, data)
           settled = 2
         else
-          requeue(id, now + tonumber(ARGV[at + 4]))
+          local delay = ARGV[at + 4]
+          requeue(id, now + tonumber(delay))
+          emit(KEYS[20], eventsMaxLen, 'retrying', id, 'a', attempt, 'e', data, 'd', delay)
         end
       else
         if redis.call('HINCRBY', KEYS[4], id, -1) <= 0 then redis.call('HDEL', KEYS[4], id) end
-        requeue(id, now)
+        requeue(id, now + tonumber(ARGV[at + 4]))
+        emit(KEYS[20], eventsMaxLen, 'delayed', id, 'd', ARGV[at + 4])
       end
     end
     result[#result + 1] = settled
@@ -192,24 +226,39 @@ if settles > 0 then
   if #valid > 0 then
     variadic('ZREM', KEYS[2], valid)
     variadic('HDEL', KEYS[5], valid)
+    if hasCancels then variadic('HDEL', KEYS[24], valid) end
   end
   if #acked > 0 then
     for _, v in ipairs(hmget(KEYS[8], acked)) do
       local m = parseInfo(v)
       if m and m.group ~= '' then groupSlotFreed(m.group) end
     end
-    for _, k in ipairs({KEYS[3], KEYS[4], KEYS[8]}) do variadic('HDEL', k, acked) end
     if #failedBefore > 0 then variadic('HDEL', KEYS[9], failedBefore) end
     local keepMs = tonumber(ARGV[13])
     if keepMs > 0 then
-      local kept = {}
-      for _, id in ipairs(acked) do
+      -- Kept with its payload, attempts and info, plus its result and finish time.
+      local kept, results = {}, {}
+      for i, id in ipairs(acked) do
         kept[#kept + 1] = now + keepMs
         kept[#kept + 1] = id
+        results[#results + 1] = id
+        results[#results + 1] = now .. '|' .. ARGV[ackedAt[i] + 5]
       end
       variadic('ZADD', KEYS[19], kept)
-      redis.call('ZREMRANGEBYSCORE', KEYS[19], '-inf', now)
-      redis.call('ZREMRANGEBYRANK', KEYS[19], 0, -tonumber(ARGV[14]) - 1)
+      variadic('HSET', KEYS[21], results)
+      forgetAll(TASK_HASHES, trimFinished(KEYS[19], now, tonumber(ARGV[14])))
+    else
+      forgetAll({KEYS[3], KEYS[4], KEYS[8], KEYS[22], KEYS[23]}, acked)
+    end
+    if eventsMaxLen > 0 then
+      for i, id in ipairs(acked) do
+        local at = ackedAt[i]
+        if ARGV[at + 5] ~= '' then
+          emit(KEYS[20], eventsMaxLen, 'completed', id, 'a', ARGV[at + 3], 'r', ARGV[at + 5])
+        else
+          emit(KEYS[20], eventsMaxLen, 'completed', id, 'a', ARGV[at + 3])
+        end
+      end
     end
   end
 end
@@ -222,11 +271,18 @@ local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, to
 for _, id in ipairs(expired) do
   redis.call('ZREM', KEYS[2], id)
   redis.call('HDEL', KEYS[5], id)
-  redis.call('HSET', KEYS[9], id, 'lease expired')
-  if tonumber(redis.call('HGET', KEYS[4], id) or '0') >= maxAttempts then
-    bury(id)
+  local cancel = hasCancels and redis.call('HGET', KEYS[24], id)
+  if cancel then
+    cancelLeased(id, cancel)
   else
-    requeue(id, now)
+    local attempt = redis.call('HGET', KEYS[4], id) or '0'
+    redis.call('HSET', KEYS[9], id, 'lease expired')
+    emit(KEYS[20], eventsMaxLen, 'stalled', id, 'a', attempt)
+    if tonumber(attempt) >= maxAttemptsOf(id) then
+      bury(id, attempt, 'lease expired')
+    else
+      requeue(id, now)
+    end
   end
 end
 
@@ -305,14 +361,23 @@ local function leaseChosen()
   variadic('HSET', KEYS[5], tokens)
   if limiterMax > 0 then variadic('ZADD', KEYS[17], limits) end
   local infos, payloads = hmget(KEYS[8], chosen), hmget(KEYS[3], chosen)
+  local opts = hasOpts and hmget(KEYS[23], chosen) or {}
+  -- Fences: above the last one given out and above the Redis time in µs.
+  local fence = math.max(tonumber(redis.call('GET', KEYS[26]) or '0'),
+    tonumber(t[1]) * 1000000 + tonumber(t[2]))
+  redis.call('SET', KEYS[26], string.format('%.0f', fence + taken))
   for i, id in ipairs(chosen) do
     result[#result + 1] = id
     local m = not scores[i] and parseInfo(infos[i])
     result[#result + 1] = scores[i] or (m and m.due) or now
-    result[#result + 1] = redis.call('HINCRBY', KEYS[4], id, 1)
+    local attempt = redis.call('HINCRBY', KEYS[4], id, 1)
+    result[#result + 1] = attempt
     result[#result + 1] = tokens[i * 2]
     result[#result + 1] = payloads[i]
     result[#result + 1] = infos[i] and string.match(infos[i], '^%d+') or false
+    result[#result + 1] = fence + i
+    result[#result + 1] = opts[i] or false
+    emit(KEYS[20], eventsMaxLen, 'active', id, 'a', attempt)
   end
 end
 

@@ -3,15 +3,22 @@
 --
 -- KEYS[1] config  hash: 'paused' -> '1', 'concurrency' -> global limit of leased tasks
 -- KEYS[2] wake    list: wake-up marker for idle workers (at most one element)
+-- KEYS[3] events  stream: the queue's events (includes/events.lua)
 -- ARGV[1] field   'paused' or 'concurrency'
 -- ARGV[2] value   the new value; '' deletes the field (resume, no global limit)
+-- ARGV[3] eventsMaxLen
 --
 -- Returns 1.
 
+local changed
 if ARGV[2] == '' then
-  redis.call('HDEL', KEYS[1], ARGV[1])
+  changed = redis.call('HDEL', KEYS[1], ARGV[1]) == 1
 else
+  changed = redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2]
   redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+end
+if changed and ARGV[1] == 'paused' then
+  emit(KEYS[3], tonumber(ARGV[3]), ARGV[2] == '' and 'resumed' or 'paused')
 end
 redis.call('LPUSH', KEYS[2], '1')
 redis.call('LTRIM', KEYS[2], 0, 0)

@@ -6,8 +6,11 @@
 -- KEYS[3] attempts  hash: id -> claims so far
 -- KEYS[4] info      hash: id -> enqueue time and options
 -- KEYS[5] errors    hash: id -> last error message
+-- KEYS[6] opts      hash: id -> JSON of the task's own options
+-- KEYS[7] events    stream: the queue's events (includes/events.lua)
 -- ARGV[1] id
 -- ARGV[2] score     the due time the caller saw
+-- ARGV[3] eventsMaxLen
 --
 -- Returns 1 when removed, 0 when the task is absent or has another score.
 
@@ -18,4 +21,6 @@ redis.call('HDEL', KEYS[2], ARGV[1])
 redis.call('HDEL', KEYS[3], ARGV[1])
 redis.call('HDEL', KEYS[4], ARGV[1])
 redis.call('HDEL', KEYS[5], ARGV[1])
+redis.call('HDEL', KEYS[6], ARGV[1])
+emit(KEYS[7], tonumber(ARGV[3]), 'removed', ARGV[1])
 return 1

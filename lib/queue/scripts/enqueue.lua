@@ -9,14 +9,19 @@
 -- KEYS[7]  info      hash: id -> 'enqueuedAt' or 'enqueuedAt|dueAt|priority|seq|group'
 -- KEYS[8]  errors    hash: id -> last error message
 -- KEYS[9]  done      zset: id -> end of its keepCompleted window (ms)
--- KEYS[10..15] are read only with replace, a priority or a group (the caller may leave them out
--- otherwise: a plain enqueue sends 9 keys):
--- KEYS[10] pending   zset: id -> due time of delayed tasks with a priority or a group
--- KEYS[11] prio      zset: id -> (priority + 1000) * 2^41 + seq, ready tasks with a priority
--- KEYS[12] gtasks    zset (all scores 0): group \0 seq(15 digits) \0 id, ready grouped tasks
--- KEYS[13] ring      zset: group -> turn (groups with ready tasks)
--- KEYS[14] gpark     zset: group -> time its next task may start
--- KEYS[15] seq       string: the queue's enqueue sequence (orders tasks with priority or group)
+-- KEYS[10] events    stream: the queue's events (includes/events.lua)
+-- KEYS[16] progress  hash: id -> JSON of the last progress value
+-- KEYS[17] opts      hash: id -> JSON of the task's own options
+-- KEYS[13] results   hash: id -> 'finishedAt|result JSON' of kept completed tasks
+-- KEYS[19] cancelled zset: id -> time it was cancelled
+-- KEYS[15..20] are read only with replace, a priority or a group (the caller may leave them out
+-- otherwise: a plain enqueue sends 14 keys):
+-- KEYS[20] pending   zset: id -> due time of delayed tasks with a priority or a group
+-- KEYS[16] prio      zset: id -> (priority + 1000) * 2^41 + seq, ready tasks with a priority
+-- KEYS[17] gtasks    zset (all scores 0): group \0 seq(15 digits) \0 id, ready grouped tasks
+-- KEYS[18] ring      zset: group -> turn (groups with ready tasks)
+-- KEYS[19] gpark     zset: group -> time its next task may start
+-- KEYS[20] seq       string: the queue's enqueue sequence (orders tasks with priority or group)
 -- ARGV[1] delayMs     due time = Redis TIME + delayMs
 -- ARGV[2] replace     '1': an id already queued (not leased) is placed again with the new due
 --                     time (and payload when given); with the call's priority and group when it
@@ -26,11 +31,13 @@
 --                     puts its trace context first ('\1<traceparent>\n<JSON text or nothing>')
 -- ARGV[5] priority    integer from -1000 to 1000; 0: none
 -- ARGV[6] group       '' for none
--- ARGV[7..] ids
+-- ARGV[7] eventsMaxLen  length of the event stream (0: no events)
+-- ARGV[8] opts        JSON of the tasks' own options (maxAttempts, backoff, timeoutMs), '' none
+-- ARGV[9..] ids
 --
--- Returns the number of ids newly added. A leased id is never touched; an id acked within its
--- keepCompleted window is refused. A dead id is added again as a new task (out of the dead-letter
--- set, attempts and last error reset).
+-- Returns the number of ids newly added. A leased id is never touched; an id completed within its
+-- keepCompleted window is refused (once the window ended it is added as a new task). A dead or
+-- cancelled id is added again as a new task (attempts, last error and progress reset).
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -39,10 +46,11 @@ local replace = ARGV[2] == '1'
 local hasPayload = ARGV[3] == '1'
 local priority = tonumber(ARGV[5])
 local group = ARGV[6]
+local eventsMaxLen = tonumber(ARGV[7])
+local opts = ARGV[8]
 local added = 0
 local changed = false
 local keepsDone = redis.call('EXISTS', KEYS[9]) == 1
-if keepsDone then redis.call('ZREMRANGEBYSCORE', KEYS[9], '-inf', now) end
 
 -- Puts a task where it waits: due (plain), pending (delayed with a priority or a group), gtasks
 -- or prio; `prio` and `grp` are the task's priority and group.
@@ -52,15 +60,15 @@ local function place(id, prio, grp)
     redis.call('ZADD', KEYS[1], due, id)
     return
   end
-  local seq = redis.call('INCR', KEYS[15])
+  local seq = redis.call('INCR', KEYS[20])
   redis.call('HSET', KEYS[7], id, now .. '|' .. due .. '|' .. prio .. '|' .. seq .. '|' .. grp)
   if due > now then
-    redis.call('ZADD', KEYS[10], due, id)
+    redis.call('ZADD', KEYS[15], due, id)
   elseif grp ~= '' then
-    redis.call('ZADD', KEYS[12], 0, groupMember(grp, seq, id))
-    if not redis.call('ZSCORE', KEYS[14], grp) then joinRing(KEYS[13], grp) end
+    redis.call('ZADD', KEYS[17], 0, groupMember(grp, seq, id))
+    if not redis.call('ZSCORE', KEYS[19], grp) then joinRing(KEYS[18], grp) end
   else
-    redis.call('ZADD', KEYS[11], prioScore(prio, seq), id)
+    redis.call('ZADD', KEYS[16], prioScore(prio, seq), id)
   end
 end
 
@@ -72,9 +80,9 @@ local function unplace(id, info)
     redis.call('ZREM', KEYS[1], id)
     return nil
   end
-  redis.call('ZREM', KEYS[10], id)
-  redis.call('ZREM', KEYS[11], id)
-  if m.group ~= '' then redis.call('ZREM', KEYS[12], groupMember(m.group, m.seq, id)) end
+  redis.call('ZREM', KEYS[15], id)
+  redis.call('ZREM', KEYS[16], id)
+  if m.group ~= '' then redis.call('ZREM', KEYS[17], groupMember(m.group, m.seq, id)) end
   return m
 end
 
@@ -84,6 +92,22 @@ local function setPayload(id)
   else
     redis.call('HDEL', KEYS[3], id)
   end
+  if opts ~= '' then redis.call('HSET', KEYS[12], id, opts) end
+end
+
+-- What a task that ended left behind, before its id is added again as a new task.
+local function forgetRun(id)
+  for _, k in ipairs({KEYS[4], KEYS[8], KEYS[11], KEYS[12], KEYS[13]}) do
+    redis.call('HDEL', k, id)
+  end
+end
+
+local function enqueued(id)
+  if ARGV[1] ~= '0' then
+    emit(KEYS[10], eventsMaxLen, 'enqueued', id, 'd', ARGV[1])
+  else
+    emit(KEYS[10], eventsMaxLen, 'enqueued', id)
+  end
 end
 
 -- Every task that exists (queued, delayed, leased or dead) has an info entry, so for a plain
@@ -91,46 +115,58 @@ end
 -- looking in the leased, due and info keys first.
 local plain = not replace and group == '' and priority == 0
 
-for i = 7, #ARGV do
+for i = 9, #ARGV do
   local id = ARGV[i]
-  if keepsDone and redis.call('ZSCORE', KEYS[9], id) then
-    -- acked within its keepCompleted window: refused
-  elseif plain and redis.call('HSETNX', KEYS[7], id, now) == 1 then
-    setPayload(id)
-    redis.call('ZADD', KEYS[1], due, id)
-    added = added + 1
-    changed = true
-  elseif not redis.call('ZSCORE', KEYS[2], id) then
-    local queued = redis.call('ZSCORE', KEYS[1], id) ~= false
-    local info = (replace or not queued) and redis.call('HGET', KEYS[7], id)
-    if not queued and info then
-      if redis.call('ZSCORE', KEYS[5], id) then
-        redis.call('ZREM', KEYS[5], id)
-        redis.call('HDEL', KEYS[4], id)
-        redis.call('HDEL', KEYS[8], id)
-        info = false
-      else
-        queued = true
-      end
+  local doneUntil = keepsDone and redis.call('ZSCORE', KEYS[9], id)
+  if doneUntil and tonumber(doneUntil) > now then
+    -- completed within its keepCompleted window: refused
+  else
+    if doneUntil then
+      -- its window ended (no ack trimmed it yet): forgotten, then added as a new task
+      redis.call('ZREM', KEYS[9], id)
+      redis.call('HDEL', KEYS[7], id)
+      redis.call('HDEL', KEYS[3], id)
+      forgetRun(id)
     end
-    if queued then
-      if replace then
-        -- A call that names neither a priority nor a group keeps the task's own (replace moves
-        -- the due time and the payload only); one that names them places it with those.
-        local m = unplace(id, info)
-        if hasPayload then redis.call('HSET', KEYS[3], id, ARGV[4]) end
-        if m and priority == 0 and group == '' then
-          place(id, m.prio, m.group)
-        else
-          place(id, priority, group)
-        end
-        changed = true
-      end
-    else
+    if plain and redis.call('HSETNX', KEYS[7], id, now) == 1 then
       setPayload(id)
-      place(id, priority, group)
+      redis.call('ZADD', KEYS[1], due, id)
       added = added + 1
       changed = true
+      enqueued(id)
+    elseif not redis.call('ZSCORE', KEYS[2], id) then
+      local queued = redis.call('ZSCORE', KEYS[1], id) ~= false
+      local info = (replace or not queued) and redis.call('HGET', KEYS[7], id)
+      if not queued and info then
+        if redis.call('ZREM', KEYS[5], id) + redis.call('ZREM', KEYS[14], id) > 0 then
+          forgetRun(id)
+          info = false
+        else
+          queued = true
+        end
+      end
+      if queued then
+        if replace then
+          -- A call that names neither a priority nor a group keeps the task's own (replace moves
+          -- the due time and the payload only); one that names them places it with those.
+          local m = unplace(id, info)
+          if hasPayload then redis.call('HSET', KEYS[3], id, ARGV[4]) end
+          if opts ~= '' then redis.call('HSET', KEYS[12], id, opts) end
+          if m and priority == 0 and group == '' then
+            place(id, m.prio, m.group)
+          else
+            place(id, priority, group)
+          end
+          changed = true
+          enqueued(id)
+        end
+      else
+        setPayload(id)
+        place(id, priority, group)
+        added = added + 1
+        changed = true
+        enqueued(id)
+      end
     end
   end
 end

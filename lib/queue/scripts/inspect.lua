@@ -10,13 +10,19 @@
 -- KEYS[8]  pending   zset: id -> due time of delayed tasks with a priority or a group
 -- KEYS[9]  prio      zset: id -> (priority + 1000) * 2^41 + seq
 -- KEYS[10] gtasks    zset (all scores 0): group \0 seq(15 digits) \0 id
+-- KEYS[11] done      zset: id -> end of its keepCompleted window (ms)
+-- KEYS[12] cancelled zset: id -> time it was cancelled
+-- KEYS[13] results   hash: id -> 'finishedAt|result JSON' of kept completed tasks
+-- KEYS[14] progress  hash: id -> JSON of the last progress value
 -- ARGV[1] 'get' or 'list'
 -- get:  ARGV[2] id
--- list: ARGV[2] state ('ready' | 'delayed' | 'leased' | 'dead'), ARGV[3] offset, ARGV[4] limit
+-- list: ARGV[2] state ('ready' | 'delayed' | 'leased' | 'completed' | 'dead' | 'cancelled'),
+--       ARGV[3] offset, ARGV[4] limit
 --
--- Returns {id, state, time, attempts, payload, lastError, info, ...} per task (get: one task, or
--- an empty array when the id is unknown). time: due time (ready, delayed), lease expiry (leased)
--- or time of death (dead). ready lists tasks with a negative priority, then ungrouped ones by
+-- Returns {id, state, time, attempts, payload, lastError, info, result, progress, ...} per task
+-- (get: one task, or an empty array when the id is unknown). time: due time (ready, delayed),
+-- lease expiry (leased), finish time (completed) or time of death or cancel (dead, cancelled).
+-- result: 'finishedAt|result JSON' (completed) or false; progress: JSON or false. ready lists tasks with a negative priority, then ungrouped ones by
 -- due time, then positive priorities, then due delayed ones not yet moved to ready, then grouped
 -- ones by group; delayed lists ungrouped tasks, then those with a priority or a group.
 
@@ -27,6 +33,8 @@ local out = {}
 
 local function describe(id, state, time)
   local info = redis.call('HGET', KEYS[6], id)
+  local result = state == 'completed' and redis.call('HGET', KEYS[13], id)
+  if state == 'completed' then time = tonumber(string.match(result or '', '^(%d+)|')) or time end
   if not time then time = tonumber(string.match(info or '', '^%d+|(%d+)|')) or now end
   out[#out + 1] = id
   out[#out + 1] = state
@@ -35,6 +43,8 @@ local function describe(id, state, time)
   out[#out + 1] = redis.call('HGET', KEYS[3], id)
   out[#out + 1] = redis.call('HGET', KEYS[7], id)
   out[#out + 1] = info
+  out[#out + 1] = result or false
+  out[#out + 1] = redis.call('HGET', KEYS[14], id)
 end
 
 if ARGV[1] == 'get' then
@@ -43,6 +53,10 @@ if ARGV[1] == 'get' then
   if s then describe(id, 'leased', tonumber(s)) return out end
   s = redis.call('ZSCORE', KEYS[5], id)
   if s then describe(id, 'dead', tonumber(s)) return out end
+  s = redis.call('ZSCORE', KEYS[11], id)
+  if s then describe(id, 'completed', now) return out end
+  s = redis.call('ZSCORE', KEYS[12], id)
+  if s then describe(id, 'cancelled', tonumber(s)) return out end
   s = redis.call('ZSCORE', KEYS[1], id) or redis.call('ZSCORE', KEYS[8], id)
   if s then describe(id, tonumber(s) > now and 'delayed' or 'ready', tonumber(s)) return out end
   if redis.call('ZSCORE', KEYS[9], id) then describe(id, 'ready') return out end
@@ -66,6 +80,10 @@ elseif state == 'delayed' then
   segments = {{KEYS[1], '(' .. now, '+inf', true}, {KEYS[8], '(' .. now, '+inf', true}}
 elseif state == 'leased' then
   segments = {{KEYS[2], '-inf', '+inf', true}}
+elseif state == 'completed' then
+  segments = {{KEYS[11], '-inf', '+inf', false}}
+elseif state == 'cancelled' then
+  segments = {{KEYS[12], '-inf', '+inf', true}}
 else
   segments = {{KEYS[5], '-inf', '+inf', true}}
 end

@@ -6,7 +6,10 @@
 -- KEYS[3] attempts  hash: id -> claims so far
 -- KEYS[4] info      hash: id -> enqueue time and options
 -- KEYS[5] errors    hash: id -> last error message
+-- KEYS[6] opts      hash: id -> JSON of the task's own options
+-- KEYS[7] events    stream: the queue's events (includes/events.lua)
 -- ARGV[1] count
+-- ARGV[2] eventsMaxLen
 --
 -- Returns {id_1, score_1, payload_1, ..., id_n, score_n, payload_n}; a payload is false when the
 -- task has none.
@@ -25,5 +28,7 @@ for i = 1, #ready, 2 do
   redis.call('HDEL', KEYS[3], id)
   redis.call('HDEL', KEYS[4], id)
   redis.call('HDEL', KEYS[5], id)
+  redis.call('HDEL', KEYS[6], id)
+  emit(KEYS[7], tonumber(ARGV[2]), 'removed', id)
 end
 return result

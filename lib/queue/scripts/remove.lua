@@ -1,5 +1,5 @@
--- Deletes a task that is not leased: queued (ready or delayed) or dead, with its payload and
--- everything stored about it.
+-- Deletes a task that is not leased: queued (ready or delayed) or finished (completed, dead,
+-- cancelled), with its payload and everything stored about it.
 --
 -- KEYS[1]  due       zset: id -> due time (ms) of tasks without priority or group
 -- KEYS[2]  leased    zset: id -> lease expiry (ms)
@@ -11,7 +11,14 @@
 -- KEYS[8]  pending   zset: id -> due time of delayed tasks with a priority or a group
 -- KEYS[9]  prio      zset: ready tasks with a priority
 -- KEYS[10] gtasks    zset (all scores 0): group \0 seq(15 digits) \0 id
+-- KEYS[11] done      zset: id -> end of its keepCompleted window (ms)
+-- KEYS[12] cancelled zset: id -> time it was cancelled
+-- KEYS[13] results   hash: id -> 'finishedAt|result JSON'
+-- KEYS[14] progress  hash: id -> JSON of the last progress value
+-- KEYS[15] opts      hash: id -> JSON of the task's own options
+-- KEYS[16] events    stream: the queue's events (includes/events.lua)
 -- ARGV[1] id
+-- ARGV[2] eventsMaxLen
 --
 -- Returns 1 when removed, 0 when the task is leased (a worker runs it) or unknown.
 
@@ -19,12 +26,12 @@ local id = ARGV[1]
 if redis.call('ZSCORE', KEYS[2], id) then return 0 end
 local found = redis.call('ZREM', KEYS[1], id) + redis.call('ZREM', KEYS[5], id)
   + redis.call('ZREM', KEYS[8], id) + redis.call('ZREM', KEYS[9], id)
+  + redis.call('ZREM', KEYS[11], id) + redis.call('ZREM', KEYS[12], id)
 local m = parseInfo(redis.call('HGET', KEYS[6], id))
 if m and m.group ~= '' then
   found = found + redis.call('ZREM', KEYS[10], groupMember(m.group, m.seq, id))
 end
 if found == 0 then return 0 end
-for i = 3, 7 do
-  if i ~= 5 then redis.call('HDEL', KEYS[i], id) end
-end
+for _, i in ipairs({3, 4, 6, 7, 13, 14, 15}) do redis.call('HDEL', KEYS[i], id) end
+emit(KEYS[16], tonumber(ARGV[2]), 'removed', id)
 return 1

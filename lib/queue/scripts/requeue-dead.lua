@@ -12,16 +12,19 @@
 -- KEYS[8]  gtasks    zset (all scores 0): group \0 seq(15 digits) \0 id
 -- KEYS[9]  ring      zset: group -> turn
 -- KEYS[10] gpark     zset: group -> time its next task may start
+-- KEYS[11] events    stream: the queue's events (includes/events.lua)
+-- KEYS[12] progress  hash: id -> JSON of the last progress value
 -- ARGV[1] max       when no ids follow: move the `max` oldest dead tasks
--- ARGV[2..] ids     move these (ids that are not dead are skipped)
+-- ARGV[2] eventsMaxLen
+-- ARGV[3..] ids     move these (ids that are not dead are skipped)
 --
 -- Returns the number of tasks moved.
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ids = {}
-if #ARGV > 1 then
-  for i = 2, #ARGV do ids[#ids + 1] = ARGV[i] end
+if #ARGV > 2 then
+  for i = 3, #ARGV do ids[#ids + 1] = ARGV[i] end
 else
   ids = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)
 end
@@ -30,6 +33,8 @@ for _, id in ipairs(ids) do
   if redis.call('ZREM', KEYS[1], id) == 1 then
     redis.call('HDEL', KEYS[3], id)
     redis.call('HDEL', KEYS[6], id)
+    redis.call('HDEL', KEYS[12], id)
+    emit(KEYS[11], tonumber(ARGV[2]), 'enqueued', id)
     local m = parseInfo(redis.call('HGET', KEYS[5], id))
     if not m then
       redis.call('ZADD', KEYS[2], now, id)

@@ -7,9 +7,12 @@
 -- KEYS[5] prio      zset: ready tasks with a priority
 -- KEYS[6] gtasks    zset: ready grouped tasks
 -- KEYS[7] config    hash: 'paused' -> '1' while paused
+-- KEYS[8] done      zset: completed tasks kept
+-- KEYS[9] cancelled zset: cancelled tasks kept
 --
--- Returns {ready, delayed, leased, dead, paused}: ready = due <= now, delayed = due > now; leased
--- includes expired leases that no claim has returned yet; paused is 1 or 0.
+-- Returns {ready, delayed, leased, dead, paused, completed, cancelled}: ready = due <= now,
+-- delayed = due > now; leased includes expired leases that no claim has returned yet; paused is 1
+-- or 0; completed counts the kept ones.
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -20,4 +23,6 @@ return {
   redis.call('ZCARD', KEYS[2]),
   redis.call('ZCARD', KEYS[3]),
   redis.call('HGET', KEYS[7], 'paused') == '1' and 1 or 0,
+  redis.call('ZCARD', KEYS[8]),
+  redis.call('ZCARD', KEYS[9]),
 }

@@ -23,6 +23,8 @@
 -- ARGV[5] limit        most tasks the schedule enqueues ('' = no limit)
 -- ARGV[6] hasPayload   '1': ARGV[7] is the payload
 -- ARGV[7] payload      JSON text
+-- KEYS[11] events      stream: the queue's events (../../scripts/includes/events.lua)
+-- ARGV[8] eventsMaxLen
 --
 -- Returns {result, now}: 1 enqueued; 0 enqueued before (by any instance); 2 the schedule reached
 -- its limit; 3 the schedule is gone; -1 its definition changed (re-read it); -2 the tick is not
@@ -57,6 +59,7 @@ if not redis.call('ZSCORE', KEYS[4], id) and not redis.call('ZSCORE', KEYS[3], i
     redis.call('HDEL', KEYS[5], id)
   end
   redis.call('ZADD', KEYS[3], now, id)
+  emit(KEYS[11], tonumber(ARGV[8]), 'enqueued', id)
   if redis.call('LLEN', KEYS[8]) == 0 then redis.call('RPUSH', KEYS[8], '1') end
 end
 redis.call('HSET', KEYS[2], ARGV[1], string.format('%d %d', tick, count + 1))

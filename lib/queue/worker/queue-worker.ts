@@ -1,43 +1,34 @@
 import type { Logger } from '@nestjs/common';
 import type { Cluster, Redis } from 'ioredis';
-import { QueueError } from '../errors/queue.error';
-import { bounded } from '../redis/bounded';
-import { QueueTracing } from '../observability/tracing';
-import { ThrottledWarning } from '../redis/throttled-warning';
-import type { RedisLockEvents } from '../events/redis-lock-events';
-import type { RedisLockConnection } from '../redis/redis-connection';
-import type { QueueHandler, QueueWorkerHandle } from './interfaces/queue-options.interface';
-import type { LeasedTask } from './interfaces/task.interface';
-import { retryDelayMs } from './queue-backoff';
-import type { QueueRedisKeys } from './queue-keys';
-import type { ResolvedWorkerOptions } from './queue-worker-options';
-import type { ClaimStepResult, SettleStep } from './queue.service';
-import { MAX_IDLE_MS } from './queue.constants';
+import { QueueError } from '../../errors/queue.error';
+import { TaskCancelledError } from '../../errors/task-cancelled.error';
+import { TaskTimeoutError } from '../../errors/task-timeout.error';
+import { bounded } from '../../redis/bounded';
+import { QueueTracing } from '../../observability/tracing';
+import { ThrottledWarning } from '../../redis/throttled-warning';
+import type { RedisLockEvents } from '../../events/redis-lock-events';
+import type { RedisLockConnection } from '../../redis/redis-connection';
+import type { QueueHandler, QueueWorkerHandle } from '../interfaces/queue-options.interface';
+import type { LeasedTask } from '../interfaces/task.interface';
+import { checkDelay, serializeJson, storedPayload } from '../queue-arguments';
+import type { QueueRedisKeys } from '../queue-keys';
+import { SETTLED, type ClaimStepResult, type QueueStore, type SettleStep } from '../queue-store';
+import type { ResolvedWorkerOptions } from '../queue-worker-options';
+import { MAX_IDLE_MS } from '../queue.constants';
+import { decodeTaskError } from '../task-errors';
+import { settleFailure } from './failure-policy';
+import { WorkerTask, type TaskControl } from './worker-task';
 
-/** What a worker needs from `QueueService` (called through it, so wrappers of its methods apply). */
-export interface QueueWorkerBackend {
-  /** @internal like `QueueService.claimBatch`, so the published `implements` clause still holds */
-  claimBatch(
-    queue: string,
-    count: number,
-    options: ResolvedWorkerOptions,
-    settles?: readonly SettleStep[],
-  ): Promise<ClaimStepResult<unknown>>;
-  extendLease(task: LeasedTask, ms: number): Promise<boolean>;
-}
-
-interface RunningTask {
-  readonly task: LeasedTask;
+interface Running {
+  readonly task: WorkerTask;
   /** When the handler started (`performance.now()`), for `runMs`. */
   readonly started: number;
   /** When the lease was last extended (or granted), `performance.now()`. */
   renewedAt: number;
-  /** Only for a handler that can read its `signal` (see `QueueWorkerRunner.givesSignal`). */
-  readonly controller?: AbortController;
   renewing: boolean;
-  /** The handler ended or the lease was lost: no more renewals. */
+  /** The handler ended, timed out, or the lease was lost: no more renewals. */
   ended: boolean;
-  /** Shutdown gave the task back: its outcome must not be acked or nacked. */
+  /** Given back (shutdown, `task.delay()`): its outcome must not be acked or nacked. */
   released: boolean;
   done?: Promise<void>;
 }
@@ -63,8 +54,8 @@ const MAX_ERROR_PAUSE_MS = 5_000;
  * its own connection, until an enqueue pushes a marker or the next due time / lease expiry comes
  * (at most `MAX_IDLE_MS`, so it also finds its way back after a reconnect).
  */
-export class QueueWorkerRunner implements QueueWorkerHandle {
-  private readonly running = new Map<string, RunningTask>();
+export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
+  private readonly running = new Map<string, Running>();
   private readonly stop = new AbortController();
   private loop?: Promise<void>;
   private closed?: Promise<void>;
@@ -77,12 +68,14 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
   private finished: FinishedTask[] = [];
   /** Renews the leases of running tasks: one timer per worker, not one per task. */
   private renewTimer?: NodeJS.Timeout;
+  /** Stops listening to the queue's cancels. */
+  private unlistenCancels?: Promise<(() => void) | undefined>;
   /**
-   * Whether the handler gets an `AbortSignal` of its own per task. Creating one costs more than
-   * the rest of a task's bookkeeping together (about 5 µs of CPU per task in the bench's drain),
-   * so a handler declared with exactly one parameter, which cannot read a second argument, gets
-   * none, as BullMQ decides for its processors. No parameters or rest parameters (a wrapper's
-   * `(...args)`) get one.
+   * Whether the handler gets its task's `AbortSignal` as a second argument. Creating one costs
+   * more than the rest of a task's bookkeeping together (about 5 µs of CPU per task in the bench's
+   * drain), so it is made only when read: `task.signal`, or this argument for a handler declared
+   * with no parameters or rest parameters (a wrapper's `(...args)`) or two. A handler with exactly
+   * one parameter gets `undefined` there, as BullMQ decides for its processors.
    */
   private readonly givesSignal: boolean;
 
@@ -91,7 +84,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
     private readonly keys: QueueRedisKeys,
     private readonly handler: QueueHandler,
     private readonly options: ResolvedWorkerOptions,
-    private readonly backend: QueueWorkerBackend,
+    private readonly backend: QueueStore,
     private readonly connection: RedisLockConnection,
     private readonly logger: Logger,
     private readonly events: RedisLockEvents,
@@ -101,13 +94,30 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
     this.givesSignal = handler.length !== 1;
   }
 
-  /** Starts the claim loop (once). */
+  /** Starts the claim loop (once), and listens to the queue's cancels. */
   start(): void {
     if (this.loop) return;
     const period = Math.max(1, Math.floor(this.options.leaseMs / 3));
     this.renewTimer = setInterval(() => this.renewDue(period), period);
     this.renewTimer.unref();
+    // A cancel whose message is lost (no subscription yet, a reconnect) reaches the task at its
+    // next lease extension (extend-lease.lua reports it).
+    this.unlistenCancels = this.connection.hub
+      .listen(this.keys.cancelChannel, (id) => this.cancelled(id))
+      .catch((err: unknown) => {
+        this.logFailure('SUBSCRIBE (cancels)', err);
+        return undefined;
+      });
     this.loop = this.run();
+  }
+
+  /** A cancel was asked for task `id`: aborts its signal if it runs here. */
+  private cancelled(id: string, reason?: string): void {
+    for (const entry of this.running.values()) {
+      if (entry.task.id === id && !entry.ended && !entry.released) {
+        entry.task.abort(new TaskCancelledError(this.queue, id, reason));
+      }
+    }
   }
 
   close(): Promise<void> {
@@ -124,7 +134,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
       }
       let batch: ClaimStepResult<unknown>;
       try {
-        batch = await this.backend.claimBatch(this.queue, free, this.options);
+        batch = await this.backend.claim(this.queue, free, this.options);
         this.errorPause = 0;
       } catch (err) {
         this.logFailure('claim', err);
@@ -208,13 +218,13 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
     });
   }
 
-  private startTask(task: LeasedTask): void {
+  private startTask(leased: LeasedTask): void {
     const started = performance.now();
-    const entry: RunningTask = {
+    const task = new WorkerTask(leased, this);
+    const entry: Running = {
       task,
       started,
       renewedAt: started,
-      controller: this.givesSignal ? new AbortController() : undefined,
       renewing: false,
       ended: false,
       released: false,
@@ -227,36 +237,119 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
   }
 
   /**
-   * Runs the handler, then queues its ack or nack for the next flush. Resolves once that is done
-   * and the tasks claimed in its place run (so the claim loop never claims for this slot too).
-   * Never rejects.
+   * Runs the handler (bounded by the run timeout, if any), then queues its ack or nack for the
+   * next flush. Resolves once that is done and the tasks claimed in its place run (so the claim
+   * loop never claims for this slot too). Never rejects.
    */
-  private async execute(entry: RunningTask): Promise<void> {
+  private async execute(entry: Running): Promise<void> {
     const { task } = entry;
     let failure: { error: unknown } | undefined;
+    let data = '';
     try {
-      await this.tracing.process(this.queue, task, () =>
-        this.handler(task, entry.controller?.signal as AbortSignal),
+      const run = this.tracing.process(this.queue, task, () =>
+        this.handler(task, (this.givesSignal ? task.signal : undefined) as AbortSignal),
       );
+      const timeoutMs = task.options?.timeoutMs ?? this.options.timeoutMs;
+      const result =
+        timeoutMs === undefined ? await run : await this.bounded(entry, run, timeoutMs);
+      data = result === undefined ? '' : this.resultJson(task, result);
     } catch (error) {
       failure = { error };
     }
     entry.ended = true;
     if (entry.released) return;
     const runMs = performance.now() - entry.started;
-    const reason = failure && errorMessage(failure.error);
     const step: SettleStep = failure
-      ? {
-          kind: 'nack',
-          task,
-          delayMs: retryDelayMs(this.options.backoffMs, task.attempt),
-          error: reason,
-        }
-      : { kind: 'ack', task };
+      ? settleFailure(task, failure.error, this.options)
+      : { kind: 'ack', task, data };
     await new Promise<void>((resolve) => {
       this.finished.push({ step, runMs, failure, resolve });
       if (this.finished.length === 1) setImmediate(() => void this.flush());
     });
+  }
+
+  /**
+   * `run`, or a `TaskTimeoutError` once `timeoutMs` passed: the signal aborts with it, and the
+   * attempt fails at once (the slot is free again; what the handler does later is ignored).
+   */
+  private bounded(entry: Running, run: Promise<unknown>, timeoutMs: number): Promise<unknown> {
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        const error = new TaskTimeoutError(this.queue, entry.task.id, timeoutMs);
+        entry.task.abort(error);
+        if (this.events.hasListeners('task.timeout')) {
+          this.events.emit('task.timeout', {
+            queue: this.queue,
+            id: entry.task.id,
+            attempt: entry.task.attempt,
+            runMs: performance.now() - entry.started,
+            timeoutMs,
+          });
+        }
+        reject(error);
+      }, timeoutMs);
+    });
+    // The handler may still settle after the timeout: nobody waits for it then.
+    run.catch(() => undefined);
+    return Promise.race([run, timedOut]).finally(() => clearTimeout(timer));
+  }
+
+  /** The JSON of a handler's result; throws a `QueueError` naming the task past its bounds. */
+  private resultJson(task: LeasedTask, result: unknown): string {
+    let json: string;
+    try {
+      json = serializeJson('result', result);
+    } catch (err) {
+      throw new QueueError(
+        `queue '${this.queue}': task '${task.id}' returned a result that is not JSON: ${errorMessage(err)}`,
+        'result',
+      );
+    }
+    const max = this.options.maxResultBytes;
+    if (json.length > max / 3 && Buffer.byteLength(json) > max) {
+      throw new QueueError(
+        `queue '${this.queue}': task '${task.id}' returned a result of ${Buffer.byteLength(json)} bytes; ` +
+          `the limit is ${max} (module option queue.maxResultBytes)`,
+        'result',
+      );
+    }
+    return json;
+  }
+
+  /** `task.progress(value)`. */
+  async progress(task: WorkerTask, value: unknown): Promise<void> {
+    await this.updateTask(task, 'progress', serializeJson('progress', value));
+  }
+
+  /** `task.update(payload)`. */
+  async update(task: WorkerTask, payload: unknown): Promise<void> {
+    const json = serializeJson('payload', payload);
+    await this.updateTask(task, 'payload', storedPayload(json, task.traceparent) ?? json);
+    task.payload = payload;
+  }
+
+  private async updateTask(task: WorkerTask, what: 'progress' | 'payload', json: string) {
+    if (!(await this.backend.updateTask(task, what, json))) throw this.leaseLost(task);
+  }
+
+  /** `task.delay(ms)`: gives the task back, due in `ms`, without counting the attempt. */
+  async delay(task: WorkerTask, ms: number): Promise<void> {
+    const delayMs = checkDelay('ms', ms);
+    const entry = this.running.get(task.leaseToken);
+    if (!entry || entry.released || entry.ended) throw this.leaseLost(task);
+    entry.released = true;
+    const { settled } = await this.backend.claim(this.queue, 0, this.options, [
+      { kind: 'release', task, delayMs },
+    ]);
+    if (settled[0] === SETTLED.stale) throw this.leaseLost(task);
+  }
+
+  private leaseLost(task: LeasedTask): QueueError {
+    return new QueueError(
+      `queue '${this.queue}': lease of task '${task.id}' was lost (it expired and was returned ` +
+        'to the queue or claimed by another worker)',
+    );
   }
 
   /**
@@ -269,7 +362,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
     this.finished = [];
     let result: ClaimStepResult<unknown> | undefined;
     try {
-      result = await this.backend.claimBatch(
+      result = await this.backend.claim(
         this.queue,
         this.stop.signal.aborted ? 0 : batch.length,
         this.options,
@@ -290,7 +383,8 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
   /** Logs the outcome of a finished task and emits its events. */
   private report(finished: FinishedTask, settled: number): void {
     const { step, runMs, failure } = finished;
-    const { task, delayMs = 0, error: reason } = step;
+    const { task, delayMs = 0 } = step;
+    const reason = failure && errorMessage(failure.error);
     const base = () => ({
       queue: this.queue,
       id: task.id,
@@ -300,6 +394,13 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
         ? {}
         : { waitMs: task.leaseExpiresAt - this.options.leaseMs - task.enqueuedAt }),
     });
+    if (settled === SETTLED.cancelled) {
+      this.logger.log(`queue '${this.queue}': task '${task.id}' was cancelled`);
+      if (this.events.hasListeners('task.cancelled')) {
+        this.events.emit('task.cancelled', { ...base(), reason: cancelReason(failure?.error) });
+      }
+      return;
+    }
     if (!failure) {
       if (settled === 0) {
         this.logger.warn(
@@ -314,10 +415,14 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
     if (this.events.hasListeners('task.failed')) {
       this.events.emit('task.failed', { ...base(), error: failure.error });
     }
-    if (settled === 2) {
+    const maxAttempts = task.options?.maxAttempts ?? this.options.maxAttempts;
+    if (settled === SETTLED.dead) {
       this.logger.error(
-        `queue '${this.queue}': task '${task.id}' failed attempt ${task.attempt} of ` +
-          `${this.options.maxAttempts} and moved to dead letter: ${reason}`,
+        step.kind === 'fail'
+          ? `queue '${this.queue}': task '${task.id}' failed attempt ${task.attempt} with an ` +
+              `unrecoverable error and moved to dead letter: ${reason}`
+          : `queue '${this.queue}': task '${task.id}' failed attempt ${task.attempt} of ` +
+              `${maxAttempts} and moved to dead letter: ${reason}`,
       );
       if (this.events.hasListeners('task.dead')) {
         this.events.emit('task.dead', { ...base(), error: failure.error });
@@ -327,7 +432,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
       if (level !== 'off') {
         this.logger[level](
           `queue '${this.queue}': task '${task.id}' failed attempt ${task.attempt} of ` +
-            `${this.options.maxAttempts}, retrying in ${delayMs} ms: ${reason}`,
+            `${maxAttempts}, retrying in ${delayMs} ms: ${reason}`,
         );
       }
       if (this.events.hasListeners('task.retried')) {
@@ -347,20 +452,17 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
     }
   }
 
-  private async renew(entry: RunningTask, now: number): Promise<void> {
+  private async renew(entry: Running, now: number): Promise<void> {
     if (entry.renewing || entry.released || entry.ended) return;
     entry.renewing = true;
     try {
-      const held = await this.backend.extendLease(entry.task, this.options.leaseMs);
-      if (held) entry.renewedAt = now;
-      else if (!entry.released && !entry.ended) {
+      const { held, cancel } = await this.backend.extendLease(entry.task, this.options.leaseMs);
+      if (held) {
+        entry.renewedAt = now;
+        if (cancel) this.cancelled(entry.task.id, decodeTaskError(cancel).message);
+      } else if (!entry.released && !entry.ended) {
         entry.ended = true;
-        entry.controller?.abort(
-          new QueueError(
-            `queue '${this.queue}': lease of task '${entry.task.id}' was lost (it expired and ` +
-              'was returned to the queue or claimed by another worker)',
-          ),
-        );
+        entry.task.abort(this.leaseLost(entry.task));
       }
     } catch (err) {
       this.logFailure('extendLease', err);
@@ -385,7 +487,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
     const left = [...this.running.values()];
     for (const entry of left) {
       entry.released = true;
-      entry.controller?.abort(
+      entry.task.abort(
         new QueueError(
           `queue '${this.queue}': the worker shut down; task '${entry.task.id}' was given back`,
         ),
@@ -393,6 +495,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
     }
     await this.giveBack(left.map((entry) => entry.task));
     clearInterval(this.renewTimer);
+    (await this.unlistenCancels)?.();
     this.blocker?.disconnect();
     this.blocker = undefined;
     this.onClosed();
@@ -403,7 +506,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
     if (tasks.length === 0) return;
     try {
       const steps = tasks.map((task): SettleStep => ({ kind: 'release', task }));
-      await this.backend.claimBatch(this.queue, 0, this.options, steps);
+      await this.backend.claim(this.queue, 0, this.options, steps);
     } catch (err) {
       // Their leases run out and a later claim returns them (counting the attempt).
       this.logFailure('release', err);
@@ -420,4 +523,8 @@ export class QueueWorkerRunner implements QueueWorkerHandle {
 
 function errorMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
+}
+
+function cancelReason(err: unknown): string | undefined {
+  return err instanceof TaskCancelledError ? err.reason : undefined;
 }

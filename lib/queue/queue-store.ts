@@ -1,0 +1,449 @@
+import { randomBytes } from 'node:crypto';
+import type { ResolvedQueueDefaults, ResolvedWorkerOptions } from '../options/resolve-options';
+import type { LuaScript } from '../redis/lua-script';
+import type { RedisLockConnection } from '../redis/redis-connection';
+import type {
+  DeadTask,
+  LeasedTask,
+  QueueStats,
+  QueueTaskInfo,
+  QueueTaskState,
+  Task,
+} from './interfaces/task.interface';
+import { parsePayload } from './queue-arguments';
+import { checkQueueName, queueRedisKeys, type QueueRedisKeys } from './queue-keys';
+import { toLeasedTasks, toTaskInfos, toTasks } from './queue-replies';
+import { QUEUE_SCRIPTS } from './queue-scripts';
+import { MAX_QUEUE_BATCH } from './queue.constants';
+
+/** Expired leases one claim returns to the queue at most (the next claim takes the rest). */
+const RECLAIM_PER_CLAIM = 1_000;
+
+/** Queues whose keys are cached at most (a cache, not a registry: it is cleared when full). */
+const KEY_CACHE_SIZE = 1_000;
+
+/**
+ * What a claim does with the caller's finished task before it leases more: `ack` (with its
+ * result's JSON in `data`, '' for none), `nack` (retry after `delayMs`, or dead once out of
+ * attempts), `fail` (dead at once), `release` (given back unattempted, due after `delayMs`). For
+ * nack and fail, `data` is the failure (`encodeTaskError`).
+ */
+export interface SettleStep {
+  kind: 'ack' | 'nack' | 'fail' | 'release';
+  task: LeasedTask;
+  delayMs?: number;
+  data?: string;
+}
+
+/** What a claim step settled each task as (claim.lua). */
+export const SETTLED = { stale: 0, done: 1, dead: 2, cancelled: 3 } as const;
+
+/** What a claim step returns. */
+export interface ClaimStepResult<P> {
+  tasks: LeasedTask<P>[];
+  /** In how many ms to look again (-1: when woken); see claim.lua. */
+  nextInMs: number;
+  /** Per settle, in order: a `SETTLED` value. */
+  settled: number[];
+}
+
+/** What `enqueue.lua` is given besides the ids. */
+export interface EnqueueArgs {
+  delayMs: number;
+  replace: boolean;
+  /** The stored payload field (`storedPayload`); undefined: none (replace keeps the stored one). */
+  payload?: string;
+  priority: number;
+  group: string;
+  /** `storedOwnOptions`; '' for none. */
+  opts: string;
+}
+
+/**
+ * The only user of the queue's Lua scripts: builds their KEYS (once per queue) and ARGV, runs
+ * them on the module's connection and parses their replies. `QueueService` (the façade users
+ * see), the workers and the scheduler go through it; nothing above it knows a key or a reply
+ * layout. One script per operation; see the header of each in ./scripts.
+ */
+export class QueueStore {
+  private readonly keyCache = new Map<string, QueueRedisKeys>();
+  private readonly tokenPrefix = randomBytes(9).toString('base64url');
+  private tokenCounter = 0;
+  /** Module-wide queue options (event stream length, keep bounds for cancels). */
+  readonly defaults: ResolvedQueueDefaults;
+
+  constructor(readonly connection: RedisLockConnection) {
+    this.defaults = connection.options.queue;
+  }
+
+  /** Keys of `queue` (a checked name; throws `QueueError` for a bad one). */
+  keys(queue: unknown): QueueRedisKeys {
+    // Only checked names are cached: a hit needs no second check.
+    let keys = typeof queue === 'string' ? this.keyCache.get(queue) : undefined;
+    if (!keys) {
+      const name = checkQueueName(queue);
+      if (this.keyCache.size >= KEY_CACHE_SIZE) this.keyCache.clear();
+      keys = queueRedisKeys(this.connection.options.keyPrefix, name);
+      this.keyCache.set(name, keys);
+    }
+    return keys;
+  }
+
+  private get eventsMaxLen(): number {
+    return this.defaults.eventsMaxLen;
+  }
+
+  async enqueue(k: QueueRedisKeys, ids: readonly string[], a: EnqueueArgs): Promise<number> {
+    const plain = !a.replace && a.priority === 0 && a.group === '';
+    const added = await this.connection.run(QUEUE_SCRIPTS.enqueue, enqueueKeys(k, plain), [
+      a.delayMs,
+      a.replace ? 1 : 0,
+      a.payload === undefined ? 0 : 1,
+      a.payload ?? '',
+      a.priority,
+      a.group,
+      this.eventsMaxLen,
+      a.opts,
+      ...ids,
+    ]);
+    return Number(added);
+  }
+
+  async pop<P>(k: QueueRedisKeys, count: number): Promise<Task<P>[]> {
+    const reply = await this.connection.run(
+      QUEUE_SCRIPTS.pop,
+      [k.due, k.payload, k.attempts, k.info, k.errors, k.opts, k.events],
+      [count, this.eventsMaxLen],
+    );
+    return toTasks<P>(k.name, reply as (string | null)[]);
+  }
+
+  async top<P>(k: QueueRedisKeys, count: number): Promise<Task<P>[]> {
+    const reply = await this.connection.run(QUEUE_SCRIPTS.top, [k.due, k.payload], [count]);
+    return toTasks<P>(k.name, reply as (string | null)[]);
+  }
+
+  async dequeue(k: QueueRedisKeys, id: string, score: number): Promise<boolean> {
+    const removed = await this.connection.run(
+      QUEUE_SCRIPTS.dequeue,
+      [k.due, k.payload, k.attempts, k.info, k.errors, k.opts, k.events],
+      [id, String(score), this.eventsMaxLen],
+    );
+    return removed === 1;
+  }
+
+  /**
+   * One consumer step (claim.lua): settles `settles` (all of `queue`), then leases up to `count`
+   * tasks with validated options.
+   */
+  async claim<P = unknown>(
+    queue: string,
+    count: number,
+    options: ResolvedWorkerOptions,
+    settles: readonly SettleStep[] = [],
+  ): Promise<ClaimStepResult<P>> {
+    const k = this.keys(queue);
+    const args: (string | number)[] = [
+      count,
+      options.leaseMs,
+      options.maxAttempts,
+      `${this.tokenPrefix}.${(this.tokenCounter++).toString(36)}`,
+      RECLAIM_PER_CLAIM,
+      options.groupConcurrency,
+      options.limiter?.max ?? 0,
+      options.limiter?.durationMs ?? 0,
+      options.groupLimiter?.max ?? 0,
+      options.groupLimiter?.durationMs ?? 0,
+      options.keepDead.ageMs,
+      options.keepDead.count,
+      options.keepCompleted.count > 0 ? options.keepCompleted.ageMs : 0,
+      options.keepCompleted.count,
+      this.eventsMaxLen,
+    ];
+    for (const s of settles) {
+      args.push(s.kind, s.task.id, s.task.leaseToken, s.task.attempt, s.delayMs ?? 0, s.data ?? '');
+    }
+    const reply = (await this.connection.run(claimScript(settles), claimKeys(k), args)) as (
+      string | number | null
+    )[];
+    const now = Number(reply[0]);
+    const next = Number(reply[1]);
+    const settled = Number(reply[2]);
+    return {
+      tasks: toLeasedTasks<P>(k.name, reply, 3 + settled, options.leaseMs),
+      nextInMs: next < 0 ? -1 : next - now,
+      settled: reply.slice(3, 3 + settled).map(Number),
+    };
+  }
+
+  /**
+   * Extends a lease to `ms` from now: `held` false when the lease is stale; `cancel` is the
+   * reason of a cancel asked for meanwhile (JSON), if any.
+   */
+  async extendLease(task: LeasedTask, ms: number): Promise<{ held: boolean; cancel?: string }> {
+    const k = this.keys(task.queue);
+    const [expiry, cancel] = (await this.connection.run(
+      QUEUE_SCRIPTS.extendLease,
+      [k.leased, k.tokens, k.cancels],
+      [task.id, task.leaseToken, ms],
+    )) as [number, string | null];
+    return { held: Number(expiry) > 0, ...(cancel ? { cancel } : {}) };
+  }
+
+  /** Stores a leased task's progress (and writes its event) or its new payload. */
+  async updateTask(task: LeasedTask, what: 'progress' | 'payload', json: string): Promise<boolean> {
+    const k = this.keys(task.queue);
+    const done = await this.connection.run(
+      QUEUE_SCRIPTS.updateTask,
+      [k.tokens, k.progress, k.payload, k.events],
+      [what, task.id, task.leaseToken, json, this.eventsMaxLen],
+    );
+    return done === 1;
+  }
+
+  async cancel(
+    k: QueueRedisKeys,
+    id: string,
+    reason: string,
+  ): Promise<'cancelled' | 'signalled' | 'finished' | 'not-found'> {
+    const keep = this.defaults.keepDead;
+    return (await this.connection.run(
+      QUEUE_SCRIPTS.cancel,
+      [
+        k.due,
+        k.leased,
+        k.payload,
+        k.attempts,
+        k.dead,
+        k.info,
+        k.errors,
+        k.pending,
+        k.prio,
+        k.gtasks,
+        k.done,
+        k.cancels,
+        k.cancelled,
+        k.events,
+        k.results,
+        k.progress,
+        k.opts,
+        k.cancelChannel,
+      ],
+      [id, reason, this.eventsMaxLen, keep.ageMs, keep.count, this.connection.isCluster ? 1 : 0],
+    )) as 'cancelled' | 'signalled' | 'finished' | 'not-found';
+  }
+
+  async stats(k: QueueRedisKeys): Promise<QueueStats> {
+    const [ready, delayed, leased, dead, paused, completed, cancelled] = (await this.connection.run(
+      QUEUE_SCRIPTS.stats,
+      [k.due, k.leased, k.dead, k.pending, k.prio, k.gtasks, k.config, k.done, k.cancelled],
+      [],
+    )) as number[];
+    return { ready, delayed, leased, dead, paused: paused === 1, completed, cancelled };
+  }
+
+  async setConfig(k: QueueRedisKeys, field: string, value: string): Promise<void> {
+    await this.connection.run(
+      QUEUE_SCRIPTS.config,
+      [k.config, k.wake, k.events],
+      [field, value, this.eventsMaxLen],
+    );
+  }
+
+  async list<P>(
+    k: QueueRedisKeys,
+    state: QueueTaskState,
+    offset: number,
+    limit: number,
+  ): Promise<QueueTaskInfo<P>[]> {
+    const reply = await this.connection.run(QUEUE_SCRIPTS.inspect, inspectKeys(k), [
+      'list',
+      state,
+      offset,
+      limit,
+    ]);
+    return toTaskInfos<P>(k.name, reply as (string | number | null)[]);
+  }
+
+  async get<P>(k: QueueRedisKeys, id: string): Promise<QueueTaskInfo<P> | undefined> {
+    const reply = await this.connection.run(QUEUE_SCRIPTS.inspect, inspectKeys(k), ['get', id]);
+    return toTaskInfos<P>(k.name, reply as (string | number | null)[])[0];
+  }
+
+  async remove(k: QueueRedisKeys, id: string): Promise<boolean> {
+    const removed = await this.connection.run(
+      QUEUE_SCRIPTS.remove,
+      [
+        k.due,
+        k.leased,
+        k.payload,
+        k.attempts,
+        k.dead,
+        k.info,
+        k.errors,
+        k.pending,
+        k.prio,
+        k.gtasks,
+        k.done,
+        k.cancelled,
+        k.results,
+        k.progress,
+        k.opts,
+        k.events,
+      ],
+      [id, this.eventsMaxLen],
+    );
+    return removed === 1;
+  }
+
+  async deadLetters<P>(k: QueueRedisKeys, count: number): Promise<DeadTask<P>[]> {
+    const reply = (await this.connection.run(
+      QUEUE_SCRIPTS.deadLetters,
+      [k.dead, k.payload, k.attempts],
+      [count],
+    )) as (string | number | null)[];
+    const dead: DeadTask<P>[] = [];
+    for (let i = 0; i < reply.length; i += 4) {
+      dead.push({
+        queue: k.name,
+        id: String(reply[i]),
+        diedAt: Number(reply[i + 1]),
+        attempts: Number(reply[i + 2]),
+        payload: parsePayload(reply[i + 3] as string | null) as P,
+      });
+    }
+    return dead;
+  }
+
+  async requeueDead(k: QueueRedisKeys, ids: readonly string[]): Promise<number> {
+    const moved = await this.connection.run(
+      QUEUE_SCRIPTS.requeueDead,
+      [
+        k.dead,
+        k.due,
+        k.attempts,
+        k.wake,
+        k.info,
+        k.errors,
+        k.prio,
+        k.gtasks,
+        k.ring,
+        k.gpark,
+        k.events,
+        k.progress,
+      ],
+      [MAX_QUEUE_BATCH, this.eventsMaxLen, ...ids],
+    );
+    return Number(moved);
+  }
+}
+
+/** KEYS arrays of the hot scripts, built once per queue. */
+const CLAIM_KEYS = new WeakMap<QueueRedisKeys, string[]>();
+const ENQUEUE_KEYS = new WeakMap<QueueRedisKeys, string[]>();
+const PLAIN_ENQUEUE_KEYS = new WeakMap<QueueRedisKeys, string[]>();
+
+function cached(
+  cache: WeakMap<QueueRedisKeys, string[]>,
+  k: QueueRedisKeys,
+  build: () => string[],
+): string[] {
+  let keys = cache.get(k);
+  if (!keys) {
+    keys = build();
+    cache.set(k, keys);
+  }
+  return keys;
+}
+
+/**
+ * The KEYS of enqueue.lua, in its order; `plain` (no replace, priority or group): only the first
+ * 14, the only ones the script reads then.
+ */
+function enqueueKeys(k: QueueRedisKeys, plain: boolean): string[] {
+  const all = cached(ENQUEUE_KEYS, k, () => [
+    k.due,
+    k.leased,
+    k.payload,
+    k.attempts,
+    k.dead,
+    k.wake,
+    k.info,
+    k.errors,
+    k.done,
+    k.events,
+    k.progress,
+    k.opts,
+    k.results,
+    k.cancelled,
+    k.pending,
+    k.prio,
+    k.gtasks,
+    k.ring,
+    k.gpark,
+    k.seq,
+  ]);
+  return plain ? cached(PLAIN_ENQUEUE_KEYS, k, () => all.slice(0, 14)) : all;
+}
+
+/**
+ * claim.lua under the name of what the call does (its errors carry it): the settling of `settles`
+ * when there are any (a release among them, else a nack or fail, else acks), else a claim.
+ */
+function claimScript(settles: readonly SettleStep[]): LuaScript {
+  if (settles.length === 0) return QUEUE_SCRIPTS.claim;
+  if (settles.some((s) => s.kind === 'release')) return QUEUE_SCRIPTS.release;
+  return settles.some((s) => s.kind !== 'ack') ? QUEUE_SCRIPTS.nack : QUEUE_SCRIPTS.ack;
+}
+
+/** The KEYS of claim.lua, in its order. */
+function claimKeys(k: QueueRedisKeys): string[] {
+  return cached(CLAIM_KEYS, k, () => [
+    k.due,
+    k.leased,
+    k.payload,
+    k.attempts,
+    k.tokens,
+    k.dead,
+    k.wake,
+    k.info,
+    k.errors,
+    k.pending,
+    k.prio,
+    k.gtasks,
+    k.ring,
+    k.gactive,
+    k.gpark,
+    k.glimit,
+    k.limiter,
+    k.config,
+    k.done,
+    k.events,
+    k.results,
+    k.progress,
+    k.opts,
+    k.cancels,
+    k.cancelled,
+    k.fence,
+  ]);
+}
+
+/** The KEYS of inspect.lua: every key that holds a task or its data. */
+function inspectKeys(k: QueueRedisKeys): string[] {
+  return [
+    k.due,
+    k.leased,
+    k.payload,
+    k.attempts,
+    k.dead,
+    k.info,
+    k.errors,
+    k.pending,
+    k.prio,
+    k.gtasks,
+    k.done,
+    k.cancelled,
+    k.results,
+    k.progress,
+  ];
+}

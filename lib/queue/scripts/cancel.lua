@@ -1,0 +1,57 @@
+-- Cancels a task: a queued (ready or delayed) one ends `cancelled` at once; for a leased one the
+-- cancel is recorded for its worker (told by pub/sub, and by its next lease extension), which
+-- ends it `cancelled` when its handler stops.
+--
+-- KEYS[1]  due       zset: id -> due time (ms) of tasks without priority or group
+-- KEYS[2]  leased    zset: id -> lease expiry (ms)
+-- KEYS[3]  payload   hash: id -> JSON payload
+-- KEYS[4]  attempts  hash: id -> claims so far
+-- KEYS[5]  dead      zset: id -> time of death (ms)
+-- KEYS[6]  info      hash: id -> 'enqueuedAt' or 'enqueuedAt|dueAt|priority|seq|group'
+-- KEYS[7]  errors    hash: id -> last error
+-- KEYS[8]  pending   zset: id -> due time of delayed tasks with a priority or a group
+-- KEYS[9]  prio      zset: ready tasks with a priority
+-- KEYS[10] gtasks    zset (all scores 0): group \0 seq(15 digits) \0 id
+-- KEYS[11] done      zset: id -> end of its keepCompleted window
+-- KEYS[12] cancels   hash: id -> reason, for leased tasks a cancel was asked for
+-- KEYS[13] cancelled zset: id -> time it was cancelled
+-- KEYS[14] events    stream: the queue's events (includes/events.lua)
+-- KEYS[15] results   hash: id -> 'finishedAt|result JSON'
+-- KEYS[16] progress  hash: id -> JSON of the last progress value
+-- KEYS[17] opts      hash: id -> JSON of the task's own options
+-- KEYS[18] channel   pub/sub channel of the queue's cancels (its workers listen)
+-- ARGV[1] id
+-- ARGV[2] reason     error JSON {name, message}
+-- ARGV[3] eventsMaxLen
+-- ARGV[4] keepMs     cancelled tasks older than this are deleted (keepDead)
+-- ARGV[5] keepCount  at most this many cancelled tasks are kept
+-- ARGV[6] sharded    '1': publish with SPUBLISH (Cluster), else PUBLISH
+--
+-- Returns 'cancelled', 'signalled' (leased: its worker was told), 'finished' (completed, dead or
+-- cancelled already) or 'not-found'.
+
+local id = ARGV[1]
+if redis.call('ZSCORE', KEYS[2], id) then
+  redis.call('HSET', KEYS[12], id, ARGV[2])
+  redis.call(ARGV[6] == '1' and 'SPUBLISH' or 'PUBLISH', KEYS[18], id)
+  return 'signalled'
+end
+if redis.call('ZSCORE', KEYS[5], id) or redis.call('ZSCORE', KEYS[11], id)
+    or redis.call('ZSCORE', KEYS[13], id) then
+  return 'finished'
+end
+local found = redis.call('ZREM', KEYS[1], id) + redis.call('ZREM', KEYS[8], id)
+  + redis.call('ZREM', KEYS[9], id)
+local m = parseInfo(redis.call('HGET', KEYS[6], id))
+if m and m.group ~= '' then
+  found = found + redis.call('ZREM', KEYS[10], groupMember(m.group, m.seq, id))
+end
+if found == 0 then return 'not-found' end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('HSET', KEYS[7], id, ARGV[2])
+redis.call('ZADD', KEYS[13], now, id)
+emit(KEYS[14], tonumber(ARGV[3]), 'cancelled', id, 'e', ARGV[2])
+forgetAll({KEYS[3], KEYS[4], KEYS[6], KEYS[7], KEYS[15], KEYS[16], KEYS[17]},
+  trimFinished(KEYS[13], now - tonumber(ARGV[4]), tonumber(ARGV[5])))
+return 'cancelled'

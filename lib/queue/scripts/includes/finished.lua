@@ -1,0 +1,29 @@
+-- Finished tasks (completed, dead, cancelled) and their bounds: shared by the scripts that finish
+-- or delete tasks (queue-scripts.ts).
+
+-- Variadic commands and reads take many ids per call, in chunks: unpack has a limit.
+local CHUNK = 1000
+local function variadic(command, key, items)
+  for i = 1, #items, CHUNK do
+    redis.call(command, key, unpack(items, i, math.min(i + CHUNK - 1, #items)))
+  end
+end
+
+-- Deletes everything stored about `ids` in `hashes` (payload, attempts, info, errors, results,
+-- progress, options): one HDEL per hash for the whole list.
+local function forgetAll(hashes, ids)
+  if #ids == 0 then return end
+  for _, h in ipairs(hashes) do variadic('HDEL', h, ids) end
+end
+
+-- Removes from finished-set `zset` the members scored at or below `upTo` (at most 100 per call)
+-- and the oldest beyond `maxCount`; returns their ids (for `forgetAll`).
+local function trimFinished(zset, upTo, maxCount)
+  local old = redis.call('ZRANGEBYSCORE', zset, '-inf', upTo, 'LIMIT', 0, 100)
+  local over = redis.call('ZCARD', zset) - #old - maxCount
+  if over > 0 then
+    for _, d in ipairs(redis.call('ZRANGE', zset, #old, #old + over - 1)) do old[#old + 1] = d end
+  end
+  if #old > 0 then variadic('ZREM', zset, old) end
+  return old
+end

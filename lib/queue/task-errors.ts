@@ -1,0 +1,41 @@
+import type { TaskError } from './interfaces/queue-event.interface';
+
+/** Longest failure message stored with a task, in characters. */
+const MAX_MESSAGE_CHARS = 1_000;
+/** Longest stack stored with a task, in characters. */
+const MAX_STACK_CHARS = 4_000;
+
+/**
+ * How a failure is stored (errors hash, event stream): the JSON of `{ name, message, stack? }`,
+ * message and stack cut to a bounded length.
+ */
+export function encodeTaskError(err: unknown): string {
+  const e: TaskError =
+    err instanceof Error
+      ? {
+          name: err.name,
+          message: err.message.slice(0, MAX_MESSAGE_CHARS),
+          ...(err.stack ? { stack: err.stack.slice(0, MAX_STACK_CHARS) } : {}),
+        }
+      : { name: 'Error', message: String(err).slice(0, MAX_MESSAGE_CHARS) };
+  return JSON.stringify(e);
+}
+
+/** A stored failure back as a `TaskError`: JSON from `encodeTaskError`, or a plain message. */
+export function decodeTaskError(text: string): TaskError {
+  if (text.startsWith('{')) {
+    try {
+      const e = JSON.parse(text) as Partial<TaskError>;
+      if (typeof e.message === 'string') {
+        return {
+          name: typeof e.name === 'string' ? e.name : 'Error',
+          message: e.message,
+          ...(typeof e.stack === 'string' ? { stack: e.stack } : {}),
+        };
+      }
+    } catch {
+      // not our JSON: the text is the message
+    }
+  }
+  return { name: 'Error', message: text };
+}
