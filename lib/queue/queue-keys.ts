@@ -63,6 +63,8 @@ export interface QueueRedisKeys {
   cancels: string;
   /** ZSET id -> time it was cancelled (kept per `keepDead`). */
   cancelled: string;
+  /** STRING 'ms n': the last enqueue's time and tasks placed in that ms (FIFO for same-ms ties). */
+  ties: string;
   /** STRING: highest lease fence given out (`task.fence`). */
   fence: string;
   /** Pub/sub channel (not a key; same hash tag): ids of leased tasks whose cancel was asked for. */
@@ -118,6 +120,7 @@ export function queueRedisKeys(prefix: string, name: string): QueueRedisKeys {
     opts: `${base}:opts`,
     cancels: `${base}:cancels`,
     cancelled: `${base}:cancelled`,
+    ties: `${base}:ties`,
     fence: `${base}:fence`,
     cancelChannel: `${base}:cancel`,
   };

@@ -99,7 +99,8 @@ export function toTaskInfos<P>(queue: string, reply: Reply): QueueTaskInfo<P>[] 
       queue,
       id: String(reply[i]),
       state,
-      time: Number(reply[i + 2]),
+      // A plain task's score carries a fraction that orders same-ms enqueues (enqueue.lua).
+      time: Math.ceil(Number(reply[i + 2])),
       attempts: Number(reply[i + 3]),
       payload: parsePayload(reply[i + 4] as string | null) as P,
       ...(error === undefined ? {} : { lastError: error.message, error }),

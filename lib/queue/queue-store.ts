@@ -358,7 +358,7 @@ function cached(
 
 /**
  * The KEYS of enqueue.lua, in its order; `plain` (no replace, priority or group): only the first
- * 14, the only ones the script reads then.
+ * 15, the only ones the script reads then.
  */
 function enqueueKeys(k: QueueRedisKeys, plain: boolean): string[] {
   const all = cached(ENQUEUE_KEYS, k, () => [
@@ -376,6 +376,7 @@ function enqueueKeys(k: QueueRedisKeys, plain: boolean): string[] {
     k.opts,
     k.results,
     k.cancelled,
+    k.ties,
     k.pending,
     k.prio,
     k.gtasks,
@@ -383,7 +384,7 @@ function enqueueKeys(k: QueueRedisKeys, plain: boolean): string[] {
     k.gpark,
     k.seq,
   ]);
-  return plain ? cached(PLAIN_ENQUEUE_KEYS, k, () => all.slice(0, 14)) : all;
+  return plain ? cached(PLAIN_ENQUEUE_KEYS, k, () => all.slice(0, 15)) : all;
 }
 
 /**

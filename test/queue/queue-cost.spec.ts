@@ -43,7 +43,7 @@ describe('QueueService: what enqueue and a worker step cost (dedicated redis-ser
     await server.stop();
   });
 
-  it('adds a new id with one script that runs 7 commands, its event included (8 when it wakes the workers)', async () => {
+  it('adds a new id with one script that runs 9 commands, its event and FIFO tie order included (10 when it wakes the workers)', async () => {
     await queues.enqueue('cost', 'first', { payload: 1 });
     const before = await commandCalls(probe);
     for (let n = 0; n < 10; n++)
@@ -58,6 +58,8 @@ describe('QueueService: what enqueue and a worker step cost (dedicated redis-ser
       zadd: 10,
       llen: 10,
       xadd: 10,
+      get: 10,
+      set: 10,
     });
     expect(await queues.stats('cost')).toMatchObject(queueStats({ ready: 11 }));
   });

@@ -26,7 +26,7 @@ describe('QueueService', () => {
   /** Keys a queue left behind, but for the bounded ones it keeps (wake-up, events, fence). */
   const leftovers = async (queue: string) =>
     (await redis.keys(`${prefix}queue:{${queue}}:*`))
-      .filter((k) => !/:(wake|events|fence)$/.test(k))
+      .filter((k) => !/:(wake|events|fence|ties)$/.test(k))
       .sort();
   /** Waits until Redis time is past the lease expiry of `task`. */
   const leaseExpired = (task: LeasedTask) =>
@@ -382,6 +382,37 @@ describe('QueueService', () => {
     });
   });
 
+  describe('FIFO', () => {
+    it('claims tasks enqueued in the same millisecond in enqueue order, not id order', async () => {
+      const q = fresh();
+      // One call: the same Redis ms for every id. Then calls sent together, mostly in one ms.
+      await queues.enqueue(q, [8, 9, 10, 100, 11]);
+      await Promise.all(['b', 'a', '20', '3'].map((id) => queues.enqueue(q, id)));
+      const claimed = (await queues.claim(q, 10)).map((t) => t.id);
+      expect(claimed).toEqual(['8', '9', '10', '100', '11', 'b', 'a', '20', '3']);
+      // What get() reports as the due time is a whole ms, never later than the enqueue's own.
+      const [one] = await queues.list(fresh(), 'ready');
+      expect(one).toBeUndefined();
+    });
+
+    it('keeps enqueue order for a batch of 1,000 ids in one call', async () => {
+      const q = fresh();
+      const ids = Array.from({ length: 1_000 }, (_, i) => String(999 - i));
+      await queues.enqueue(q, ids);
+      expect((await queues.claim(q, 1_000)).map((t) => t.id)).toEqual(ids);
+    });
+
+    it('reports a whole-ms due time and keeps dequeue compare-and-remove working', async () => {
+      const q = fresh();
+      await queues.enqueue(q, ['x', 'y']);
+      const [info] = await queues.list(q, 'ready');
+      expect(Number.isInteger(info.time)).toBe(true);
+      const [task] = await queues.top(q);
+      expect(await queues.dequeue(q, task.id, task.score)).toBe(true);
+      expect((await queues.top(q)).map((t) => t.id)).toEqual(['y']);
+    });
+  });
+
   describe('keys', () => {
     it('keeps every key of a queue under one hash tag: {name}, or the tag the name already has', async () => {
       await queues.enqueue('plain', 'a', { payload: 1 });
@@ -400,11 +431,13 @@ describe('QueueService', () => {
           `${prefix}queue:{plain}:info`,
           `${prefix}queue:{plain}:leased`,
           `${prefix}queue:{plain}:payload`,
+          `${prefix}queue:{plain}:ties`,
           `${prefix}queue:{plain}:tokens`,
           `${prefix}queue:{plain}:wake`,
           `${prefix}queue:orders:{eu}:due`,
           `${prefix}queue:orders:{eu}:events`,
           `${prefix}queue:orders:{eu}:info`,
+          `${prefix}queue:orders:{eu}:ties`,
           `${prefix}queue:orders:{eu}:wake`,
         ].sort(),
       );

@@ -10,18 +10,20 @@
 -- KEYS[8]  errors    hash: id -> last error message
 -- KEYS[9]  done      zset: id -> end of its keepCompleted window (ms)
 -- KEYS[10] events    stream: the queue's events (includes/events.lua)
--- KEYS[16] progress  hash: id -> JSON of the last progress value
--- KEYS[17] opts      hash: id -> JSON of the task's own options
+-- KEYS[11] progress  hash: id -> JSON of the last progress value
+-- KEYS[12] opts      hash: id -> JSON of the task's own options
 -- KEYS[13] results   hash: id -> 'finishedAt|result JSON' of kept completed tasks
--- KEYS[19] cancelled zset: id -> time it was cancelled
--- KEYS[15..20] are read only with replace, a priority or a group (the caller may leave them out
--- otherwise: a plain enqueue sends 14 keys):
--- KEYS[20] pending   zset: id -> due time of delayed tasks with a priority or a group
--- KEYS[16] prio      zset: id -> (priority + 1000) * 2^41 + seq, ready tasks with a priority
--- KEYS[17] gtasks    zset (all scores 0): group \0 seq(15 digits) \0 id, ready grouped tasks
--- KEYS[18] ring      zset: group -> turn (groups with ready tasks)
--- KEYS[19] gpark     zset: group -> time its next task may start
--- KEYS[20] seq       string: the queue's enqueue sequence (orders tasks with priority or group)
+-- KEYS[14] cancelled zset: id -> time it was cancelled
+-- KEYS[15] ties      string: 'ms n': the last enqueue's Redis time and how many tasks it placed
+--                    in that ms (orders tasks enqueued in the same ms; see dueScore)
+-- KEYS[16..21] are read only with replace, a priority or a group (the caller may leave them out
+-- otherwise: a plain enqueue sends 15 keys):
+-- KEYS[16] pending   zset: id -> due time of delayed tasks with a priority or a group
+-- KEYS[17] prio      zset: id -> (priority + 1000) * 2^41 + seq, ready tasks with a priority
+-- KEYS[18] gtasks    zset (all scores 0): group \0 seq(15 digits) \0 id, ready grouped tasks
+-- KEYS[19] ring      zset: group -> turn (groups with ready tasks)
+-- KEYS[20] gpark     zset: group -> time its next task may start
+-- KEYS[21] seq       string: the queue's enqueue sequence (orders tasks with priority or group)
 -- ARGV[1] delayMs     due time = Redis TIME + delayMs
 -- ARGV[2] replace     '1': an id already queued (not leased) is placed again with the new due
 --                     time (and payload when given); with the call's priority and group when it
@@ -52,23 +54,38 @@ local added = 0
 local changed = false
 local keepsDone = redis.call('EXISTS', KEYS[9]) == 1
 
+-- The due score of the next plain task: tasks enqueued in the same ms (Redis time) would tie on
+-- `due` and come out in id order, so the n-th of that ms is placed at due - 1 + (n + 1) / 2048
+-- (2048 steps: the precision of a double at epoch-ms magnitudes): in enqueue order, never after
+-- `due` (a task is ready at most 1 ms early, never late). Past 2,047 tasks in one ms they tie.
+local tieN = nil
+local function dueScore()
+  if not tieN then
+    local ms, n = string.match(redis.call('GET', KEYS[15]) or '', '^(%d+) (%d+)$')
+    tieN = (ms and tonumber(ms) == now) and tonumber(n) or 0
+  end
+  local n = math.min(tieN, 2047)
+  tieN = tieN + 1
+  return due - 1 + (n + 1) / 2048
+end
+
 -- Puts a task where it waits: due (plain), pending (delayed with a priority or a group), gtasks
 -- or prio; `prio` and `grp` are the task's priority and group.
 local function place(id, prio, grp)
   if grp == '' and prio == 0 then
     redis.call('HSET', KEYS[7], id, now)
-    redis.call('ZADD', KEYS[1], due, id)
+    redis.call('ZADD', KEYS[1], dueScore(), id)
     return
   end
-  local seq = redis.call('INCR', KEYS[20])
+  local seq = redis.call('INCR', KEYS[21])
   redis.call('HSET', KEYS[7], id, now .. '|' .. due .. '|' .. prio .. '|' .. seq .. '|' .. grp)
   if due > now then
-    redis.call('ZADD', KEYS[15], due, id)
+    redis.call('ZADD', KEYS[16], due, id)
   elseif grp ~= '' then
-    redis.call('ZADD', KEYS[17], 0, groupMember(grp, seq, id))
-    if not redis.call('ZSCORE', KEYS[19], grp) then joinRing(KEYS[18], grp) end
+    redis.call('ZADD', KEYS[18], 0, groupMember(grp, seq, id))
+    if not redis.call('ZSCORE', KEYS[20], grp) then joinRing(KEYS[19], grp) end
   else
-    redis.call('ZADD', KEYS[16], prioScore(prio, seq), id)
+    redis.call('ZADD', KEYS[17], prioScore(prio, seq), id)
   end
 end
 
@@ -80,9 +97,9 @@ local function unplace(id, info)
     redis.call('ZREM', KEYS[1], id)
     return nil
   end
-  redis.call('ZREM', KEYS[15], id)
   redis.call('ZREM', KEYS[16], id)
-  if m.group ~= '' then redis.call('ZREM', KEYS[17], groupMember(m.group, m.seq, id)) end
+  redis.call('ZREM', KEYS[17], id)
+  if m.group ~= '' then redis.call('ZREM', KEYS[18], groupMember(m.group, m.seq, id)) end
   return m
 end
 
@@ -130,7 +147,7 @@ for i = 9, #ARGV do
     end
     if plain and redis.call('HSETNX', KEYS[7], id, now) == 1 then
       setPayload(id)
-      redis.call('ZADD', KEYS[1], due, id)
+      redis.call('ZADD', KEYS[1], dueScore(), id)
       added = added + 1
       changed = true
       enqueued(id)
@@ -170,6 +187,8 @@ for i = 9, #ARGV do
     end
   end
 end
+
+if tieN then redis.call('SET', KEYS[15], now .. ' ' .. tieN) end
 
 -- Idle workers block on this list; one marker wakes one of them, and claim.lua passes it on
 -- while ready tasks remain. Delayed tasks wake them too, so they can shorten their wait.
