@@ -1,8 +1,8 @@
 import { BeforeApplicationShutdown, Injectable, Logger, OnModuleInit } from '@nestjs/common';
-import { RedisLockEvents } from '../events/redis-lock-events';
 import type { LockLostEvent, LockTimeoutEvent } from '../events/redis-lock-event-map';
-import { RedisLockConnection } from '../redis/redis-connection';
+import type { RedisLockConnection } from '../redis/redis-connection';
 import { ThrottledWarning } from '../redis/throttled-warning';
+import { DashboardCore } from './dashboard-core';
 import { recentEventsKey, throughputKey } from './dashboard-keys';
 import { DASHBOARD_SCRIPTS } from './dashboard-scripts';
 
@@ -29,15 +29,17 @@ export class DashboardRecorder implements OnModuleInit, BeforeApplicationShutdow
   private readonly stops: Array<() => void> = [];
   private timer?: NodeJS.Timeout;
 
-  constructor(
-    private readonly connection: RedisLockConnection,
-    private readonly events: RedisLockEvents,
-  ) {}
+  constructor(private readonly core: DashboardCore) {}
+
+  private get connection(): RedisLockConnection {
+    return this.core.connection;
+  }
 
   onModuleInit(): void {
     const instance = this.connection.options.instanceId;
+    const events = this.core.events;
     this.stops.push(
-      this.events.on('lock.timeout', (e: LockTimeoutEvent) =>
+      events.on('lock.timeout', (e: LockTimeoutEvent) =>
         this.record({
           kind: 'timeout',
           keys: e.keys,
@@ -46,10 +48,10 @@ export class DashboardRecorder implements OnModuleInit, BeforeApplicationShutdow
           instance,
         }),
       ),
-      this.events.on('lock.lost', (e: LockLostEvent) =>
+      events.on('lock.lost', (e: LockLostEvent) =>
         this.record({ kind: 'lost', keys: e.keys, reason: e.reason, instance }),
       ),
-      this.events.on('task.completed', ({ queue }) =>
+      events.on('task.completed', ({ queue }) =>
         this.completed.set(queue, (this.completed.get(queue) ?? 0) + 1),
       ),
     );
@@ -59,8 +61,11 @@ export class DashboardRecorder implements OnModuleInit, BeforeApplicationShutdow
 
   /** Stops listening and sends what is left (the module's connection is still open here). */
   async beforeApplicationShutdown(): Promise<void> {
+    // Never started (the app failed to start, e.g. without RedisLockModule): nothing to send.
+    if (!this.timer) return;
     for (const stop of this.stops.splice(0)) stop();
     clearInterval(this.timer);
+    this.timer = undefined;
     await this.flush();
   }
 

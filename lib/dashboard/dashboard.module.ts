@@ -1,5 +1,6 @@
 import { type DynamicModule, Module } from '@nestjs/common';
 import { type RedisLockDashboardOptions, resolveDashboardOptions } from './dashboard-options';
+import { DashboardCore } from './dashboard-core';
 import { DashboardRecorder } from './dashboard-recorder';
 import { createDashboardController } from './dashboard.controller';
 import { DASHBOARD_OPTIONS } from './dashboard.constants';
@@ -8,14 +9,15 @@ import { DashboardService } from './dashboard.service';
 /**
  * A live page of the app's locks and queues, served by the app itself: held locks with their
  * owners and lines, recent lock timeouts and lost locks, queue counts with a throughput
- * sparkline, dead letters with requeue / delete, pause / resume. Needs `RedisLockModule` with
- * `isGlobal: true`. Guard classes are made by this module's injector (as for any `@UseGuards`),
- * so their dependencies must come from global modules. Mount it only behind `guards` that admit
- * operators: it shows lock keys and task payloads.
+ * sparkline, dead letters with requeue / delete, pause / resume. Needs `RedisLockModule` imported
+ * in any module of the app (global or not: the dashboard finds it at start, and fails the start
+ * with `RedisLockOptionsError` when there is none). Guard classes are made by this module's
+ * injector (as for any `@UseGuards`), so their dependencies must come from global modules. Mount
+ * it only behind `guards` that admit operators: it shows lock keys and task payloads.
  * @example
  * @Module({
  *   imports: [
- *     RedisLockModule.forRoot({ redis: process.env.REDIS_URL, isGlobal: true }),
+ *     RedisLockModule.forRoot({ redis: process.env.REDIS_URL }),
  *     RedisLockDashboardModule.forRoot({ path: '/ops/locks', guards: [AdminGuard] }),
  *   ],
  * })
@@ -34,6 +36,7 @@ export class RedisLockDashboardModule {
       controllers: [createDashboardController(resolved)],
       providers: [
         { provide: DASHBOARD_OPTIONS, useValue: resolved },
+        DashboardCore,
         DashboardService,
         DashboardRecorder,
       ],

@@ -1,9 +1,10 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { LockService } from '../lock/lock.service';
+import type { LockService } from '../lock/lock.service';
 import type { LockLineEntry } from '../lock/lock-inspection';
 import type { QueueStats, QueueTaskInfo } from '../queue/interfaces/task.interface';
-import { QueueService } from '../queue/queue.service';
-import { RedisLockConnection } from '../redis/redis-connection';
+import type { QueueService } from '../queue/queue.service';
+import type { RedisLockConnection } from '../redis/redis-connection';
+import { DashboardCore } from './dashboard-core';
 import { lockNameOf, queueNameOf, recentEventsKey, throughputKey } from './dashboard-keys';
 import { type ResolvedDashboardOptions } from './dashboard-options';
 import { RECENT_EVENTS_MAX } from './dashboard-recorder';
@@ -107,10 +108,21 @@ export class DashboardService {
 
   constructor(
     @Inject(DASHBOARD_OPTIONS) readonly options: ResolvedDashboardOptions,
-    private readonly connection: RedisLockConnection,
-    private readonly locks: LockService,
-    readonly queues: QueueService,
+    private readonly core: DashboardCore,
   ) {}
+
+  /** The queue service of the app's `RedisLockModule` (the page's actions go through it). */
+  get queues(): QueueService {
+    return this.core.queues;
+  }
+
+  private get connection(): RedisLockConnection {
+    return this.core.connection;
+  }
+
+  private get locks(): LockService {
+    return this.core.locks;
+  }
 
   private get prefix(): string {
     return this.connection.options.keyPrefix;
