@@ -4,6 +4,7 @@ import { WithLockExplorer } from './decorators/with-lock.explorer';
 import { LockInterceptor } from './interceptors/lock.interceptor';
 import { QueueService } from './queue/queue.service';
 import { QueueWorkerExplorer } from './queue/queue-worker.explorer';
+import { QueueEventExplorer } from './queue/queue-event.explorer';
 import { LockService } from './lock/lock.service';
 import { SemaphoreService } from './semaphore/semaphore.service';
 import { FencedStore } from './fencing/fenced-store';
@@ -43,6 +44,7 @@ import type { RedisLockModuleOptions } from './interfaces/redis-lock-module-opti
     RedisLockEvents,
     QueueService,
     QueueWorkerExplorer,
+    QueueEventExplorer,
     LockInterceptor,
     WithLockExplorer,
     TickClaims,

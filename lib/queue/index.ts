@@ -5,6 +5,7 @@ export {
   type TypedEnqueueOptions,
 } from './queue.service';
 export { QueueWorker } from './queue-worker.decorator';
+export { OnQueueEvent } from './on-queue-event.decorator';
 export { MAX_QUEUE_BATCH } from './queue.constants';
 export type {
   Task,

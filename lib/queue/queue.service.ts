@@ -52,6 +52,14 @@ import { MAX_ATTEMPTS, MAX_CONCURRENCY } from './queue.constants';
 import { QueueScheduler } from './schedule/queue-scheduler';
 import type { QueueSchedule, QueueScheduleOptions } from './schedule/schedule.interface';
 import { encodeTaskError } from './task-errors';
+import { QueueEventReaders } from './queue-events';
+import type {
+  QueueEvent,
+  QueueEventsOptions,
+  TaskOutcome,
+  WaitForOptions,
+} from './interfaces/queue-event.interface';
+import type { Observable } from 'rxjs';
 
 /** Longest failure message a manual `nack` stores, in characters. */
 const MAX_ERROR_CHARS = 1_000;
@@ -96,15 +104,58 @@ export class QueueService implements BeforeApplicationShutdown {
   private readonly tracing = new QueueTracing();
   /** @internal the owner of every Redis call of the queue */
   readonly store: QueueStore;
+  /** Readers of the event streams (`events`, `waitFor`): one per queue read in this process. */
+  private readonly readers: QueueEventReaders;
   private shuttingDown = false;
 
   constructor(
     private readonly connection: RedisLockConnection,
-    /** The module's events; workers emit task outcomes on it. */
-    readonly events: RedisLockEvents = new RedisLockEvents(),
+    /** The module's in-process events; workers emit task outcomes on it. */
+    private readonly emitter: RedisLockEvents = new RedisLockEvents(),
   ) {
     this.defaults = connection.options.queue;
     this.store = new QueueStore(connection);
+    this.readers = new QueueEventReaders(
+      connection,
+      (queue) => this.store.keys(queue),
+      (queue, id) => this.store.get(this.store.keys(queue), id),
+      this.logger,
+    );
+  }
+
+  /**
+   * The events of `queue` from every instance (one capped Redis Stream per queue, written by the
+   * scripts that make the changes), as an rxjs Observable: from `'now'` (default), from the
+   * `'start'` of the stream, or after an `eventId` (resume after a reconnect: nothing still in the
+   * stream is missed, nothing comes twice). Subscribers in one process share one reader.
+   * @throws RedisLockOptionsError for a malformed `from`; QueueError when events are off
+   * @example
+   * queues.events('orders').pipe(filter((e) => e.type === 'completed')).subscribe((e) => notify(e.taskId));
+   */
+  events(queue: QueueName, options?: QueueEventsOptions): Observable<QueueEvent> {
+    return this.readers.events(this.keys(queue).name, options);
+  }
+
+  /**
+   * Waits until task `id` of `queue` finished, from any instance: resolves at once for a task
+   * already finished (and still kept), else on its `completed` / `dead` / `cancelled` event —
+   * `{ state: 'completed', result }` or `{ state, error }`. Thousands of waiters in one process
+   * share one reader (no polling per waiter).
+   * @throws QueueWaitTimeoutError after `timeoutMs` (default 30 s); QueueError for a task that is
+   *   unknown (never enqueued, or finished and no longer kept); RedisLockOptionsError for a bad
+   *   `timeoutMs`
+   * @example
+   * const outcome = await queues.waitFor('orders', orderId, { timeoutMs: 10_000 });
+   * if (outcome.state === 'completed') return outcome.result;
+   */
+  waitFor<R = unknown>(
+    queue: QueueName,
+    id: QueueTaskId,
+    options?: WaitForOptions,
+  ): Promise<TaskOutcome<R>> {
+    return this.readers.waitFor(this.keys(queue).name, checkTaskId(id), options) as Promise<
+      TaskOutcome<R>
+    >;
   }
 
   /**
@@ -445,7 +496,7 @@ export class QueueService implements BeforeApplicationShutdown {
       this.store,
       this.connection,
       this.logger,
-      this.events,
+      this.emitter,
       () => this.workers.delete(worker),
     );
     this.workers.add(worker);
@@ -457,6 +508,7 @@ export class QueueService implements BeforeApplicationShutdown {
   async beforeApplicationShutdown(): Promise<void> {
     this.shuttingDown = true;
     await Promise.all([...this.workers].map((w) => w.close()));
+    this.readers.close();
   }
 
   private async settle(step: SettleStep, maxAttempts = this.defaults.maxAttempts): Promise<number> {
