@@ -5,6 +5,22 @@ export function recentEventsKey(prefix: string): string {
   return taggedKey(prefix, 'dashboard', 'recent');
 }
 
+/**
+ * ZSET lock name -> when a dashboard last showed it held (Redis-clock ms): the locks whose local
+ * waiters every instance reports. Shares its slot with `localWaitersKey` (one script reads both).
+ */
+export function shownLocksKey(prefix: string): string {
+  return `${taggedKey(prefix, 'dashboard', 'local')}:shown`;
+}
+
+/**
+ * HASH instanceId -> `<Redis-clock ms>|<JSON { lock name: callers }>`: the callers waiting in each
+ * instance's local cohorts for the shown locks, as its last report said.
+ */
+export function localWaitersKey(prefix: string): string {
+  return `${taggedKey(prefix, 'dashboard', 'local')}:waiters`;
+}
+
 /** HASH second -> tasks completed, under the queue's hash tag (so in the queue's Cluster slot). */
 export function throughputKey(prefix: string, queue: string): string {
   return `${taggedKey(prefix, 'queue', queue)}:throughput`;

@@ -3,7 +3,7 @@ import type { LockLostEvent, LockTimeoutEvent } from '../events/redis-lock-event
 import type { RedisLockConnection } from '../redis/redis-connection';
 import { ThrottledWarning } from '../redis/throttled-warning';
 import { DashboardCore } from './dashboard-core';
-import { recentEventsKey, throughputKey } from './dashboard-keys';
+import { localWaitersKey, recentEventsKey, shownLocksKey, throughputKey } from './dashboard-keys';
 import { DASHBOARD_SCRIPTS } from './dashboard-scripts';
 
 /** Recent lock timeouts and lost locks kept in Redis (the newest). */
@@ -12,12 +12,19 @@ export const RECENT_EVENTS_MAX = 100;
 export const RECENT_EVENTS_TTL_MS = 24 * 3_600_000;
 /** Seconds of throughput kept per queue (the sparkline shows the last 60). */
 export const THROUGHPUT_WINDOW_S = 120;
+/** How long a lock a dashboard showed stays in the instances' local-waiter reports, in ms. */
+export const SHOWN_LOCKS_KEEP_MS = 5_000;
+/** Lock names whose local waiters are reported at most (the most recently shown). */
+export const SHOWN_LOCKS_MAX = 1_000;
+/** Age past which an instance's local-waiter report is ignored (it stopped reporting), in ms. */
+export const LOCAL_REPORT_STALE_MS = 5_000;
 
 /**
- * Writes what the dashboard shows of every instance into Redis, from `RedisLockEvents` only (off
- * the lock and queue hot paths): once a second, the lock timeouts and lost locks this instance saw
- * (into a capped, expiring list) and the tasks it completed per queue. A listener only appends to
- * memory; a storm of timeouts costs one script call a second.
+ * Writes what the dashboard shows of every instance into Redis, off the lock and queue hot paths:
+ * once a second, the lock timeouts and lost locks this instance saw (from `RedisLockEvents`, into
+ * a capped, expiring list), the tasks it completed per queue, and how many of its callers wait in
+ * its local cohorts for the locks a dashboard shows (`LockService.localWaiters`, read from memory).
+ * A listener only appends to memory; a storm of timeouts costs one script call a second.
  */
 @Injectable()
 export class DashboardRecorder implements OnModuleInit, BeforeApplicationShutdown {
@@ -28,6 +35,8 @@ export class DashboardRecorder implements OnModuleInit, BeforeApplicationShutdow
   private readonly pending: string[] = [];
   private readonly stops: Array<() => void> = [];
   private timer?: NodeJS.Timeout;
+  /** The lock names a dashboard shows, as the last local-waiter report returned them. */
+  private shown: string[] = [];
 
   constructor(private readonly core: DashboardCore) {}
 
@@ -59,14 +68,17 @@ export class DashboardRecorder implements OnModuleInit, BeforeApplicationShutdow
     this.timer.unref();
   }
 
-  /** Stops listening and sends what is left (the module's connection is still open here). */
+  /**
+   * Stops listening, sends what is left and withdraws its local-waiter report (the lock module's
+   * connection is still open here).
+   */
   async beforeApplicationShutdown(): Promise<void> {
     // Never started (the app failed to start, e.g. without RedisLockModule): nothing to send.
     if (!this.timer) return;
     for (const stop of this.stops.splice(0)) stop();
     clearInterval(this.timer);
     this.timer = undefined;
-    await this.flush();
+    await this.flush(true);
   }
 
   private record(event: Record<string, unknown>): void {
@@ -74,8 +86,8 @@ export class DashboardRecorder implements OnModuleInit, BeforeApplicationShutdow
   }
 
   /** Sends what the last second collected (also at shutdown, so nothing seen is lost). */
-  private async flush(): Promise<void> {
-    const writes: Array<Promise<unknown>> = [];
+  private async flush(final = false): Promise<void> {
+    const writes: Array<Promise<unknown>> = [this.reportLocalWaiters(final)];
     const prefix = this.connection.options.keyPrefix;
     if (this.pending.length > 0) {
       const events = this.pending.splice(0);
@@ -102,5 +114,35 @@ export class DashboardRecorder implements OnModuleInit, BeforeApplicationShutdow
     }
     this.completed.clear();
     await Promise.all(writes);
+  }
+
+  /**
+   * Reports how many callers of this instance wait in its local cohorts for each lock a dashboard
+   * showed lately (none at shutdown), and learns the locks to count next time. Lock lines show one
+   * entry per instance: these are the callers behind it, or behind a holder of this instance.
+   */
+  private async reportLocalWaiters(final: boolean): Promise<void> {
+    const { keyPrefix: prefix, instanceId, nodes } = this.connection.options;
+    // Quorum mode has no lines and no cohorts, and the dashboard lists no locks there.
+    if (nodes.length > 0) return;
+    const counts: Array<[string, number]> = [];
+    for (const name of final ? [] : this.shown) {
+      const n = this.core.locks.localWaiters(name, prefix);
+      if (n > 0) counts.push([name, n]);
+    }
+    try {
+      this.shown = (await this.connection.run(
+        DASHBOARD_SCRIPTS.reportLocalWaiters,
+        [shownLocksKey(prefix), localWaitersKey(prefix)],
+        [
+          instanceId,
+          counts.length > 0 ? JSON.stringify(Object.fromEntries(counts)) : '',
+          LOCAL_REPORT_STALE_MS,
+          SHOWN_LOCKS_KEEP_MS,
+        ],
+      )) as string[];
+    } catch (err) {
+      this.warning.warn(`could not report local waiters: ${(err as Error).message}`);
+    }
   }
 }

@@ -5,9 +5,21 @@ import type { QueueStats, QueueTaskInfo } from '../queue/interfaces/task.interfa
 import type { QueueService } from '../queue/queue.service';
 import type { RedisLockConnection } from '../redis/redis-connection';
 import { DashboardCore } from './dashboard-core';
-import { lockNameOf, queueNameOf, recentEventsKey, throughputKey } from './dashboard-keys';
+import {
+  localWaitersKey,
+  lockNameOf,
+  queueNameOf,
+  recentEventsKey,
+  shownLocksKey,
+  throughputKey,
+} from './dashboard-keys';
 import { type ResolvedDashboardOptions } from './dashboard-options';
-import { RECENT_EVENTS_MAX } from './dashboard-recorder';
+import {
+  LOCAL_REPORT_STALE_MS,
+  RECENT_EVENTS_MAX,
+  SHOWN_LOCKS_KEEP_MS,
+  SHOWN_LOCKS_MAX,
+} from './dashboard-recorder';
 import { globEscape, scanKeys } from './dashboard-scan';
 import { DASHBOARD_SCRIPTS } from './dashboard-scripts';
 import { DASHBOARD_OPTIONS } from './dashboard.constants';
@@ -47,6 +59,22 @@ export interface DashboardLock {
   line: readonly LockLineEntry[];
   /** Members of the line, live or lapsed. */
   lineLength: number;
+  /**
+   * Callers waiting for the lock inside each instance, in its local cohort: behind a holder of
+   * the same instance, or behind the instance's one entry in `line`. Only instances with waiting
+   * callers, by `instanceId`. The serving instance's count is read live; the others' come from
+   * their reports (once a second, for the locks a dashboard shows), so they show a second or two
+   * after a lock first appears.
+   */
+  localWaiters: DashboardLocalWaiters[];
+}
+
+/** Callers of one instance waiting for a lock in its local cohort. */
+export interface DashboardLocalWaiters {
+  /** The `instanceId` of the instance. */
+  instance: string;
+  /** How many of its callers wait. */
+  waiting: number;
 }
 
 /** One queue as the page shows it. */
@@ -120,6 +148,10 @@ export class DashboardService {
     return this.core.connection;
   }
 
+  private get instanceId(): string {
+    return this.connection.options.instanceId;
+  }
+
   private get locks(): LockService {
     return this.core.locks;
   }
@@ -139,7 +171,7 @@ export class DashboardService {
       this.queueOverview(),
     ]);
     return {
-      instanceId: this.connection.options.instanceId,
+      instanceId: this.instanceId,
       readOnly: this.options.readOnly,
       now: Date.now(),
       locks,
@@ -150,7 +182,8 @@ export class DashboardService {
 
   /**
    * Held locks whose key contains `search`: a bounded `SCAN` of lock value keys, then
-   * `LockService.inspect` of each (one script and one owner read per lock).
+   * `LockService.inspect` of each (one script and one owner read per lock), then one script that
+   * marks them shown and reads the other instances' local-waiter reports.
    */
   async heldLocks(search: string): Promise<DashboardOverview['locks']> {
     if (this.connection.options.nodes.length > 0) {
@@ -187,14 +220,46 @@ export class DashboardService {
         seenSince: since,
         line: lock.line,
         lineLength: lock.lineLength,
+        localWaiters:
+          lock.localWaiters > 0 ? [{ instance: this.instanceId, waiting: lock.localWaiters }] : [],
       });
     }
+    if (items.length > 0) await this.addReportedWaiters(items);
     // A search replaces only what it covers: the locks whose key matches it.
     for (const id of this.seen.keys()) {
       if (id.slice(0, id.indexOf('\0')).includes(search) && !seen.has(id)) this.seen.delete(id);
     }
     for (const [id, since] of seen) this.seen.set(id, since);
     return { items, truncated: scan.truncated || names.length > shown.length };
+  }
+
+  /**
+   * Marks `items` shown, so that every instance reports its callers waiting for them, and adds
+   * the other instances' live reports to `items` (one script).
+   */
+  private async addReportedWaiters(items: DashboardLock[]): Promise<void> {
+    const reply = (await this.connection.run(
+      DASHBOARD_SCRIPTS.showLocks,
+      [shownLocksKey(this.prefix), localWaitersKey(this.prefix)],
+      [
+        SHOWN_LOCKS_KEEP_MS,
+        SHOWN_LOCKS_MAX,
+        LOCAL_REPORT_STALE_MS,
+        ...items.map((lock) => lock.key),
+      ],
+    )) as string[];
+    for (let i = 0; i < reply.length; i += 2) {
+      // This instance's own count is the live one, read by inspect.
+      if (reply[i] === this.instanceId) continue;
+      const counts = JSON.parse(reply[i + 1]) as Record<string, number>;
+      for (const lock of items) {
+        const waiting = Object.hasOwn(counts, lock.key) ? counts[lock.key] : 0;
+        if (waiting > 0) lock.localWaiters.push({ instance: reply[i], waiting });
+      }
+    }
+    for (const lock of items) {
+      lock.localWaiters.sort((a, b) => a.instance.localeCompare(b.instance));
+    }
   }
 
   /** The recent lock timeouts and lost locks of every instance, newest first. */

@@ -1,6 +1,7 @@
 export { RedisLockDashboardModule } from './dashboard.module';
 export type { RedisLockDashboardOptions } from './dashboard-options';
 export type {
+  DashboardLocalWaiters,
   DashboardLock,
   DashboardLockEvent,
   DashboardOverview,

@@ -1,5 +1,5 @@
 import 'reflect-metadata';
-import type { INestApplicationContext } from '@nestjs/common';
+import type { INestApplication, INestApplicationContext } from '@nestjs/common';
 import fc from 'fast-check';
 import {
   LockService,
@@ -7,15 +7,30 @@ import {
   RedisLockDashboardModule,
   RedisLockEvents,
   RedisLockOptionsError,
+  type DashboardLock,
+  type DashboardOverview,
   type RedisLockDashboardOptions,
 } from '../../lib';
-import { lockNameOf, queueNameOf, recentEventsKey } from '../../lib/dashboard/dashboard-keys';
-import { RECENT_EVENTS_MAX } from '../../lib/dashboard/dashboard-recorder';
+import {
+  localWaitersKey,
+  lockNameOf,
+  queueNameOf,
+  recentEventsKey,
+} from '../../lib/dashboard/dashboard-keys';
+import { LOCAL_REPORT_STALE_MS, RECENT_EVENTS_MAX } from '../../lib/dashboard/dashboard-recorder';
 import { DashboardService } from '../../lib/dashboard/dashboard.service';
 import { lockRedisKeys } from '../../lib/lock/lock-keys';
 import { queueRedisKeys } from '../../lib/queue/queue-keys';
 import { compileDashboardModule } from './support/dashboard-module';
-import { redisClient, uniquePrefix, waitFor } from '../support/helpers';
+import { lineFrom, spawnTs } from '../support/child';
+import {
+  redisClient,
+  redisTimeMs,
+  testRedisUrl,
+  uniquePrefix,
+  waitFor,
+  waitForLocalWaiters,
+} from '../support/helpers';
 
 describe('RedisLockDashboardModule.forRoot options', () => {
   it.each<[string, unknown]>([
@@ -207,5 +222,103 @@ describe('DashboardService', () => {
     expect(recent[1]).toMatchObject({ kind: 'timeout', keys: ['k149'], waitedMs: 149 });
     expect(recent[99].keys).toEqual(['k51']);
     expect(await redis.pttl(recentEventsKey(prefix))).toBeGreaterThan(0);
+  });
+});
+
+describe('GET api/overview: callers waiting inside each instance', () => {
+  const redis = redisClient();
+  let app: INestApplication | undefined;
+
+  afterEach(async () => {
+    await app?.close();
+    app = undefined;
+  });
+  afterAll(() => redis.disconnect());
+
+  /** An HTTP app with the lock module (keys under `prefix`, named `instanceId`) and the dashboard. */
+  async function startHttp(prefix: string, instanceId: string): Promise<INestApplication> {
+    const moduleRef = await compileDashboardModule(prefix, instanceId);
+    app = moduleRef.createNestApplication({ logger: false });
+    await app.listen(0, '127.0.0.1');
+    return app;
+  }
+
+  /** The held lock `key` as the dashboard's JSON endpoint shows it now (undefined: not listed). */
+  async function shown(key: string): Promise<DashboardLock | undefined> {
+    const base = (await app!.getUrl()).replace('[::1]', '127.0.0.1');
+    const res = await fetch(`${base}/redis-lock/api/overview`);
+    expect(res.status).toBe(200);
+    const overview = (await res.json()) as DashboardOverview;
+    return overview.locks.items.find((l) => l.key === key);
+  }
+
+  it('shows 2 waiting on the serving instance while two of its callers wait behind its holder', async () => {
+    const prefix = uniquePrefix('dash-local-here');
+    const locks = (await startHttp(prefix, 'here-app')).get(LockService);
+    const holder = await locks.acquire('order:7', { ttlMs: 30_000 });
+    const waiters = [1, 2].map(() =>
+      locks.withLock('order:7', async () => undefined, { waitMs: 30_000 }),
+    );
+    await waitForLocalWaiters(locks, 'order:7', 2);
+
+    expect(await shown('order:7')).toMatchObject({
+      owner: 'here-app',
+      line: [],
+      lineLength: 0,
+      localWaiters: [{ instance: 'here-app', waiting: 2 }],
+    });
+    await holder.release();
+    await Promise.all(waiters);
+    expect(await shown('order:7')).toBeUndefined();
+  });
+
+  it('shows 2 waiting on another process while two of its callers wait behind its holder, and drops them once served', async () => {
+    const prefix = uniquePrefix('dash-local-other');
+    await startHttp(prefix, 'dashboard-app');
+    const child = spawnTs('test/fixtures/dashboard-child.ts', [], {
+      REDIS_URL: testRedisUrl(),
+      PREFIX: prefix,
+      KEY: 'order:8',
+      MODE: 'cohort',
+      INSTANCE_ID: 'cohort-proc',
+    });
+    await lineFrom(child, /^waiting 2$/, 60_000);
+
+    // The first refresh marks the lock shown; the child reports on its next second or two.
+    await waitFor(
+      '2 callers waiting on cohort-proc in the overview',
+      async () => (await shown('order:8'))?.localWaiters[0]?.waiting === 2,
+      15_000,
+      100,
+    );
+    expect(await shown('order:8')).toMatchObject({
+      owner: 'cohort-proc',
+      line: [],
+      lineLength: 0,
+      localWaiters: [{ instance: 'cohort-proc', waiting: 2 }],
+    });
+
+    const done = lineFrom(child, /^done$/, 30_000);
+    child.kill('SIGTERM');
+    await done;
+    await waitFor('order:8 no longer held', async () => (await shown('order:8')) === undefined);
+    // Its shutdown withdrew its report.
+    await waitFor(
+      'the report of cohort-proc withdrawn',
+      async () => (await redis.hget(localWaitersKey(prefix), 'cohort-proc')) === null,
+    );
+  }, 120_000);
+
+  it(`ignores a report older than ${LOCAL_REPORT_STALE_MS} ms (an instance that stopped reporting)`, async () => {
+    const prefix = uniquePrefix('dash-local-stale');
+    const locks = (await startHttp(prefix, 'stale-app')).get(LockService);
+    const holder = await locks.acquire('order:9');
+    const now = await redisTimeMs(redis);
+    await redis.hset(localWaitersKey(prefix), {
+      'gone-proc': `${now - LOCAL_REPORT_STALE_MS - 1_000}|{"order:9":3}`,
+      'live-proc': `${now}|{"order:9":1,"other":4}`,
+    });
+    expect((await shown('order:9'))?.localWaiters).toEqual([{ instance: 'live-proc', waiting: 1 }]);
+    await holder.release();
   });
 });

@@ -15,7 +15,14 @@ import {
 import { lineFrom, spawnTs } from '../support/child';
 import { chromiumPath, launchChromium } from '../support/chromium';
 import { compileDashboardModule } from './support/dashboard-module';
-import { redisClient, testRedisUrl, uniquePrefix, waitFor, waitForLine } from '../support/helpers';
+import {
+  redisClient,
+  testRedisUrl,
+  uniquePrefix,
+  waitFor,
+  waitForLine,
+  waitForLocalWaiters,
+} from '../support/helpers';
 
 const executablePath = chromiumPath();
 if (!executablePath) {
@@ -133,6 +140,33 @@ suite('RedisLockDashboardModule in Chromium', () => {
     },
     PROCESS_TEST_MS,
   );
+
+  it('shows two callers waiting behind a holder of their own instance as "2 waiting here", with no line', async () => {
+    const prefix = uniquePrefix('dash-cohort');
+    const key = 'order:43';
+    const { app, url } = await startApp(prefix);
+    const locks = app.get(LockService);
+    const holder = await locks.acquire(key, { ttlMs: 60_000 });
+    const waiters = [1, 2].map(() =>
+      locks.withLock(key, async () => undefined, { waitMs: 60_000 }),
+    );
+    await waitForLocalWaiters(locks, key, 2);
+
+    const page = await openPage(url);
+    const row = page.locator(`tr[data-testid="lock-row"][data-key="${key}"]`);
+    await row.waitFor();
+    const here = row.locator('[data-testid="local-waiters"][data-instance="dashboard-app"]');
+    await here.waitFor();
+    expect((await here.textContent())?.replace(/\s+/g, ' ').trim()).toBe(
+      'dashboard-app 2 waiting here',
+    );
+    expect(await row.getByTestId('line').count()).toBe(0);
+
+    await holder.release();
+    await Promise.all(waiters);
+    await row.waitFor({ state: 'detached' });
+    await page.close();
+  });
 
   it(
     'requeues a dead task on a click, and a worker process then runs it',

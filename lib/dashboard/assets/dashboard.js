@@ -88,6 +88,20 @@ function Line({ line, lineLength, now }) {
   </ol>`;
 }
 
+// Callers waiting for the lock inside each instance (its local cohort), which the line above
+// shows as one entry per instance, or not at all when they wait behind their own instance's holder.
+function WaitingHere({ localWaiters }) {
+  if (localWaiters.length === 0) return html`<span class="muted">none</span>`;
+  return html`<ul class="here">
+    ${localWaiters.map(
+      (w) =>
+        html`<li data-testid="local-waiters" data-instance=${w.instance}>
+          ${w.instance} <span class="muted">${w.waiting} waiting here</span>
+        </li>`,
+    )}
+  </ul>`;
+}
+
 function LocksView({ data, search, setSearch }) {
   const { locks, recent, now } = data;
   return html`
@@ -108,7 +122,7 @@ function LocksView({ data, search, setSearch }) {
         html`<p class="note">The scan stopped at its limit: search to narrow the list.</p>`
       }
       <${Table}
-        headers=${['Key', 'Owner', 'Held for', 'TTL left', 'Fence', 'Waiting line']}
+        headers=${['Key', 'Owner', 'Held for', 'TTL left', 'Fence', 'Waiting line', 'Waiting in instances']}
         empty=${`No lock is held${search ? ' with such a key' : ''}.`}
         rows=${locks.items.map(
           (l) =>
@@ -121,6 +135,11 @@ function LocksView({ data, search, setSearch }) {
               <td>${duration(l.ttlMs)}</td>
               <td class="mono">${l.fence ?? '–'}</td>
               <td><${Line} line=${l.line} lineLength=${l.lineLength} now=${now} /></td>
+              <td
+                title="callers waiting inside each instance: behind its holder, or behind its place in the line"
+              >
+                <${WaitingHere} localWaiters=${l.localWaiters} />
+              </td>
             </tr>`,
         )}
       />
