@@ -282,7 +282,8 @@ describe('GET api/overview: callers waiting inside each instance', () => {
       MODE: 'cohort',
       INSTANCE_ID: 'cohort-proc',
     });
-    await lineFrom(child, /^waiting 2$/, 60_000);
+    // Start-up through ts-node: 10 s alone at a load of 15-20 on the 2-core machine.
+    await lineFrom(child, /^waiting 2$/, 90_000);
 
     // The first refresh marks the lock shown; the child reports on its next second or two.
     await waitFor(
@@ -307,7 +308,7 @@ describe('GET api/overview: callers waiting inside each instance', () => {
       'the report of cohort-proc withdrawn',
       async () => (await redis.hget(localWaitersKey(prefix), 'cohort-proc')) === null,
     );
-  }, 120_000);
+  }, 180_000);
 
   it(`ignores a report older than ${LOCAL_REPORT_STALE_MS} ms (an instance that stopped reporting)`, async () => {
     const prefix = uniquePrefix('dash-local-stale');

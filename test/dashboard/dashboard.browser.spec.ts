@@ -35,8 +35,13 @@ const suite = executablePath ? describe : describe.skip;
 
 /** Generous: a loaded 2-core machine runs browsers, Nest apps and child processes at once. */
 const UI_MS = 30_000;
+/**
+ * A child's start-up, up to its first line: loading the library through ts-node alone took 10 s
+ * at a load of 15-20 on the 2-core machine, and the first test starts three children at once.
+ */
+const START_MS = 90_000;
 /** A test that starts processes: several ts-node start-ups on a loaded machine. */
-const PROCESS_TEST_MS = 120_000;
+const PROCESS_TEST_MS = 180_000;
 
 /** Admits requests carrying `x-ops-token: let-me-in` only. */
 @Injectable()
@@ -102,8 +107,8 @@ suite('RedisLockDashboardModule in Chromium', () => {
       const holder = child('hold', 'holder-proc');
       const waiters = [child('wait', 'waiter-1'), child('wait', 'waiter-2')];
       await Promise.all([
-        lineFrom(holder, /^held$/, UI_MS),
-        ...waiters.map((w) => lineFrom(w, /^ready$/, UI_MS)),
+        lineFrom(holder, /^held$/, START_MS),
+        ...waiters.map((w) => lineFrom(w, /^ready$/, START_MS)),
       ]);
       for (const [i, waiter] of waiters.entries()) {
         waiter.kill('SIGUSR2');
@@ -180,7 +185,7 @@ suite('RedisLockDashboardModule in Chromium', () => {
         MODE: 'worker',
         QUEUE: 'mail',
       });
-      await lineFrom(worker, /^started$/, UI_MS);
+      await lineFrom(worker, /^started$/, START_MS);
 
       const page = await openPage(`${url}#queues`);
       const queueRow = page.locator('tr[data-testid="queue-row"][data-queue="mail"]');
