@@ -11,18 +11,27 @@ import { statusOfState } from './bull-board-states';
 
 /**
  * One `QueueService` task as a bull-board job. Its actions go to the service: `remove` is
- * `remove(queue, id)`, `retry` of a failed (dead) job is `requeueDead(queue, [id])`; `promote` is
- * refused (see the adapter's `promoteAll`).
+ * `remove(queue, id)`; `retry` of a dead job is `requeueDead(queue, [id])`, of a cancelled one
+ * `enqueue` of its id again (payload, priority and group kept); retry of a completed job and
+ * `promote` are refused (see {@link COMPLETED_RETRY_REFUSED}, {@link PROMOTE_REFUSED}).
  */
 export class BullBoardJob implements QueueJob {
   /** What bull-board shows as options: delay, priority, group. */
   readonly opts: { delay?: number; priority?: number; group?: { id: string } };
+  /** The task id (bull-board's flow view reads it, as it does of a BullMQ job). */
+  readonly id: string;
 
+  /**
+   * @param queueQualifiedName its adapter's `getQueueQualifiedName()`: bull-board's flow view
+   *   finds the adapter of a job by it, and then sees that tasks have no flows
+   */
   constructor(
     private readonly queues: QueueService,
     private readonly task: QueueTaskInfo,
     private readonly paused: boolean,
+    readonly queueQualifiedName: string,
   ) {
+    this.id = task.id;
     const delay =
       task.state === 'delayed' && task.enqueuedAt !== undefined
         ? task.time - task.enqueuedAt
@@ -39,7 +48,12 @@ export class BullBoardJob implements QueueJob {
     return statusOfState(this.task.state, this.paused);
   }
 
-  /** The job as bull-board formats it: id and name = task id, data = payload. */
+  /**
+   * The job as bull-board formats it: id and name = task id, data = payload, progress = the last
+   * `task.progress()` value, returnvalue = a completed task's result, finishedOn = when it
+   * completed, died or was cancelled; failedReason and stacktrace from its last error (a cancelled
+   * task's reason starts with `TaskCancelledError: `). processedOn is not stored: `null`.
+   */
   toJSON(): QueueJobJson {
     const t = this.task;
     return {
@@ -47,16 +61,16 @@ export class BullBoardJob implements QueueJob {
       // Tasks have no name; the id is what identifies them in the list.
       name: t.id,
       data: t.payload,
-      progress: 0,
+      progress: (t.progress ?? 0) as QueueJobJson['progress'],
       attemptsMade: t.attempts,
       timestamp: t.enqueuedAt ?? t.time,
-      finishedOn: t.state === 'dead' ? t.time : null,
+      finishedOn: finishedAt(t) ?? null,
       processedOn: null,
       ...(this.opts.delay !== undefined && { delay: this.opts.delay }),
       ...(t.priority !== undefined && { priority: t.priority }),
-      failedReason: t.lastError ?? '',
-      stacktrace: null,
-      returnvalue: null,
+      failedReason: failedReasonOf(t),
+      stacktrace: t.error?.stack ? [t.error.stack] : null,
+      returnvalue: t.state === 'completed' ? (t.result ?? null) : null,
       opts: this.opts,
     };
   }
@@ -70,13 +84,30 @@ export class BullBoardJob implements QueueJob {
     }
   }
 
-  /** `requeueDead(queue, [id])`; 409 when it is not dead any more. */
+  /**
+   * A dead task: `requeueDead(queue, [id])`. A cancelled task: enqueued again under its id with
+   * its payload, priority and group (its own `maxAttempts`, `backoff` and `timeoutMs` are not
+   * kept). 409 when it is in neither state any more; 405 for a completed task.
+   */
   async retry(state?: JobRetryStatus): Promise<void> {
-    if (state === 'completed') {
-      throw new BullBoardActionError('retry', 'completed tasks are not kept');
+    const { queue, id } = this.task;
+    if (state === 'completed' || this.task.state === 'completed') {
+      throw new BullBoardActionError('retry', COMPLETED_RETRY_REFUSED);
     }
-    if ((await this.queues.requeueDead(this.task.queue, [this.task.id])) === 0) {
-      throw new BullBoardActionError('retry', `task '${this.task.id}' is not dead any more`, 409);
+    if (this.task.state === 'cancelled') {
+      const now = await this.queues.get(queue, id);
+      if (now?.state === 'cancelled') {
+        const added = await this.queues.enqueue(queue, id, {
+          ...(now.payload !== undefined && { payload: now.payload }),
+          ...(now.priority !== undefined && { priority: now.priority }),
+          ...(now.group !== undefined && { group: now.group }),
+        });
+        if (added === 1) return;
+      }
+      throw new BullBoardActionError('retry', `task '${id}' is not cancelled any more`, 409);
+    }
+    if ((await this.queues.requeueDead(queue, [id])) === 0) {
+      throw new BullBoardActionError('retry', `task '${id}' is not dead any more`, 409);
     }
   }
 
@@ -86,6 +117,31 @@ export class BullBoardJob implements QueueJob {
   }
 }
 
+/** When a finished (completed, dead, cancelled) task finished; `undefined` for the others. */
+export function finishedAt(task: QueueTaskInfo): number | undefined {
+  if (task.state !== 'completed' && task.state !== 'dead' && task.state !== 'cancelled') {
+    return undefined;
+  }
+  return task.finishedAt ?? task.time;
+}
+
+/**
+ * bull-board's failedReason: the last error's message, prefixed with the error's name for a
+ * cancelled task (`TaskCancelledError: cancelled: <reason>`) so that it reads apart from the
+ * dead ones it is listed with; '' when there was none.
+ */
+function failedReasonOf(task: QueueTaskInfo): string {
+  if (task.state === 'cancelled') {
+    const error = task.error ?? { name: 'TaskCancelledError', message: 'cancelled' };
+    return `${error.name}: ${error.message}`;
+  }
+  return task.error?.message ?? task.lastError ?? '';
+}
+
 /** Why `promote` is refused: with the public API it would not be atomic. */
 export const PROMOTE_REFUSED =
   'a delayed task cannot be made due now atomically; enqueue it again with replace: true';
+
+/** Why retry of a completed job is refused: its id stays taken while its result is kept. */
+export const COMPLETED_RETRY_REFUSED =
+  'a completed task is kept with its result and its id cannot be enqueued again until keepCompleted drops it; enqueue a new task';

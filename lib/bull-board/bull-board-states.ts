@@ -2,9 +2,10 @@ import type { JobStatus } from '@bull-board/api/dist/types.js';
 import type { QueueStats, QueueTaskState } from '../queue/interfaces/task.interface';
 
 /**
- * The bull-board statuses a `QueueService` queue has, in the order its tabs show them. `completed`
- * is absent: `keepCompleted` keeps acked ids only (no payload, no result), so there is nothing to
- * show; `prioritized` and `waiting-children` have no counterpart (priorities are ready tasks).
+ * The bull-board statuses a `QueueService` queue has, in the order its tabs show them.
+ * `completed` lists the completed tasks `keepCompleted` keeps (with their results); `failed` the
+ * dead tasks, then the cancelled ones. `prioritized` and `waiting-children` have no counterpart
+ * (priorities are ready tasks; there are no flows).
  */
 export const BOARD_JOB_STATUSES = [
   'active',
@@ -19,29 +20,32 @@ export const BOARD_JOB_STATUSES = [
 export type BoardJobStatus = (typeof BOARD_JOB_STATUSES)[number];
 
 /**
- * Our state behind a bull-board status: ready tasks are `waiting`, or `paused` while the queue is
- * paused (as BullMQ moves its wait list); `leased` is `active`, `dead` is `failed`. `undefined`
- * when the status has no tasks now (`waiting` of a paused queue, `paused` of a running one) or
- * no counterpart at all.
+ * Our states behind a bull-board status, in the order its list concatenates them: ready tasks are
+ * `waiting`, or `paused` while the queue is paused (as BullMQ moves its wait list); `leased` is
+ * `active`; `completed` is `completed`; `dead` then `cancelled` are `failed`. Empty when the
+ * status has no tasks now (`waiting` of a paused queue, `paused` of a running one) or no
+ * counterpart at all.
  */
-export function stateOfStatus(status: JobStatus, paused: boolean): QueueTaskState | undefined {
+export function statesOfStatus(status: JobStatus, paused: boolean): readonly QueueTaskState[] {
   switch (status) {
     case 'active':
-      return 'leased';
+      return ['leased'];
     case 'waiting':
-      return paused ? undefined : 'ready';
+      return paused ? [] : ['ready'];
     case 'paused':
-      return paused ? 'ready' : undefined;
+      return paused ? ['ready'] : [];
     case 'delayed':
-      return 'delayed';
+      return ['delayed'];
+    case 'completed':
+      return ['completed'];
     case 'failed':
-      return 'dead';
+      return ['dead', 'cancelled'];
     default:
-      return undefined;
+      return [];
   }
 }
 
-/** The bull-board status of a task in `state` (see {@link stateOfStatus}). */
+/** The bull-board status of a task in `state` (see {@link statesOfStatus}). */
 export function statusOfState(state: QueueTaskState, paused: boolean): BoardJobStatus {
   switch (state) {
     case 'leased':
@@ -58,6 +62,11 @@ export function statusOfState(state: QueueTaskState, paused: boolean): BoardJobS
   }
 }
 
+/** How many tasks `stats` counted in `state`. */
+export function countOfState(stats: QueueStats, state: QueueTaskState): number {
+  return stats[state];
+}
+
 /** bull-board's counts of every status, from `QueueService.stats`. */
 export function countsOfStats(stats: QueueStats): Record<JobStatus, number> {
   return {
@@ -65,8 +74,8 @@ export function countsOfStats(stats: QueueStats): Record<JobStatus, number> {
     waiting: stats.paused ? 0 : stats.ready,
     paused: stats.paused ? stats.ready : 0,
     delayed: stats.delayed,
-    failed: stats.dead,
-    completed: 0,
+    failed: stats.dead + stats.cancelled,
+    completed: stats.completed,
     prioritized: 0,
     'waiting-children': 0,
   };

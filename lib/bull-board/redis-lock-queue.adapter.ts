@@ -15,11 +15,16 @@ import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
 import { checkBoolean, checkKnownKeys } from '../options/validate';
 import { checkQueueName } from '../queue/queue-keys';
 import { QueueService } from '../queue/queue.service';
-import type { QueueTaskInfo, QueueTaskState } from '../queue/interfaces/task.interface';
+import type { QueueStats, QueueTaskInfo, QueueTaskState } from '../queue/interfaces/task.interface';
 import { MAX_QUEUE_BATCH } from '../queue/queue.constants';
 import { BullBoardActionError } from './bull-board-action.error';
-import { BullBoardJob, PROMOTE_REFUSED } from './bull-board-job';
-import { BOARD_JOB_STATUSES, countsOfStats, stateOfStatus } from './bull-board-states';
+import { BullBoardJob, finishedAt, PROMOTE_REFUSED } from './bull-board-job';
+import {
+  BOARD_JOB_STATUSES,
+  countOfState,
+  countsOfStats,
+  statesOfStatus,
+} from './bull-board-states';
 
 /** Options of a {@link RedisLockQueueAdapter}: bull-board's own queue options. */
 export interface RedisLockQueueAdapterOptions {
@@ -29,7 +34,7 @@ export interface RedisLockQueueAdapterOptions {
    */
   readOnlyMode?: boolean;
   /**
-   * Offers "retry" on failed (dead) jobs.
+   * Offers "retry" on failed (dead or cancelled) jobs.
    * @default true (false in `readOnlyMode`)
    */
   allowRetries?: boolean;
@@ -55,6 +60,8 @@ const OPTION_KEYS = [
   'delimiter',
 ] as const;
 const STRING_OPTIONS = ['prefix', 'displayName', 'description', 'delimiter'] as const;
+/** Starts {@link RedisLockQueueAdapter.getQueueQualifiedName}. */
+const QUALIFIED_PREFIX = 'nestjs-redis-lock:';
 
 /**
  * A bull-board queue adapter for a `QueueService` queue, so that a board already mounted with
@@ -62,10 +69,12 @@ const STRING_OPTIONS = ['prefix', 'displayName', 'description', 'delimiter'] as 
  * queues. Import it from `nestjs-redis-lock/bull-board` (it loads `@bull-board/api`).
  *
  * States: ready → `waiting` (`paused` while the queue is paused), delayed → `delayed`, leased →
- * `active`, dead → `failed`. Actions: retry of a failed job = `requeueDead`, remove/clean =
- * `remove`, pause/resume, add = `enqueue`, empty = remove every ready and delayed task. Promote,
- * obliterate and metrics answer 405 (logs are empty); removing a running (leased) task answers
- * 409. All of it: docs/bull-board.md.
+ * `active` (with its progress), completed (kept by `keepCompleted`) → `completed` with its result,
+ * dead then cancelled → `failed` with their error. Actions: retry of a dead job = `requeueDead`,
+ * of a cancelled one = `enqueue` again, remove/clean = `remove`, pause/resume, add = `enqueue`,
+ * empty = remove every ready and delayed task. Promote, retry of a completed job, obliterate and
+ * metrics answer 405 (logs are empty); removing a running (leased) task answers 409. All of it:
+ * docs/bull-board.md.
  * @param queues the module's `QueueService`
  * @param queue the queue's name, or its `defineQueue` handle
  * @param options bull-board's queue options
@@ -80,7 +89,8 @@ export class RedisLockQueueAdapter extends BaseAdapter {
     queue: string | { readonly name: string },
     options: RedisLockQueueAdapterOptions = {},
   ) {
-    super('bullmq', checkAdapterOptions(options));
+    // A completed task's id stays taken while it is kept: bull-board hides its "retry".
+    super('bullmq', { ...checkAdapterOptions(options), allowCompletedRetries: false });
     if (!(queues instanceof QueueService)) {
       throw new RedisLockOptionsError('queues', queues, 'the QueueService of RedisLockModule');
     }
@@ -94,7 +104,26 @@ export class RedisLockQueueAdapter extends BaseAdapter {
     return `${this.prefix}${this.queueName}`;
   }
 
-  /** The board's tabs: `latest` and {@link BOARD_JOB_STATUSES} (no `completed`). */
+  /** The queue's name (as BullMQ's adapter answers; bull-board's flow view asks it). */
+  getQueueName(): string {
+    return this.queueName;
+  }
+
+  /**
+   * The key bull-board's flow view finds this adapter by (it asks every `bullmq` adapter on the
+   * board, ours included, whenever any job's page is opened): not a BullMQ queue's `prefix:name`,
+   * so no BullMQ job names it as its parent.
+   */
+  getQueueQualifiedName(): string {
+    return `${QUALIFIED_PREFIX}${this.getName()}`;
+  }
+
+  /** `null`: tasks have no flows (bull-board then shows none). */
+  async getFlowProducer(): Promise<null> {
+    return null;
+  }
+
+  /** The board's tabs: `latest` and {@link BOARD_JOB_STATUSES}. */
   getStatuses(): Status[] {
     return ['latest', ...BOARD_JOB_STATUSES];
   }
@@ -110,29 +139,33 @@ export class RedisLockQueueAdapter extends BaseAdapter {
   }
 
   /**
-   * Jobs of `statuses` from `start` to `end` (inclusive). With several statuses (the board's
-   * "latest" tab) they are merged, most recently enqueued first, from the first
-   * `MAX_QUEUE_BATCH` tasks of each state, and the page is cut from that merged list (so pages
-   * neither repeat nor skip a task).
+   * Jobs of `statuses` from `start` to `end` (inclusive). One status lists its states one after
+   * the other (`failed`: dead tasks, oldest death first, then cancelled ones, oldest cancel first),
+   * the page cut from that list with the counts of one `stats` read. Several statuses (the board's
+   * "latest" tab) are merged, most recent first, from the first `MAX_QUEUE_BATCH` tasks of each
+   * state, and the page is cut from that merged list. Either way pages neither repeat nor skip a
+   * task that stays where it is.
    */
   async getJobs(statuses: JobStatus[], start = 0, end = start + 9): Promise<QueueJob[]> {
-    const { paused } = await this.queues.stats(this.queueName);
+    const stats = await this.queues.stats(this.queueName);
     const limit = Math.min(Math.max(end - start + 1, 1), MAX_QUEUE_BATCH);
-    const states = [
-      ...new Set(statuses.map((s) => stateOfStatus(s, paused)).filter((s) => s !== undefined)),
-    ];
-    const merged = states.length > 1;
-    const window = merged
-      ? { offset: 0, limit: Math.min(start + limit, MAX_QUEUE_BATCH) }
-      : { offset: start, limit };
-    const pages = await Promise.all(
-      states.map((state) => this.queues.list(this.queueName, state, window)),
-    );
-    let tasks = pages.flat();
-    if (merged) {
-      tasks = tasks.sort((a, b) => timestampOf(b) - timestampOf(a)).slice(start, start + limit);
+    const lists = [...new Set(statuses)]
+      .map((status) => statesOfStatus(status, stats.paused))
+      .filter((states) => states.length > 0);
+    let tasks: QueueTaskInfo[];
+    if (lists.length <= 1) {
+      tasks = await this.concatenated(lists[0] ?? [], stats, start, limit);
+    } else {
+      const window = { offset: 0, limit: Math.min(start + limit, MAX_QUEUE_BATCH) };
+      const pages = await Promise.all(
+        [...new Set(lists.flat())].map((state) => this.queues.list(this.queueName, state, window)),
+      );
+      tasks = pages
+        .flat()
+        .sort((a, b) => timestampOf(b) - timestampOf(a))
+        .slice(start, start + limit);
     }
-    return tasks.map((task) => new BullBoardJob(this.queues, task, paused));
+    return tasks.map((task) => this.job(task, stats.paused));
   }
 
   /** `get(queue, id)` as a bull-board job; `undefined` when unknown (bull-board answers 404). */
@@ -141,7 +174,7 @@ export class RedisLockQueueAdapter extends BaseAdapter {
       this.queues.get(this.queueName, id),
       this.queues.stats(this.queueName),
     ]);
-    return task && new BullBoardJob(this.queues, task, stats.paused);
+    return task && this.job(task, stats.paused);
   }
 
   /**
@@ -158,21 +191,24 @@ export class RedisLockQueueAdapter extends BaseAdapter {
   }
 
   /**
-   * Removes the tasks of `status` that were enqueued (dead tasks: that died) more than
-   * `graceTimeMs` ago by this process's clock. `active` answers 409 (running tasks cannot be
-   * taken away); `completed` has nothing to remove.
+   * Removes the tasks of `status` that were enqueued (completed, dead and cancelled tasks: that
+   * finished) more than `graceTimeMs` ago by this process's clock; `failed` is dead and cancelled
+   * tasks. `active` answers 409 (running tasks cannot be taken away).
    */
   async clean(status: JobCleanStatus, graceTimeMs: number): Promise<void> {
-    if (status === 'completed') return;
     if (status === 'active') {
       throw new BullBoardActionError('clean', 'active (leased) tasks are running', 409);
     }
-    const state: QueueTaskState =
-      status === 'wait' ? 'ready' : status === 'failed' ? 'dead' : status;
-    await this.removeAll(state, Date.now() - graceTimeMs);
+    const before = Date.now() - graceTimeMs;
+    const states: QueueTaskState[] =
+      status === 'wait' ? ['ready'] : status === 'failed' ? ['dead', 'cancelled'] : [status];
+    for (const state of states) await this.removeAll(state, before);
   }
 
-  /** Removes every ready and delayed task (as BullMQ's `empty`): running and dead ones stay. */
+  /**
+   * Removes every ready and delayed task (as BullMQ's `empty`): running and finished (completed,
+   * dead, cancelled) ones stay.
+   */
   async empty(): Promise<void> {
     await this.removeAll('ready', Infinity);
     await this.removeAll('delayed', Infinity);
@@ -269,8 +305,42 @@ export class RedisLockQueueAdapter extends BaseAdapter {
     throw new BullBoardActionError('run scheduler', 'enqueue a task instead');
   }
 
+  private job(task: QueueTaskInfo, paused: boolean): BullBoardJob {
+    return new BullBoardJob(this.queues, task, paused, this.getQueueQualifiedName());
+  }
+
   /**
-   * Removes the tasks in `state` whose time (enqueue time; death for dead tasks) is before
+   * Up to `limit` tasks from `offset` of the list that puts the tasks of `states` one after the
+   * other; each state's size is its count in `stats`, so an offset past the dead tasks starts in
+   * the cancelled ones at the right place.
+   */
+  private async concatenated(
+    states: readonly QueueTaskState[],
+    stats: QueueStats,
+    offset: number,
+    limit: number,
+  ): Promise<QueueTaskInfo[]> {
+    const tasks: QueueTaskInfo[] = [];
+    for (const state of states) {
+      if (tasks.length >= limit) break;
+      const size = countOfState(stats, state);
+      if (tasks.length === 0 && offset >= size && state !== states[states.length - 1]) {
+        offset -= size;
+        continue;
+      }
+      tasks.push(
+        ...(await this.queues.list(this.queueName, state, {
+          offset,
+          limit: limit - tasks.length,
+        })),
+      );
+      offset = 0;
+    }
+    return tasks;
+  }
+
+  /**
+   * Removes the tasks in `state` whose time (enqueue time; finish time for finished ones) is before
    * `before`, a page at a time. A task that is younger, or that a worker claimed meanwhile, stays
    * and is skipped; the walk ends at the first empty page, so it ends.
    */
@@ -291,9 +361,12 @@ export class RedisLockQueueAdapter extends BaseAdapter {
   }
 }
 
-/** When a task entered its state, as bull-board orders jobs: its death, or its enqueue time. */
+/**
+ * When a task entered its state, as "latest" orders jobs and clean ages them: when it finished
+ * (completed, dead, cancelled), else its enqueue time.
+ */
 function timestampOf(task: QueueTaskInfo): number {
-  return task.state === 'dead' ? task.time : (task.enqueuedAt ?? task.time);
+  return finishedAt(task) ?? task.enqueuedAt ?? task.time;
 }
 
 function checkAdapterOptions(options: unknown): RedisLockQueueAdapterOptions {

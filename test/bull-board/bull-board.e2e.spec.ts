@@ -3,10 +3,22 @@ import { Injectable, type INestApplication, type OnModuleInit } from '@nestjs/co
 import { Test } from '@nestjs/testing';
 import { ExpressAdapter } from '@bull-board/express';
 import { BullBoardModule, InjectBullBoard, type BullBoardInstance } from '@bull-board/nestjs';
+import type { Browser } from 'playwright-core';
 import request from 'supertest';
-import { QueueService, RedisLockModule, type LeasedTask } from '../../lib';
+import { QueueService, RedisLockModule, type LeasedTask, type RunningTask } from '../../lib';
 import { RedisLockQueueAdapter } from '../../lib/bull-board';
-import { testRedisUrl, uniquePrefix, waitFor } from '../support/helpers';
+import { chromiumPath, launchChromium } from '../support/chromium';
+import { deferred, queueStats, testRedisUrl, uniquePrefix, waitFor } from '../support/helpers';
+
+const executablePath = chromiumPath();
+if (!executablePath) {
+  console.warn(
+    'SKIPPED: the bull-board page test needs Chromium, which could not be found or installed ' +
+      '(scripts/ensure-chromium.sh; set CHROMIUM_BIN to use another binary)',
+  );
+}
+/** Generous: a loaded 2-core machine runs browsers, Nest apps and child processes at once. */
+const UI_MS = 30_000;
 
 // The board of the setup docs/queue.md shows: @bull-board/nestjs with the Express adapter, our
 // queues added to it at init. Each queue shows one scenario; 'audit' is read-only.
@@ -18,11 +30,20 @@ class BoardQueues implements OnModuleInit {
   ) {}
 
   onModuleInit() {
-    for (const name of ['states', 'retry', 'pause', 'actions', 'sched']) {
+    for (const name of ['states', 'retry', 'pause', 'actions', 'sched', 'outcomes', 'page']) {
       this.board.addQueue(new RedisLockQueueAdapter(this.queues, name));
     }
     this.board.addQueue(new RedisLockQueueAdapter(this.queues, 'audit', { readOnlyMode: true }));
   }
+}
+
+/** An order task of the 'outcomes' and 'page' queues. */
+interface Order {
+  n: number;
+  /** Throw: with `maxAttempts: 1` the task dies. */
+  fail?: boolean;
+  /** Wait for the test's `release` before completing. */
+  hold?: boolean;
 }
 
 /** Moves `ids` of `queue` to the dead-letter set: enqueued, claimed, failed on their last attempt. */
@@ -46,7 +67,15 @@ describe('RedisLockQueueAdapter in bull-board (@bull-board/nestjs, Express)', ()
     expect(found).toBeDefined();
     return found as {
       counts: Record<string, number>;
-      jobs: { id: string; data: unknown; attempts: number; groupId?: string }[];
+      jobs: {
+        id: string;
+        data: unknown;
+        attempts: number;
+        groupId?: string;
+        returnValue?: unknown;
+        progress?: unknown;
+        failedReason?: string;
+      }[];
       isPaused: boolean;
       statuses: string[];
       readOnlyMode: boolean;
@@ -66,7 +95,8 @@ describe('RedisLockQueueAdapter in bull-board (@bull-board/nestjs, Express)', ()
       providers: [BoardQueues],
     }).compile();
     app = moduleRef.createNestApplication({ logger: false });
-    await app.init();
+    // Listening (not only init) so that a browser can open the board.
+    await app.listen(0, '127.0.0.1');
     queues = app.get(QueueService);
   });
   afterAll(async () => {
@@ -85,7 +115,15 @@ describe('RedisLockQueueAdapter in bull-board (@bull-board/nestjs, Express)', ()
     });
 
     const q = await board('states');
-    expect(q.statuses).toEqual(['latest', 'active', 'waiting', 'paused', 'delayed', 'failed']);
+    expect(q.statuses).toEqual([
+      'latest',
+      'active',
+      'waiting',
+      'paused',
+      'delayed',
+      'completed',
+      'failed',
+    ]);
     expect(q.counts).toEqual({
       active: 1,
       waiting: 3,
@@ -154,14 +192,19 @@ describe('RedisLockQueueAdapter in bull-board (@bull-board/nestjs, Express)', ()
     expect((await api().put('/board/api/queues/retry/x2/retry')).status).toBe(204);
     await waitFor('x2 processed', () => done.length === 1, 10_000);
     expect(done).toEqual(['x2']);
-    // Done and acked: the task is gone, so the board no longer finds it.
-    expect((await api().put('/board/api/queues/retry/x2/retry')).status).toBe(404);
+    // Completed and kept: the board shows it completed, and does not run it again.
+    await waitFor('x2 completed', async () => (await board('retry')).counts.completed === 1);
+    expect((await api().get('/board/api/queues/retry/x2')).body.status).toBe('completed');
+    const again = await api().put('/board/api/queues/retry/x2/retry');
+    expect(again.status).toBe(405);
+    expect(again.body.message).toMatch(/^bull-board action 'retry' is not available/);
 
     const all = await api().put('/board/api/queues/retry/retry/failed');
     expect(all.status).toBe(200);
     expect(all.body).toEqual({ retried: 2, skipped: 0 });
     await waitFor('x1 and x3 processed', () => done.length === 3, 10_000);
     expect(done.sort()).toEqual(['x1', 'x2', 'x3']);
+    await waitFor('3 completed', async () => (await board('retry')).counts.completed === 3);
     expect((await board('retry')).counts).toMatchObject({ failed: 0, waiting: 0, active: 0 });
   });
 
@@ -224,13 +267,151 @@ describe('RedisLockQueueAdapter in bull-board (@bull-board/nestjs, Express)', ()
     // Empty: every ready and delayed task goes; running and dead ones stay.
     expect((await api().put('/board/api/queues/actions/empty')).status).toBe(200);
     expect(await queues.stats('actions')).toEqual({
-      ready: 0,
-      delayed: 0,
-      leased: 1,
-      dead: 2,
-      paused: false,
+      ...queueStats({ leased: 1, dead: 2 }),
+      completed: 0,
+      cancelled: 0,
     });
   });
+
+  it('shows completed tasks with result and progress, running ones with progress, and cancelled ones as failed', async () => {
+    const holding = deferred();
+    const release = deferred();
+    const worker = queues.process('outcomes', async (task: RunningTask<Order>) => {
+      await task.progress({ step: `charged ${task.payload.n}` });
+      if (task.payload.fail) throw new Error(`card declined (${task.id})`);
+      if (task.payload.hold) {
+        holding.resolve();
+        await release.promise;
+      }
+      return { orderId: `ord-${task.payload.n}` };
+    });
+    const counts = async () => (await board('outcomes')).counts;
+    try {
+      await queues.enqueue('outcomes', 'o1', { payload: { n: 1 } });
+      await queues.enqueue('outcomes', 'o2', { payload: { n: 2, fail: true }, maxAttempts: 1 });
+      await queues.enqueue('outcomes', 'c1', { payload: { n: 3 }, delayMs: 3_600_000 });
+      expect(await queues.cancel('outcomes', 'c1', { reason: 'customer left' })).toBe('cancelled');
+      await waitFor(
+        'o1 completed and o2 dead',
+        async () => (await counts()).completed === 1 && (await counts()).failed === 2,
+        10_000,
+      );
+      await queues.enqueue('outcomes', 'h1', { payload: { n: 4, hold: true } });
+      await holding.promise;
+
+      expect(await counts()).toMatchObject({
+        active: 1,
+        waiting: 0,
+        delayed: 0,
+        completed: 1,
+        failed: 2,
+      });
+      const [o1] = (await board('outcomes', 'completed')).jobs;
+      expect(o1).toMatchObject({
+        id: 'o1',
+        data: { n: 1 },
+        returnValue: { orderId: 'ord-1' },
+        progress: { step: 'charged 1' },
+        attempts: 1,
+        finishedOn: expect.any(Number),
+        isFailed: false,
+      });
+      const one = await api().get('/board/api/queues/outcomes/o1');
+      expect(one.body).toMatchObject({
+        status: 'completed',
+        job: { returnValue: { orderId: 'ord-1' } },
+      });
+      // The job page also asks for the job's flow: there is none.
+      const flow = await api().get('/board/api/queues/outcomes/o1/flow');
+      expect([flow.status, flow.body]).toEqual([
+        200,
+        { nodeId: 'o1', flowRoot: null, isFlowNode: false },
+      ]);
+
+      // Failed: the dead task, then the cancelled one, each with its error.
+      const failed = (await board('outcomes', 'failed')).jobs;
+      expect(failed.map((j) => j.id)).toEqual(['o2', 'c1']);
+      expect(failed[0]).toMatchObject({
+        failedReason: 'card declined (o2)',
+        stacktrace: [expect.stringContaining('Error: card declined (o2)')],
+        isFailed: true,
+      });
+      expect(failed[1]).toMatchObject({
+        data: { n: 3 },
+        failedReason: 'TaskCancelledError: cancelled: customer left',
+        isFailed: true,
+      });
+      const [h1] = (await board('outcomes', 'active')).jobs;
+      expect(h1).toMatchObject({ id: 'h1', progress: { step: 'charged 4' } });
+
+      // Retrying the cancelled task through the board runs it.
+      expect((await api().put('/board/api/queues/outcomes/c1/retry')).status).toBe(204);
+      release.resolve();
+      await waitFor(
+        'o1, h1 and c1 completed',
+        async () => (await counts()).completed === 3,
+        10_000,
+      );
+      const results = (await board('outcomes', 'completed')).jobs.map((j) => [j.id, j.returnValue]);
+      expect(results.sort()).toEqual([
+        ['c1', { orderId: 'ord-3' }],
+        ['h1', { orderId: 'ord-4' }],
+        ['o1', { orderId: 'ord-1' }],
+      ]);
+      expect(await counts()).toMatchObject({ active: 0, failed: 1 });
+    } finally {
+      release.resolve();
+      await worker.close();
+    }
+  });
+
+  (executablePath ? it : it.skip)(
+    "shows a completed task's result and a cancelled task's reason in the page (Chromium)",
+    async () => {
+      const worker = queues.process('page', async (task: RunningTask<Order>) => ({
+        orderId: `ord-page-${task.payload.n}`,
+      }));
+      try {
+        await queues.enqueue('page', 'p7', { payload: { n: 7 } });
+        await waitFor(
+          'p7 completed',
+          async () => (await queues.stats('page')).completed === 1,
+          10_000,
+        );
+      } finally {
+        await worker.close();
+      }
+      await queues.enqueue('page', 'p8', { payload: { n: 8 }, delayMs: 3_600_000 });
+      await queues.cancel('page', 'p8', { reason: 'out of stock' });
+
+      const browser: Browser = await launchChromium(executablePath!);
+      try {
+        const page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
+        page.setDefaultTimeout(UI_MS);
+        const base = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+        const errors: string[] = [];
+        page.on('response', (res) => {
+          if (res.status() >= 500) errors.push(`${res.status()} ${res.url()}`);
+        });
+        // The completed tab: the job's card opens on its data, the payload and the result.
+        expect((await page.goto(`${base}/board/queue/page?status=completed`))?.status()).toBe(200);
+        await page.getByText('"ord-page-7"').waitFor();
+        expect(await page.getByText('returnValue').count()).toBe(1);
+        // The failed tab: the cancelled task's card opens on its error, the cancel's reason.
+        await page.goto(`${base}/board/queue/page?status=failed`);
+        await page.getByText('TaskCancelledError: cancelled: out of stock').waitFor();
+        // The job's own page (which also asks bull-board's flow view about it).
+        await page.goto(`${base}/board/queue/page/p7`);
+        await page.getByText('"ord-page-7"').waitFor();
+        await page.waitForLoadState('networkidle');
+        expect(await page.getByText('Internal server error').count()).toBe(0);
+        expect(errors).toEqual([]);
+      } finally {
+        await browser.close();
+      }
+    },
+    60_000,
+  );
 
   it('lists and removes job schedulers, and sets the global concurrency', async () => {
     await queues.schedule('sched', 'nightly', { everyMs: 3_600_000, payload: { report: 'sales' } });
