@@ -1,5 +1,11 @@
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
+import type { BatchLockOptions, WithLockOptions } from '../interfaces/lock-options.interface';
+import { checkInt } from '../options/validate';
 import type { Lock } from './lock';
+
+/** `withLockBatch`: default and largest `maxBatch`. */
+const DEFAULT_MAX_BATCH = 100;
+const MAX_BATCH = 10_000;
 
 /**
  * What `withLockBatch` runs under the lock: the items of one batch, in the order they were
@@ -13,6 +19,29 @@ export type LockBatchFn<T, R> = (
 
 /** Runs the items of one batch under the lock (the service's `withLock` with the call's options). */
 export type RunBatch<T, R> = (items: T[]) => Promise<ReadonlyArray<R | Error>>;
+
+/**
+ * Splits `withLockBatch`'s options into `maxBatch` (checked, defaulted) and the lock options.
+ * @throws RedisLockOptionsError for a bad `maxBatch`, or for `signal` or `skipIfLocked` (a batch
+ *   serves several callers)
+ */
+export function checkBatchOptions(options: BatchLockOptions | undefined): {
+  maxBatch: number;
+  lockOptions: Omit<BatchLockOptions, 'maxBatch'>;
+} {
+  const { maxBatch = DEFAULT_MAX_BATCH, ...lockOptions } = options ?? {};
+  checkInt('maxBatch', maxBatch, 1, MAX_BATCH);
+  for (const shared of ['signal', 'skipIfLocked'] as const) {
+    if ((lockOptions as WithLockOptions)[shared] !== undefined) {
+      throw new RedisLockOptionsError(
+        shared,
+        (lockOptions as WithLockOptions)[shared],
+        'nothing: a batch serves several callers (see withLockBatch)',
+      );
+    }
+  }
+  return { maxBatch, lockOptions };
+}
 
 interface Submitted<T, R> {
   item: T;

@@ -3,7 +3,7 @@ import type { ResolvedLockOptions } from '../options/resolve-options';
 import { LocalLine } from '../waiting/local-line';
 import type { LineRenewal, RenewedPlace } from '../waiting/line-renewal';
 import type { HandoffKind } from '../observability/metrics';
-import type { Lock } from './lock';
+import type { Lock, LockCohortRef } from './lock';
 import type { LockRedisKeys } from './lock-keys';
 import {
   entrySpec,
@@ -77,7 +77,7 @@ export interface CohortHost {
  * With `maxLocalHandoffs: 0` every caller has a cohort of its own, so it stands in the Redis line
  * itself; the waiting machinery (heartbeat, messages) is the same.
  */
-export class LockCohort implements RenewedPlace<LineEntry, LineStatus> {
+export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCohortRef {
   /** The local caller holding the lock now. */
   private holder?: Lock;
   private line?: LocalLine<ResolvedLockOptions, Obtained>;

@@ -2,13 +2,11 @@ import { LockLostError } from '../errors/lock-lost.error';
 import type { LockLostEvent } from '../events/redis-lock-event-map';
 import type { WaitForReplicasOptions } from '../interfaces/lock-options.interface';
 import { GrantLifetime } from '../waiting/grant-lifetime';
-import type { LockCohort } from './lock-cohort';
 import type { LockRedisKeys } from './lock-keys';
 
 /**
- * What a `Lock` handle needs from the service that created it. Its members are internal, like their
- * implementations in `LockService`: the published declarations keep an empty interface, so that
- * `LockService implements LockOwner` still type-checks for a consumer.
+ * What a `Lock` handle needs from the service that created it (implemented by `LockHandles`,
+ * lock-handles.ts). Its members are internal: the published declarations keep an empty interface.
  */
 export interface LockOwner {
   /** @internal */
@@ -19,6 +17,17 @@ export interface LockOwner {
   isHeldLock(lock: Lock): Promise<boolean>;
   /** @internal the lock was found lost (called once per lock) */
   lockLost(lock: Lock, why: LockLostEvent['reason']): void;
+}
+
+/**
+ * What a single-key lock's local cohort (`LockCohort`, lock-cohort.ts) does for the lock granted
+ * through it. Named here so that a `Lock` need not import the cohort; internal like `LockOwner`.
+ */
+export interface LockCohortRef {
+  /** @internal releases `lock`, passing it to the next local caller or to the Redis line */
+  release(lock: Lock): Promise<boolean>;
+  /** @internal `lock` was found lost: the next local caller goes on */
+  lost(lock: Lock): void;
 }
 
 /**
@@ -46,7 +55,7 @@ export class Lock {
     expiresAt: number,
     ttlMs: number,
     waitForReplicas?: WaitForReplicasOptions,
-    cohort?: LockCohort,
+    cohort?: LockCohortRef,
   ): Lock {
     return new Lock(owner, redisKeys, token, fences, expiresAt, ttlMs, waitForReplicas, cohort);
   }
@@ -70,7 +79,7 @@ export class Lock {
      */
     public waitForReplicas?: WaitForReplicasOptions,
     /** @internal the cohort of this process that the lock belongs to (single-key locks) */
-    readonly cohort?: LockCohort,
+    readonly cohort?: LockCohortRef,
   ) {
     this.keys = redisKeys.map((k) => k.name);
     this.lifetime = new GrantLifetime(

@@ -1,0 +1,96 @@
+// This instance's bookkeeping of the locks it holds: by handle and by name (what key-based calls
+// act on), swept of locks that ran out unreleased, released together on shutdown, and the recent
+// hold time per lock (for `Retry-After` and the cohorts' estimates).
+import { LockLostError } from '../errors/lock-lost.error';
+import { Lock } from './lock';
+import { checkLockNames } from './lock-keys';
+
+/** How often locks that ran out unreleased are dropped from what this instance holds, in ms. */
+const SWEEP_MS = 5_000;
+
+/** Lock names whose recent hold time is remembered (for `Retry-After`); the oldest go first. */
+const HOLD_TIMES_KEPT = 1_000;
+
+/** The error of a lock whose TTL ran out before it was released. */
+export function ttlRanOut(lock: Lock): LockLostError {
+  return new LockLostError(
+    lock.keys,
+    `its TTL ran out at ${new Date(lock.expiresAt).toISOString()}`,
+  );
+}
+
+/**
+ * Every lock this instance holds (as far as it knows: released and lost ones are dropped), and
+ * per lock name the lock it acquired last. Iterating gives the held locks.
+ */
+export class HeldLocks implements Iterable<Lock> {
+  private readonly locks = new Set<Lock>();
+  /** Per lock name, the lock this instance acquired last (what key-based calls act on). */
+  private readonly byName = new Map<string, Lock>();
+  private sweepTimer?: NodeJS.Timeout;
+  /** Per lock value key, a moving average of how long this process held it (ms). */
+  private readonly holdTimes = new Map<string, number>();
+
+  [Symbol.iterator](): Iterator<Lock> {
+    return this.locks.values();
+  }
+
+  /** A Lock as given, or the lock this instance acquired last on a key, unless it ran out. */
+  find(lockOrKey: Lock | string): Lock | undefined {
+    if (lockOrKey instanceof Lock) return lockOrKey;
+    const lock = this.byName.get(checkLockNames(lockOrKey)[0]);
+    if (!lock || !lock.isLost) return lock;
+    this.drop(lock);
+    return undefined;
+  }
+
+  add(lock: Lock): void {
+    this.locks.add(lock);
+    for (const name of lock.keys) this.byName.set(name, lock);
+    if (!this.sweepTimer) {
+      // Code that lets locks run out (a TTL used as a throttle) must not make `held` grow.
+      this.sweepTimer = setInterval(() => {
+        for (const l of this.locks) if (l.isLost) this.drop(l);
+        if (this.locks.size === 0) {
+          clearInterval(this.sweepTimer);
+          this.sweepTimer = undefined;
+        }
+      }, SWEEP_MS);
+      this.sweepTimer.unref();
+    }
+  }
+
+  forget(lock: Lock): void {
+    this.locks.delete(lock);
+    for (const name of lock.keys) if (this.byName.get(name) === lock) this.byName.delete(name);
+  }
+
+  /** Releases every held lock with `release`; resolves how many were still held. */
+  async releaseAll(release: (lock: Lock) => Promise<boolean>): Promise<number> {
+    const results = await Promise.allSettled([...this.locks].map((l) => release(l)));
+    return results.filter((r) => r.status === 'fulfilled' && r.value).length;
+  }
+
+  /** Keeps a moving average of hold times per lock (bounded: the oldest names are dropped). */
+  recordHold(key: string, acquiredAt: number): void {
+    const held = Date.now() - acquiredAt;
+    const before = this.holdTimes.get(key);
+    this.holdTimes.delete(key);
+    this.holdTimes.set(key, before === undefined ? held : 0.8 * before + 0.2 * held);
+    if (this.holdTimes.size > HOLD_TIMES_KEPT) {
+      this.holdTimes.delete(this.holdTimes.keys().next().value as string);
+    }
+  }
+
+  /** Recent hold time of the lock with value key `key` in this process (ms), if any was seen. */
+  holdTime(key: string): number | undefined {
+    return this.holdTimes.get(key);
+  }
+
+  /** Forgets a lock that ran out unreleased (its TTL is over by this process's clock). */
+  private drop(lock: Lock): void {
+    this.forget(lock);
+    lock.end(ttlRanOut(lock));
+    lock.cohort?.lost(lock);
+  }
+}
