@@ -27,6 +27,6 @@ export * from './errors';
 export { SemaphoreService } from './semaphore/semaphore.service';
 export { Permit } from './semaphore/permit';
 export type { SemaphoreOptions, WithPermitOptions } from './semaphore/semaphore-options';
-export { WithSemaphore, type WithSemaphoreOptions } from './semaphore/with-semaphore.decorator';
+export { WithSemaphore, type WithSemaphoreOptions } from './decorators/with-semaphore.decorator';
 export * from './observability/health';
 export * from './dashboard';

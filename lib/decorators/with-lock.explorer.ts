@@ -4,7 +4,7 @@ import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
 import { wrappersServedBy } from '../discovery/served-wrappers';
 import { LockService } from '../lock/lock.service';
 import { SemaphoreService } from '../semaphore/semaphore.service';
-import { semaphoreServices } from '../semaphore/with-semaphore.decorator';
+import { semaphoreServices } from './with-semaphore.decorator';
 import { lockServiceRegistry, type LockServiceSource } from './lock-service.registry';
 import { WITH_LOCK_METHODS } from './with-lock.constants';
 

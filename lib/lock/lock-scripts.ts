@@ -1,7 +1,6 @@
 import { join } from 'node:path';
-import { FENCE_COUNTER_PRELUDE } from '../fencing/fenced-scripts';
 import { LuaScript } from '../redis/lua-script';
-import { LINE_PRELUDE } from '../waiting/waiting-scripts';
+import { FENCE_COUNTER_PRELUDE, LINE_PRELUDE } from '../waiting/waiting-scripts';
 
 const file = (name: string) => join(__dirname, 'scripts', `${name}.lua`);
 /**

@@ -2,15 +2,14 @@ import { throwError } from 'rxjs';
 import { LockKeyError } from '../errors/lock-key.error';
 import { RedisLockError } from '../errors/redis-lock.error';
 import type { LockService } from '../lock/lock.service';
-import { lockServiceRegistry } from '../decorators/lock-service.registry';
-import { heldCall, runLockedStream, type HoldGrant } from '../decorators/locked-stream';
-import { decoratedMethod, rejectSignalOption, replaceMethod } from '../decorators/method-wrapper';
-import { compileLockKey, type LockKeyFunction } from '../decorators/with-lock-key';
-import { isObservableType, VALIDATION_BASE } from '../decorators/with-lock.decorator';
-import type { Permit } from './permit';
-import { resolveSemaphoreOptions, type WithPermitOptions } from './semaphore-options';
-import type { SemaphoreService } from './semaphore.service';
-
+import type { Permit } from '../semaphore/permit';
+import { resolveSemaphoreOptions, type WithPermitOptions } from '../semaphore/semaphore-options';
+import type { SemaphoreService } from '../semaphore/semaphore.service';
+import { lockServiceRegistry } from './lock-service.registry';
+import { heldCall, runLockedStream, type HoldGrant } from './locked-stream';
+import { decoratedMethod, rejectSignalOption, replaceMethod } from './method-wrapper';
+import { compileLockKey, type LockKeyFunction } from './with-lock-key';
+import { isObservableType, VALIDATION_BASE } from './with-lock.decorator';
 /** @internal The SemaphoreService of each running module, by the LockService beside it. */
 export const semaphoreServices = new WeakMap<LockService, SemaphoreService>();
 
