@@ -1,5 +1,7 @@
 import 'reflect-metadata';
+import { Logger, type INestApplicationContext } from '@nestjs/common';
 import { Redis } from 'ioredis';
+import { QueueService, UnrecoverableTaskError } from '../../lib';
 import type { Observable, Subscription } from 'rxjs';
 import { QueueError, QueueWaitTimeoutError, RedisLockOptionsError } from '../../lib/errors';
 import type { QueueEvent, TaskOutcome } from '../../lib/queue/interfaces/queue-event.interface';
@@ -11,6 +13,7 @@ import { RedisLockConnection } from '../../lib/redis/redis-connection';
 import {
   blockedClients,
   commandCalls,
+  createLockApp,
   deferred,
   redisTimeMs,
   uniquePrefix,
@@ -588,5 +591,105 @@ describe('QueueEventReaders (dedicated redis-server, events written by hand)', (
       readers.close();
       await Promise.allSettled(waits);
     }, 40_000);
+  });
+});
+
+describe('QueueEventReaders over the queue scripts (one process)', () => {
+  const prefix = uniquePrefix('queue-events-scripts');
+  let app: INestApplicationContext;
+  let queues: QueueService;
+  let readers: QueueEventReaders;
+
+  beforeAll(async () => {
+    app = await createLockApp({ keyPrefix: prefix });
+    queues = app.get(QueueService);
+    const connection = app.get(RedisLockConnection);
+    readers = new QueueEventReaders(
+      connection,
+      (name) => queueRedisKeys(prefix, name),
+      (queue, id) => queues.get(queue, id),
+    );
+  });
+  afterEach(() => jest.restoreAllMocks());
+  afterAll(async () => {
+    readers.close();
+    await app.close();
+  });
+
+  it("a worker's task: enqueued, active, progress, completed on events(); waitFor gets its result", async () => {
+    const seen = collect(readers.events('run', { from: 'start' }));
+    await queues.enqueue('run', 'a');
+    const outcome = readers.waitFor('run', 'a');
+    queues.process('run', async (task) => {
+      await task.progress({ pct: 50 });
+      return { ok: task.id };
+    });
+    await expect(outcome).resolves.toEqual({ state: 'completed', result: { ok: 'a' } });
+    // Finished: resolves at once from the stored result.
+    await expect(readers.waitFor('run', 'a')).resolves.toEqual({
+      state: 'completed',
+      result: { ok: 'a' },
+    });
+    await waitFor('the completed event', () => seen.events.some((e) => e.type === 'completed'));
+    expect(
+      seen.events.map(({ type, taskId, attempt, progress, result }) => ({
+        type,
+        taskId,
+        attempt,
+        progress,
+        result,
+      })),
+    ).toEqual([
+      { type: 'enqueued', taskId: 'a', attempt: undefined, progress: undefined, result: undefined },
+      { type: 'active', taskId: 'a', attempt: 1, progress: undefined, result: undefined },
+      {
+        type: 'progress',
+        taskId: 'a',
+        attempt: undefined,
+        progress: { pct: 50 },
+        result: undefined,
+      },
+      { type: 'completed', taskId: 'a', attempt: 1, progress: undefined, result: { ok: 'a' } },
+    ]);
+    seen.subscription.unsubscribe();
+  });
+
+  it('dead (UnrecoverableTaskError) and cancelled tasks end their wait with the error', async () => {
+    // The worker logs the dead task as an error: expected here.
+    jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
+    await queues.enqueue('fail', 'bad');
+    const dead = readers.waitFor('fail', 'bad');
+    queues.process('fail', async () => {
+      throw new UnrecoverableTaskError('no such order');
+    });
+    await expect(dead).resolves.toMatchObject({
+      state: 'dead',
+      error: { name: 'UnrecoverableTaskError', message: 'no such order' },
+    });
+    await queues.enqueue('later', 'c', { delayMs: 60_000 });
+    const cancelled = readers.waitFor('later', 'c');
+    await waitFor('the look-up', async () => (await queues.get('later', 'c')) !== undefined);
+    expect(await queues.cancel('later', 'c', { reason: 'user left' })).toBe('cancelled');
+    await expect(cancelled).resolves.toEqual({
+      state: 'cancelled',
+      error: { name: 'TaskCancelledError', message: 'cancelled: user left' },
+    });
+  });
+
+  it('a removed task rejects its wait; a task not kept is known by its event only while waited for', async () => {
+    await queues.enqueue('later', 'r', { delayMs: 60_000 });
+    const removed = expect(readers.waitFor('later', 'r')).rejects.toThrow(
+      "queue 'later': task 'r' was removed before it finished",
+    );
+    expect(await queues.remove('later', 'r')).toBe(true);
+    await removed;
+
+    await queues.enqueue('forget', 'f');
+    const waiting = readers.waitFor('forget', 'f');
+    queues.process('forget', async () => 'done', { keepCompleted: { ageMs: 0, count: 0 } });
+    await expect(waiting).resolves.toEqual({ state: 'completed', result: 'done' });
+    await expect(readers.waitFor('forget', 'f')).rejects.toThrow(
+      "queue 'forget': task 'f' is unknown",
+    );
   });
 });
