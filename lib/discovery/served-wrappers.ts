@@ -1,4 +1,5 @@
-import type { DiscoveryService } from '@nestjs/core';
+import type { Logger } from '@nestjs/common';
+import type { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
 import type { Module } from '@nestjs/core/injector/module';
 
@@ -47,4 +48,51 @@ function nearestLockModule(host: Module | undefined, lockModules: Set<Module>): 
     }
   }
   return lockModules.size === 1 ? [...lockModules][0] : undefined;
+}
+
+/** One decorated method of a provider or controller (see `decoratedMethods`). */
+export interface DecoratedMethod<M> {
+  /** `Provider.method`, for messages. */
+  name: string;
+  instance: Record<string, unknown>;
+  method: string;
+  /** The decorator's metadata on the method (one entry per use of the decorator). */
+  registrations: M[];
+}
+
+/**
+ * @internal The methods carrying `metadataKey` on the providers and controllers `explorer` serves
+ * (`wrappersServedBy`). A request-scoped provider's methods are skipped with a warning naming
+ * `decorator`: there is no single instance to call.
+ */
+export function decoratedMethods<M>(
+  discovery: DiscoveryService,
+  scanner: MetadataScanner,
+  explorerType: abstract new (...args: never[]) => unknown,
+  explorer: object,
+  metadataKey: string,
+  decorator: string,
+  logger: Logger,
+): DecoratedMethod<M>[] {
+  const found: DecoratedMethod<M>[] = [];
+  for (const wrapper of wrappersServedBy(discovery, explorerType, explorer)) {
+    const instance = wrapper.instance as Record<string, unknown> | undefined;
+    if (!instance || typeof instance !== 'object') continue;
+    const prototype = Object.getPrototypeOf(instance) as object | null;
+    if (!prototype) continue;
+    for (const method of scanner.getAllMethodNames(prototype)) {
+      const registrations = Reflect.getMetadata(
+        metadataKey,
+        (prototype as Record<string, object>)[method],
+      ) as M[] | undefined;
+      if (!registrations) continue;
+      const name = `${wrapper.name}.${method}`;
+      if (!wrapper.isDependencyTreeStatic()) {
+        logger.warn(`${decorator} on ${name} ignored: the provider is request-scoped`);
+        continue;
+      }
+      found.push({ name, instance, method, registrations });
+    }
+  }
+  return found;
 }

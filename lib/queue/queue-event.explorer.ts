@@ -8,7 +8,7 @@ import {
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import type { Observable, Subscription } from 'rxjs';
 import { QueueError } from '../errors/queue.error';
-import { wrappersServedBy } from '../discovery/served-wrappers';
+import { decoratedMethods } from '../discovery/served-wrappers';
 import type {
   QueueEvent,
   QueueEventsOptions,
@@ -49,25 +49,17 @@ export class QueueEventExplorer implements OnApplicationBootstrap, OnApplication
   ) {}
 
   onApplicationBootstrap(): void {
-    for (const wrapper of wrappersServedBy(this.discovery, QueueEventExplorer, this)) {
-      const instance = wrapper.instance as Record<string, unknown> | undefined;
-      if (!instance || typeof instance !== 'object') continue;
-      const prototype = Object.getPrototypeOf(instance) as object | null;
-      if (!prototype) continue;
-      for (const method of this.scanner.getAllMethodNames(prototype)) {
-        const registrations = Reflect.getMetadata(
-          QUEUE_EVENT_METADATA,
-          (prototype as Record<string, object>)[method],
-        ) as QueueEventMetadata[] | undefined;
-        if (!registrations) continue;
-        if (!wrapper.isDependencyTreeStatic()) {
-          this.logger.warn(
-            `@OnQueueEvent on ${wrapper.name}.${method} ignored: the provider is request-scoped`,
-          );
-          continue;
-        }
-        this.register(instance, `${wrapper.name}.${method}`, method, registrations);
-      }
+    const methods = decoratedMethods<QueueEventMetadata>(
+      this.discovery,
+      this.scanner,
+      QueueEventExplorer,
+      this,
+      QUEUE_EVENT_METADATA,
+      '@OnQueueEvent',
+      this.logger,
+    );
+    for (const { name, instance, method, registrations } of methods) {
+      this.register(instance, name, method, registrations);
     }
     for (const [queue, handlers] of this.handlers) {
       let events: Observable<QueueEvent>;

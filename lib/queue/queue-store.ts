@@ -273,24 +273,7 @@ export class QueueStore {
   async remove(k: QueueRedisKeys, id: string): Promise<boolean> {
     const removed = await this.connection.run(
       QUEUE_SCRIPTS.remove,
-      [
-        k.due,
-        k.leased,
-        k.payload,
-        k.attempts,
-        k.dead,
-        k.info,
-        k.errors,
-        k.pending,
-        k.prio,
-        k.gtasks,
-        k.done,
-        k.cancelled,
-        k.results,
-        k.progress,
-        k.opts,
-        k.events,
-      ],
+      [...inspectKeys(k), k.opts, k.events],
       [id, this.eventsMaxLen],
     );
     return removed === 1;
@@ -429,7 +412,7 @@ function claimKeys(k: QueueRedisKeys): string[] {
   ]);
 }
 
-/** The KEYS of inspect.lua: every key that holds a task or its data. */
+/** The KEYS of inspect.lua (and the first of remove.lua): every key that holds a task or its data. */
 function inspectKeys(k: QueueRedisKeys): string[] {
   return [
     k.due,

@@ -1,6 +1,6 @@
 import { Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
-import { wrappersServedBy } from '../discovery/served-wrappers';
+import { decoratedMethods } from '../discovery/served-wrappers';
 import type { LeasedTask } from './interfaces/task.interface';
 import type { QueueWorkerMetadata } from './queue-worker.decorator';
 import { QUEUE_WORKER_METADATA } from './queue.constants';
@@ -24,25 +24,17 @@ export class QueueWorkerExplorer implements OnApplicationBootstrap {
   ) {}
 
   onApplicationBootstrap(): void {
-    for (const wrapper of wrappersServedBy(this.discovery, QueueWorkerExplorer, this)) {
-      const instance = wrapper.instance as Record<string, unknown> | undefined;
-      if (!instance || typeof instance !== 'object') continue;
-      const prototype = Object.getPrototypeOf(instance) as object | null;
-      if (!prototype) continue;
-      for (const method of this.scanner.getAllMethodNames(prototype)) {
-        const registrations = Reflect.getMetadata(
-          QUEUE_WORKER_METADATA,
-          (prototype as Record<string, object>)[method],
-        ) as QueueWorkerMetadata[] | undefined;
-        if (!registrations) continue;
-        if (!wrapper.isDependencyTreeStatic()) {
-          this.logger.warn(
-            `@QueueWorker on ${wrapper.name}.${method} ignored: the provider is request-scoped`,
-          );
-          continue;
-        }
-        this.start(instance, method, registrations);
-      }
+    const methods = decoratedMethods<QueueWorkerMetadata>(
+      this.discovery,
+      this.scanner,
+      QueueWorkerExplorer,
+      this,
+      QUEUE_WORKER_METADATA,
+      '@QueueWorker',
+      this.logger,
+    );
+    for (const { instance, method, registrations } of methods) {
+      this.start(instance, method, registrations);
     }
   }
 
