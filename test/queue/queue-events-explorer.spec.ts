@@ -15,7 +15,13 @@ import { queueRedisKeys } from '../../lib/queue/queue-keys';
 import { QueueService } from '../../lib/queue/queue.service';
 import { resolveModuleOptions } from '../../lib/options/resolve-options';
 import { RedisLockConnection } from '../../lib/redis/redis-connection';
-import { redisClient, testRedisUrl, uniquePrefix, waitFor } from '../support/helpers';
+import {
+  createLockApp,
+  redisClient,
+  testRedisUrl,
+  uniquePrefix,
+  waitFor,
+} from '../support/helpers';
 
 const prefix = uniquePrefix('queue-events-explorer');
 
@@ -51,6 +57,14 @@ class MailListener {
   any(event: QueueEvent) {
     record('mail-any', event);
     if (event.taskId === 'throws') throw new TypeError('sync handler failed');
+  }
+}
+
+@Injectable()
+class CompletedListener {
+  @OnQueueEvent('e2e', 'completed')
+  completed(event: QueueEvent) {
+    record('e2e', event);
   }
 }
 
@@ -255,5 +269,26 @@ describe('@OnQueueEvent and QueueEventExplorer', () => {
       { queue: 'mail', types: ['dead'] },
       { queue: 'orders', types: ['dead', 'cancelled'] },
     ]);
+  });
+
+  it("through RedisLockModule: a worker's completed task reaches the method with its result", async () => {
+    app = await createLockApp({ keyPrefix: prefix }, [CompletedListener]);
+    const queues = app.get(QueueService);
+    queues.process('e2e', async (task) => ({ id: task.id, n: 42 }));
+    // The method gets events from 'now': enqueue until one arrives (its reader has its position).
+    let k = 0;
+    await waitFor('the first completed event', async () => {
+      if (seen('e2e').length > 0) return true;
+      await queues.enqueue('e2e', `warm-${k++}`);
+      return false;
+    });
+    await queues.enqueue('e2e', 'order-1');
+    await waitFor('order-1 completed', () => seen('e2e').some((e) => e.taskId === 'order-1'));
+    expect(seen('e2e').find((e) => e.taskId === 'order-1')).toMatchObject({
+      queue: 'e2e',
+      type: 'completed',
+      attempt: 1,
+      result: { id: 'order-1', n: 42 },
+    });
   });
 });

@@ -594,39 +594,29 @@ describe('QueueEventReaders (dedicated redis-server, events written by hand)', (
   });
 });
 
-describe('QueueEventReaders over the queue scripts (one process)', () => {
+describe('QueueService.events and waitFor over the queue scripts (one process)', () => {
   const prefix = uniquePrefix('queue-events-scripts');
   let app: INestApplicationContext;
   let queues: QueueService;
-  let readers: QueueEventReaders;
 
   beforeAll(async () => {
     app = await createLockApp({ keyPrefix: prefix });
     queues = app.get(QueueService);
-    const connection = app.get(RedisLockConnection);
-    readers = new QueueEventReaders(
-      connection,
-      (name) => queueRedisKeys(prefix, name),
-      (queue, id) => queues.get(queue, id),
-    );
   });
   afterEach(() => jest.restoreAllMocks());
-  afterAll(async () => {
-    readers.close();
-    await app.close();
-  });
+  afterAll(() => app.close());
 
   it("a worker's task: enqueued, active, progress, completed on events(); waitFor gets its result", async () => {
-    const seen = collect(readers.events('run', { from: 'start' }));
+    const seen = collect(queues.events('run', { from: 'start' }));
     await queues.enqueue('run', 'a');
-    const outcome = readers.waitFor('run', 'a');
+    const outcome = queues.waitFor('run', 'a');
     queues.process('run', async (task) => {
       await task.progress({ pct: 50 });
       return { ok: task.id };
     });
     await expect(outcome).resolves.toEqual({ state: 'completed', result: { ok: 'a' } });
     // Finished: resolves at once from the stored result.
-    await expect(readers.waitFor('run', 'a')).resolves.toEqual({
+    await expect(queues.waitFor('run', 'a')).resolves.toEqual({
       state: 'completed',
       result: { ok: 'a' },
     });
@@ -658,7 +648,7 @@ describe('QueueEventReaders over the queue scripts (one process)', () => {
     // The worker logs the dead task as an error: expected here.
     jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
     await queues.enqueue('fail', 'bad');
-    const dead = readers.waitFor('fail', 'bad');
+    const dead = queues.waitFor('fail', 'bad');
     queues.process('fail', async () => {
       throw new UnrecoverableTaskError('no such order');
     });
@@ -667,7 +657,7 @@ describe('QueueEventReaders over the queue scripts (one process)', () => {
       error: { name: 'UnrecoverableTaskError', message: 'no such order' },
     });
     await queues.enqueue('later', 'c', { delayMs: 60_000 });
-    const cancelled = readers.waitFor('later', 'c');
+    const cancelled = queues.waitFor('later', 'c');
     await waitFor('the look-up', async () => (await queues.get('later', 'c')) !== undefined);
     expect(await queues.cancel('later', 'c', { reason: 'user left' })).toBe('cancelled');
     await expect(cancelled).resolves.toEqual({
@@ -678,18 +668,40 @@ describe('QueueEventReaders over the queue scripts (one process)', () => {
 
   it('a removed task rejects its wait; a task not kept is known by its event only while waited for', async () => {
     await queues.enqueue('later', 'r', { delayMs: 60_000 });
-    const removed = expect(readers.waitFor('later', 'r')).rejects.toThrow(
+    const removed = expect(queues.waitFor('later', 'r')).rejects.toThrow(
       "queue 'later': task 'r' was removed before it finished",
     );
     expect(await queues.remove('later', 'r')).toBe(true);
     await removed;
 
     await queues.enqueue('forget', 'f');
-    const waiting = readers.waitFor('forget', 'f');
+    const waiting = queues.waitFor('forget', 'f');
     queues.process('forget', async () => 'done', { keepCompleted: { ageMs: 0, count: 0 } });
     await expect(waiting).resolves.toEqual({ state: 'completed', result: 'done' });
-    await expect(readers.waitFor('forget', 'f')).rejects.toThrow(
+    await expect(queues.waitFor('forget', 'f')).rejects.toThrow(
       "queue 'forget': task 'f' is unknown",
     );
+  });
+
+  it('checks its arguments at the call, and rejects pending waits when the application shuts down', async () => {
+    expect(() => queues.events('', { from: 'now' })).toThrow(QueueError);
+    expect(() => queues.events('q', { from: '12' })).toThrow(RedisLockOptionsError);
+    // (Checked whether the façade throws at the call or rejects.)
+    const call = (f: () => Promise<unknown>) => Promise.resolve().then(f);
+    await expect(call(() => queues.waitFor('', 'x'))).rejects.toThrow(QueueError);
+    await expect(call(() => queues.waitFor('q', { id: 1 } as never))).rejects.toThrow(QueueError);
+    await expect(call(() => queues.waitFor('q', 'x', { timeoutMs: 0 }))).rejects.toThrow(
+      RedisLockOptionsError,
+    );
+
+    const other = await createLockApp({ keyPrefix: prefix });
+    const otherQueues = other.get(QueueService);
+    await otherQueues.enqueue('later', 'shutdown', { delayMs: 60_000 });
+    const pending = expect(otherQueues.waitFor('later', 'shutdown')).rejects.toThrow(
+      "queue 'later': waitFor stopped: the application is shutting down",
+    );
+    await waitFor('the look-up', async () => (await queues.get('later', 'shutdown')) !== undefined);
+    await other.close();
+    await pending;
   });
 });
