@@ -229,11 +229,14 @@ interface ReaderContext {
  * after a caller joined is read.
  */
 class QueueEventReader {
-  position?: string;
-  readonly subscriptions = new Set<EventSubscription>();
+  /** Id of the last entry read (every later entry is still to be dispatched). */
+  private position?: string;
+  private readonly subscriptions = new Set<EventSubscription>();
   private readonly waiters = new Map<string, Set<Waiter>>();
   private waiterCount = 0;
+  /** Waiters whose task was not found: rejected once the reader passes their `unknownAfter`. */
   private readonly doubtful = new Set<Waiter>();
+  /** The XREVRANGE taking the first position, while under way. */
   private attempt?: Promise<string>;
   private readonly positionListeners: ((position: string) => void)[] = [];
   private blocker?: Client;
