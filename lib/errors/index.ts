@@ -16,3 +16,4 @@ export { QueueWaitTimeoutError } from './queue-wait-timeout.error';
 export { TaskTimeoutError } from './task-timeout.error';
 export { TaskCancelledError } from './task-cancelled.error';
 export { UnrecoverableTaskError } from './unrecoverable-task.error';
+export { QueueFullError } from './queue-full.error';

@@ -3,4 +3,5 @@ export {
   type LockedResponseBody,
   type MissingKeyValueResponseBody,
   type RedisUnavailableResponseBody,
+  type QueueFullResponseBody,
 } from './lock.interceptor';

@@ -12,6 +12,7 @@ import { LockKeyValueMissingError } from '../errors/lock-key-value-missing.error
 import { LockQuorumError } from '../errors/lock-quorum.error';
 import { LockReplicationError } from '../errors/lock-replication.error';
 import { LockTimeoutError } from '../errors/lock-timeout.error';
+import { QueueFullError } from '../errors/queue-full.error';
 import { RedisUnavailableError } from '../errors/redis-unavailable.error';
 import { ThrottledWarning } from '../redis/throttled-warning';
 
@@ -57,7 +58,9 @@ export interface RedisUnavailableResponseBody {
  * `{ statusCode: 503, error, message: 'Redis unavailable (<operation>)' }`: an outage, not
  * contention, and not a bug of the handler; the error's detail goes to the log (a warning at most
  * once per 5 s). A key value missing from the request (`LockKeyValueMissingError`) is
- * `400 Bad Request` with `{ statusCode: 400, error, message, missing }`. Every other error (an
+ * `400 Bad Request` with `{ statusCode: 400, error, message, missing }`. A full queue
+ * (`QueueFullError`, an `enqueue` past `maxSize`) is `503` with `Retry-After: 1` and
+ * `{ statusCode: 503, error, message, queue }`: backpressure. Every other error (an
  * invalid template or key is a `LockKeyError`, a 500), and every error in non-HTTP contexts
  * (microservices, websockets), passes through unchanged. A handler result that
  * is a Promise of an Observable is flattened, so that the stream's lifetime drives the lock.
@@ -84,6 +87,7 @@ export class LockInterceptor implements NestInterceptor {
 
   private toHttp(err: unknown, context: ExecutionContext): unknown {
     if (err instanceof LockTimeoutError) return locked(err, context);
+    if (err instanceof QueueFullError) return queueFull(err, context);
     if (err instanceof LockKeyValueMissingError) return missingValue(err, context);
     if (!isOutage(err)) return err;
     const request = context.switchToHttp().getRequest<{ method?: string; url?: string } | null>();
@@ -133,6 +137,29 @@ function unavailable(
     statusCode: 503,
     error: 'Service Unavailable',
     message: `Redis unavailable (${operation})`,
+  };
+  return new HttpException(body, HttpStatus.SERVICE_UNAVAILABLE, { cause: err });
+}
+
+/** The JSON body of a `503 Service Unavailable` for a full queue (`QueueFullError`). */
+export interface QueueFullResponseBody {
+  statusCode: 503;
+  error: 'Service Unavailable';
+  message: string;
+  queue: string;
+}
+
+/**
+ * Builds the 503 for a full queue: backpressure, not an outage (`Retry-After: 1`; the queue
+ * drains as fast as its workers run, which the server cannot know).
+ */
+function queueFull(err: QueueFullError, context: ExecutionContext): HttpException {
+  setHeader(context.switchToHttp().getResponse(), 'Retry-After', '1');
+  const body: QueueFullResponseBody = {
+    statusCode: 503,
+    error: 'Service Unavailable',
+    message: `queue '${err.queue}' is full; try again later`,
+    queue: err.queue,
   };
   return new HttpException(body, HttpStatus.SERVICE_UNAVAILABLE, { cause: err });
 }

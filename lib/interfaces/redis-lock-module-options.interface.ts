@@ -77,6 +77,13 @@ export interface QueueDefaults {
    * @default 65536
    */
   maxResultBytes?: number;
+  /**
+   * Every queue's bound of tasks queued and running (1 to 1,000,000,000), counted inside the
+   * enqueue script: past it `enqueue` throws `QueueFullError` (HTTP: 503 with `Retry-After`) and
+   * adds nothing. A queue's own bound (`QueueService.setMaxSize`) wins.
+   * @default undefined (no bound)
+   */
+  maxSize?: number;
 }
 
 export type { RetryLogLevel };

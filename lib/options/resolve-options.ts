@@ -95,7 +95,7 @@ const QUEUE_KEYS = [
   'retryLogLevel',
 ] as const;
 /** The module's `queue` options: the worker defaults, and the queue-wide ones. */
-const MODULE_QUEUE_KEYS = [...QUEUE_KEYS, 'eventsMaxLen', 'maxResultBytes'] as const;
+const MODULE_QUEUE_KEYS = [...QUEUE_KEYS, 'eventsMaxLen', 'maxResultBytes', 'maxSize'] as const;
 const WORKER_KEYS = [...QUEUE_KEYS, 'limiter', 'groupLimiter', 'timeoutMs', 'backoff'] as const;
 const BACKOFF_KEYS = ['type', 'delayMs', 'maxDelayMs', 'jitter'] as const;
 const RATE_LIMIT_KEYS = ['max', 'durationMs'] as const;
@@ -300,7 +300,10 @@ export function resolveLockOptions(
 }
 
 /** Queue defaults with every default applied. */
-export type ResolvedQueueDefaults = Required<QueueDefaults>;
+export type ResolvedQueueDefaults = Required<Omit<QueueDefaults, 'maxSize'>> & {
+  /** Unset: no bound. */
+  maxSize?: number;
+};
 
 /**
  * Worker options with every default applied (`limiter`, `groupLimiter`, `timeoutMs`, `backoff`:
@@ -367,6 +370,14 @@ export function checkBackoff(
   };
 }
 
+/** Largest queue bound (`maxSize`). */
+const MAX_QUEUE_SIZE = 1_000_000_000;
+
+/** Validates a queue bound named `option`: an integer from 1 to 1,000,000,000. */
+export function checkMaxSize(option: string, value: unknown): number {
+  return checkInt(option, value, 1, MAX_QUEUE_SIZE);
+}
+
 /** Validates a run timeout named `option`: an integer from 1 to a day, in ms. */
 export function checkTimeoutMs(option: string, value: unknown, invalid?: InvalidValue): number {
   return checkInt(option, value, 1, MAX_TASK_MS, invalid);
@@ -416,6 +427,7 @@ export function resolveQueueOptions(
       o.maxResultBytes === undefined
         ? defaults.maxResultBytes
         : checkInt(name('maxResultBytes'), o.maxResultBytes, 1, 16 * 1024 * 1024),
+    ...(o.maxSize === undefined ? {} : { maxSize: checkMaxSize(name('maxSize'), o.maxSize) }),
   };
 }
 
@@ -451,6 +463,7 @@ function resolveQueueKeys(
   return {
     eventsMaxLen: defaults.eventsMaxLen,
     maxResultBytes: defaults.maxResultBytes,
+    ...(defaults.maxSize === undefined ? {} : { maxSize: defaults.maxSize }),
     leaseMs:
       o.leaseMs === undefined ? defaults.leaseMs : checkMs(name('leaseMs'), o.leaseMs, 1, invalid),
     maxAttempts:

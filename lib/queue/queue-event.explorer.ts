@@ -1,5 +1,4 @@
 import {
-  Inject,
   Injectable,
   Logger,
   type OnApplicationBootstrap,
@@ -9,18 +8,9 @@ import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import type { Observable, Subscription } from 'rxjs';
 import { QueueError } from '../errors/queue.error';
 import { decoratedMethods } from '../discovery/served-wrappers';
-import type {
-  QueueEvent,
-  QueueEventsOptions,
-  QueueEventType,
-} from './interfaces/queue-event.interface';
+import type { QueueEvent, QueueEventType } from './interfaces/queue-event.interface';
 import { QUEUE_EVENT_METADATA, type QueueEventMetadata } from './on-queue-event.decorator';
 import { QueueService } from './queue.service';
-
-/** What the explorer uses of `QueueService`. */
-interface QueueEventSource {
-  events(queue: string, options?: QueueEventsOptions): Observable<QueueEvent>;
-}
 
 /** One decorated method and the event types it wants. */
 interface EventHandler {
@@ -31,7 +21,7 @@ interface EventHandler {
 
 /**
  * Finds `@OnQueueEvent` methods on the providers and controllers its `RedisLockModule` serves
- * (`wrappersServedBy`) when the application bootstraps, and subscribes once per queue (from
+ * (`decoratedMethods`) when the application bootstraps, and subscribes once per queue (from
  * `'now'`) through that module's `QueueService.events`: one reader per queue and process, whatever
  * the number of methods. Unsubscribes on shutdown.
  */
@@ -45,7 +35,7 @@ export class QueueEventExplorer implements OnApplicationBootstrap, OnApplication
   constructor(
     private readonly discovery: DiscoveryService,
     private readonly scanner: MetadataScanner,
-    @Inject(QueueService) private readonly queues: QueueEventSource,
+    private readonly queues: QueueService,
   ) {}
 
   onApplicationBootstrap(): void {

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { QueueFullError } from '../errors/queue-full.error';
 import type { ResolvedQueueDefaults, ResolvedWorkerOptions } from '../options/resolve-options';
 import type { LuaScript } from '../redis/lua-script';
 import type { RedisLockConnection } from '../redis/redis-connection';
@@ -93,6 +94,10 @@ export class QueueStore {
     return this.defaults.eventsMaxLen;
   }
 
+  /**
+   * Adds `ids` (enqueue.lua).
+   * @throws QueueFullError when the call would take the queue past its `maxSize`
+   */
   async enqueue(k: QueueRedisKeys, ids: readonly string[], a: EnqueueArgs): Promise<number> {
     const plain = !a.replace && a.priority === 0 && a.group === '';
     const added = await this.connection.run(QUEUE_SCRIPTS.enqueue, enqueueKeys(k, plain), [
@@ -104,8 +109,12 @@ export class QueueStore {
       a.group,
       this.eventsMaxLen,
       a.opts,
+      this.defaults.maxSize ?? 0,
       ...ids,
     ]);
+    if (Array.isArray(added)) {
+      throw new QueueFullError(k.name, Number(added[0]), Number(added[1]));
+    }
     return Number(added);
   }
 
@@ -341,7 +350,7 @@ function cached(
 
 /**
  * The KEYS of enqueue.lua, in its order; `plain` (no replace, priority or group): only the first
- * 15, the only ones the script reads then.
+ * 16, the only ones the script reads then.
  */
 function enqueueKeys(k: QueueRedisKeys, plain: boolean): string[] {
   const all = cached(ENQUEUE_KEYS, k, () => [
@@ -360,6 +369,7 @@ function enqueueKeys(k: QueueRedisKeys, plain: boolean): string[] {
     k.results,
     k.cancelled,
     k.ties,
+    k.config,
     k.pending,
     k.prio,
     k.gtasks,
@@ -367,7 +377,7 @@ function enqueueKeys(k: QueueRedisKeys, plain: boolean): string[] {
     k.gpark,
     k.seq,
   ]);
-  return plain ? cached(PLAIN_ENQUEUE_KEYS, k, () => all.slice(0, 15)) : all;
+  return plain ? cached(PLAIN_ENQUEUE_KEYS, k, () => all.slice(0, 16)) : all;
 }
 
 /**

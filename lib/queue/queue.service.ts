@@ -2,7 +2,7 @@ import { BeforeApplicationShutdown, Injectable, Logger } from '@nestjs/common';
 import { QueueError } from '../errors/queue.error';
 import { RedisLockEvents } from '../events/redis-lock-events';
 import type { ResolvedQueueDefaults, ResolvedWorkerOptions } from '../options/resolve-options';
-import { checkBackoff, checkTimeoutMs } from '../options/resolve-options';
+import { checkBackoff, checkMaxSize, checkTimeoutMs } from '../options/resolve-options';
 import { checkInt } from '../options/validate';
 import { RedisLockConnection } from '../redis/redis-connection';
 import { QueueTracing } from '../observability/tracing';
@@ -373,6 +373,19 @@ export class QueueService implements BeforeApplicationShutdown {
   /** Lets the workers of `queue` claim again (and wakes one at once). */
   async resume(queue: QueueName): Promise<void> {
     await this.setConfig(queue, 'paused', '');
+  }
+
+  /**
+   * Bounds `queue` to `n` tasks queued and running (stored in Redis, for every instance; wins over
+   * the module's `queue.maxSize`); `null` falls back to the module's bound. Counted inside the
+   * enqueue script, so concurrent producers never overshoot: past it `enqueue` throws
+   * `QueueFullError` and adds nothing.
+   * @throws RedisLockOptionsError unless `n` is an integer from 1 to 1,000,000,000 or `null`
+   * @example await queues.setMaxSize('orders', 5_000);
+   */
+  async setMaxSize(queue: QueueName, n: number | null): Promise<void> {
+    const k = this.keys(queue);
+    await this.store.setConfig(k, 'maxSize', n === null ? '' : String(checkMaxSize('n', n)));
   }
 
   /**

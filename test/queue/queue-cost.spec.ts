@@ -43,7 +43,7 @@ describe('QueueService: what enqueue and a worker step cost (dedicated redis-ser
     await server.stop();
   });
 
-  it('adds a new id with one script that runs 9 commands, its event and FIFO tie order included (10 when it wakes the workers)', async () => {
+  it('adds a new id with one script that runs 10 commands, its event, FIFO tie order and size bound included (11 when it wakes the workers)', async () => {
     await queues.enqueue('cost', 'first', { payload: 1 });
     const before = await commandCalls(probe);
     for (let n = 0; n < 10; n++)
@@ -60,6 +60,7 @@ describe('QueueService: what enqueue and a worker step cost (dedicated redis-ser
       xadd: 10,
       get: 10,
       set: 10,
+      hget: 10,
     });
     expect(await queues.stats('cost')).toMatchObject(queueStats({ ready: 11 }));
   });

@@ -1,10 +1,11 @@
 -- Changes a queue-wide setting shared by every instance, and wakes an idle worker so that it
 -- sees the change at once.
 --
--- KEYS[1] config  hash: 'paused' -> '1', 'concurrency' -> global limit of leased tasks
+-- KEYS[1] config  hash: 'paused' -> '1', 'concurrency' -> global limit of leased tasks,
+--                 'maxSize' -> bound of tasks queued and running (enqueue.lua)
 -- KEYS[2] wake    list: wake-up marker for idle workers (at most one element)
 -- KEYS[3] events  stream: the queue's events (includes/events.lua)
--- ARGV[1] field   'paused' or 'concurrency'
+-- ARGV[1] field   'paused', 'concurrency' or 'maxSize'
 -- ARGV[2] value   the new value; '' deletes the field (resume, no global limit)
 -- ARGV[3] eventsMaxLen
 --

@@ -16,14 +16,15 @@
 -- KEYS[14] cancelled zset: id -> time it was cancelled
 -- KEYS[15] ties      string: 'ms n': the last enqueue's Redis time and how many tasks it placed
 --                    in that ms (orders tasks enqueued in the same ms; see dueScore)
--- KEYS[16..21] are read only with replace, a priority or a group (the caller may leave them out
--- otherwise: a plain enqueue sends 15 keys):
--- KEYS[16] pending   zset: id -> due time of delayed tasks with a priority or a group
--- KEYS[17] prio      zset: id -> (priority + 1000) * 2^41 + seq, ready tasks with a priority
--- KEYS[18] gtasks    zset (all scores 0): group \0 seq(15 digits) \0 id, ready grouped tasks
--- KEYS[19] ring      zset: group -> turn (groups with ready tasks)
--- KEYS[20] gpark     zset: group -> time its next task may start
--- KEYS[21] seq       string: the queue's enqueue sequence (orders tasks with priority or group)
+-- KEYS[16] config    hash: 'maxSize' -> the queue's own bound (setMaxSize)
+-- KEYS[17..22] are read only with replace, a priority or a group (the caller may leave them out
+-- otherwise: a plain enqueue sends 16 keys):
+-- KEYS[17] pending   zset: id -> due time of delayed tasks with a priority or a group
+-- KEYS[18] prio      zset: id -> (priority + 1000) * 2^41 + seq, ready tasks with a priority
+-- KEYS[19] gtasks    zset (all scores 0): group \0 seq(15 digits) \0 id, ready grouped tasks
+-- KEYS[20] ring      zset: group -> turn (groups with ready tasks)
+-- KEYS[21] gpark     zset: group -> time its next task may start
+-- KEYS[22] seq       string: the queue's enqueue sequence (orders tasks with priority or group)
 -- ARGV[1] delayMs     due time = Redis TIME + delayMs
 -- ARGV[2] replace     '1': an id already queued (not leased) is placed again with the new due
 --                     time (and payload when given); with the call's priority and group when it
@@ -35,9 +36,12 @@
 -- ARGV[6] group       '' for none
 -- ARGV[7] eventsMaxLen  length of the event stream (0: no events)
 -- ARGV[8] opts        JSON of the tasks' own options (maxAttempts, backoff, timeoutMs), '' none
--- ARGV[9..] ids
+-- ARGV[9] maxSize     the module's bound of tasks queued and running (0: none); the queue's own
+--                     (config 'maxSize') wins
+-- ARGV[10..] ids
 --
--- Returns the number of ids newly added. A leased id is never touched; an id completed within its
+-- Returns the number of ids newly added, or {size, maxSize} when the call would take the queue
+-- past its bound: then nothing is added (all or nothing). A leased id is never touched; an id completed within its
 -- keepCompleted window is refused (once the window ended it is added as a new task). A dead or
 -- cancelled id is added again as a new task (attempts, last error and progress reset).
 
@@ -77,15 +81,15 @@ local function place(id, prio, grp)
     redis.call('ZADD', KEYS[1], dueScore(), id)
     return
   end
-  local seq = redis.call('INCR', KEYS[21])
+  local seq = redis.call('INCR', KEYS[22])
   redis.call('HSET', KEYS[7], id, now .. '|' .. due .. '|' .. prio .. '|' .. seq .. '|' .. grp)
   if due > now then
-    redis.call('ZADD', KEYS[16], due, id)
+    redis.call('ZADD', KEYS[17], due, id)
   elseif grp ~= '' then
-    redis.call('ZADD', KEYS[18], 0, groupMember(grp, seq, id))
-    if not redis.call('ZSCORE', KEYS[20], grp) then joinRing(KEYS[19], grp) end
+    redis.call('ZADD', KEYS[19], 0, groupMember(grp, seq, id))
+    if not redis.call('ZSCORE', KEYS[21], grp) then joinRing(KEYS[20], grp) end
   else
-    redis.call('ZADD', KEYS[17], prioScore(prio, seq), id)
+    redis.call('ZADD', KEYS[18], prioScore(prio, seq), id)
   end
 end
 
@@ -97,9 +101,9 @@ local function unplace(id, info)
     redis.call('ZREM', KEYS[1], id)
     return nil
   end
-  redis.call('ZREM', KEYS[16], id)
   redis.call('ZREM', KEYS[17], id)
-  if m.group ~= '' then redis.call('ZREM', KEYS[18], groupMember(m.group, m.seq, id)) end
+  redis.call('ZREM', KEYS[18], id)
+  if m.group ~= '' then redis.call('ZREM', KEYS[19], groupMember(m.group, m.seq, id)) end
   return m
 end
 
@@ -132,7 +136,28 @@ end
 -- looking in the leased, due and info keys first.
 local plain = not replace and group == '' and priority == 0
 
-for i = 9, #ARGV do
+-- The bound: tasks queued or running are every task with an info entry but the finished ones
+-- kept (completed, dead, cancelled): four O(1) reads. An id counts as new unless it exists and is
+-- not finished; the exact count is taken only when the call could pass the bound.
+local maxSize = tonumber(redis.call('HGET', KEYS[16], 'maxSize') or ARGV[9])
+if maxSize > 0 then
+  local size = redis.call('HLEN', KEYS[7]) - redis.call('ZCARD', KEYS[5])
+    - redis.call('ZCARD', KEYS[9]) - redis.call('ZCARD', KEYS[14])
+  if size + #ARGV - 9 > maxSize then
+    local adding = 0
+    for i = 10, #ARGV do
+      local id = ARGV[i]
+      local finished = redis.call('ZSCORE', KEYS[5], id) or redis.call('ZSCORE', KEYS[14], id)
+      local kept = redis.call('ZSCORE', KEYS[9], id)
+      if redis.call('HEXISTS', KEYS[7], id) == 0 or finished or (kept and tonumber(kept) <= now) then
+        adding = adding + 1
+      end
+    end
+    if size + adding > maxSize then return {size, maxSize} end
+  end
+end
+
+for i = 10, #ARGV do
   local id = ARGV[i]
   local doneUntil = keepsDone and redis.call('ZSCORE', KEYS[9], id)
   if doneUntil and tonumber(doneUntil) > now then
