@@ -148,14 +148,13 @@ export class QueueService implements BeforeApplicationShutdown {
    * const outcome = await queues.waitFor('orders', orderId, { timeoutMs: 10_000 });
    * if (outcome.state === 'completed') return outcome.result;
    */
-  waitFor<R = unknown>(
+  async waitFor<R = unknown>(
     queue: QueueName,
     id: QueueTaskId,
     options?: WaitForOptions,
   ): Promise<TaskOutcome<R>> {
-    return this.readers.waitFor(this.keys(queue).name, checkTaskId(id), options) as Promise<
-      TaskOutcome<R>
-    >;
+    const outcome = await this.readers.waitFor(this.keys(queue).name, checkTaskId(id), options);
+    return outcome as TaskOutcome<R>;
   }
 
   /**
