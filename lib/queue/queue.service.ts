@@ -456,8 +456,10 @@ export class QueueService implements BeforeApplicationShutdown {
     if (o.reason !== undefined && typeof o.reason !== 'string') {
       throw QueueError.invalid('reason', o.reason, 'a string');
     }
-    const message = `cancelled${o.reason ? `: ${o.reason.slice(0, MAX_ERROR_CHARS)}` : ''}`;
-    const reason = JSON.stringify({ name: 'TaskCancelledError', message });
+    const given = o.reason ? o.reason.slice(0, MAX_ERROR_CHARS) : undefined;
+    const message = `cancelled${given ? `: ${given}` : ''}`;
+    // `reason`: what the running handler's TaskCancelledError and task.cancelled event carry.
+    const reason = JSON.stringify({ name: 'TaskCancelledError', message, reason: given });
     return this.store.cancel(k, taskId, reason);
   }
 

@@ -19,9 +19,10 @@
 -- KEYS[15] results   hash: id -> 'finishedAt|result JSON'
 -- KEYS[16] progress  hash: id -> JSON of the last progress value
 -- KEYS[17] opts      hash: id -> JSON of the task's own options
--- KEYS[18] channel   pub/sub channel of the queue's cancels (its workers listen)
+-- KEYS[18] channel   pub/sub channel of the queue's cancels (its workers listen): messages are
+--                    '<ARGV[2]>\n<id>'
 -- ARGV[1] id
--- ARGV[2] reason     error JSON {name, message}
+-- ARGV[2] reason     error JSON {name, message, reason?} (reason: what cancel() was given)
 -- ARGV[3] eventsMaxLen
 -- ARGV[4] keepMs     cancelled tasks older than this are deleted (keepDead)
 -- ARGV[5] keepCount  at most this many cancelled tasks are kept
@@ -33,7 +34,7 @@
 local id = ARGV[1]
 if redis.call('ZSCORE', KEYS[2], id) then
   redis.call('HSET', KEYS[12], id, ARGV[2])
-  redis.call(ARGV[6] == '1' and 'SPUBLISH' or 'PUBLISH', KEYS[18], id)
+  redis.call(ARGV[6] == '1' and 'SPUBLISH' or 'PUBLISH', KEYS[18], ARGV[2] .. '\n' .. id)
   return 'signalled'
 end
 if redis.call('ZSCORE', KEYS[5], id) or redis.call('ZSCORE', KEYS[11], id)

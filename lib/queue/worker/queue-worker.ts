@@ -15,7 +15,6 @@ import type { QueueRedisKeys } from '../queue-keys';
 import { SETTLED, type ClaimStepResult, type QueueStore, type SettleStep } from '../queue-store';
 import type { ResolvedWorkerOptions } from '../queue-worker-options';
 import { MAX_IDLE_MS } from '../queue.constants';
-import { decodeTaskError } from '../task-errors';
 import { settleFailure } from './failure-policy';
 import { WorkerTask, type TaskControl } from './worker-task';
 
@@ -103,7 +102,11 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
     // A cancel whose message is lost (no subscription yet, a reconnect) reaches the task at its
     // next lease extension (extend-lease.lua reports it).
     this.unlistenCancels = this.connection.hub
-      .listen(this.keys.cancelChannel, (id) => this.cancelled(id))
+      .listen(this.keys.cancelChannel, (message) => {
+        // '<cancel JSON>\n<id>' (cancel.lua)
+        const at = message.indexOf('\n');
+        this.cancelled(message.slice(at + 1), cancelReasonOf(message.slice(0, at)));
+      })
       .catch((err: unknown) => {
         this.logFailure('SUBSCRIBE (cancels)', err);
         return undefined;
@@ -459,7 +462,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
       const { held, cancel } = await this.backend.extendLease(entry.task, this.options.leaseMs);
       if (held) {
         entry.renewedAt = now;
-        if (cancel) this.cancelled(entry.task.id, decodeTaskError(cancel).message);
+        if (cancel) this.cancelled(entry.task.id, cancelReasonOf(cancel));
       } else if (!entry.released && !entry.ended) {
         entry.ended = true;
         entry.task.abort(this.leaseLost(entry.task));
@@ -523,6 +526,16 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
 
 function errorMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
+}
+
+/** The reason given to `cancel()`, from the cancel's stored JSON (`{ name, message, reason? }`). */
+function cancelReasonOf(json: string): string | undefined {
+  try {
+    const { reason } = JSON.parse(json) as { reason?: unknown };
+    return typeof reason === 'string' ? reason : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 function cancelReason(err: unknown): string | undefined {
