@@ -48,6 +48,18 @@ export interface BenchConfig {
   readonly producers: number;
   /** Consumer concurrencies of the drain shapes. */
   readonly drainConcurrency: readonly number[];
+  /**
+   * The "completion seen on another instance" shape: tasks enqueued and awaited by this process
+   * (a worker runs them in another process), and how many are in flight at once.
+   */
+  readonly waitForTasks: number;
+  readonly waitForInFlight: number;
+  /**
+   * The cancel shape: running tasks cancelled one at a time, then as many again in bursts of
+   * `cancelBurst` (that many running at once, all cancelled together).
+   */
+  readonly cancels: number;
+  readonly cancelBurst: number;
   /** Groups of the groups shape. */
   readonly groups: number;
   /** Rate limit of the rate-limited shape. */
@@ -119,6 +131,10 @@ export const FULL_CONFIG: BenchConfig = {
   queueJobs: 10_000,
   producers: 50,
   drainConcurrency: [1, 10, 50],
+  waitForTasks: 2_000,
+  waitForInFlight: 50,
+  cancels: 200,
+  cancelBurst: 50,
   groups: 100,
   limiter: { max: 1_000, durationMs: 500 },
   crowds: [
@@ -156,6 +172,9 @@ export const QUICK_CONFIG: BenchConfig = {
   wakeRounds: 20,
   floorRequests: 5_000,
   queueJobs: 1_000,
+  waitForTasks: 400,
+  cancels: 40,
+  cancelBurst: 20,
   limiter: { max: 200, durationMs: 200 },
   // Small crowds: the polling peers' stragglers after the window would otherwise dominate.
   crowds: [[4, 8]],

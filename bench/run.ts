@@ -21,10 +21,12 @@ import { SEMAPHORE_LIBRARIES } from './adapters/semaphore-libraries';
 import { oursQueueMissing } from './adapters/ours-queue.adapter';
 import type { QueueLibrary } from './adapters/queue-adapter';
 import {
+  CANCEL_LIBRARIES,
   DRAIN_LIBRARIES,
   ENQUEUE_LIBRARIES,
   GROUP_LIBRARIES,
   LIMITED_LIBRARIES,
+  WAIT_LIBRARIES,
 } from './adapters/queue-libraries';
 import { FULL_CONFIG, QUICK_CONFIG, shapeTimeoutMs } from './bench-config';
 import { benchShapes, type BenchShapes } from './shapes/bench-shapes';
@@ -113,7 +115,21 @@ function allShapes(shapes: BenchShapes): { id: string }[] {
     ...shapes.drain,
     shapes.groups,
     shapes.rateLimited,
+    shapes.waitFor,
+    shapes.cancel,
   ];
+}
+
+/** The ids of the queue shapes. */
+function queueShapeIds(shapes: BenchShapes): string[] {
+  return [
+    shapes.enqueue,
+    ...shapes.drain,
+    shapes.groups,
+    shapes.rateLimited,
+    shapes.waitFor,
+    shapes.cancel,
+  ].map((s) => s.id);
 }
 
 async function main(): Promise<void> {
@@ -138,6 +154,8 @@ async function main(): Promise<void> {
       ...DRAIN_LIBRARIES,
       ...GROUP_LIBRARIES,
       ...LIMITED_LIBRARIES,
+      ...WAIT_LIBRARIES,
+      ...CANCEL_LIBRARIES,
     ].map((l) => l.id),
   );
   // `--shapes` / `--libraries`: a partial run too.
@@ -190,8 +208,11 @@ async function main(): Promise<void> {
     );
     await admin.flushall();
 
+    // `--only`: the other half's tables are left out (they would be empty).
+    const queueShapes = new Set(queueShapeIds(shapes));
     const tables = reportTables(shapes, config, !queueMissing)
       .filter((t) => shapeSelected(filter, t.shape))
+      .filter((t) => (queueShapes.has(t.shape) ? runQueues : runLocks))
       .map((t) => (t.shape === 'floor' ? t : { ...t, rows: selectedLibraries(filter, t.rows) }));
     for (let round = 1; round <= config.rounds; round++) {
       console.log(`round ${round}/${config.rounds}`);
@@ -208,6 +229,8 @@ async function main(): Promise<void> {
         for (const shape of shapes.drain) await runShape<QueueLibrary>(shape, DRAIN_LIBRARIES, run);
         await runShape<QueueLibrary>(shapes.groups, GROUP_LIBRARIES, run);
         await runShape<QueueLibrary>(shapes.rateLimited, LIMITED_LIBRARIES, run);
+        await runShape<QueueLibrary>(shapes.waitFor, WAIT_LIBRARIES, run);
+        await runShape<QueueLibrary>(shapes.cancel, CANCEL_LIBRARIES, run);
       }
       addDerived(results, round);
       machine.loadAfterRounds.push(currentLoadAverage());
@@ -237,6 +260,8 @@ async function main(): Promise<void> {
         semaphore: SEMAPHORE_LIBRARIES.map(({ id, label, ours }) => ({ id, label, ours })),
         enqueue: ENQUEUE_LIBRARIES.map(({ id, label, ours }) => ({ id, label, ours })),
         drain: DRAIN_LIBRARIES.map(({ id, label, ours }) => ({ id, label, ours })),
+        waitFor: WAIT_LIBRARIES.map(({ id, label, ours }) => ({ id, label, ours })),
+        cancel: CANCEL_LIBRARIES.map(({ id, label, ours }) => ({ id, label, ours })),
         floor: FLOOR_PROBES.map(({ id, label }) => ({ id, label })),
       },
       skipped,

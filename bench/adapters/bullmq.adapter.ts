@@ -1,35 +1,49 @@
-import { Queue, Worker } from 'bullmq';
+import { type JobsOptions, Queue, QueueEvents, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import {
   countdown,
   FILL_BATCH,
   handedBackAfter,
+  jobResult,
+  type JobHandler,
   type Limit,
   type QueueAdapter,
   type StopConsumer,
 } from './queue-adapter';
 
-/** Job options of every job: BullMQ's documented setting for throughput (no completed-job history). */
-const JOB_OPTIONS = { removeOnComplete: true };
+/** How a BullMQ row adds its jobs. */
+export interface BullmqRowOptions {
+  /**
+   * Options of every job added. `{}`: BullMQ's defaults (completed jobs kept, no limit);
+   * `{ removeOnComplete: true }`: its documented setting for throughput (no completed-job history).
+   */
+  readonly jobOptions: JobsOptions;
+}
 
 /**
- * BullMQ with default options and `removeOnComplete`, on a connection we create (so on this
- * process's ioredis; BullMQ requires `maxRetriesPerRequest: null` for workers).
+ * BullMQ with default options (events on: its `events` stream, capped at 10,000 by default) and
+ * the row's job options, on a connection we create (so on this process's ioredis; BullMQ requires
+ * `maxRetriesPerRequest: null` for workers).
  */
 export class BullmqAdapter implements QueueAdapter {
   private readonly queues = new Map<string, Queue>();
+  private readonly readers = new Map<string, { events: QueueEvents; connection: Redis }>();
 
-  private constructor(private readonly connection: Redis) {}
+  private constructor(
+    private readonly url: string,
+    private readonly connection: Redis,
+    private readonly jobOptions: JobsOptions,
+  ) {}
 
   /** @param url the bench Redis */
-  static async create(url: string): Promise<BullmqAdapter> {
+  static async create(url: string, { jobOptions }: BullmqRowOptions): Promise<BullmqAdapter> {
     const connection = new Redis(url, { maxRetriesPerRequest: null });
     await connection.ping();
-    return new BullmqAdapter(connection);
+    return new BullmqAdapter(url, connection, jobOptions);
   }
 
   async enqueue(queue: string, id: string, payload: Record<string, unknown>): Promise<void> {
-    await this.queue(queue).add('job', payload, JOB_OPTIONS);
+    await this.queue(queue).add('job', payload, this.jobOptions);
   }
 
   async fill(queue: string, count: number, groups?: number): Promise<void> {
@@ -38,7 +52,7 @@ export class BullmqAdapter implements QueueAdapter {
       const jobs = Array.from({ length: Math.min(FILL_BATCH, count - start) }, (_, i) => ({
         name: 'job',
         data: { n: start + i },
-        opts: JOB_OPTIONS,
+        opts: this.jobOptions,
       }));
       await this.queue(queue).addBulk(jobs);
     }
@@ -46,17 +60,59 @@ export class BullmqAdapter implements QueueAdapter {
 
   drain(queue: string, count: number, concurrency: number, limiter?: Limit): Promise<StopConsumer> {
     const done = countdown(count);
-    const worker = new Worker(queue, async (job) => done.tick(job.id!), {
-      connection: this.connection,
-      concurrency,
-      ...(limiter ? { limiter: { max: limiter.max, duration: limiter.durationMs } } : {}),
-    });
+    const worker = new Worker(
+      queue,
+      async (job) => {
+        done.tick(job.id!);
+        return jobResult(job.id!);
+      },
+      {
+        connection: this.connection,
+        concurrency,
+        ...(limiter ? { limiter: { max: limiter.max, duration: limiter.durationMs } } : {}),
+      },
+    );
     worker.on('error', () => undefined);
     return handedBackAfter(done.finished, () => worker.close());
   }
 
+  async work(queue: string, concurrency: number, handler: JobHandler): Promise<StopConsumer> {
+    const worker = new Worker(queue, (job) => handler({ id: job.id!, payload: job.data }), {
+      connection: this.connection,
+      concurrency,
+    });
+    worker.on('error', () => undefined);
+    await worker.waitUntilReady();
+    return () => worker.close();
+  }
+
+  async prepareWaits(queue: string): Promise<void> {
+    if (this.readers.has(queue)) return;
+    // QueueEvents blocks on XREAD: a connection of its own.
+    const connection = new Redis(this.url, { maxRetriesPerRequest: null });
+    const events = new QueueEvents(queue, { connection });
+    events.on('error', () => undefined);
+    this.readers.set(queue, { events, connection });
+    await events.waitUntilReady();
+  }
+
+  async enqueueAndWait(
+    queue: string,
+    id: string,
+    payload: Record<string, unknown>,
+    timeoutMs: number,
+  ): Promise<unknown> {
+    await this.prepareWaits(queue);
+    const job = await this.queue(queue).add('job', payload, this.jobOptions);
+    return job.waitUntilFinished(this.readers.get(queue)!.events, timeoutMs);
+  }
+
   async close(): Promise<void> {
+    await Promise.all([...this.readers.values()].map((r) => r.events.close()));
     await Promise.all([...this.queues.values()].map((q) => q.close()));
+    await Promise.all(
+      [...this.readers.values()].map((r) => r.connection.quit().catch(() => undefined)),
+    );
     await this.connection.quit();
   }
 
@@ -64,6 +120,8 @@ export class BullmqAdapter implements QueueAdapter {
     let queue = this.queues.get(name);
     if (!queue) {
       queue = new Queue(name, { connection: this.connection });
+      // Each `waitUntilFinished` listens to the queue's 'closing': no warning past 10 waits.
+      queue.setMaxListeners(0);
       this.queues.set(name, queue);
     }
     return queue;

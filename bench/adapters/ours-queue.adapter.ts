@@ -1,10 +1,12 @@
 import type { INestApplicationContext } from '@nestjs/common';
-import { QueueService } from '../../lib';
+import { QueueService, type QueueDefaults } from '../../lib';
 import { oursApp } from './ours-app';
 import {
   countdown,
   FILL_BATCH,
   handedBackAfter,
+  jobResult,
+  type JobHandler,
   type Limit,
   type QueueAdapter,
   type StopConsumer,
@@ -14,7 +16,7 @@ import {
 export type OursDrainMode = 'leased' | 'pop';
 
 /** Methods of `QueueService` the queue shapes use (the spec's API). */
-const NEEDED = ['enqueue', 'pop', 'claim', 'ack', 'process'] as const;
+const NEEDED = ['enqueue', 'pop', 'claim', 'ack', 'process', 'waitFor', 'cancel'] as const;
 
 /**
  * Why the queue shapes cannot run against this checkout (a `QueueService` method they need is
@@ -27,9 +29,10 @@ export function oursQueueMissing(): string | undefined {
 }
 
 /**
- * nestjs-redis-lock's queue through its public API, default options. `leased` drains with a
- * worker (`QueueService.process`: claim, run, ack); `pop` with `concurrency` loops of
- * `pop(queue, 1)` (at-most-once, no lease).
+ * nestjs-redis-lock's queue through its public API, default options (results kept per
+ * `keepCompleted`, events on) unless `queue` options are given. `leased` drains with a worker
+ * (`QueueService.process`: claim, run, ack); `pop` with `concurrency` loops of `pop(queue, 1)`
+ * (at-most-once, no lease).
  */
 export class OursQueueAdapter implements QueueAdapter {
   private constructor(
@@ -41,9 +44,14 @@ export class OursQueueAdapter implements QueueAdapter {
   /**
    * @param url the bench Redis
    * @param mode how `drain` consumes
+   * @param queue the module's queue options (a row that is not the defaults says so in its label)
    */
-  static async create(url: string, mode: OursDrainMode): Promise<OursQueueAdapter> {
-    const app = await oursApp({ redis: url });
+  static async create(
+    url: string,
+    mode: OursDrainMode,
+    queue?: QueueDefaults,
+  ): Promise<OursQueueAdapter> {
+    const app = await oursApp({ redis: url, ...(queue ? { queue } : {}) });
     return new OursQueueAdapter(app, app.get(QueueService), mode);
   }
 
@@ -68,10 +76,17 @@ export class OursQueueAdapter implements QueueAdapter {
   drain(queue: string, count: number, concurrency: number, limiter?: Limit): Promise<StopConsumer> {
     const done = countdown(count);
     if (this.mode === 'leased') {
-      const worker = this.queues.process(queue, async (task) => done.tick(task.id), {
-        concurrency,
-        ...(limiter ? { limiter } : {}),
-      });
+      const worker = this.queues.process(
+        queue,
+        async (task) => {
+          done.tick(task.id);
+          return jobResult(task.id);
+        },
+        {
+          concurrency,
+          ...(limiter ? { limiter } : {}),
+        },
+      );
       return handedBackAfter(done.finished, () => worker.close());
     }
     let popped = 0;
@@ -89,6 +104,50 @@ export class OursQueueAdapter implements QueueAdapter {
     });
     // The loops end on their next (empty) pop after the last job: that is their stop.
     return handedBackAfter(Promise.race([done.finished, loops]), () => loops);
+  }
+
+  async work(queue: string, concurrency: number, handler: JobHandler): Promise<StopConsumer> {
+    // `task.signal` is read only by handlers that use it: it is made on first read.
+    const worker = this.queues.process(
+      queue,
+      (task) =>
+        handler({
+          id: task.id,
+          payload: task.payload,
+          get signal() {
+            return task.signal;
+          },
+        }),
+      { concurrency },
+    );
+    return () => worker.close();
+  }
+
+  async prepareWaits(): Promise<void> {
+    // One shared reader per queue, started by the first waitFor.
+  }
+
+  async enqueueAndWait(
+    queue: string,
+    id: string,
+    payload: Record<string, unknown>,
+    timeoutMs: number,
+  ): Promise<unknown> {
+    await this.queues.enqueue(queue, id, { payload });
+    const outcome = await this.queues.waitFor(queue, id, { timeoutMs });
+    if (outcome.state !== 'completed') {
+      throw new Error(`task '${id}' ended ${outcome.state}: ${outcome.error.message}`);
+    }
+    return outcome.result;
+  }
+
+  cancel(queue: string, id: string): Promise<string> {
+    return this.queues.cancel(queue, id);
+  }
+
+  async cancelCounts(queue: string): Promise<{ leased: number; cancelled: number }> {
+    const { leased, cancelled } = await this.queues.stats(queue);
+    return { leased, cancelled };
   }
 
   close(): Promise<void> {

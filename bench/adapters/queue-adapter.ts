@@ -1,6 +1,7 @@
 /**
  * What the queue shapes need from a queue library, implemented once per library with its
- * default options (BullMQ: jobs added with `removeOnComplete`).
+ * default options (ours: results kept per `keepCompleted`, events on; BullMQ: completed jobs
+ * kept, events on), unless a row says otherwise (`queue-libraries.ts`).
  */
 export interface QueueAdapter {
   /** Adds one job `id` with `payload` to `queue` (the measured operation of the enqueue shape). */
@@ -11,14 +12,59 @@ export interface QueueAdapter {
    */
   fill(queue: string, count: number, groups?: number): Promise<void>;
   /**
-   * Runs one consumer of `queue` at `concurrency` with a no-op handler; resolves as soon as
-   * `count` jobs were handled, with the function that stops the consumer, which the caller calls
-   * after its timer stopped (closing a worker is not part of a drain's time). Stops the consumer
-   * itself before rejecting. `limiter`: the consumer's rate limit.
+   * Runs one consumer of `queue` at `concurrency` whose handler does nothing but return a small
+   * result (`jobResult`); resolves as soon as `count` jobs were handled, with the function that
+   * stops the consumer, which the caller calls after its timer stopped (closing a worker is not
+   * part of a drain's time). Stops the consumer itself before rejecting. `limiter`: the
+   * consumer's rate limit.
    */
   drain(queue: string, count: number, concurrency: number, limiter?: Limit): Promise<StopConsumer>;
+  /**
+   * Starts one consumer of `queue` at `concurrency` that runs `handler` for every job until the
+   * returned function stops it; resolves once the consumer is connected. What the handler
+   * returns is the job's result; a handler that rejects fails the job.
+   */
+  work(queue: string, concurrency: number, handler: JobHandler): Promise<StopConsumer>;
+  /**
+   * Connects what waiting for jobs of `queue` from this process needs (BullMQ: a `QueueEvents`
+   * reader; ours: nothing), untimed. `enqueueAndWait` calls it itself when it was not called.
+   */
+  prepareWaits(queue: string): Promise<void>;
+  /**
+   * Adds job `id` and waits until a consumer (in any process) completed it: ours
+   * `enqueue` + `waitFor`, BullMQ `add` + `job.waitUntilFinished(queueEvents)`. Resolves with the
+   * job's result; rejects when it failed or did not finish within `timeoutMs`.
+   */
+  enqueueAndWait(
+    queue: string,
+    id: string,
+    payload: Record<string, unknown>,
+    timeoutMs: number,
+  ): Promise<unknown>;
+  /**
+   * Cancels job `id` from this process, wherever it runs (libraries that can: ours); resolves
+   * with the library's answer (ours: `'signalled'` for a running task).
+   */
+  cancel?(queue: string, id: string): Promise<string>;
+  /** Jobs of `queue` leased (running) and cancelled, for the cancel shape's checks. */
+  cancelCounts?(queue: string): Promise<{ leased: number; cancelled: number }>;
   /** Closes every connection the adapter opened. */
   close(): Promise<void>;
+}
+
+/**
+ * What a consumer started by `QueueAdapter.work` does with one job: `signal` aborts when the job
+ * is cancelled (libraries that have cross-process cancel: ours).
+ */
+export type JobHandler = (job: {
+  id: string;
+  payload: unknown;
+  signal?: AbortSignal;
+}) => Promise<unknown>;
+
+/** The result every drain handler returns: small, so that a kept result costs its bookkeeping only. */
+export function jobResult(id: string): { done: string } {
+  return { done: id };
 }
 
 /** A consumer's rate limit: at most `max` jobs per `durationMs`. */

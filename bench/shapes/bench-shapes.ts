@@ -9,6 +9,7 @@ import { parallelShape, serialShape } from './lock-throughput.shape';
 import { parkedShape } from './parked.shape';
 import { physicalFloorShape, type FloorProbe } from './physical-floor.shape';
 import { drainShape, enqueueShape, groupsShape, rateLimitedShape } from './queue.shape';
+import { cancelShape, waitForShape } from './queue-remote.shape';
 import { semaphoreShape } from './semaphore.shape';
 import type { Shape } from './shape';
 import { wakeShape } from './wake.shape';
@@ -37,6 +38,10 @@ export interface BenchShapes {
   readonly drain: readonly Shape<QueueLibrary>[];
   readonly groups: Shape<QueueLibrary>;
   readonly rateLimited: Shape<QueueLibrary>;
+  /** Completion seen on another instance: enqueue + waitFor here, a worker in another process. */
+  readonly waitFor: Shape<QueueLibrary>;
+  /** Cancel here → the running handler's signal aborted in another process (ours only). */
+  readonly cancel: Shape<QueueLibrary>;
 }
 
 /** The shapes of a run with `config`. */
@@ -63,5 +68,7 @@ export function benchShapes(config: BenchConfig): BenchShapes {
     drain: config.drainConcurrency.map((c) => drainShape(config, c)),
     groups: groupsShape(config),
     rateLimited: rateLimitedShape(config),
+    waitFor: waitForShape(config),
+    cancel: cancelShape(config),
   };
 }

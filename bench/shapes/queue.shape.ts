@@ -6,7 +6,7 @@ import { requestCount } from '../support/request-counter';
 import { type Metrics, type Shape } from './shape';
 
 /** A queue name for one library and round (BullMQ does not allow ':' in queue names). */
-function queueName(shape: string, libraryId: string, round: number): string {
+export function queueName(shape: string, libraryId: string, round: number): string {
   return `bench-${shape}-${libraryId}-${round}`;
 }
 

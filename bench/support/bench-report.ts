@@ -124,7 +124,7 @@ export function renderReport(input: ReportInput): string {
     '- Absolute numbers depend on the machine; compare rows of one table (same run, same server).',
     ...(warning ? ['', warning] : []),
     '',
-    '## Targets (issues 6 and 12; medians)',
+    '## Targets (issues 6, 12 and 26; medians)',
     '',
     '| target | measured | status |',
     '|---|---|---|',

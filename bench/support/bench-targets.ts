@@ -3,9 +3,10 @@ import type { BenchShapes } from '../shapes/bench-shapes';
 import { crowdShapeId } from '../shapes/crowd.shape';
 import { parkedShapeId } from '../shapes/parked.shape';
 import { drainShapeId } from '../shapes/queue.shape';
+import { PARKED_WAITS } from '../shapes/queue-remote.shape';
 import type { MetricSource, RunResults } from './run-results';
 
-/** How one target of issues 6 and 12 stands in a run (medians over rounds). */
+/** How one target of issues 6, 12 and 26 stands in a run (medians over rounds). */
 export interface TargetResult {
   target: string;
   measured: string;
@@ -262,8 +263,93 @@ function flashSaleTargets(results: RunResults, shape: string): TargetResult[] {
   ];
 }
 
+/** `ours ≤ peer / divisor` for one named peer (lower is better), on row `ours`. */
+function atMostFractionOf(
+  results: RunResults,
+  target: string,
+  shape: string,
+  metric: string,
+  divisor: number,
+  ours: string,
+  peer: { id: string; label: string },
+): TargetResult {
+  const value = results.median(shape, ours, metric);
+  const theirs = results.median(shape, peer.id, metric);
+  if (!Number.isFinite(value) || !Number.isFinite(theirs)) return NOT_MEASURED(target);
+  return {
+    target,
+    measured:
+      `${f(value, 2)} ms vs ${f(theirs, 2)} ms (${peer.label}): ` +
+      `${f(value / theirs, 2)}× of it`,
+    status: value <= theirs / divisor ? 'met' : 'missed',
+  };
+}
+
+/** `target` with the pub/sub floor p99 measured next to it appended (the cancel shape). */
+function withFloor(target: TargetResult, floorP99Ms: number): TargetResult {
+  if (target.status === 'not measured' || !Number.isFinite(floorP99Ms)) return target;
+  return { ...target, measured: `${target.measured}; pub/sub floor p99 ${f(floorP99Ms, 2)} ms` };
+}
+
 /**
- * Evaluates the targets of issues 6 and 12 on the medians of a run. They are benchmark targets,
+ * The targets of issue 26 on the remote queue shapes: completion seen on another instance p50
+ * and p99 ≤ ½ of BullMQ's; parked waits with the workers stopped ≤ 5 Redis commands/s; cancel → signal aborted on another process p99 ≤ 50 ms, one at a
+ * time and in bursts, every signal aborted and nothing left leased.
+ */
+function remoteQueueTargets(
+  results: RunResults,
+  shapes: BenchShapes,
+  bullmq: { id: string; label: string },
+): TargetResult[] {
+  const waitFor = shapes.waitFor.id;
+  const cancel = shapes.cancel.id;
+  const ours = 'ours-leased';
+  const median = (metric: string) => results.summary(cancel, ours, metric)?.median ?? NaN;
+  const sum = (metric: string) => results.summary(cancel, ours, metric)?.sum;
+  const lost = ['notSignalled', 'notAborted', 'leftLeased', 'notCancelled'].map(sum);
+  const cleanTarget = `${cancel}: every signal aborted, none retried, none left leased`;
+  return [
+    ...(['p50Ms', 'p99Ms'] as const).map((metric) =>
+      atMostFractionOf(
+        results,
+        `queue: completion seen on another instance ${metric.slice(0, 3)} ≤ ½ of BullMQ`,
+        waitFor,
+        metric,
+        2,
+        ours,
+        bullmq,
+      ),
+    ),
+    bound(
+      `queue: ${PARKED_WAITS.toLocaleString('en-US')} parked waitFor, workers stopped: ≤ 5 Redis commands/s`,
+      results.summary(waitFor, ours, 'parkedCommandsPerSec')?.median ?? NaN,
+      'max',
+      5,
+      1,
+      'commands/s',
+    ),
+    withFloor(
+      bound(`${cancel}: p99 ≤ 50 ms (one at a time)`, median('p99Ms'), 'max', 50, 2, 'ms'),
+      median('floorP99Ms'),
+    ),
+    withFloor(
+      bound(`${cancel}: p99 ≤ 50 ms (in bursts)`, median('burstP99Ms'), 'max', 50, 2, 'ms'),
+      median('floorBurstP99Ms'),
+    ),
+    lost.some((n) => n === undefined)
+      ? NOT_MEASURED(cleanTarget)
+      : {
+          target: cleanTarget,
+          measured:
+            `${lost[0]} answer(s) not 'signalled', ${lost[1]} signal(s) not aborted, ` +
+            `${lost[2]} left leased, ${lost[3]} not ended cancelled`,
+          status: lost.every((n) => n === 0) ? 'met' : 'missed',
+        },
+  ];
+}
+
+/**
+ * Evaluates the targets of issues 6, 12 and 26 on the medians of a run. They are benchmark targets,
  * not assertions: the run reports them and never fails on them.
  */
 export function evaluateTargets(
@@ -356,6 +442,7 @@ export function evaluateTargets(
         bullmq,
       ),
     ),
+    ...remoteQueueTargets(results, shapes, bullmq),
   );
   return targets;
 }

@@ -1,15 +1,18 @@
 import { LOCK_LIBRARIES } from '../adapters/lock-libraries';
 import { SEMAPHORE_LIBRARIES } from '../adapters/semaphore-libraries';
 import {
+  CANCEL_LIBRARIES,
   DRAIN_LIBRARIES,
   ENQUEUE_LIBRARIES,
   GROUP_LIBRARIES,
   LIMITED_LIBRARIES,
   NOT_SUPPORTED,
+  WAIT_LIBRARIES,
 } from '../adapters/queue-libraries';
 import type { BenchConfig } from '../bench-config';
 import type { BenchShapes } from '../shapes/bench-shapes';
 import { FLOOR_PROBES } from '../shapes/physical-floor.shape';
+import { PARKED_WAITS } from '../shapes/queue-remote.shape';
 import type { Column, TableSpec } from './bench-report';
 
 /**
@@ -238,12 +241,14 @@ export function reportTables(
   ];
   if (!queues) return specs;
   for (const shape of [shapes.enqueue, ...shapes.drain]) {
+    const enqueue = shape === shapes.enqueue;
     specs.push({
       shape: shape.id,
       title: shape.title,
-      rows: shape === shapes.enqueue ? ENQUEUE_LIBRARIES : DRAIN_LIBRARIES,
+      rows: enqueue ? ENQUEUE_LIBRARIES : DRAIN_LIBRARIES,
       columns: throughputColumns('job'),
       ratioOf: 'jobsPerSec',
+      note: enqueue ? ENQUEUE_NOTE : DRAIN_NOTE,
     });
   }
   specs.push(
@@ -261,6 +266,83 @@ export function reportTables(
       columns: throughputColumns('job'),
       ratioOf: 'jobsPerSec',
     },
+    {
+      shape: shapes.waitFor.id,
+      title: shapes.waitFor.title,
+      rows: WAIT_LIBRARIES,
+      columns: [
+        { metric: 'p50Ms', header: 'p50 ms', digits: 2 },
+        { metric: 'p90Ms', header: 'p90 ms', digits: 2 },
+        { metric: 'p99Ms', header: 'p99 ms', digits: 2 },
+        { metric: 'maxMs', header: 'max ms', digits: 2 },
+        { metric: 'tasksPerSec', header: 'tasks/s', digits: 0 },
+        { metric: 'requestsPerTask', header: 'requests/task (this process)', digits: 2 },
+        { metric: 'clientCpuUsPerTask', header: 'this process CPU µs/task', digits: 1 },
+        { metric: 'workerCpuUsPerTask', header: 'worker process CPU µs/task', digits: 1 },
+        { metric: 'redisCpuUsPerTask', header: 'Redis CPU µs/task', digits: 1 },
+        { metric: 'failures', header: 'failed waits', digits: 0, sum: true },
+        { metric: 'parkedCommandsPerSec', header: 'parked: Redis commands/s', digits: 1 },
+        { metric: 'parkedRedisCpuPct', header: 'parked: Redis CPU %', digits: 2 },
+        { metric: 'parkedEndedEarly', header: 'parked: ended early', digits: 0, sum: true },
+      ],
+      note:
+        'Latency: from just before the enqueue to the wait resolving with the right result, in ' +
+        'the process that enqueued (ours `enqueue` + `waitFor(queue, id)`; BullMQ `add` + ' +
+        '`job.waitUntilFinished(queueEvents)`, one `QueueEvents` for the queue, connected before ' +
+        'the measurement). The worker (handler returns `{ n }` at once) runs in another process ' +
+        '(its CPU: `process.cpuUsage()` there). Both libraries with their defaults: results kept, ' +
+        'events on. With a fixed number in flight, latency × throughput = in flight: on a busy ' +
+        'machine the latencies follow the CPU each task costs in the three processes. Parked: ' +
+        `the worker stopped, ${PARKED_WAITS.toLocaleString('en-US')} tasks enqueued and awaited ` +
+        '(each wait willing to wait 120 s); after a settle time, the commands per second the ' +
+        'redis-server ran (inside scripts included) and its CPU over the window; waits that ' +
+        'ended while nothing ran them must be 0.',
+    },
+    {
+      shape: shapes.cancel.id,
+      title: shapes.cancel.title,
+      rows: CANCEL_LIBRARIES,
+      columns: [
+        { metric: 'p50Ms', header: 'one at a time: p50 ms', digits: 2 },
+        { metric: 'p99Ms', header: 'p99 ms', digits: 2 },
+        { metric: 'maxMs', header: 'max ms', digits: 2 },
+        { metric: 'burstP50Ms', header: 'in a burst: p50 ms', digits: 2 },
+        { metric: 'burstP99Ms', header: 'p99 ms', digits: 2 },
+        { metric: 'burstMaxMs', header: 'max ms', digits: 2 },
+        { metric: 'floorP50Ms', header: 'pub/sub floor: one p50 ms', digits: 2 },
+        { metric: 'floorP99Ms', header: 'one p99 ms', digits: 2 },
+        { metric: 'floorBurstP50Ms', header: 'burst p50 ms', digits: 2 },
+        { metric: 'floorBurstP99Ms', header: 'burst p99 ms', digits: 2 },
+        { metric: 'callP50Ms', header: 'cancel call p50 ms', digits: 2 },
+        { metric: 'notSignalled', header: "answers not 'signalled'", digits: 0, sum: true },
+        { metric: 'notAborted', header: 'signals not aborted', digits: 0, sum: true },
+        { metric: 'leftLeased', header: 'left leased', digits: 0, sum: true },
+        { metric: 'notCancelled', header: 'not ended cancelled', digits: 0, sum: true },
+      ],
+      note:
+        `Latency: from just before \`cancel(queue, id)\` is called in this process to the ` +
+        "running handler's `task.signal` aborting in the worker process (shared monotonic clock, " +
+        'checked before). A burst: that many tasks running at once, all cancelled together, each ' +
+        'timed from its own call. Pub/sub floor: right before each cancel (each burst), while its ' +
+        'tasks run, as many plain ioredis `PUBLISH`es from this process to a plain subscriber in ' +
+        'the worker process, all at once, each timed the same way: what any cancel that travels ' +
+        `by pub/sub costs at the least at that moment. ${NOT_SUPPORTED.cancel}.`,
+    },
   );
   return specs;
 }
+
+/** Under the enqueue table: what each row does. */
+const ENQUEUE_NOTE =
+  'Both with their defaults: each add also writes an event (ours `enqueued`; BullMQ `added` and ' +
+  "`waiting`) to the queue's capped event stream (10,000 entries for both).";
+
+/** Under the drain tables: what the rows keep and write. */
+const DRAIN_NOTE =
+  'Every handler returns a small result (`{ done: id }`). Defaults: ours keeps results ' +
+  '(`keepCompleted` 1 day / 1,000 tasks) and writes events (`active`, `completed`: two stream ' +
+  "entries per task, `eventsMaxLen` 10,000); BullMQ's defaults keep every completed job with its " +
+  'return value and write its events (10,000). `removeOnComplete: true` deletes the job at ' +
+  'completion (events still on); "results not kept, events off" is ours with ' +
+  '`keepCompleted: { ageMs: 0, count: 0 }` and `eventsMaxLen: 0`: what the two cost. The queue ' +
+  "targets compare the first row with BullMQ's defaults.";

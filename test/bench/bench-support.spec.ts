@@ -3,6 +3,7 @@ import { FULL_CONFIG } from '../../bench/bench-config';
 import { benchShapes } from '../../bench/shapes/bench-shapes';
 import { jainIndex, median, percentile, spread } from '../../bench/support/bench-stats';
 import { evaluateTargets } from '../../bench/support/bench-targets';
+import { summarizeCancels, summarizeWaits } from '../../bench/shapes/queue-remote.shape';
 import { RunResults } from '../../bench/support/run-results';
 import { loadWarning, type MachineInfo } from '../../bench/support/machine-info';
 import { README_END, README_START, withReadmeSection } from '../../bench/support/readme-section';
@@ -202,5 +203,84 @@ describe('bench targets', () => {
       metrics: { ...sale, locked: 0, soldOut: 0 },
     });
     expect(status(results, 'flash-sale: 0 answers 423')).toBe('missed');
+  });
+
+  it('wants completion seen on another instance at ≤ ½ of BullMQ, p50 and p99', () => {
+    const results = new RunResults();
+    const waits = (library: string, p50Ms: number, p99Ms: number) =>
+      results.add({ shape: 'wait-for', library, round: 1, metrics: { p50Ms, p99Ms } });
+    expect(status(results, 'queue: completion seen on another instance p50')).toBe('not measured');
+    waits('ours-leased', 4, 30);
+    waits('bullmq', 8, 40);
+    expect(status(results, 'queue: completion seen on another instance p50')).toBe('met');
+    expect(status(results, 'queue: completion seen on another instance p99')).toBe('missed');
+  });
+
+  it('wants cancel p99 ≤ 50 ms one at a time and in bursts, nothing lost', () => {
+    const results = new RunResults();
+    const clean = { notSignalled: 0, notAborted: 0, leftLeased: 0, notCancelled: 0 };
+    const cancels = (round: number, extra: Record<string, number>) =>
+      results.add({
+        shape: 'cancel',
+        library: 'ours-leased',
+        round,
+        metrics: { p99Ms: 3, burstP99Ms: 20, ...clean, ...extra },
+      });
+    cancels(1, {});
+    expect(status(results, 'cancel: p99 ≤ 50 ms (one at a time)')).toBe('met');
+    expect(status(results, 'cancel: p99 ≤ 50 ms (in bursts)')).toBe('met');
+    expect(status(results, 'cancel: every signal aborted')).toBe('met');
+    cancels(2, { burstP99Ms: 80, notAborted: 1 });
+    cancels(3, { burstP99Ms: 90 });
+    expect(status(results, 'cancel: p99 ≤ 50 ms (in bursts)')).toBe('missed');
+    // One signal lost in one round of three: a count, not a median.
+    expect(status(results, 'cancel: every signal aborted')).toBe('missed');
+  });
+});
+
+describe('bench remote queue shapes', () => {
+  it('summarize cancels: latencies one at a time and in bursts, and what went missing', () => {
+    const sample = (latencyMs: number | undefined, reply = 'signalled') => ({
+      ...(latencyMs === undefined ? {} : { latencyMs }),
+      callMs: 0.5,
+      reply,
+    });
+    const metrics = summarizeCancels(
+      [sample(1), sample(2), sample(3), sample(undefined, 'finished')],
+      [sample(10), sample(20)],
+      { leased: 1, cancelled: 5 },
+      7,
+    );
+    expect(metrics).toMatchObject({
+      p50Ms: 2,
+      p99Ms: 3,
+      maxMs: 3,
+      burstP50Ms: 10,
+      burstP99Ms: 20,
+      callP50Ms: 0.5,
+      notSignalled: 1,
+      notAborted: 1,
+      leftLeased: 1,
+      notCancelled: 2,
+    });
+  });
+
+  it('summarize waits per task, the worker process included', () => {
+    const metrics = summarizeWaits({ latencies: [3, 1, 2], failures: 1 }, 4, 2_000, 8, {
+      clientUs: 400,
+      redisUs: 200,
+      workerUs: 100,
+    });
+    expect(metrics).toMatchObject({
+      p50Ms: 2,
+      p99Ms: 3,
+      maxMs: 3,
+      tasksPerSec: 2,
+      requestsPerTask: 2,
+      clientCpuUsPerTask: 100,
+      workerCpuUsPerTask: 25,
+      redisCpuUsPerTask: 50,
+      failures: 1,
+    });
   });
 });
