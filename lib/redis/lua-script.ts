@@ -18,7 +18,7 @@ export class LuaScript {
   /**
    * @param file absolute path of the `.lua` file
    * @param preludes absolute paths of `.lua` files of helpers the script shares with others, put
-   *   before it in this order (one EVAL body; see lib/fencing/scripts/fence-counter.lua)
+   *   before it in this order (one EVAL body; see lib/waiting/scripts/includes/fence-counter.lua)
    */
   constructor(
     readonly name: string,
