@@ -17,3 +17,4 @@ export { TaskTimeoutError } from './task-timeout.error';
 export { TaskCancelledError } from './task-cancelled.error';
 export { UnrecoverableTaskError } from './unrecoverable-task.error';
 export { QueueFullError } from './queue-full.error';
+export { QueueReplicationError } from './queue-replication.error';

@@ -84,6 +84,15 @@ export interface QueueDefaults {
    * @default undefined (no bound)
    */
   maxSize?: number;
+  /**
+   * Queue writes (`enqueue`, `ack`, and the acks of workers) are followed by `WAIT replicas
+   * timeoutMs` — the lock's option, same shape: fewer acknowledgements throw
+   * `QueueReplicationError` (the write may be lost on failover); a master with fewer connected
+   * replicas refuses the write unsent. Per call, `enqueue`'s / `ack`'s own `waitForReplicas` wins
+   * (`false`: none).
+   * @default undefined (no wait)
+   */
+  waitForReplicas?: WaitForReplicasOptions | false;
 }
 
 export type { RetryLogLevel };

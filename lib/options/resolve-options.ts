@@ -95,7 +95,13 @@ const QUEUE_KEYS = [
   'retryLogLevel',
 ] as const;
 /** The module's `queue` options: the worker defaults, and the queue-wide ones. */
-const MODULE_QUEUE_KEYS = [...QUEUE_KEYS, 'eventsMaxLen', 'maxResultBytes', 'maxSize'] as const;
+const MODULE_QUEUE_KEYS = [
+  ...QUEUE_KEYS,
+  'eventsMaxLen',
+  'maxResultBytes',
+  'maxSize',
+  'waitForReplicas',
+] as const;
 const WORKER_KEYS = [...QUEUE_KEYS, 'limiter', 'groupLimiter', 'timeoutMs', 'backoff'] as const;
 const BACKOFF_KEYS = ['type', 'delayMs', 'maxDelayMs', 'jitter'] as const;
 const RATE_LIMIT_KEYS = ['max', 'durationMs'] as const;
@@ -158,7 +164,7 @@ export const DEFAULT_REPLICA_WAIT: Readonly<WaitForReplicasOptions> = Object.fre
   timeoutMs: 500,
 });
 
-function checkWaitForReplicas(
+export function checkWaitForReplicas(
   option: string,
   value: unknown,
 ): WaitForReplicasOptions | false | undefined {
@@ -300,9 +306,11 @@ export function resolveLockOptions(
 }
 
 /** Queue defaults with every default applied. */
-export type ResolvedQueueDefaults = Required<Omit<QueueDefaults, 'maxSize'>> & {
+export type ResolvedQueueDefaults = Required<Omit<QueueDefaults, 'maxSize' | 'waitForReplicas'>> & {
   /** Unset: no bound. */
   maxSize?: number;
+  /** Unset: queue writes do not wait for replicas. */
+  waitForReplicas?: WaitForReplicasOptions;
 };
 
 /**
@@ -428,6 +436,14 @@ export function resolveQueueOptions(
         ? defaults.maxResultBytes
         : checkInt(name('maxResultBytes'), o.maxResultBytes, 1, 16 * 1024 * 1024),
     ...(o.maxSize === undefined ? {} : { maxSize: checkMaxSize(name('maxSize'), o.maxSize) }),
+    ...(o.waitForReplicas
+      ? {
+          waitForReplicas: checkWaitForReplicas(
+            name('waitForReplicas'),
+            o.waitForReplicas,
+          ) as WaitForReplicasOptions,
+        }
+      : {}),
   };
 }
 
@@ -464,6 +480,7 @@ function resolveQueueKeys(
     eventsMaxLen: defaults.eventsMaxLen,
     maxResultBytes: defaults.maxResultBytes,
     ...(defaults.maxSize === undefined ? {} : { maxSize: defaults.maxSize }),
+    ...(defaults.waitForReplicas ? { waitForReplicas: defaults.waitForReplicas } : {}),
     leaseMs:
       o.leaseMs === undefined ? defaults.leaseMs : checkMs(name('leaseMs'), o.leaseMs, 1, invalid),
     maxAttempts:

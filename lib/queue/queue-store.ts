@@ -1,5 +1,8 @@
 import { randomBytes } from 'node:crypto';
+import type { Redis } from 'ioredis';
 import { QueueFullError } from '../errors/queue-full.error';
+import { QueueReplicationError } from '../errors/queue-replication.error';
+import { connectedReplicas } from '../redis/replica-watch';
 import type { ResolvedQueueDefaults, ResolvedWorkerOptions } from '../options/resolve-options';
 import type { LuaScript } from '../redis/lua-script';
 import type { RedisLockConnection } from '../redis/redis-connection';
@@ -48,6 +51,15 @@ export interface ClaimStepResult<P> {
   settled: number[];
 }
 
+/** `waitForReplicas` of a queue write: `WAIT replicas timeoutMs` after it. */
+export interface ReplicaWait {
+  replicas: number;
+  timeoutMs: number;
+}
+
+/** How long a count of the master's replicas (`INFO replication`) is reused, in ms. */
+const REPLICA_COUNT_MS = 5_000;
+
 /** What `enqueue.lua` is given besides the ids. */
 export interface EnqueueArgs {
   delayMs: number;
@@ -58,6 +70,8 @@ export interface EnqueueArgs {
   group: string;
   /** `storedOwnOptions`; '' for none. */
   opts: string;
+  /** Unset: the module's `queue.waitForReplicas`; `false`: none. */
+  waitForReplicas?: ReplicaWait | false;
 }
 
 /**
@@ -94,24 +108,91 @@ export class QueueStore {
     return this.defaults.eventsMaxLen;
   }
 
+  /** The last count of the master's connected replicas, and when it was taken. */
+  private replicaCount?: { n: number; at: number };
+
+  /**
+   * Runs a write script; with `wait` (else the module's `queue.waitForReplicas`), first checks
+   * that the master has that many replicas (refused unsent when not: `WAIT` would only time out),
+   * then sends `WAIT` right behind the script, and throws `QueueReplicationError` when fewer
+   * acknowledged.
+   */
+  private async write(
+    script: LuaScript,
+    keys: readonly string[],
+    args: readonly (string | number)[],
+    queue: string,
+    operation: string,
+    wait: ReplicaWait | false | undefined,
+  ): Promise<unknown> {
+    const w = wait === undefined ? this.defaults.waitForReplicas : wait;
+    if (!w) return this.connection.run(script, keys, args);
+    const have = await this.connectedReplicas();
+    if (have < w.replicas) {
+      throw new QueueReplicationError(queue, operation, have, w.replicas, w.timeoutMs, false);
+    }
+    const [reply, acknowledged] = await this.connection.runThenWait(
+      script,
+      keys,
+      args,
+      w.replicas,
+      w.timeoutMs,
+    );
+    if (acknowledged < w.replicas) {
+      // The reply is dropped: the caller learns the write may not survive a failover.
+      this.replicaCount = undefined;
+      throw new QueueReplicationError(
+        queue,
+        operation,
+        acknowledged,
+        w.replicas,
+        w.timeoutMs,
+        true,
+      );
+    }
+    return reply;
+  }
+
+  /** Connected replicas of the master (Sentinel's watch, else `INFO replication`, reused 5 s). */
+  private async connectedReplicas(): Promise<number> {
+    const watch = this.connection.replicaWatch;
+    if (watch) return watch.replicas();
+    const now = Date.now();
+    if (this.replicaCount && now - this.replicaCount.at < REPLICA_COUNT_MS) {
+      return this.replicaCount.n;
+    }
+    const info = await this.connection.call('INFO replication', (c) =>
+      (c as Redis).info('replication'),
+    );
+    this.replicaCount = { n: connectedReplicas(info), at: now };
+    return this.replicaCount.n;
+  }
+
   /**
    * Adds `ids` (enqueue.lua).
    * @throws QueueFullError when the call would take the queue past its `maxSize`
    */
   async enqueue(k: QueueRedisKeys, ids: readonly string[], a: EnqueueArgs): Promise<number> {
     const plain = !a.replace && a.priority === 0 && a.group === '';
-    const added = await this.connection.run(QUEUE_SCRIPTS.enqueue, enqueueKeys(k, plain), [
-      a.delayMs,
-      a.replace ? 1 : 0,
-      a.payload === undefined ? 0 : 1,
-      a.payload ?? '',
-      a.priority,
-      a.group,
-      this.eventsMaxLen,
-      a.opts,
-      this.defaults.maxSize ?? 0,
-      ...ids,
-    ]);
+    const added = await this.write(
+      QUEUE_SCRIPTS.enqueue,
+      enqueueKeys(k, plain),
+      [
+        a.delayMs,
+        a.replace ? 1 : 0,
+        a.payload === undefined ? 0 : 1,
+        a.payload ?? '',
+        a.priority,
+        a.group,
+        this.eventsMaxLen,
+        a.opts,
+        this.defaults.maxSize ?? 0,
+        ...ids,
+      ],
+      k.name,
+      'enqueue',
+      a.waitForReplicas,
+    );
     if (Array.isArray(added)) {
       throw new QueueFullError(k.name, Number(added[0]), Number(added[1]));
     }
@@ -150,6 +231,7 @@ export class QueueStore {
     count: number,
     options: ResolvedWorkerOptions,
     settles: readonly SettleStep[] = [],
+    waitForReplicas?: ReplicaWait | false,
   ): Promise<ClaimStepResult<P>> {
     const k = this.keys(queue);
     const args: (string | number)[] = [
@@ -172,7 +254,11 @@ export class QueueStore {
     for (const s of settles) {
       args.push(s.kind, s.task.id, s.task.leaseToken, s.task.attempt, s.delayMs ?? 0, s.data ?? '');
     }
-    const reply = (await this.connection.run(claimScript(settles), claimKeys(k), args)) as (
+    // Only acks are waited for (waitForReplicas): a lost claim or nack just runs a task again.
+    const acks = settles.some((s) => s.kind === 'ack');
+    const reply = (await (acks
+      ? this.write(claimScript(settles), claimKeys(k), args, k.name, 'ack', waitForReplicas)
+      : this.connection.run(claimScript(settles), claimKeys(k), args))) as (
       string | number | null
     )[];
     const now = Number(reply[0]);

@@ -2,7 +2,13 @@ import { BeforeApplicationShutdown, Injectable, Logger } from '@nestjs/common';
 import { QueueError } from '../errors/queue.error';
 import { RedisLockEvents } from '../events/redis-lock-events';
 import type { ResolvedQueueDefaults, ResolvedWorkerOptions } from '../options/resolve-options';
-import { checkBackoff, checkMaxSize, checkTimeoutMs } from '../options/resolve-options';
+import {
+  checkBackoff,
+  checkMaxSize,
+  checkTimeoutMs,
+  checkWaitForReplicas,
+} from '../options/resolve-options';
+import type { WaitForReplicasOptions } from '../interfaces/lock-options.interface';
 import { checkInt } from '../options/validate';
 import { RedisLockConnection } from '../redis/redis-connection';
 import { QueueTracing } from '../observability/tracing';
@@ -205,6 +211,7 @@ export class QueueService implements BeforeApplicationShutdown {
       throw QueueError.invalid('priority', o.priority, 'no priority on a task with a group');
     }
     const opts = storedOwnOptions(checkOwnOptions(o));
+    const waitForReplicas = checkWaitForReplicas('waitForReplicas', o.waitForReplicas);
     const json = serializePayload(o.payload);
     return this.tracing.enqueue(k.name, ids, (traceparent) =>
       this.store.enqueue(k, ids, {
@@ -215,6 +222,7 @@ export class QueueService implements BeforeApplicationShutdown {
         priority,
         group,
         opts,
+        waitForReplicas,
       }),
     );
   }
@@ -291,14 +299,23 @@ export class QueueService implements BeforeApplicationShutdown {
 
   /**
    * Finishes a leased task as `completed`, with `result` (any JSON value; kept with the task for
-   * the module's `keepCompleted` window, else deleted with it). Resolves `false` (and changes
+   * the module's `keepCompleted` window, else deleted with it). `waitForReplicas` (else the
+   * module's `queue.waitForReplicas`) waits for replicas: fewer throw `QueueReplicationError`. Resolves `false` (and changes
    * nothing) when the lease is stale: it expired and the task was returned or claimed by someone
    * else.
    */
-  async ack(task: LeasedTask, result?: unknown): Promise<boolean> {
+  async ack(
+    task: LeasedTask,
+    result?: unknown,
+    options?: { waitForReplicas?: WaitForReplicasOptions | false },
+  ): Promise<boolean> {
     const t = checkLeasedTask(task);
+    const o = checkOptionKeys(options, ['waitForReplicas']);
+    const wait = checkWaitForReplicas('waitForReplicas', o.waitForReplicas);
     const data = result === undefined ? '' : serializeJson('result', result);
-    return (await this.settle({ kind: 'ack', task: t, data })) === SETTLED.done;
+    const step: SettleStep = { kind: 'ack', task: t, data };
+    const { settled } = await this.store.claim(t.queue, 0, this.defaults, [step], wait);
+    return settled[0] === SETTLED.done;
   }
 
   /**
@@ -603,6 +620,7 @@ const ENQUEUE_OPTIONS = [
   'maxAttempts',
   'backoff',
   'timeoutMs',
+  'waitForReplicas',
 ];
 /** The worker options `claim` takes (the rest concern a running worker). */
 const CLAIM_OPTIONS = ['leaseMs', 'maxAttempts', 'groupConcurrency', 'limiter', 'groupLimiter'];

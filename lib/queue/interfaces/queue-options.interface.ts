@@ -1,3 +1,4 @@
+import type { WaitForReplicasOptions } from '../../interfaces/lock-options.interface';
 import type { BackoffOptions, LeasedTask, RunningTask } from './task.interface';
 
 export type { BackoffOptions };
@@ -73,6 +74,13 @@ export interface EnqueueOptions {
    * `task.signal` aborts and the attempt fails with `TaskTimeoutError`.
    */
   timeoutMs?: number;
+  /**
+   * Wait for replicas after the write (`WAIT`; the lock's option, same shape): fewer
+   * acknowledgements throw `QueueReplicationError` — the task is on the master but may be lost on
+   * failover (enqueueing it again is safe: ids are deduplicated). `false`: no wait.
+   * @default the module's `queue.waitForReplicas` (none)
+   */
+  waitForReplicas?: WaitForReplicasOptions | false;
   /**
    * Debounce window in ms: the task is due `debounceMs` from now, and enqueueing the same id
    * again before it started replaces its payload and moves its due time again (it runs once,

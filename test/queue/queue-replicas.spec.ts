@@ -1,0 +1,104 @@
+import 'reflect-metadata';
+import type { INestApplicationContext } from '@nestjs/common';
+import type { Redis } from 'ioredis';
+import { QueueReplicationError, QueueService, RedisLockOptionsError } from '../../lib';
+import { queueRedisKeys } from '../../lib/queue/queue-keys';
+import { createLockApp, redisClient, uniquePrefix, waitFor } from '../support/helpers';
+import { NODE_HOST } from '../support/redis-node';
+import { startRedisServer, type RedisServer } from '../support/redis-server';
+
+describe('QueueService replicated writes (waitForReplicas) on a real master and replica', () => {
+  const prefix = uniquePrefix('queue-replicas');
+  let master: RedisServer;
+  let replica: RedisServer;
+  let lone: RedisServer;
+  let app: INestApplicationContext;
+  let loneApp: INestApplicationContext;
+  let queues: QueueService;
+  let replicaClient: Redis;
+
+  beforeAll(async () => {
+    master = await startRedisServer();
+    replica = await startRedisServer(['--replicaof', NODE_HOST, String(master.port)]);
+    lone = await startRedisServer();
+    replicaClient = redisClient(replica.url);
+    await waitFor(
+      'the replica in sync',
+      async () => /master_link_status:up/.test(await replicaClient.info('replication')),
+      20_000,
+    );
+    app = await createLockApp({
+      redis: master.url,
+      keyPrefix: prefix,
+      queue: { waitForReplicas: { replicas: 1, timeoutMs: 300 } },
+    });
+    queues = app.get(QueueService);
+    loneApp = await createLockApp({
+      redis: lone.url,
+      keyPrefix: prefix,
+      queue: { waitForReplicas: { replicas: 1, timeoutMs: 300 } },
+    });
+  }, 60_000);
+  afterAll(async () => {
+    await app?.close();
+    await loneApp?.close();
+    replicaClient?.disconnect();
+    await Promise.all([master, replica, lone].map((s) => s?.stop()));
+  });
+
+  it('enqueue and ack return once the replica acknowledged: the replica holds the task, then its result', async () => {
+    expect(await queues.enqueue('r', 'a', { payload: { n: 1 } })).toBe(1);
+    const k = queueRedisKeys(prefix, 'r');
+    // WAIT returned 1: the replica has applied the write already.
+    expect(await replicaClient.hget(k.payload, 'a')).toBe('{"n":1}');
+    const [task] = await queues.claim('r');
+    expect(await queues.ack(task, { ok: true })).toBe(true);
+    expect(await replicaClient.hget(k.results, 'a')).toMatch(/^\d+\|\{"ok":true\}$/);
+  });
+
+  it('with the replica frozen, enqueue throws QueueReplicationError (sent: the task is on the master)', async () => {
+    replica.process.kill('SIGSTOP');
+    try {
+      const err = await queues.enqueue('r', 'b').then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(QueueReplicationError);
+      expect(err).toMatchObject({
+        queue: 'r',
+        operation: 'enqueue',
+        acknowledged: 0,
+        required: 1,
+        timeoutMs: 300,
+        sent: true,
+      });
+      expect((err as Error).message).toContain('may be lost on failover');
+      // On the master all the same: enqueueing it again is safe (deduplicated).
+      expect((await queues.get('r', 'b'))?.state).toBe('ready');
+      // Per call, false opts out.
+      expect(await queues.enqueue('r', 'c', { waitForReplicas: false })).toBe(1);
+    } finally {
+      replica.process.kill('SIGCONT');
+    }
+  });
+
+  it('on a master without replicas, fails fast without sending the write', async () => {
+    const lonely = loneApp.get(QueueService);
+    const err = await lonely.enqueue('r', 'x').then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(QueueReplicationError);
+    expect(err).toMatchObject({ acknowledged: 0, required: 1, sent: false });
+    expect((err as Error).message).toContain('has 0 connected replica(s)');
+    expect(await lonely.get('r', 'x')).toBeUndefined();
+  });
+
+  it('rejects a bad waitForReplicas naming the option', async () => {
+    for (const bad of [{ replicas: 0, timeoutMs: 10 }, { replicas: 1 }, 'yes']) {
+      await expect(
+        queues.enqueue('r', 'z', { waitForReplicas: bad as never }),
+      ).rejects.toBeInstanceOf(RedisLockOptionsError);
+    }
+  });
+});
