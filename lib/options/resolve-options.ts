@@ -11,10 +11,11 @@ import type {
   RetryLogLevel,
 } from '../interfaces/redis-lock-module-options.interface';
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
-import { MAX_ATTEMPTS, MAX_CONCURRENCY } from '../queue/queue.constants';
+import { MAX_ATTEMPTS, MAX_CONCURRENCY, MAX_QUEUE_BATCH } from '../queue/queue.constants';
 import type {
   BackoffFunction,
   BackoffOptions,
+  BatchOptions,
   KeepBounds,
   QueueWorkerOptions,
   RateLimit,
@@ -102,7 +103,15 @@ const MODULE_QUEUE_KEYS = [
   'maxSize',
   'waitForReplicas',
 ] as const;
-const WORKER_KEYS = [...QUEUE_KEYS, 'limiter', 'groupLimiter', 'timeoutMs', 'backoff'] as const;
+const WORKER_KEYS = [
+  ...QUEUE_KEYS,
+  'limiter',
+  'groupLimiter',
+  'timeoutMs',
+  'backoff',
+  'batch',
+] as const;
+const BATCH_KEYS = ['size', 'maxWaitMs'] as const;
 const BACKOFF_KEYS = ['type', 'delayMs', 'maxDelayMs', 'jitter'] as const;
 const RATE_LIMIT_KEYS = ['max', 'durationMs'] as const;
 const KEEP_KEYS = ['ageMs', 'count'] as const;
@@ -322,6 +331,8 @@ export interface ResolvedWorkerOptions extends ResolvedQueueDefaults {
   groupLimiter?: RateLimit;
   timeoutMs?: number;
   backoff?: BackoffOptions | BackoffFunction;
+  /** Batch worker: the handler gets up to `size` tasks at once. */
+  batch?: BatchOptions;
 }
 
 /** Defaults of the queue and its workers (module `queue` option). */
@@ -384,6 +395,21 @@ const MAX_QUEUE_SIZE = 1_000_000_000;
 /** Validates a queue bound named `option`: an integer from 1 to 1,000,000,000. */
 export function checkMaxSize(option: string, value: unknown): number {
   return checkInt(option, value, 1, MAX_QUEUE_SIZE);
+}
+
+/** Longest wait to fill a batch: a minute. */
+const MAX_BATCH_WAIT_MS = 60_000;
+
+/** Validates `{ size, maxWaitMs? }` of a batch worker (size 1 to 1,000; maxWaitMs 0 to 60,000). */
+function checkBatch(value: unknown, invalid?: InvalidValue): BatchOptions {
+  const o = checkKnownKeys('batch', value, BATCH_KEYS, invalid) as Partial<BatchOptions>;
+  return {
+    size: checkInt('batch.size', o.size, 1, MAX_QUEUE_BATCH, invalid),
+    maxWaitMs:
+      o.maxWaitMs === undefined
+        ? 0
+        : checkInt('batch.maxWaitMs', o.maxWaitMs, 0, MAX_BATCH_WAIT_MS, invalid),
+  };
 }
 
 /** Validates a run timeout named `option`: an integer from 1 to a day, in ms. */
@@ -466,6 +492,7 @@ export function resolveWorkerOptions(
     timeoutMs:
       o.timeoutMs === undefined ? undefined : checkTimeoutMs('timeoutMs', o.timeoutMs, invalid),
     backoff: checkBackoff('backoff', o.backoff, invalid, true),
+    batch: o.batch === undefined ? undefined : checkBatch(o.batch, invalid),
   };
 }
 

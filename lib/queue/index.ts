@@ -40,5 +40,7 @@ export type {
   RateLimit,
   KeepBounds,
   BackoffFunction,
+  BatchOptions,
+  QueueBatchHandler,
 } from './interfaces/queue-options.interface';
 export type { QueueSchedule, QueueScheduleOptions } from './schedule/schedule.interface';

@@ -13,8 +13,10 @@ import { checkInt } from '../options/validate';
 import { RedisLockConnection } from '../redis/redis-connection';
 import { QueueTracing } from '../observability/tracing';
 import type {
+  BatchOptions,
   ClaimOptions,
   EnqueueOptions,
+  QueueBatchHandler,
   NackOptions,
   QueueHandler,
   QueueWorkerHandle,
@@ -510,7 +512,17 @@ export class QueueService implements BeforeApplicationShutdown {
    */
   process<P = unknown>(
     queue: QueueName<P>,
+    handler: QueueBatchHandler<P>,
+    options: QueueWorkerOptions & { batch: BatchOptions },
+  ): QueueWorkerHandle;
+  process<P = unknown>(
+    queue: QueueName<P>,
     handler: QueueHandler<P>,
+    options?: QueueWorkerOptions,
+  ): QueueWorkerHandle;
+  process<P = unknown>(
+    queue: QueueName<P>,
+    handler: QueueHandler<P> | QueueBatchHandler<P>,
     options?: QueueWorkerOptions,
   ): QueueWorkerHandle {
     const k = this.keys(queue);

@@ -212,7 +212,32 @@ export interface QueueWorkerOptions {
    * @default exponential from `backoffMs`, jittered
    */
   backoff?: BackoffOptions | BackoffFunction;
+  /**
+   * A batch worker: the handler gets an array of up to `size` tasks (`QueueBatchHandler`),
+   * waiting at most `maxWaitMs` to fill it (woken by enqueues, never polling). Each task
+   * completes with the batch unless the handler called `task.fail(error)` on it; a handler that
+   * throws fails every task of the batch. Leases, retries, events and results stay per task
+   * (return an array as long as the batch to give each its result). `concurrency` is the number
+   * of batches run at once; `timeoutMs` bounds the whole batch (a task's own is not used).
+   * @default undefined (one task per call)
+   */
+  batch?: BatchOptions;
 }
+
+/** A batch worker's batch: `size` 1 to 1,000; `maxWaitMs` 0 (default) to 60,000. */
+export interface BatchOptions {
+  size: number;
+  maxWaitMs?: number;
+}
+
+/**
+ * A batch worker's handler (`{ batch: { size } }`): gets up to `size` tasks. Resolve to complete
+ * them all (an array as long as `tasks` gives each its result); `tasks[i].fail(error)` fails one;
+ * throwing fails every task not failed otherwise.
+ */
+export type QueueBatchHandler<P = unknown> = (
+  tasks: RunningTask<P>[],
+) => unknown | Promise<unknown>;
 
 /**
  * Runs one task. What it resolves to is the task's result (any JSON value, kept per

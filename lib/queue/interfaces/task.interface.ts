@@ -93,6 +93,12 @@ export interface RunningTask<P = unknown> extends LeasedTask<P> {
    * handler returns or throws afterwards is ignored. Rejects when the lease was lost.
    */
   delay(ms: number): Promise<void>;
+  /**
+   * Fails this task's attempt with `error` whatever the handler returns (retried per its failure
+   * policy; `UnrecoverableTaskError`: dead at once). Meant for batch workers, where the others of
+   * the batch complete.
+   */
+  fail(error: unknown): void;
 }
 
 /** The failure policy and timeout a task was enqueued with (they win over its worker's). */

@@ -8,7 +8,11 @@ import { QueueTracing } from '../../observability/tracing';
 import { ThrottledWarning } from '../../redis/throttled-warning';
 import type { RedisLockEvents } from '../../events/redis-lock-events';
 import type { RedisLockConnection } from '../../redis/redis-connection';
-import type { QueueHandler, QueueWorkerHandle } from '../interfaces/queue-options.interface';
+import type {
+  QueueBatchHandler,
+  QueueHandler,
+  QueueWorkerHandle,
+} from '../interfaces/queue-options.interface';
 import type { LeasedTask } from '../interfaces/task.interface';
 import { checkDelay, serializeJson, storedPayload } from '../queue-arguments';
 import type { QueueRedisKeys } from '../queue-keys';
@@ -129,7 +133,17 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
   }
 
   private async run(): Promise<void> {
+    const batchSize = this.options.batch?.size;
     while (!this.stop.signal.aborted) {
+      if (batchSize !== undefined) {
+        // A batch worker runs `concurrency` batches: a new one once a whole batch has room.
+        if (this.running.size + batchSize > this.options.concurrency * batchSize) {
+          await this.waitForSlot();
+        } else {
+          await this.collectBatch(batchSize, this.options.batch?.maxWaitMs ?? 0);
+        }
+        continue;
+      }
       const free = this.options.concurrency - this.running.size;
       if (free <= 0) {
         await this.waitForSlot();
@@ -159,6 +173,121 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
         }
       }
     }
+  }
+
+  /**
+   * Claims up to `size` tasks for one batch: when fewer are ready, waits for more (on the wake-up
+   * list, as an idle worker does) until `maxWaitMs` after the first arrived, then runs what it has.
+   * With nothing ready it idles as usual.
+   */
+  private async collectBatch(size: number, maxWaitMs: number): Promise<void> {
+    const tasks: LeasedTask[] = [];
+    let deadline: number | undefined;
+    while (!this.stop.signal.aborted) {
+      let step: ClaimStepResult<unknown>;
+      try {
+        step = await this.backend.claim(this.queue, size - tasks.length, this.options);
+        this.errorPause = 0;
+      } catch (err) {
+        this.logFailure('claim', err);
+        if (tasks.length > 0) break;
+        await this.pauseAfterError();
+        return;
+      }
+      tasks.push(...step.tasks);
+      if (tasks.length >= size) break;
+      if (tasks.length > 0) deadline ??= performance.now() + maxWaitMs;
+      const left = deadline === undefined ? step.nextInMs : deadline - performance.now();
+      if (deadline !== undefined && left <= 0) break;
+      try {
+        await this.idle(
+          step.nextInMs < 0 || deadline === undefined ? left : Math.min(left, step.nextInMs),
+        );
+      } catch (err) {
+        this.logFailure('BLPOP', err);
+        await this.pauseAfterError();
+      }
+      if (tasks.length === 0) return;
+    }
+    if (this.stop.signal.aborted) await this.giveBack(tasks);
+    else if (tasks.length > 0) this.startBatch(tasks);
+  }
+
+  /** Runs a batch worker's handler on `leased`: one entry per task, one call for all. */
+  private startBatch(leased: LeasedTask[]): void {
+    const started = performance.now();
+    const entries = leased.map((t): Running => {
+      const entry: Running = {
+        task: new WorkerTask(t, this),
+        started,
+        renewedAt: started,
+        renewing: false,
+        ended: false,
+        released: false,
+      };
+      this.running.set(t.leaseToken, entry);
+      return entry;
+    });
+    const done = this.executeBatch(entries).finally(() => {
+      for (const e of entries) this.running.delete(e.task.leaseToken);
+      this.slotFreed?.();
+    });
+    for (const e of entries) e.done = done;
+  }
+
+  /**
+   * A batch worker's handler on every task of `entries`, then each task's ack or nack (its own
+   * `task.fail`, else the handler's failure) for the next flush. Never rejects.
+   */
+  private async executeBatch(entries: Running[]): Promise<void> {
+    const tasks = entries.map((e) => e.task);
+    let failure: { error: unknown } | undefined;
+    let results: unknown;
+    try {
+      const run = Promise.resolve().then(() =>
+        (this.handler as unknown as QueueBatchHandler)(tasks),
+      );
+      const timeoutMs = this.options.timeoutMs;
+      results = timeoutMs === undefined ? await run : await this.bounded(entries, run, timeoutMs);
+    } catch (error) {
+      failure = { error };
+    }
+    const runMs = performance.now() - entries[0].started;
+    const each = Array.isArray(results) && results.length === tasks.length ? results : undefined;
+    await Promise.all(
+      entries.map((entry, i) => {
+        entry.ended = true;
+        if (entry.released) return undefined;
+        return this.finish(entry.task, runMs, entry.task.failure ?? failure, each?.[i]);
+      }),
+    );
+  }
+
+  /** Queues the ack (with `result`) or nack of `task` for the next flush; resolves once flushed. */
+  private finish(
+    task: WorkerTask,
+    runMs: number,
+    failed: { error: unknown } | undefined,
+    result: unknown,
+  ): Promise<void> {
+    let failure = failed;
+    let step: SettleStep | undefined;
+    if (!failure) {
+      try {
+        step = {
+          kind: 'ack',
+          task,
+          data: result === undefined ? '' : this.resultJson(task, result),
+        };
+      } catch (error) {
+        failure = { error };
+      }
+    }
+    step ??= settleFailure(task, failure!.error, this.options);
+    return new Promise<void>((resolve) => {
+      this.finished.push({ step: step!, runMs, failure, resolve });
+      if (this.finished.length === 1) setImmediate(() => void this.flush());
+    });
   }
 
   /**
@@ -247,50 +376,45 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
   private async execute(entry: Running): Promise<void> {
     const { task } = entry;
     let failure: { error: unknown } | undefined;
-    let data = '';
+    let result: unknown;
     try {
       const run = this.tracing.process(this.queue, task, () =>
         this.handler(task, (this.givesSignal ? task.signal : undefined) as AbortSignal),
       );
       const timeoutMs = task.options?.timeoutMs ?? this.options.timeoutMs;
-      const result =
-        timeoutMs === undefined ? await run : await this.bounded(entry, run, timeoutMs);
-      data = result === undefined ? '' : this.resultJson(task, result);
+      result = timeoutMs === undefined ? await run : await this.bounded([entry], run, timeoutMs);
     } catch (error) {
       failure = { error };
     }
     entry.ended = true;
     if (entry.released) return;
-    const runMs = performance.now() - entry.started;
-    const step: SettleStep = failure
-      ? settleFailure(task, failure.error, this.options)
-      : { kind: 'ack', task, data };
-    await new Promise<void>((resolve) => {
-      this.finished.push({ step, runMs, failure, resolve });
-      if (this.finished.length === 1) setImmediate(() => void this.flush());
-    });
+    await this.finish(task, performance.now() - entry.started, task.failure ?? failure, result);
   }
 
   /**
    * `run`, or a `TaskTimeoutError` once `timeoutMs` passed: the signal aborts with it, and the
    * attempt fails at once (the slot is free again; what the handler does later is ignored).
    */
-  private bounded(entry: Running, run: Promise<unknown>, timeoutMs: number): Promise<unknown> {
+  private bounded(entries: Running[], run: Promise<unknown>, timeoutMs: number): Promise<unknown> {
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
-        const error = new TaskTimeoutError(this.queue, entry.task.id, timeoutMs);
-        entry.task.abort(error);
-        if (this.events.hasListeners('task.timeout')) {
-          this.events.emit('task.timeout', {
-            queue: this.queue,
-            id: entry.task.id,
-            attempt: entry.task.attempt,
-            runMs: performance.now() - entry.started,
-            timeoutMs,
-          });
+        let first: TaskTimeoutError | undefined;
+        for (const entry of entries) {
+          const error = new TaskTimeoutError(this.queue, entry.task.id, timeoutMs);
+          first ??= error;
+          entry.task.abort(error);
+          if (this.events.hasListeners('task.timeout')) {
+            this.events.emit('task.timeout', {
+              queue: this.queue,
+              id: entry.task.id,
+              attempt: entry.task.attempt,
+              runMs: performance.now() - entry.started,
+              timeoutMs,
+            });
+          }
         }
-        reject(error);
+        reject(first);
       }, timeoutMs);
     });
     // The handler may still settle after the timeout: nobody waits for it then.
@@ -365,9 +489,10 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
     this.finished = [];
     let result: ClaimStepResult<unknown> | undefined;
     try {
+      // A batch worker's claim loop claims whole batches itself.
       result = await this.backend.claim(
         this.queue,
-        this.stop.signal.aborted ? 0 : batch.length,
+        this.stop.signal.aborted || this.options.batch ? 0 : batch.length,
         this.options,
         batch.map((f) => f.step),
       );

@@ -24,6 +24,8 @@ export class WorkerTask<P = unknown> implements RunningTask<P> {
   readonly enqueuedAt?: number;
   readonly traceparent?: string;
   readonly options?: TaskOwnOptions;
+  /** Set by `fail(error)`: the attempt fails with it. */
+  failure?: { error: unknown };
   private controller?: AbortController;
   private abortReason?: { reason: unknown };
 
@@ -74,5 +76,9 @@ export class WorkerTask<P = unknown> implements RunningTask<P> {
 
   delay(ms: number): Promise<void> {
     return this.control.delay(this as WorkerTask, ms);
+  }
+
+  fail(error: unknown): void {
+    this.failure ??= { error };
   }
 }

@@ -1,0 +1,130 @@
+import 'reflect-metadata';
+import type { INestApplicationContext } from '@nestjs/common';
+import {
+  QueueService,
+  RedisLockOptionsError,
+  UnrecoverableTaskError,
+  type RunningTask,
+} from '../../lib';
+import { createLockApp, uniquePrefix, waitFor } from '../support/helpers';
+
+describe('QueueService batch workers', () => {
+  const prefix = uniquePrefix('queue-batch');
+  let app: INestApplicationContext;
+  let queues: QueueService;
+  let n = 0;
+  const fresh = () => `batch-${++n}`;
+
+  beforeAll(async () => {
+    app = await createLockApp({ keyPrefix: prefix, queue: { backoffMs: 0 } });
+    queues = app.get(QueueService);
+  });
+  afterAll(() => app.close());
+
+  it('10,000 tasks at size 100: one task failed per batch is retried alone, none lost, none run twice once done', async () => {
+    const q = fresh();
+    const ids = Array.from({ length: 10_000 }, (_, i) => `t${i}`);
+    for (let i = 0; i < ids.length; i += 1_000) await queues.enqueue(q, ids.slice(i, i + 1_000));
+    const completedRuns = new Map<string, number>();
+    const sizes: number[] = [];
+    let failedOnPurpose = 0;
+    const worker = queues.process(
+      q,
+      async (tasks: RunningTask[]) => {
+        sizes.push(tasks.length);
+        // The first task of every batch fails on its first attempt; the rest complete.
+        const first = tasks[0];
+        if (first.attempt === 1) {
+          first.fail(new Error('fails once'));
+          failedOnPurpose++;
+        }
+        for (const t of tasks) {
+          if (t !== first || t.attempt > 1) {
+            completedRuns.set(t.id, (completedRuns.get(t.id) ?? 0) + 1);
+          }
+        }
+        return tasks.map((t) => ({ id: t.id }));
+      },
+      { batch: { size: 100 }, maxAttempts: 3 },
+    );
+    await waitFor(
+      'all completed',
+      async () => (await queues.stats(q)).completed >= 1_000 && completedRuns.size === 10_000,
+      120_000,
+    );
+    await worker.close();
+    expect(Math.max(...sizes)).toBeLessThanOrEqual(100);
+    expect(completedRuns.size).toBe(10_000);
+    expect([...completedRuns.values()].every((v) => v === 1)).toBe(true);
+    // Every batch failed exactly one task, and each of those ran again (alone or with others).
+    const batches = sizes.length;
+    expect(failedOnPurpose).toBeGreaterThanOrEqual(100);
+    expect(batches).toBeGreaterThanOrEqual(100);
+    const stats = await queues.stats(q);
+    expect(stats).toMatchObject({ ready: 0, delayed: 0, leased: 0, dead: 0 });
+    // Results are per task (the kept ones: keepCompleted's 1,000 most recent).
+    const [kept] = await queues.list(q, 'completed', { limit: 1 });
+    expect(kept.result).toEqual({ id: kept.id });
+  }, 180_000);
+
+  it('waits up to maxWaitMs to fill a batch, woken by enqueues (not polling): 3 then 7 make one batch of 10', async () => {
+    const q = fresh();
+    const batches: string[][] = [];
+    const worker = queues.process(
+      q,
+      (tasks: RunningTask[]) => void batches.push(tasks.map((t) => t.id)),
+      { batch: { size: 10, maxWaitMs: 2_000 } },
+    );
+    await queues.enqueue(q, ['a', 'b', 'c']);
+    await new Promise((r) => setTimeout(r, 100));
+    await queues.enqueue(q, ['d', 'e', 'f', 'g', 'h', 'i', 'j']);
+    await waitFor('one batch', () => batches.length >= 1, 10_000);
+    expect(batches[0].sort()).toEqual(['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j']);
+    // Fewer than size: runs once maxWaitMs passed.
+    await queues.enqueue(q, ['k', 'l']);
+    await waitFor('the partial batch', () => batches.length >= 2, 10_000);
+    expect(batches[1].sort()).toEqual(['k', 'l']);
+    await worker.close();
+  });
+
+  it('a handler that throws fails every task not failed otherwise; UnrecoverableTaskError on one sends it to the dead letters', async () => {
+    const q = fresh();
+    let calls = 0;
+    const worker = queues.process(
+      q,
+      (tasks: RunningTask[]) => {
+        calls++;
+        const doomed = tasks.find((t) => t.id === 'doomed');
+        doomed?.fail(new UnrecoverableTaskError('never'));
+        if (calls === 1) throw new Error('whole batch');
+      },
+      { batch: { size: 5, maxWaitMs: 500 }, maxAttempts: 3 },
+    );
+    await queues.enqueue(q, ['a', 'b', 'doomed']);
+    await waitFor('settled', async () => {
+      const s = await queues.stats(q);
+      return s.completed === 2 && s.dead === 1;
+    });
+    await worker.close();
+    expect((await queues.get(q, 'doomed'))?.error?.name).toBe('UnrecoverableTaskError');
+    expect((await queues.get(q, 'a'))?.attempts).toBe(2);
+  });
+
+  it('rejects bad batch options with RedisLockOptionsError naming them', () => {
+    for (const [batch, name] of [
+      [{ size: 0 }, 'batch.size'],
+      [{ size: 1_001 }, 'batch.size'],
+      [{ size: 10, maxWaitMs: -1 }, 'batch.maxWaitMs'],
+      [{ size: 10, other: 1 }, 'batch.other'],
+    ] as const) {
+      let err: unknown;
+      try {
+        queues.process('x', () => undefined, { batch: batch as never });
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(RedisLockOptionsError);
+      expect((err as Error).message).toContain(name);
+    }
+  });
+});
