@@ -13,7 +13,10 @@ import {
 } from './queue-adapter';
 
 /** How the drain shape consumes our queue. */
-export type OursDrainMode = 'leased' | 'pop';
+export type OursDrainMode = 'leased' | 'pop' | 'batch';
+
+/** Tasks per call of the batch drain mode. */
+export const BATCH_SIZE = 100;
 
 /** Methods of `QueueService` the queue shapes use (the spec's API). */
 const NEEDED = ['enqueue', 'pop', 'claim', 'ack', 'process', 'waitFor', 'cancel'] as const;
@@ -75,6 +78,18 @@ export class OursQueueAdapter implements QueueAdapter {
 
   drain(queue: string, count: number, concurrency: number, limiter?: Limit): Promise<StopConsumer> {
     const done = countdown(count);
+    if (this.mode === 'batch') {
+      // A batch worker (size BATCH_SIZE): `concurrency` batches at once, one round trip per batch.
+      const worker = this.queues.process(
+        queue,
+        async (tasks) => {
+          for (const task of tasks) done.tick(task.id);
+          return tasks.map((task) => jobResult(task.id));
+        },
+        { concurrency, batch: { size: BATCH_SIZE }, ...(limiter ? { limiter } : {}) },
+      );
+      return handedBackAfter(done.finished, () => worker.close());
+    }
     if (this.mode === 'leased') {
       const worker = this.queues.process(
         queue,

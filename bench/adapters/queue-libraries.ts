@@ -45,6 +45,14 @@ const OURS_LEASED_BARE: QueueLibrary = {
     }),
 };
 
+/** Ours with a batch worker (issue 28): the handler gets 100 tasks per call. */
+const OURS_BATCH: QueueLibrary = {
+  id: 'ours-batch',
+  label: 'nestjs-redis-lock, batch worker (size 100; concurrency = batches; defaults)',
+  ours: true,
+  create: (url) => OursQueueAdapter.create(url, 'batch'),
+};
+
 /** Rows of the enqueue table (ours enqueues the same way in either drain mode). */
 export const ENQUEUE_LIBRARIES: readonly QueueLibrary[] = [
   {
@@ -66,6 +74,7 @@ export const DRAIN_LIBRARIES: readonly QueueLibrary[] = [
     create: (url) => OursQueueAdapter.create(url, 'pop'),
   },
   OURS_LEASED_BARE,
+  OURS_BATCH,
   BULLMQ,
   BULLMQ_REMOVE,
 ];

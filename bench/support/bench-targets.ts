@@ -443,6 +443,16 @@ export function evaluateTargets(
       ),
     ),
     ...remoteQueueTargets(results, shapes, bullmq),
+    atLeastFactor(
+      results,
+      'queue: batch drain (size 100, concurrency 1) ≥ 5× single-task drain at concurrency 1',
+      drainShapeId(1),
+      'jobsPerSec',
+      5,
+      'jobs/s',
+      'ours-batch',
+      { id: 'ours-leased', label: 'nestjs-redis-lock, leased (one task per call)' },
+    ),
   );
   return targets;
 }
