@@ -5,6 +5,7 @@ import { Cluster, type Redis } from 'ioredis';
 import {
   LockKeyError,
   LockService,
+  QueueFullError,
   QueueService,
   RedisLockError,
   RedisLockOptionsError,
@@ -232,6 +233,45 @@ describe('Redis Cluster: 3 masters + 3 replicas, real redis-server processes', (
         }
       } finally {
         probe.disconnect();
+      }
+    });
+
+    it('bounded queues, results, waitFor, events and cancel work on the cluster (queues on different masters)', async () => {
+      const names = ['cluster-bounded-a', 'cluster-bounded-b', 'cluster-bounded-c'];
+      const masters = await Promise.all(
+        names.map((n) => cluster.masterOfSlot(clusterKeySlot(`{${n}}`))),
+      );
+      expect(new Set(masters).size).toBeGreaterThan(1);
+      for (const name of names) {
+        await queues.setMaxSize(name, 50);
+        // 100 enqueues racing for a bound of 50: exactly 50 added, 50 refused.
+        const outcomes = await Promise.all(
+          Array.from({ length: 100 }, (_, i) =>
+            queues.enqueue(name, `t${i}`).then(
+              (n) => (n === 1 ? 'added' : 'other'),
+              (err: unknown) => (err instanceof QueueFullError ? 'full' : String(err)),
+            ),
+          ),
+        );
+        expect(outcomes.filter((o) => o === 'added')).toHaveLength(50);
+        expect(outcomes.filter((o) => o === 'full')).toHaveLength(50);
+      }
+      const [a] = names;
+      const seen: string[] = [];
+      const sub = queues.events(a).subscribe((e) => seen.push(`${e.type}:${e.taskId}`));
+      const worker = queues.process(a, async (task) => ({ id: task.id }), { concurrency: 5 });
+      try {
+        await waitFor('drained', async () => (await queues.stats(a)).completed === 50, 30_000);
+        expect(await queues.waitFor(a, 't0')).toEqual({ state: 'completed', result: { id: 't0' } });
+        expect(await queues.cancel(names[1], 't1')).toBe('cancelled');
+        expect((await queues.get(names[1], 't1'))?.state).toBe('cancelled');
+        await waitFor(
+          'events read',
+          () => seen.filter((e) => e.startsWith('completed:')).length > 0,
+        );
+      } finally {
+        sub.unsubscribe();
+        await worker.close();
       }
     });
 
