@@ -17,10 +17,15 @@ import {
   type Type,
 } from '@nestjs/common';
 import { QueueError } from '../errors/queue.error';
-import type { QueueTaskInfo } from '../queue/interfaces/task.interface';
+import type { QueueTaskInfo, QueueTaskState } from '../queue/interfaces/task.interface';
 import { dashboardAsset } from './dashboard-assets';
 import type { ResolvedDashboardOptions } from './dashboard-options';
-import { DashboardService, type DashboardOverview } from './dashboard.service';
+import {
+  DashboardService,
+  type DashboardCancelReply,
+  type DashboardOverview,
+  type DashboardTask,
+} from './dashboard.service';
 
 /** Longest search text accepted, in characters. */
 const MAX_SEARCH = 200;
@@ -70,6 +75,25 @@ export function createDashboardController(options: ResolvedDashboardOptions): Ty
       return mapErrors(() => this.dashboard.dead(queue, Number(offset ?? 0), Number(limit ?? 50)));
     }
 
+    @Get('api/queues/:queue/tasks')
+    @Header('Cache-Control', 'no-store')
+    tasks(
+      @Param('queue') queue: string,
+      @Query('state') state?: string,
+      @Query('offset') offset?: string,
+      @Query('limit') limit?: string,
+    ): Promise<DashboardTask[]> {
+      // QueueService.list names a missing or unknown state in its QueueError (400).
+      return mapErrors(() =>
+        this.dashboard.tasks(
+          queue,
+          state as QueueTaskState,
+          Number(offset ?? 0),
+          Number(limit ?? 50),
+        ),
+      );
+    }
+
     @Get('api/queues/:queue/tasks/:id')
     @Header('Cache-Control', 'no-store')
     async task(@Param('queue') queue: string, @Param('id') id: string): Promise<QueueTaskInfo> {
@@ -86,6 +110,16 @@ export function createDashboardController(options: ResolvedDashboardOptions): Ty
     ): Promise<{ moved: number }> {
       this.writable();
       return { moved: await mapErrors(() => this.dashboard.queues.requeueDead(queue, id)) };
+    }
+
+    @Post('api/queues/:queue/tasks/:id/cancel')
+    @HttpCode(200)
+    async cancel(
+      @Param('queue') queue: string,
+      @Param('id') id: string,
+    ): Promise<DashboardCancelReply> {
+      this.writable();
+      return mapErrors(() => this.dashboard.cancel(queue, id));
     }
 
     @Delete('api/queues/:queue/tasks/:id')

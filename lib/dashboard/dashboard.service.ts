@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { LockService } from '../lock/lock.service';
 import type { LockLineEntry } from '../lock/lock-inspection';
-import type { QueueStats, QueueTaskInfo } from '../queue/interfaces/task.interface';
+import type { QueueStats, QueueTaskInfo, QueueTaskState } from '../queue/interfaces/task.interface';
 import type { QueueService } from '../queue/queue.service';
 import type { RedisLockConnection } from '../redis/redis-connection';
 import { DashboardCore } from './dashboard-core';
@@ -38,10 +38,15 @@ const QUEUE_PARTS = [
   'gtasks',
   'pending',
   'done',
+  'cancelled',
   'throughput',
 ];
 /** How long a queue found once stays listed after its keys are gone (it was emptied), in ms. */
 const QUEUE_REMEMBERED_MS = 10 * 60_000;
+/** Characters of a payload's, result's or progress's JSON text sent in a task list, at most. */
+export const TASK_JSON_PREVIEW_CHARS = 1_000;
+/** The reason a cancel from the page gives (the task's error reads `cancelled: <this>`). */
+export const DASHBOARD_CANCEL_REASON = 'from the dashboard';
 
 /** One held lock as the page shows it. */
 export interface DashboardLock {
@@ -87,6 +92,61 @@ export interface DashboardQueue extends QueueStats {
   nextReadyEnqueuedAt?: number;
   /** Tasks completed by every instance in each of the last 60 seconds, oldest first. */
   throughput: number[];
+}
+
+/**
+ * A JSON value of a task (payload, result, progress) as a task list sends it: its JSON text, cut
+ * to its first 1,000 characters. `GET api/queues/:queue/tasks/:id` sends the whole value.
+ */
+export interface DashboardJson {
+  /** The value's JSON text (`JSON.stringify`), or its first 1,000 characters. */
+  json: string;
+  /** Whether `json` was cut. */
+  truncated: boolean;
+  /** Length of the whole JSON text, in characters. */
+  chars: number;
+}
+
+/**
+ * One task of a task list (`GET api/queues/:queue/tasks?state=`): `QueueTaskInfo` with its JSON
+ * values cut (`DashboardJson`) and its error without the stack, so that a page of tasks stays
+ * small when results are large.
+ */
+export interface DashboardTask {
+  /** The task id. */
+  id: string;
+  /** The state listed. */
+  state: QueueTaskState;
+  /**
+   * Epoch ms on the Redis clock: the due time (ready, delayed), the lease expiry (leased), the
+   * finish time (completed) or the time of death or cancel (dead, cancelled).
+   */
+  time: number;
+  /** Claims so far. */
+  attempts: number;
+  /** When it was (last) enqueued (epoch ms); absent for tasks of older versions. */
+  enqueuedAt?: number;
+  /** Its priority; absent when none. */
+  priority?: number;
+  /** Its group; absent when none. */
+  group?: string;
+  /** `completed`, `dead`, `cancelled`: when it finished (epoch ms). */
+  finishedAt?: number;
+  /** The last failure, or a cancel's reason: name and message (the stack is left out). */
+  error?: { name: string; message: string };
+  /** Message of the last failure; absent when none. */
+  lastError?: string;
+  /** The payload; absent when none. */
+  payload?: DashboardJson;
+  /** `completed`: the handler's return value; absent when it returned `undefined`. */
+  result?: DashboardJson;
+  /** The last value given to `task.progress()`; absent when none. */
+  progress?: DashboardJson;
+}
+
+/** What `POST api/queues/:queue/tasks/:id/cancel` answers: `QueueService.cancel`'s outcome. */
+export interface DashboardCancelReply {
+  outcome: 'cancelled' | 'signalled' | 'finished' | 'not-found';
 }
 
 /** A lock timeout or lost lock recorded by any instance. */
@@ -330,4 +390,58 @@ export class DashboardService {
   dead(queue: string, offset: number, limit: number): Promise<QueueTaskInfo[]> {
     return this.queues.list(queue, 'dead', { offset, limit });
   }
+
+  /**
+   * Tasks of `queue` in `state` (`QueueService.list`, same order), with their payload, result
+   * and progress cut to their first 1,000 characters of JSON.
+   */
+  async tasks(
+    queue: string,
+    state: QueueTaskState,
+    offset: number,
+    limit: number,
+  ): Promise<DashboardTask[]> {
+    const tasks = await this.queues.list(queue, state, { offset, limit });
+    return tasks.map(toDashboardTask);
+  }
+
+  /** Cancels a task from the page (`QueueService.cancel`, reason `from the dashboard`). */
+  async cancel(queue: string, id: string): Promise<DashboardCancelReply> {
+    return { outcome: await this.queues.cancel(queue, id, { reason: DASHBOARD_CANCEL_REASON }) };
+  }
+}
+
+/** A task as a task list sends it (see `DashboardTask`). */
+export function toDashboardTask(task: QueueTaskInfo): DashboardTask {
+  const row: DashboardTask = {
+    id: task.id,
+    state: task.state,
+    time: task.time,
+    attempts: task.attempts,
+  };
+  if (task.enqueuedAt !== undefined) row.enqueuedAt = task.enqueuedAt;
+  if (task.priority !== undefined) row.priority = task.priority;
+  if (task.group !== undefined) row.group = task.group;
+  if (task.finishedAt !== undefined) row.finishedAt = task.finishedAt;
+  if (task.error) row.error = { name: task.error.name, message: task.error.message };
+  if (task.lastError !== undefined) row.lastError = task.lastError;
+  for (const field of ['payload', 'result', 'progress'] as const) {
+    const json = dashboardJson(task[field]);
+    if (json) row[field] = json;
+  }
+  return row;
+}
+
+/** `value`'s JSON text, cut to `TASK_JSON_PREVIEW_CHARS`; `undefined` for `undefined`. */
+export function dashboardJson(value: unknown): DashboardJson | undefined {
+  if (value === undefined) return undefined;
+  const text = JSON.stringify(value) ?? String(value);
+  if (text.length <= TASK_JSON_PREVIEW_CHARS) {
+    return { json: text, truncated: false, chars: text.length };
+  }
+  let end = TASK_JSON_PREVIEW_CHARS;
+  // Never cut a surrogate pair in two (an emoji would end in a lone half).
+  const last = text.charCodeAt(end - 1);
+  if (last >= 0xd800 && last <= 0xdbff) end -= 1;
+  return { json: text.slice(0, end), truncated: true, chars: text.length };
 }

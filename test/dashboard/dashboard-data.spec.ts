@@ -9,7 +9,9 @@ import {
   RedisLockOptionsError,
   type DashboardLock,
   type DashboardOverview,
+  type DashboardTask,
   type RedisLockDashboardOptions,
+  type RunningTask,
 } from '../../lib';
 import {
   localWaitersKey,
@@ -18,7 +20,11 @@ import {
   recentEventsKey,
 } from '../../lib/dashboard/dashboard-keys';
 import { LOCAL_REPORT_STALE_MS, RECENT_EVENTS_MAX } from '../../lib/dashboard/dashboard-recorder';
-import { DashboardService } from '../../lib/dashboard/dashboard.service';
+import {
+  DashboardService,
+  TASK_JSON_PREVIEW_CHARS,
+  dashboardJson,
+} from '../../lib/dashboard/dashboard.service';
 import { lockRedisKeys } from '../../lib/lock/lock-keys';
 import { queueRedisKeys } from '../../lib/queue/queue-keys';
 import { compileDashboardModule } from './support/dashboard-module';
@@ -321,5 +327,193 @@ describe('GET api/overview: callers waiting inside each instance', () => {
     });
     expect((await shown('order:9'))?.localWaiters).toEqual([{ instance: 'live-proc', waiting: 1 }]);
     await holder.release();
+  });
+});
+
+describe('dashboard JSON previews', () => {
+  it('sends a value whole up to the limit, and cut (never inside a surrogate pair) past it', () => {
+    expect(dashboardJson(undefined)).toBeUndefined();
+    expect(dashboardJson(null)).toEqual({ json: 'null', truncated: false, chars: 4 });
+    expect(dashboardJson({ a: '<b>' })).toEqual({
+      json: '{"a":"<b>"}',
+      truncated: false,
+      chars: 11,
+    });
+    // Around the cut: emoji (surrogate pairs) starting at either parity, then any text.
+    fc.assert(
+      fc.property(
+        fc.integer({ min: TASK_JSON_PREVIEW_CHARS - 40, max: TASK_JSON_PREVIEW_CHARS + 5 }),
+        fc.string({ unit: 'grapheme', maxLength: 30 }),
+        (pad, tail) => {
+          const text = `${'a'.repeat(pad)}${'😀'.repeat(15)}${tail}`;
+          const preview = dashboardJson(text)!;
+          const whole = JSON.stringify(text);
+          expect(preview.chars).toBe(whole.length);
+          expect(preview.truncated).toBe(whole.length > TASK_JSON_PREVIEW_CHARS);
+          expect(preview.json.length).toBeLessThanOrEqual(TASK_JSON_PREVIEW_CHARS);
+          expect(whole.startsWith(preview.json)).toBe(true);
+          // A lone high surrogate at the end would show as a broken character.
+          expect(/[\uD800-\uDBFF]$/.test(preview.json)).toBe(false);
+        },
+      ),
+    );
+  });
+});
+
+describe('GET api/queues/:queue/tasks: outcomes of tasks, and cancel from the page', () => {
+  let app: INestApplication | undefined;
+
+  afterEach(async () => {
+    await app?.close();
+    app = undefined;
+  });
+
+  async function startHttp(prefix: string, options: RedisLockDashboardOptions = {}) {
+    const moduleRef = await compileDashboardModule(prefix, 'outcome-app', options);
+    app = moduleRef.createNestApplication({ logger: false });
+    await app.listen(0, '127.0.0.1');
+    const base = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+    return { app, url: `${base}/redis-lock/api` };
+  }
+
+  async function getJson<T>(url: string): Promise<T> {
+    const res = await fetch(url);
+    expect([url, res.status]).toEqual([url, 200]);
+    return (await res.json()) as T;
+  }
+
+  async function post(url: string): Promise<{ status: number; body: unknown }> {
+    const res = await fetch(url, { method: 'POST' });
+    return { status: res.status, body: await res.json() };
+  }
+
+  it('lists completed tasks with their result and progress, a running one with its progress, cancelled ones with their error', async () => {
+    const prefix = uniquePrefix('dash-outcomes');
+    const { app, url } = await startHttp(prefix);
+    const queues = app.get(QueueService);
+    const big = 'x'.repeat(5_000);
+    const worker = queues.process('reports', async (task: RunningTask) => {
+      if (task.id === 'ok-1') {
+        await task.progress({ done: 3, of: 3 });
+        return { rows: 3, note: '<img src=x onerror="alert(1)">' };
+      }
+      if (task.id === 'big') return big;
+      // 'run-1' runs until cancelled.
+      await task.progress({ done: 1 });
+      await new Promise((_, reject) =>
+        task.signal.addEventListener('abort', () => reject(task.signal.reason)),
+      );
+    });
+    await queues.enqueue('reports', 'ok-1', { payload: { month: '2024-05' } });
+    await queues.enqueue('reports', 'big');
+    await queues.enqueue('reports', 'run-1');
+    await queues.enqueue('reports', 'later-1', { delayMs: 600_000, payload: { n: 1 } });
+    const tasks = (state: string) =>
+      getJson<DashboardTask[]>(`${url}/queues/reports/tasks?state=${state}`);
+    await waitFor(
+      'ok-1 and big completed, run-1 running with its progress',
+      async () =>
+        (await tasks('completed')).length === 2 &&
+        (await tasks('leased'))[0]?.progress?.json === '{"done":1}',
+      20_000,
+      50,
+    );
+
+    const completed = await tasks('completed');
+    expect(completed.map((t) => t.id).sort()).toEqual(['big', 'ok-1']);
+    const ok = completed.find((t) => t.id === 'ok-1')!;
+    expect(ok).toMatchObject({
+      state: 'completed',
+      attempts: 1,
+      result: {
+        json: '{"rows":3,"note":"<img src=x onerror=\\"alert(1)\\">"}',
+        truncated: false,
+      },
+      progress: { json: '{"done":3,"of":3}', truncated: false },
+      payload: { json: '{"month":"2024-05"}', truncated: false },
+    });
+    expect(ok.finishedAt).toBeGreaterThan(0);
+    expect(ok.time).toBe(ok.finishedAt);
+    const cut = completed.find((t) => t.id === 'big')!.result!;
+    expect(cut).toEqual({
+      json: JSON.stringify(big).slice(0, TASK_JSON_PREVIEW_CHARS),
+      truncated: true,
+      chars: big.length + 2,
+    });
+    // One task's own endpoint sends the whole value.
+    expect((await getJson<{ result: unknown }>(`${url}/queues/reports/tasks/big`)).result).toBe(
+      big,
+    );
+
+    // Cancel from the page: the running task is signalled and ends cancelled, the delayed one at once.
+    expect(await post(`${url}/queues/reports/tasks/run-1/cancel`)).toEqual({
+      status: 200,
+      body: { outcome: 'signalled' },
+    });
+    expect(await post(`${url}/queues/reports/tasks/later-1/cancel`)).toEqual({
+      status: 200,
+      body: { outcome: 'cancelled' },
+    });
+    await waitFor(
+      'run-1 cancelled',
+      async () => (await queues.get('reports', 'run-1'))?.state === 'cancelled',
+      20_000,
+      50,
+    );
+    expect(await post(`${url}/queues/reports/tasks/later-1/cancel`)).toEqual({
+      status: 200,
+      body: { outcome: 'finished' },
+    });
+    expect(await post(`${url}/queues/reports/tasks/nope/cancel`)).toEqual({
+      status: 200,
+      body: { outcome: 'not-found' },
+    });
+
+    const cancelled = await tasks('cancelled');
+    expect(cancelled.map((t) => t.id).sort()).toEqual(['later-1', 'run-1']);
+    for (const task of cancelled) {
+      expect(task).toMatchObject({
+        state: 'cancelled',
+        error: { name: 'TaskCancelledError', message: 'cancelled: from the dashboard' },
+      });
+      // Lists leave the stack out.
+      expect(task.error).not.toHaveProperty('stack');
+      expect(task.finishedAt).toBeGreaterThan(0);
+    }
+    expect(cancelled.find((t) => t.id === 'run-1')!.progress?.json).toBe('{"done":1}');
+    expect(cancelled.find((t) => t.id === 'later-1')!.payload?.json).toBe('{"n":1}');
+
+    const overview = await getJson<DashboardOverview>(`${url}/overview`);
+    expect(overview.queues.find((q) => q.name === 'reports')).toMatchObject({
+      ready: 0,
+      delayed: 0,
+      leased: 0,
+      completed: 2,
+      cancelled: 2,
+      dead: 0,
+    });
+    await worker.close();
+  }, 60_000);
+
+  it('answers 400 for a missing or unknown state, and 403 for a cancel when read-only', async () => {
+    const prefix = uniquePrefix('dash-outcomes-ro');
+    const { app, url } = await startHttp(prefix, { readOnly: true });
+    const queues = app.get(QueueService);
+    await queues.enqueue('reports', 'r-1');
+    for (const query of ['', '?state=finished', '?state=dead&limit=0']) {
+      const res = await fetch(`${url}/queues/reports/tasks${query}`);
+      expect([query, res.status]).toEqual([query, 400]);
+    }
+    expect((await post(`${url}/queues/reports/tasks/r-1/cancel`)).status).toBe(403);
+    expect((await queues.get('reports', 'r-1'))?.state).toBe('ready');
+    expect(await getJson<DashboardTask[]>(`${url}/queues/reports/tasks?state=ready`)).toEqual([
+      {
+        id: 'r-1',
+        state: 'ready',
+        time: expect.any(Number),
+        attempts: 0,
+        enqueuedAt: expect.any(Number),
+      },
+    ]);
   });
 });

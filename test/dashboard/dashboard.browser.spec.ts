@@ -11,6 +11,7 @@ import {
   LockTimeoutError,
   QueueService,
   type RedisLockDashboardOptions,
+  type RunningTask,
 } from '../../lib';
 import { lineFrom, spawnTs } from '../support/child';
 import { chromiumPath, launchChromium } from '../support/chromium';
@@ -210,6 +211,81 @@ suite('RedisLockDashboardModule in Chromium', () => {
     PROCESS_TEST_MS,
   );
 
+  it('shows completed tasks with their result and progress as text, cut, and cancels a delayed task on a click', async () => {
+    const prefix = uniquePrefix('dash-outcome');
+    const { app, url } = await startApp(prefix);
+    const queues = app.get(QueueService);
+    const worker = queues.process('reports', async (task: RunningTask) => {
+      await task.progress({ done: 3, of: 3 });
+      return task.id === 'ok-1'
+        ? { rows: 3, note: '<img src=x onerror="window.__injected = 1">' }
+        : 'y'.repeat(5_000);
+    });
+    await queues.enqueue('reports', ['ok-1', 'big']);
+    await queues.enqueue('reports', 'later-1', { delayMs: 600_000 });
+    await waitFor(
+      'ok-1 and big completed',
+      async () => (await queues.stats('reports')).completed === 2,
+      UI_MS,
+      50,
+    );
+
+    const page = await openPage(`${url}#queues`);
+    const queueRow = page.locator('tr[data-testid="queue-row"][data-queue="reports"]');
+    await queueRow.click();
+    expect(await queueRow.getByTestId('completed').textContent()).toBe('2');
+    expect(await queueRow.getByTestId('delayed').textContent()).toBe('1');
+    await page.getByTestId('state-completed').click();
+    const ok = page.locator('tr[data-testid="completed-row"][data-id="ok-1"]');
+    await ok.waitFor();
+    // The result is text on the page: its markup is shown, never made into an element.
+    expect(await ok.getByTestId('result').textContent()).toBe(
+      '{"rows":3,"note":"<img src=x onerror=\\"window.__injected = 1\\">"}',
+    );
+    expect(await ok.getByTestId('progress').textContent()).toBe('{"done":3,"of":3}');
+    expect(await ok.locator('img').count()).toBe(0);
+    expect(await page.evaluate('typeof window.__injected')).toBe('undefined');
+    // A long result: the cell shows its first 120 characters, the tooltip the 1,000 sent.
+    const big = page
+      .locator('tr[data-testid="completed-row"][data-id="big"]')
+      .getByTestId('result');
+    expect(await big.textContent()).toBe(`"${'y'.repeat(119)}…`);
+    expect(await big.getAttribute('title')).toBe(`"${'y'.repeat(999)}… (5002 characters in all)`);
+
+    // The task search shows the whole result.
+    await page.getByTestId('task-search').fill('ok-1');
+    await page.getByRole('button', { name: 'Find' }).click();
+    const result = page.getByTestId('task-result');
+    await result.waitFor();
+    expect(JSON.parse((await result.textContent())!)).toEqual({
+      rows: 3,
+      note: '<img src=x onerror="window.__injected = 1">',
+    });
+    expect(await page.getByTestId('task-state').textContent()).toBe('completed');
+
+    // Cancel: the delayed task leaves its list and shows in the cancelled one with its reason.
+    await page.getByTestId('state-delayed').click();
+    const later = page.locator('tr[data-testid="delayed-row"][data-id="later-1"]');
+    page.once('dialog', (dialog) => void dialog.accept());
+    await later.getByTestId('cancel').click();
+    await later.waitFor({ state: 'detached' });
+    await waitFor(
+      'a cancelled count of 1',
+      async () => (await queueRow.getByTestId('cancelled').textContent()) === '1',
+      UI_MS,
+      50,
+    );
+    await page.getByTestId('state-cancelled').click();
+    const cancelled = page.locator('tr[data-testid="cancelled-row"][data-id="later-1"]');
+    await cancelled.waitFor();
+    expect((await cancelled.getByTestId('detail').textContent())?.trim()).toBe(
+      'TaskCancelledError cancelled: from the dashboard',
+    );
+    expect((await queues.get('reports', 'later-1'))?.state).toBe('cancelled');
+    await page.close();
+    await worker.close();
+  });
+
   it('read-only: shows no buttons, and the mutation endpoints answer 403', async () => {
     const prefix = uniquePrefix('dash-ro');
     const { app, url } = await startApp(prefix, { readOnly: true, path: '/ops/locks' });
@@ -219,17 +295,25 @@ suite('RedisLockDashboardModule in Chromium', () => {
     const page = await openPage(`${url}#queues`);
     await page.locator('tr[data-testid="dead-row"][data-id="m-2"]').waitFor();
     await page.getByTestId('read-only').waitFor();
-    expect(await page.locator('button').allTextContents()).toEqual(['Locks', 'Queues', 'Find']);
+    // The state tabs of the task list are the only other buttons.
+    expect(await page.locator('button:not([role="tab"])').allTextContents()).toEqual([
+      'Locks',
+      'Queues',
+      'Find',
+    ]);
     await page.close();
 
+    await queues.enqueue('mail', 'm-3');
     for (const [method, path] of [
       ['POST', 'api/queues/mail/tasks/m-2/requeue'],
       ['DELETE', 'api/queues/mail/tasks/m-2'],
+      ['POST', 'api/queues/mail/tasks/m-3/cancel'],
       ['POST', 'api/queues/mail/pause'],
     ]) {
       expect((await fetch(`${url}/${path}`, { method })).status).toBe(403);
     }
     expect((await queues.get('mail', 'm-2'))?.state).toBe('dead');
+    expect((await queues.get('mail', 'm-3'))?.state).toBe('ready');
     expect((await queues.stats('mail')).paused).toBe(false);
   });
 
@@ -244,8 +328,10 @@ suite('RedisLockDashboardModule in Chromium', () => {
       ['GET', '/assets/dashboard.js'],
       ['GET', '/api/overview'],
       ['GET', '/api/queues/mail/dead'],
+      ['GET', '/api/queues/mail/tasks?state=completed'],
       ['GET', '/api/queues/mail/tasks/x'],
       ['POST', '/api/queues/mail/tasks/x/requeue'],
+      ['POST', '/api/queues/mail/tasks/x/cancel'],
       ['DELETE', '/api/queues/mail/tasks/x'],
       ['POST', '/api/queues/mail/pause'],
       ['POST', '/api/queues/mail/resume'],

@@ -1,5 +1,6 @@
 // The dashboard page: preact + htm (vendored, no build step), uPlot for the sparklines. It polls
-// api/overview once a second; the dead letters of the selected queue are polled with it.
+// api/overview once a second; the task list of the selected queue and state, and the task found
+// by the search, are polled with it.
 import { html, render, useEffect, useRef, useState } from './htm-preact.mjs';
 
 const POLL_MS = 1000;
@@ -188,41 +189,243 @@ function Table({ headers, empty, rows }) {
   </table>`;
 }
 
-function Payload({ value }) {
-  if (value === undefined) return html`<span class="muted">none</span>`;
-  const text = JSON.stringify(value);
-  return html`<code class="payload" title=${text}
-    >${text.length > 120 ? `${text.slice(0, 120)}…` : text}</code
+// Task lists send payloads, results and progress as `{ json, truncated, chars }` (cut to 1,000
+// characters by the server); a cell shows the first CELL_CHARS of it, the tooltip the rest. The
+// text always goes in as text (preact escapes it), never as HTML.
+const CELL_CHARS = 120;
+// The task view shows whole values, pretty-printed, up to this many characters.
+const BLOCK_CHARS = 10_000;
+
+function JsonCell({ value, testid }) {
+  if (!value) return html`<span class="muted">–</span>`;
+  const cut = value.truncated || value.json.length > CELL_CHARS;
+  const shown = value.json.length > CELL_CHARS ? value.json.slice(0, CELL_CHARS) : value.json;
+  const title = value.truncated ? `${value.json}… (${value.chars} characters in all)` : value.json;
+  return html`<code class="payload" data-testid=${testid} title=${title}
+    >${shown}${cut ? '…' : ''}</code
   >`;
 }
+
+function JsonBlock({ value, testid }) {
+  if (value === undefined) return html`<span class="muted">–</span>`;
+  const text = JSON.stringify(value, null, 2);
+  const cut = text.length > BLOCK_CHARS;
+  return html`<pre class="json" data-testid=${testid}>
+${cut ? text.slice(0, BLOCK_CHARS) : text}${
+      cut ? `\n… (${text.length} characters in all)` : ''
+    }</pre>`;
+}
+
+function ErrorText({ error, lastError }) {
+  if (error) {
+    return html`<span class="error"
+      ><span class="errname">${error.name}</span> ${error.message}</span
+    >`;
+  }
+  if (lastError) return html`<span class="error">${lastError}</span>`;
+  return html`<span class="muted">–</span>`;
+}
+
+// The task states, in the order the page shows them, with what their time means and the
+// column that says how the task is doing or how it ended.
+const STATES = [
+  { state: 'ready', label: 'Ready', time: 'Due' },
+  { state: 'delayed', label: 'Delayed', time: 'Due' },
+  { state: 'leased', label: 'Leased', time: 'Lease expires', detail: 'Progress' },
+  { state: 'completed', label: 'Completed', time: 'Finished', detail: 'Result' },
+  { state: 'dead', label: 'Dead', time: 'Died', detail: 'Error' },
+  { state: 'cancelled', label: 'Cancelled', time: 'Cancelled', detail: 'Error' },
+];
+const CANCELLABLE = ['ready', 'delayed', 'leased'];
+const REMOVABLE = ['ready', 'delayed', 'completed', 'dead', 'cancelled'];
+
+function taskPath(queue, id) {
+  return `queues/${encodeURIComponent(queue)}/tasks/${encodeURIComponent(id)}`;
+}
+
+/** Cancel / Requeue / Delete for a task in `state` (none when read-only). */
+function TaskActions({ queue, id, state, readOnly, act }) {
+  if (readOnly) return null;
+  return html`${
+    CANCELLABLE.includes(state) &&
+    html`<button
+      data-testid="cancel"
+      onClick=${() => confirm(`Cancel task ${id}?`) && act(`${taskPath(queue, id)}/cancel`, 'POST')}
+    >
+      Cancel
+    </button>`
+  }${
+    state === 'dead' &&
+    html`<button
+      data-testid="requeue"
+      onClick=${() => act(`${taskPath(queue, id)}/requeue`, 'POST')}
+    >
+      Requeue
+    </button>`
+  }${
+    REMOVABLE.includes(state) &&
+    html`<button
+      class="danger"
+      data-testid="delete"
+      onClick=${() => confirm(`Delete task ${id}?`) && act(taskPath(queue, id), 'DELETE')}
+    >
+      Delete
+    </button>`
+  }`;
+}
+
+function TaskDetail({ task, readOnly, act, now }) {
+  const t = task;
+  return html`<dl class="task" data-testid="task">
+    <dt>Id</dt>
+    <dd class="mono">${t.id}</dd>
+    <dt>State</dt>
+    <dd data-testid="task-state">${t.state}</dd>
+    <dt>Attempts</dt>
+    <dd>${t.attempts}</dd>
+    ${
+      t.enqueuedAt !== undefined &&
+      html`<dt>Enqueued</dt>
+        <dd>
+          ${clock(t.enqueuedAt)} <span class="muted">(${duration(now - t.enqueuedAt)} ago)</span>
+        </dd>`
+    }
+    ${
+      t.finishedAt !== undefined &&
+      html`<dt>Finished</dt>
+        <dd>${clock(t.finishedAt)}</dd>`
+    }
+    ${
+      t.group &&
+      html`<dt>Group</dt>
+        <dd>${t.group}</dd>`
+    }
+    ${
+      t.priority !== undefined &&
+      html`<dt>Priority</dt>
+        <dd>${t.priority}</dd>`
+    }
+    ${
+      t.state === 'completed' &&
+      html`<dt>Result</dt>
+        <dd><${JsonBlock} value=${t.result} testid="task-result" /></dd>`
+    }
+    ${
+      t.progress !== undefined &&
+      html`<dt>Progress</dt>
+        <dd><${JsonBlock} value=${t.progress} testid="task-progress" /></dd>`
+    }
+    ${
+      (t.error || t.lastError) &&
+      html`<dt>${t.state === 'dead' || t.state === 'cancelled' ? 'Error' : 'Last error'}</dt>
+        <dd data-testid="task-error">
+          <${ErrorText} error=${t.error} lastError=${t.lastError} />
+          ${
+            t.error &&
+            t.error.stack &&
+            html`<details>
+              <summary class="muted">stack</summary>
+              <pre class="json">${t.error.stack}</pre>
+            </details>`
+          }
+        </dd>`
+    }
+    <dt>Payload</dt>
+    <dd><${JsonBlock} value=${t.payload} testid="task-payload" /></dd>
+    ${
+      !readOnly &&
+      html`<dt></dt>
+        <dd class="actions">
+          <${TaskActions}
+            queue=${t.queue}
+            id=${t.id}
+            state=${t.state}
+            readOnly=${readOnly}
+            act=${act}
+          />
+        </dd>`
+    }
+  </dl>`;
+}
+
+function TaskList({ queue, state, readOnly, act, now }) {
+  const spec = STATES.find((s) => s.state === state);
+  const list = usePoll(
+    () => api(`queues/${encodeURIComponent(queue.name)}/tasks?state=${state}&limit=${LIST_LIMIT}`),
+    [queue.name, state],
+  );
+  const detail = (t) => {
+    if (state === 'leased') return html`<${JsonCell} value=${t.progress} testid="progress" />`;
+    if (state === 'completed') return html`<${JsonCell} value=${t.result} testid="result" />`;
+    return html`<${ErrorText} error=${t.error} lastError=${t.lastError} />`;
+  };
+  const finished = state === 'completed' || state === 'dead' || state === 'cancelled';
+  const headers = ['Id', spec.time, 'Attempts'];
+  if (spec.detail) headers.push(spec.detail);
+  if (finished) headers.push('Progress');
+  headers.push('Payload', '');
+  const rows = (list.data || []).map(
+    (t) =>
+      html`<tr data-testid=${`${state}-row`} data-id=${t.id} key=${t.id}>
+        <td class="mono nowrap">${t.id}</td>
+        <td class="nowrap">
+          ${clock(t.time)}
+          ${
+            (state === 'delayed' || state === 'leased') &&
+            html`<span class="muted"> (in ${duration(t.time - now)})</span>`
+          }
+        </td>
+        <td>${t.attempts}</td>
+        ${spec.detail && html`<td data-testid="detail">${detail(t)}</td>`}
+        ${finished && html`<td><${JsonCell} value=${t.progress} testid="progress" /></td>`}
+        <td><${JsonCell} value=${t.payload} testid="payload" /></td>
+        <td class="actions">
+          <${TaskActions}
+            queue=${queue.name}
+            id=${t.id}
+            state=${state}
+            readOnly=${readOnly}
+            act=${act}
+          />
+        </td>
+      </tr>`,
+  );
+  const count = queue[state];
+  return html`
+    ${list.error && html`<p class="note">${list.error}</p>`}
+    <${Table} headers=${headers} empty=${`No ${spec.label.toLowerCase()} task.`} rows=${rows} />
+    ${
+      count > rows.length &&
+      rows.length === LIST_LIMIT &&
+      html`<p class="muted">The first ${LIST_LIMIT} of ${count} shown.</p>`
+    }
+  `;
+}
+
+/** Tasks listed per state, at most. */
+const LIST_LIMIT = 50;
 
 function QueuesView({ data, selected, setSelected, act }) {
   const { queues, now, readOnly } = data;
   const [taskQuery, setTaskQuery] = useState('');
-  const [task, setTask] = useState(undefined);
+  const [lookup, setLookup] = useState(undefined);
+  const [state, setState] = useState('dead');
   const queue = queues.find((q) => q.name === selected) || queues[0];
-  const dead = usePoll(
-    () => (queue ? api(`queues/${encodeURIComponent(queue.name)}/dead?limit=50`) : []),
-    [queue && queue.name],
+  // The task found by the search, polled like the rest (its progress and state change).
+  const found = usePoll(
+    () => (queue && lookup ? api(taskPath(queue.name, lookup)) : undefined),
+    [queue && queue.name, lookup],
   );
-  const find = async (e) => {
+  const find = (e) => {
     e.preventDefault();
-    if (!queue || !taskQuery) return;
-    try {
-      const t = await api(
-        `queues/${encodeURIComponent(queue.name)}/tasks/${encodeURIComponent(taskQuery)}`,
-      );
-      setTask({ found: t });
-    } catch (err) {
-      setTask({ error: err.message });
-    }
+    setLookup(taskQuery || undefined);
   };
   return html`
     <section>
       <h2>Queues <span class="count">${queues.length}</span></h2>
       ${data.queuesTruncated && html`<p class="note">More queues exist than are shown.</p>`}
       <${Table}
-        headers=${['Queue', 'Ready', 'Delayed', 'Leased', 'Dead', 'Next ready waited', 'Completed / s (60 s)', '']}
+        headers=${['Queue', 'Ready', 'Delayed', 'Leased', 'Completed', 'Dead', 'Cancelled', 'Next ready waited', 'Completed / s (60 s)', '']}
         empty="No queue found."
         rows=${queues.map(
           (q) =>
@@ -238,9 +441,11 @@ function QueuesView({ data, selected, setSelected, act }) {
                 ${q.workersHere > 0 && html`<span class="muted"> · ${q.workersHere} worker(s) here</span>`}
               </td>
               <td data-testid="ready">${q.ready}</td>
-              <td>${q.delayed}</td>
+              <td data-testid="delayed">${q.delayed}</td>
               <td data-testid="leased">${q.leased}</td>
+              <td data-testid="completed">${q.completed}</td>
               <td data-testid="dead" class=${q.dead > 0 ? 'bad' : ''}>${q.dead}</td>
+              <td data-testid="cancelled">${q.cancelled}</td>
               <td>${q.nextReadyEnqueuedAt ? duration(now - q.nextReadyEnqueuedAt) : '–'}</td>
               <td>
                 <div class="sparkcell">
@@ -284,77 +489,39 @@ function QueuesView({ data, selected, setSelected, act }) {
               <button type="submit">Find</button>
             </form>
           </div>
-          ${task && task.error && html`<p class="note">${task.error}</p>`}
+          ${lookup && found.error && html`<p class="note">${found.error}</p>`}
           ${
-            task &&
-            task.found &&
-            html`<dl class="task" data-testid="task">
-              <dt>Id</dt>
-              <dd class="mono">${task.found.id}</dd>
-              <dt>State</dt>
-              <dd>${task.found.state}</dd>
-              <dt>Attempts</dt>
-              <dd>${task.found.attempts}</dd>
-              ${
-                task.found.group &&
-                html`<dt>Group</dt>
-                  <dd>${task.found.group}</dd>`
-              }
-              ${
-                task.found.priority !== undefined &&
-                html`<dt>Priority</dt>
-                  <dd>${task.found.priority}</dd>`
-              }
-              <dt>Last error</dt>
-              <dd>${task.found.lastError || '–'}</dd>
-              <dt>Payload</dt>
-              <dd><${Payload} value=${task.found.payload} /></dd>
-            </dl>`
+            lookup &&
+            !found.error &&
+            found.data &&
+            found.data.id === lookup &&
+            html`<${TaskDetail} task=${found.data} readOnly=${readOnly} act=${act} now=${now} />`
           }
         </section>
         <section>
-          <h2>Dead letters of <span class="mono">${queue.name}</span></h2>
-          ${dead.error && html`<p class="note">${dead.error}</p>`}
-          <${Table}
-            headers=${['Id', 'Died', 'Attempts', 'Last error', 'Payload', '']}
-            empty="No dead task."
-            rows=${(dead.data || []).map(
-              (t) =>
-                html`<tr data-testid="dead-row" data-id=${t.id} key=${t.id}>
-                  <td class="mono nowrap">${t.id}</td>
-                  <td>${clock(t.time)}</td>
-                  <td>${t.attempts}</td>
-                  <td class="error">${t.lastError || '–'}</td>
-                  <td><${Payload} value=${t.payload} /></td>
-                  <td class="actions">
-                    ${
-                      !readOnly &&
-                      html`<button
-                          data-testid="requeue"
-                          onClick=${() =>
-                            act(
-                              `queues/${encodeURIComponent(queue.name)}/tasks/${encodeURIComponent(t.id)}/requeue`,
-                              'POST',
-                            )}
-                        >
-                          Requeue
-                        </button>
-                        <button
-                          class="danger"
-                          data-testid="delete"
-                          onClick=${() =>
-                            confirm(`Delete task ${t.id}?`) &&
-                            act(
-                              `queues/${encodeURIComponent(queue.name)}/tasks/${encodeURIComponent(t.id)}`,
-                              'DELETE',
-                            )}
-                        >
-                          Delete
-                        </button>`
-                    }
-                  </td>
-                </tr>`,
-            )}
+          <div class="bar">
+            <h2>Tasks of <span class="mono">${queue.name}</span></h2>
+            <div class="states" role="tablist">
+              ${STATES.map(
+                (s) =>
+                  html`<button
+                    role="tab"
+                    class=${s.state === state ? 'active' : ''}
+                    data-testid=${`state-${s.state}`}
+                    onClick=${() => setState(s.state)}
+                  >
+                    ${s.label} <span class="count">${queue[s.state]}</span>
+                  </button>`,
+              )}
+            </div>
+          </div>
+          <${TaskList}
+            key=${`${queue.name}\0${state}`}
+            queue=${queue}
+            state=${state}
+            readOnly=${readOnly}
+            act=${act}
+            now=${now}
           />
         </section>`
     }
