@@ -2,6 +2,7 @@ import {
   BadRequestException,
   Controller,
   Delete,
+  Headers,
   ForbiddenException,
   Get,
   Header,
@@ -107,8 +108,9 @@ export function createDashboardController(options: ResolvedDashboardOptions): Ty
     async requeue(
       @Param('queue') queue: string,
       @Param('id') id: string,
+      @Headers() headers: RequestHeaders,
     ): Promise<{ moved: number }> {
-      this.writable();
+      this.writable(headers);
       return { moved: await mapErrors(() => this.dashboard.queues.requeueDead(queue, id)) };
     }
 
@@ -117,8 +119,9 @@ export function createDashboardController(options: ResolvedDashboardOptions): Ty
     async cancel(
       @Param('queue') queue: string,
       @Param('id') id: string,
+      @Headers() headers: RequestHeaders,
     ): Promise<DashboardCancelReply> {
-      this.writable();
+      this.writable(headers);
       return mapErrors(() => this.dashboard.cancel(queue, id));
     }
 
@@ -126,8 +129,9 @@ export function createDashboardController(options: ResolvedDashboardOptions): Ty
     async remove(
       @Param('queue') queue: string,
       @Param('id') id: string,
+      @Headers() headers: RequestHeaders,
     ): Promise<{ removed: boolean }> {
-      this.writable();
+      this.writable(headers);
       return { removed: await mapErrors(() => this.dashboard.queues.remove(queue, id)) };
     }
 
@@ -136,20 +140,50 @@ export function createDashboardController(options: ResolvedDashboardOptions): Ty
     async pauseOrResume(
       @Param('queue') queue: string,
       @Param('action') action: string,
+      @Headers() headers: RequestHeaders,
     ): Promise<{ paused: boolean }> {
       if (action !== 'pause' && action !== 'resume') {
         throw new NotFoundException(`no queue action '${action}' (pause or resume)`);
       }
-      this.writable();
+      this.writable(headers);
       await mapErrors(() => this.dashboard.queues[action](queue));
       return { paused: action === 'pause' };
     }
 
-    private writable(): void {
+    /**
+     * Refuses an action in read-only mode, and one a browser sent for another site (a form posted
+     * cross-site carries the user's cookies, which a guard may trust): `Sec-Fetch-Site` other than
+     * `same-origin` or `none`, or an `Origin` whose host is not the request's. Clients that send
+     * neither header (curl, scripts) are let through to the guards.
+     */
+    private writable(headers: RequestHeaders): void {
       if (options.readOnly) throw new ForbiddenException('the dashboard is read-only');
+      const site = headers['sec-fetch-site'];
+      if (site !== undefined && site !== 'same-origin' && site !== 'none') {
+        throw new ForbiddenException(`dashboard actions are refused from another site (${site})`);
+      }
+      const origin = headers.origin;
+      if (origin !== undefined && origin !== 'null' && hostOf(origin) !== headers.host) {
+        throw new ForbiddenException('dashboard actions are refused from another origin');
+      }
+      if (origin === 'null') {
+        throw new ForbiddenException('dashboard actions are refused from an opaque origin');
+      }
     }
   }
   return RedisLockDashboardController;
+}
+
+/** The request headers the actions read (lower-case names, as Node gives them). */
+type RequestHeaders = Record<string, string | undefined>;
+
+/** `host[:port]` of an Origin header; undefined when it is not a URL. */
+function hostOf(origin: string): string | undefined {
+  try {
+    return new URL(origin).host;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Bad input from the page (a queue name, an id, a page) answers 400 with the service's message. */

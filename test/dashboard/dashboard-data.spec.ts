@@ -495,6 +495,36 @@ describe('GET api/queues/:queue/tasks: outcomes of tasks, and cancel from the pa
     await worker.close();
   }, 60_000);
 
+  it('refuses actions a browser sent from another site or origin (403), and lets same-origin and header-less clients through', async () => {
+    const prefix = uniquePrefix('dash-cross-site');
+    const { app, url } = await startHttp(prefix);
+    const queues = app.get(QueueService);
+    await queues.enqueue('reports', ['c-1', 'c-2', 'c-3']);
+    const cancel = (id: string, headers: Record<string, string>) =>
+      fetch(`${url}/queues/reports/tasks/${id}/cancel`, { method: 'POST', headers });
+    const host = new URL(url).host;
+    const refused: Record<string, string>[] = [
+      { 'sec-fetch-site': 'cross-site' },
+      { 'sec-fetch-site': 'same-site' },
+      { origin: 'https://evil.example' },
+      { origin: 'null' },
+    ];
+    for (const headers of refused) {
+      expect([headers, (await cancel('c-1', headers)).status]).toEqual([headers, 403]);
+    }
+    expect((await queues.get('reports', 'c-1'))?.state).toBe('ready');
+    expect(
+      (await cancel('c-1', { 'sec-fetch-site': 'same-origin', origin: `http://${host}` })).status,
+    ).toBe(200);
+    expect((await cancel('c-2', {})).status).toBe(200);
+    expect((await queues.get('reports', 'c-2'))?.state).toBe('cancelled');
+    const del = await fetch(`${url}/queues/reports/tasks/c-3`, {
+      method: 'DELETE',
+      headers: { 'sec-fetch-site': 'cross-site' },
+    });
+    expect(del.status).toBe(403);
+  });
+
   it('answers 400 for a missing or unknown state, and 403 for a cancel when read-only', async () => {
     const prefix = uniquePrefix('dash-outcomes-ro');
     const { app, url } = await startHttp(prefix, { readOnly: true });
