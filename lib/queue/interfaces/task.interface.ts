@@ -149,8 +149,8 @@ export interface QueueTaskInfo<P = unknown> {
   readonly id: string;
   readonly state: QueueTaskState;
   /**
-   * Epoch ms on the Redis clock: the due time (ready, delayed), the lease expiry (leased) or the
-   * time of death (dead).
+   * Epoch ms on the Redis clock: the due time (ready, delayed), the lease expiry (leased), the
+   * finish time (completed) or the time of death or cancel (dead, cancelled).
    */
   readonly time: number;
   /** Claims so far. */
