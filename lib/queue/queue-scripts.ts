@@ -33,4 +33,7 @@ export const QUEUE_SCRIPTS = {
   inspect: new LuaScript('queue inspect', file('inspect'), TASK_INFO),
   remove: new LuaScript('queue remove', file('remove'), TASK_INFO, EVENTS),
   config: new LuaScript('queue config', file('config'), EVENTS),
+  clean: new LuaScript('queue clean', file('clean'), EVENTS, FINISHED),
+  drain: new LuaScript('queue drain', file('drain'), EVENTS, FINISHED),
+  obliterate: new LuaScript('queue obliterate', file('obliterate'), EVENTS),
 };

@@ -72,6 +72,8 @@ export interface EnqueueArgs {
   opts: string;
   /** Unset: the module's `queue.waitForReplicas`; `false`: none. */
   waitForReplicas?: ReplicaWait | false;
+  /** Each new id is claimed before every ready task (plain tasks due now only). */
+  lifo?: boolean;
 }
 
 /**
@@ -187,6 +189,7 @@ export class QueueStore {
         this.eventsMaxLen,
         a.opts,
         this.defaults.maxSize ?? 0,
+        a.lifo ? 1 : 0,
         ...ids,
       ],
       k.name,
@@ -374,6 +377,62 @@ export class QueueStore {
     return removed === 1;
   }
 
+  /**
+   * Deletes up to `limit` tasks of finished `state` that finished at least `olderThanMs` ago
+   * (clean.lua), 1,000 per script call.
+   */
+  async clean(
+    k: QueueRedisKeys,
+    state: 'completed' | 'dead' | 'cancelled',
+    olderThanMs: number,
+    limit: number,
+  ): Promise<number> {
+    const set = state === 'completed' ? k.done : state === 'dead' ? k.dead : k.cancelled;
+    let deleted = 0;
+    let offset = 0;
+    while (deleted < limit) {
+      const [n, next] = (await this.connection.run(
+        QUEUE_SCRIPTS.clean,
+        [set, k.events, ...taskHashes(k)],
+        [state, olderThanMs, Math.min(MAX_QUEUE_BATCH, limit - deleted), offset, this.eventsMaxLen],
+      )) as [number, number];
+      deleted += n;
+      if (next < 0) break;
+      offset = next;
+    }
+    return deleted;
+  }
+
+  /** Deletes every waiting task (`delayed`: delayed ones too), 1,000 per script call (drain.lua). */
+  async drain(k: QueueRedisKeys, delayed: boolean): Promise<number> {
+    let deleted = 0;
+    for (;;) {
+      const [n, more] = (await this.connection.run(
+        QUEUE_SCRIPTS.drain,
+        [k.due, k.pending, k.prio, k.gtasks, k.ring, k.events, ...taskHashes(k)],
+        [delayed ? 1 : 0, MAX_QUEUE_BATCH, this.eventsMaxLen],
+      )) as [number, number];
+      deleted += n;
+      if (more !== 1) return deleted;
+    }
+  }
+
+  /**
+   * Deletes every key of the queue (obliterate.lua); `{ done: false }` when tasks are leased and
+   * `force` is false.
+   */
+  async obliterate(k: QueueRedisKeys, force: boolean): Promise<{ done: boolean; leased: number }> {
+    const others = Object.entries(k)
+      .filter(([part]) => !['name', 'cancelChannel', 'leased', 'events'].includes(part))
+      .map(([, key]) => key);
+    const [done, leased] = (await this.connection.run(
+      QUEUE_SCRIPTS.obliterate,
+      [k.leased, k.events, ...others],
+      [force ? 1 : 0, this.eventsMaxLen],
+    )) as [number, number];
+    return { done: done === 1, leased };
+  }
+
   async deadLetters<P>(k: QueueRedisKeys, count: number): Promise<DeadTask<P>[]> {
     const reply = (await this.connection.run(
       QUEUE_SCRIPTS.deadLetters,
@@ -506,6 +565,11 @@ function claimKeys(k: QueueRedisKeys): string[] {
     k.cancelled,
     k.fence,
   ]);
+}
+
+/** Every hash that holds a task's data, deleted with the task (clean.lua, drain.lua). */
+function taskHashes(k: QueueRedisKeys): string[] {
+  return [k.payload, k.attempts, k.info, k.errors, k.results, k.progress, k.opts];
 }
 
 /** The KEYS of inspect.lua (and the first of remove.lua): every key that holds a task or its data. */

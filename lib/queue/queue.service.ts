@@ -108,7 +108,7 @@ export function defineQueue<P>(name: string): TypedQueue<P> {
 export class QueueService implements BeforeApplicationShutdown {
   private readonly logger = new Logger('QueueService');
   private readonly defaults: ResolvedQueueDefaults;
-  private readonly workers = new Set<QueueWorkerRunner>();
+  private readonly runners = new Set<QueueWorkerRunner>();
   private readonly tracing = new QueueTracing();
   /** @internal the owner of every Redis call of the queue */
   readonly store: QueueStore;
@@ -212,6 +212,7 @@ export class QueueService implements BeforeApplicationShutdown {
     if (group && priority !== 0) {
       throw QueueError.invalid('priority', o.priority, 'no priority on a task with a group');
     }
+    const lifo = checkLifo(o.lifo, delayMs, replace, priority, group);
     const opts = storedOwnOptions(checkOwnOptions(o));
     const waitForReplicas = checkWaitForReplicas('waitForReplicas', o.waitForReplicas);
     const json = serializePayload(o.payload);
@@ -225,6 +226,7 @@ export class QueueService implements BeforeApplicationShutdown {
         group,
         opts,
         waitForReplicas,
+        lifo,
       }),
     );
   }
@@ -376,16 +378,26 @@ export class QueueService implements BeforeApplicationShutdown {
     await this.setConfig(queue, 'paused', '1');
   }
 
+  /**
+   * The workers of this instance that run for `queue` (`@QueueWorker` ones and `process()` ones),
+   * e.g. to change their concurrency at runtime.
+   * @example for (const w of queues.workers('orders')) w.setConcurrency(20);
+   */
+  workers(queue: QueueName): QueueWorkerHandle[] {
+    const name = this.keys(queue).name;
+    return [...this.runners].filter((w) => w.queue === name);
+  }
+
   /** @internal how many workers of this instance run for `queue` (health checks) */
   workerCount(queue: string): number {
     let n = 0;
-    for (const w of this.workers) if (w.queue === queue) n++;
+    for (const w of this.runners) if (w.queue === queue) n++;
     return n;
   }
 
   /** @internal the queues with a worker of this instance running (queue gauges, dashboard) */
   workerQueues(): string[] {
-    return [...new Set([...this.workers].map((w) => w.queue))];
+    return [...new Set([...this.runners].map((w) => w.queue))];
   }
 
   /** Lets the workers of `queue` claim again (and wakes one at once). */
@@ -456,6 +468,70 @@ export class QueueService implements BeforeApplicationShutdown {
    */
   async remove(queue: QueueName, id: QueueTaskId): Promise<boolean> {
     return this.store.remove(this.keys(queue), checkTaskId(id));
+  }
+
+  /**
+   * Deletes tasks of a finished state (`'completed'`, `'dead'` or `'cancelled'`) that finished at
+   * least `olderThanMs` ago (default 0: all), at most `limit` (default: no limit), with everything
+   * stored about them; each writes a `removed` event. Runs 1,000 tasks per script call, so Redis
+   * serves other clients between chunks.
+   * @returns how many tasks were deleted
+   * @example await queues.clean('orders', 'completed', { olderThanMs: 3_600_000 });
+   */
+  async clean(
+    queue: QueueName,
+    state: 'completed' | 'dead' | 'cancelled',
+    options?: { olderThanMs?: number; limit?: number },
+  ): Promise<number> {
+    const k = this.keys(queue);
+    if (!CLEAN_STATES.includes(state)) {
+      throw QueueError.invalid('state', state, `one of '${CLEAN_STATES.join("', '")}'`);
+    }
+    const o = checkOptionKeys(options, ['olderThanMs', 'limit']);
+    const olderThanMs = o.olderThanMs === undefined ? 0 : checkDelay('olderThanMs', o.olderThanMs);
+    const limit =
+      o.limit === undefined
+        ? Number.MAX_SAFE_INTEGER
+        : checkInt('limit', o.limit, 1, Number.MAX_SAFE_INTEGER, QueueError.invalid);
+    return this.store.clean(k, state, olderThanMs, limit);
+  }
+
+  /**
+   * Deletes every waiting task of `queue` (ready, including prioritized and grouped ones; with
+   * `delayed: true`, delayed ones too), with its payload; leased and finished tasks stay. Each
+   * writes a `removed` event; 1,000 tasks per script call.
+   * @returns how many tasks were deleted
+   * @example await queues.drain('orders', { delayed: true });
+   */
+  async drain(queue: QueueName, options?: { delayed?: boolean }): Promise<number> {
+    const k = this.keys(queue);
+    const o = checkOptionKeys(options, ['delayed']);
+    if (o.delayed !== undefined && typeof o.delayed !== 'boolean') {
+      throw QueueError.invalid('delayed', o.delayed, 'true or false');
+    }
+    return this.store.drain(k, o.delayed === true);
+  }
+
+  /**
+   * Deletes the whole queue: its tasks in every state, their data, its settings (pause, global
+   * concurrency, `maxSize`) and its event stream, in one script (UNLINK frees the memory in the
+   * background), then writes one `obliterated` event. Schedules are kept.
+   * @param options.force also while tasks are leased (their workers' acks then find no lease)
+   * @throws QueueError while tasks are leased, unless `force`
+   * @example await queues.obliterate('test-orders', { force: true });
+   */
+  async obliterate(queue: QueueName, options?: { force?: boolean }): Promise<void> {
+    const k = this.keys(queue);
+    const o = checkOptionKeys(options, ['force']);
+    if (o.force !== undefined && typeof o.force !== 'boolean') {
+      throw QueueError.invalid('force', o.force, 'true or false');
+    }
+    const { done, leased } = await this.store.obliterate(k, o.force === true);
+    if (!done) {
+      throw new QueueError(
+        `queue '${k.name}' not obliterated: ${leased} task(s) are leased (running); pass { force: true } to delete it anyway`,
+      );
+    }
   }
 
   /**
@@ -543,17 +619,17 @@ export class QueueService implements BeforeApplicationShutdown {
       this.connection,
       this.logger,
       this.emitter,
-      () => this.workers.delete(worker),
+      () => this.runners.delete(worker),
     );
-    this.workers.add(worker);
+    this.runners.add(worker);
     worker.start();
-    return { queue: k.name, close: () => worker.close() };
+    return worker;
   }
 
   /** Nest lifecycle hook: stops every worker (no new claims, drain, give back unfinished tasks). */
   async beforeApplicationShutdown(): Promise<void> {
     this.shuttingDown = true;
-    await Promise.all([...this.workers].map((w) => w.close()));
+    await Promise.all([...this.runners].map((w) => w.close()));
     this.readers.close();
   }
 
@@ -624,6 +700,26 @@ export class QueueService implements BeforeApplicationShutdown {
   }
 }
 
+/** `enqueue`'s `lifo`: only for plain tasks due now (the others are not in one FIFO line). */
+function checkLifo(
+  lifo: unknown,
+  delayMs: number,
+  replace: boolean,
+  priority: number,
+  group: string,
+): boolean {
+  if (lifo === undefined || lifo === false) return false;
+  if (lifo !== true) throw QueueError.invalid('lifo', lifo, 'true or false');
+  if (delayMs !== 0 || replace || priority !== 0 || group !== '') {
+    throw QueueError.invalid(
+      'lifo',
+      lifo,
+      'no delayMs, debounceMs, replace, priority or group beside it',
+    );
+  }
+  return true;
+}
+
 /** The options `enqueue` accepts. */
 const ENQUEUE_OPTIONS = [
   'delayMs',
@@ -636,10 +732,14 @@ const ENQUEUE_OPTIONS = [
   'backoff',
   'timeoutMs',
   'waitForReplicas',
+  'lifo',
 ];
 /** The worker options `claim` takes (the rest concern a running worker). */
 const CLAIM_OPTIONS = ['leaseMs', 'maxAttempts', 'groupConcurrency', 'limiter', 'groupLimiter'];
 /** The states `list` reads. */
+/** The states `clean` deletes from. */
+const CLEAN_STATES: readonly string[] = ['completed', 'dead', 'cancelled'];
+
 const TASK_STATES: readonly QueueTaskState[] = [
   'ready',
   'delayed',

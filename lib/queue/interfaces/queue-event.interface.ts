@@ -13,6 +13,8 @@
  * - `delayed`   back to waiting without spending an attempt (`task.delay(ms)`; a worker that shut
  *               down gives its tasks back with `delayMs` 0)
  * - `paused` / `resumed` the queue (no `taskId`)
+ * - `obliterated` the queue was deleted (`obliterate()`; no `taskId`; the first entry of the new
+ *               stream)
  */
 export type QueueEventType =
   | 'enqueued'
@@ -26,7 +28,8 @@ export type QueueEventType =
   | 'removed'
   | 'delayed'
   | 'paused'
-  | 'resumed';
+  | 'resumed'
+  | 'obliterated';
 
 /** Every `QueueEventType`, in the order above. */
 export const QUEUE_EVENT_TYPES: readonly QueueEventType[] = [
@@ -42,6 +45,7 @@ export const QUEUE_EVENT_TYPES: readonly QueueEventType[] = [
   'delayed',
   'paused',
   'resumed',
+  'obliterated',
 ];
 
 /** A task's failure as stored and reported: what survives a JSON round trip of an `Error`. */

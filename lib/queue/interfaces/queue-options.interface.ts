@@ -31,6 +31,13 @@ export interface KeepBounds {
 /** Options of `QueueService.enqueue`. */
 export interface EnqueueOptions {
   /**
+   * Last in, first out: each new id goes before every ready task, so it is claimed (or popped)
+   * next; ids of one call are claimed last one first. Only for a task due now without
+   * `replace`, `priority` or `group` (`QueueError` otherwise). An id that exists is not moved.
+   * @default false
+   */
+  lifo?: boolean;
+  /**
    * The task is due this many ms after now (Redis clock); until then it is delayed.
    * @default 0
    */
@@ -257,6 +264,15 @@ export type QueueHandler<P = unknown> = (
 export interface QueueWorkerHandle {
   /** The queue it works on. */
   readonly queue: string;
+  /** Tasks (for a batch worker: batches) it runs at the same time; see `setConcurrency`. */
+  readonly concurrency: number;
+  /**
+   * Changes the worker's `concurrency` at runtime: raised, it claims more at once; lowered, its
+   * running tasks finish and it claims again only once fewer run than `n`.
+   * @throws RedisLockOptionsError unless `n` is an integer from 1 to 10,000
+   * @example handle.setConcurrency(20);
+   */
+  setConcurrency(n: number): void;
   /**
    * Stops claiming, waits up to `drainTimeoutMs` for running handlers, then gives the unfinished
    * tasks back to the queue without counting the attempt. Idempotent.

@@ -38,7 +38,9 @@
 -- ARGV[8] opts        JSON of the tasks' own options (maxAttempts, backoff, timeoutMs), '' none
 -- ARGV[9] maxSize     the module's bound of tasks queued and running (0: none); the queue's own
 --                     (config 'maxSize') wins
--- ARGV[10..] ids
+-- ARGV[10] lifo        '1': each new plain id goes before every ready task (claimed next); only
+--                     with delayMs 0, no replace, priority or group (QueueService checks)
+-- ARGV[11..] ids
 --
 -- Returns the number of ids newly added, or {size, maxSize} when the call would take the queue
 -- past its bound: then nothing is added (all or nothing). A leased id is never touched; an id completed within its
@@ -57,6 +59,7 @@ local opts = ARGV[8]
 local added = 0
 local changed = false
 local keepsDone = redis.call('EXISTS', KEYS[9]) == 1
+local lifo = ARGV[10] == '1'
 
 -- The due score of the next plain task: tasks enqueued in the same ms (Redis time) would tie on
 -- `due` and come out in id order, so the n-th of that ms is placed at due - 1 + (n + 1) / 2048
@@ -73,12 +76,21 @@ local function dueScore()
   return due - 1 + (n + 1) / 2048
 end
 
+-- The score of a LIFO task: 1/2048 ms before the first ready task (a due time at most a few ms
+-- in the past per thousand LIFO tasks), or now - 1 when none is ready: claimed before them all.
+local function lifoScore()
+  local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2]
+  local s = now - 1
+  if head and tonumber(head) - 1 / 2048 < s then s = tonumber(head) - 1 / 2048 end
+  return s
+end
+
 -- Puts a task where it waits: due (plain), pending (delayed with a priority or a group), gtasks
 -- or prio; `prio` and `grp` are the task's priority and group.
 local function place(id, prio, grp)
   if grp == '' and prio == 0 then
     redis.call('HSET', KEYS[7], id, now)
-    redis.call('ZADD', KEYS[1], dueScore(), id)
+    redis.call('ZADD', KEYS[1], lifo and lifoScore() or dueScore(), id)
     return
   end
   local seq = redis.call('INCR', KEYS[22])
@@ -143,9 +155,9 @@ local maxSize = tonumber(redis.call('HGET', KEYS[16], 'maxSize') or ARGV[9])
 if maxSize > 0 then
   local size = redis.call('HLEN', KEYS[7]) - redis.call('ZCARD', KEYS[5])
     - redis.call('ZCARD', KEYS[9]) - redis.call('ZCARD', KEYS[14])
-  if size + #ARGV - 9 > maxSize then
+  if size + #ARGV - 10 > maxSize then
     local adding = 0
-    for i = 10, #ARGV do
+    for i = 11, #ARGV do
       local id = ARGV[i]
       local finished = redis.call('ZSCORE', KEYS[5], id) or redis.call('ZSCORE', KEYS[14], id)
       local kept = redis.call('ZSCORE', KEYS[9], id)
@@ -157,7 +169,7 @@ if maxSize > 0 then
   end
 end
 
-for i = 10, #ARGV do
+for i = 11, #ARGV do
   local id = ARGV[i]
   local doneUntil = keepsDone and redis.call('ZSCORE', KEYS[9], id)
   if doneUntil and tonumber(doneUntil) > now then
@@ -172,7 +184,7 @@ for i = 10, #ARGV do
     end
     if plain and redis.call('HSETNX', KEYS[7], id, now) == 1 then
       setPayload(id)
-      redis.call('ZADD', KEYS[1], dueScore(), id)
+      redis.call('ZADD', KEYS[1], lifo and lifoScore() or dueScore(), id)
       added = added + 1
       changed = true
       enqueued(id)

@@ -18,7 +18,8 @@ import { checkDelay, serializeJson, storedPayload } from '../queue-arguments';
 import type { QueueRedisKeys } from '../queue-keys';
 import { SETTLED, type ClaimStepResult, type QueueStore, type SettleStep } from '../queue-store';
 import type { ResolvedWorkerOptions } from '../queue-worker-options';
-import { MAX_IDLE_MS } from '../queue.constants';
+import { checkInt } from '../../options/validate';
+import { MAX_CONCURRENCY, MAX_IDLE_MS } from '../queue.constants';
 import { settleFailure } from './failure-policy';
 import { WorkerTask, type TaskControl } from './worker-task';
 
@@ -125,6 +126,22 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
         entry.task.abort(new TaskCancelledError(this.queue, id, reason));
       }
     }
+  }
+
+  /** Tasks (for a batch worker: batches) it runs at the same time. */
+  get concurrency(): number {
+    return this.options.concurrency;
+  }
+
+  /**
+   * Changes `concurrency` while it runs: a higher one claims more at once (a worker waiting for a
+   * free slot looks again now); a lower one lets running tasks finish and claims again only
+   * below it.
+   * @throws RedisLockOptionsError unless `n` is an integer from 1 to 10,000
+   */
+  setConcurrency(n: number): void {
+    this.options.concurrency = checkInt('concurrency', n, 1, MAX_CONCURRENCY);
+    this.slotFreed?.();
   }
 
   close(): Promise<void> {
@@ -488,11 +505,17 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
     const batch = this.finished;
     this.finished = [];
     let result: ClaimStepResult<unknown> | undefined;
+    // The flushed tasks still count in `running`; after a lowered `setConcurrency`, fewer than
+    // them are claimed in their place.
+    const room = Math.min(
+      batch.length,
+      this.options.concurrency - this.running.size + batch.length,
+    );
     try {
       // A batch worker's claim loop claims whole batches itself.
       result = await this.backend.claim(
         this.queue,
-        this.stop.signal.aborted || this.options.batch ? 0 : batch.length,
+        this.stop.signal.aborted || this.options.batch ? 0 : Math.max(0, room),
         this.options,
         batch.map((f) => f.step),
       );

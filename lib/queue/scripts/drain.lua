@@ -1,0 +1,55 @@
+-- Deletes waiting tasks (ready; with `delayed`, delayed ones too) with everything stored about
+-- them, leaving leased and finished tasks alone: one bounded chunk per call (the caller loops
+-- while `more` is 1). Each deleted task writes a `removed` event.
+--
+-- KEYS[1]  due       zset: id -> due time (ms) of tasks without priority or group
+-- KEYS[2]  pending   zset: id -> due time of delayed tasks with a priority or a group
+-- KEYS[3]  prio      zset: ready tasks with a priority
+-- KEYS[4]  gtasks    zset (all scores 0): group \0 seq(15 digits) \0 id
+-- KEYS[5]  ring      zset: group -> turn (emptied with gtasks)
+-- KEYS[6]  events    stream: the queue's events (includes/events.lua)
+-- KEYS[7..] the hashes that hold a task's data (payload, attempts, info, errors, results,
+--           progress, opts, logs)
+-- ARGV[1] delayed     '1': delayed tasks too
+-- ARGV[2] take        tasks to delete at most in this call (1 to 1,000)
+-- ARGV[3] eventsMaxLen
+--
+-- Returns {deleted, more}: more is 1 when this call stopped at `take`.
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local delayed = ARGV[1] == '1'
+local take = tonumber(ARGV[2])
+local ids = {}
+
+-- Takes up to the rest of `take` members from zset `key` (by score up to `upTo`, or all).
+local function collect(key, upTo)
+  local left = take - #ids
+  if left <= 0 then return end
+  local members
+  if upTo then
+    members = redis.call('ZRANGEBYSCORE', KEYS[key], '-inf', upTo, 'LIMIT', 0, left)
+  else
+    members = redis.call('ZRANGE', KEYS[key], 0, left - 1)
+  end
+  if #members == 0 then return end
+  variadic('ZREM', KEYS[key], members)
+  for _, m in ipairs(members) do
+    -- a gtasks member is group \0 seq \0 id
+    ids[#ids + 1] = key == 4 and string.match(m, '^.-%z%d+%z(.*)$') or m
+  end
+end
+
+collect(1, (not delayed) and now or nil)
+collect(2, (not delayed) and now or nil)
+collect(3, nil)
+collect(4, nil)
+if redis.call('EXISTS', KEYS[4]) == 0 then redis.call('DEL', KEYS[5]) end
+if #ids > 0 then
+  local hashes = {}
+  for i = 7, #KEYS do hashes[#hashes + 1] = KEYS[i] end
+  forgetAll(hashes, ids)
+  local maxLen = tonumber(ARGV[3])
+  for _, id in ipairs(ids) do emit(KEYS[6], maxLen, 'removed', id) end
+end
+return {#ids, #ids >= take and 1 or 0}
