@@ -3,7 +3,13 @@ import { QueueError } from '../errors/queue.error';
 import { checkInt, checkKnownKeys, checkMs } from '../options/validate';
 import type { LeasedTask } from './interfaces/task.interface';
 import { checkQueueName } from './queue-keys';
-import { MAX_ATTEMPTS, MAX_DELAY_MS, MAX_PRIORITY, MAX_QUEUE_BATCH } from './queue.constants';
+import {
+  MAX_ATTEMPTS,
+  MAX_DELAY_MS,
+  MAX_PRIORITY,
+  MAX_QUEUE_BATCH,
+  MAX_TASK_LOG_LINE,
+} from './queue.constants';
 
 const ID_EXPECTED = 'a non-empty string or a finite number';
 
@@ -65,6 +71,15 @@ export function checkScore(value: unknown): number {
 }
 
 /** Throws a `QueueError` unless `value` is `undefined` or an object with only `known` keys. */
+/**
+ * A log line as stored (JSON text: no raw newline), cut to 1,000 characters; a `QueueError`
+ * naming `line` when it is not a string.
+ */
+export function logLineJson(line: unknown): string {
+  if (typeof line !== 'string') throw QueueError.invalid('line', line, 'a string');
+  return JSON.stringify(line.length > MAX_TASK_LOG_LINE ? line.slice(0, MAX_TASK_LOG_LINE) : line);
+}
+
 export function checkOptionKeys(value: unknown, known: readonly string[]): Record<string, unknown> {
   if (
     value !== undefined &&

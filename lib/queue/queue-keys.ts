@@ -67,6 +67,8 @@ export interface QueueRedisKeys {
   ties: string;
   /** STRING: highest lease fence given out (`task.fence`). */
   fence: string;
+  /** HASH id -> the task's log (`task.log`): its last lines, each JSON text, one per line. */
+  logs: string;
   /** Pub/sub channel (not a key; same hash tag): ids of leased tasks whose cancel was asked for. */
   cancelChannel: string;
 }
@@ -122,6 +124,7 @@ export function queueRedisKeys(prefix: string, name: string): QueueRedisKeys {
     cancelled: `${base}:cancelled`,
     ties: `${base}:ties`,
     fence: `${base}:fence`,
+    logs: `${base}:logs`,
     cancelChannel: `${base}:cancel`,
   };
 }

@@ -36,4 +36,5 @@ export const QUEUE_SCRIPTS = {
   clean: new LuaScript('queue clean', file('clean'), EVENTS, FINISHED),
   drain: new LuaScript('queue drain', file('drain'), EVENTS, FINISHED),
   obliterate: new LuaScript('queue obliterate', file('obliterate'), EVENTS),
+  log: new LuaScript('queue log', file('log'), EVENTS),
 };

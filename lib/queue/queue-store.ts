@@ -18,7 +18,7 @@ import { parsePayload } from './queue-arguments';
 import { checkQueueName, queueRedisKeys, type QueueRedisKeys } from './queue-keys';
 import { toLeasedTasks, toTaskInfos, toTasks } from './queue-replies';
 import { QUEUE_SCRIPTS } from './queue-scripts';
-import { MAX_QUEUE_BATCH } from './queue.constants';
+import { MAX_QUEUE_BATCH, MAX_TASK_LOG_LINES } from './queue.constants';
 
 /** Expired leases one claim returns to the queue at most (the next claim takes the rest). */
 const RECLAIM_PER_CLAIM = 1_000;
@@ -205,7 +205,7 @@ export class QueueStore {
   async pop<P>(k: QueueRedisKeys, count: number): Promise<Task<P>[]> {
     const reply = await this.connection.run(
       QUEUE_SCRIPTS.pop,
-      [k.due, k.payload, k.attempts, k.info, k.errors, k.opts, k.events],
+      [k.due, k.payload, k.attempts, k.info, k.errors, k.opts, k.events, k.logs],
       [count, this.eventsMaxLen],
     );
     return toTasks<P>(k.name, reply as (string | null)[]);
@@ -219,7 +219,7 @@ export class QueueStore {
   async dequeue(k: QueueRedisKeys, id: string, score: number): Promise<boolean> {
     const removed = await this.connection.run(
       QUEUE_SCRIPTS.dequeue,
-      [k.due, k.payload, k.attempts, k.info, k.errors, k.opts, k.events],
+      [k.due, k.payload, k.attempts, k.info, k.errors, k.opts, k.events, k.logs],
       [id, String(score), this.eventsMaxLen],
     );
     return removed === 1;
@@ -299,6 +299,23 @@ export class QueueStore {
     return done === 1;
   }
 
+  /** Appends a line (JSON text) to a leased task's log (log.lua); false when the lease is stale. */
+  async log(task: LeasedTask, json: string): Promise<boolean> {
+    const k = this.keys(task.queue);
+    const kept = await this.connection.run(
+      QUEUE_SCRIPTS.log,
+      [k.tokens, k.logs, k.events],
+      [task.id, task.leaseToken, json, MAX_TASK_LOG_LINES, this.eventsMaxLen],
+    );
+    return Number(kept) > 0;
+  }
+
+  /** A task's log lines, oldest first ([] when it has none). */
+  async logs(k: QueueRedisKeys, id: string): Promise<string[]> {
+    const v = await this.connection.call('HGET (logs)', (c) => (c as Redis).hget(k.logs, id));
+    return typeof v === 'string' ? v.split('\n').map((line) => JSON.parse(line) as string) : [];
+  }
+
   async cancel(
     k: QueueRedisKeys,
     id: string,
@@ -326,6 +343,7 @@ export class QueueStore {
         k.progress,
         k.opts,
         k.cancelChannel,
+        k.logs,
       ],
       [id, reason, this.eventsMaxLen, keep.ageMs, keep.count, this.connection.isCluster ? 1 : 0],
     )) as 'cancelled' | 'signalled' | 'finished' | 'not-found';
@@ -371,7 +389,7 @@ export class QueueStore {
   async remove(k: QueueRedisKeys, id: string): Promise<boolean> {
     const removed = await this.connection.run(
       QUEUE_SCRIPTS.remove,
-      [...inspectKeys(k), k.opts, k.events],
+      [...inspectKeys(k), k.opts, k.events, k.logs],
       [id, this.eventsMaxLen],
     );
     return removed === 1;
@@ -495,7 +513,7 @@ function cached(
 
 /**
  * The KEYS of enqueue.lua, in its order; `plain` (no replace, priority or group): only the first
- * 16, the only ones the script reads then.
+ * 17, the only ones the script reads then.
  */
 function enqueueKeys(k: QueueRedisKeys, plain: boolean): string[] {
   const all = cached(ENQUEUE_KEYS, k, () => [
@@ -515,6 +533,7 @@ function enqueueKeys(k: QueueRedisKeys, plain: boolean): string[] {
     k.cancelled,
     k.ties,
     k.config,
+    k.logs,
     k.pending,
     k.prio,
     k.gtasks,
@@ -522,7 +541,7 @@ function enqueueKeys(k: QueueRedisKeys, plain: boolean): string[] {
     k.gpark,
     k.seq,
   ]);
-  return plain ? cached(PLAIN_ENQUEUE_KEYS, k, () => all.slice(0, 16)) : all;
+  return plain ? cached(PLAIN_ENQUEUE_KEYS, k, () => all.slice(0, 17)) : all;
 }
 
 /**
@@ -564,12 +583,13 @@ function claimKeys(k: QueueRedisKeys): string[] {
     k.cancels,
     k.cancelled,
     k.fence,
+    k.logs,
   ]);
 }
 
 /** Every hash that holds a task's data, deleted with the task (clean.lua, drain.lua). */
 function taskHashes(k: QueueRedisKeys): string[] {
-  return [k.payload, k.attempts, k.info, k.errors, k.results, k.progress, k.opts];
+  return [k.payload, k.attempts, k.info, k.errors, k.results, k.progress, k.opts, k.logs];
 }
 
 /** The KEYS of inspect.lua (and the first of remove.lua): every key that holds a task or its data. */

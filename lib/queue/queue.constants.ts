@@ -1,6 +1,12 @@
 /** Most ids one `enqueue` takes, and most tasks one `pop`/`top`/`claim`/`deadLetters` returns. */
 export const MAX_QUEUE_BATCH = 1_000;
 
+/** Lines of a task's log kept (`task.log`): the last ones. */
+export const MAX_TASK_LOG_LINES = 100;
+
+/** Characters of one log line kept (longer lines are cut). */
+export const MAX_TASK_LOG_LINE = 1_000;
+
 /** Longest queue name accepted, in bytes (UTF-8). */
 export const MAX_QUEUE_NAME_BYTES = 512;
 

@@ -471,6 +471,16 @@ export class QueueService implements BeforeApplicationShutdown {
   }
 
   /**
+   * The log of task `id` (`task.log(line)` in its handler): its last 100 lines, oldest first; `[]`
+   * when it has none or is unknown. The log goes when the task is deleted (trimmed, removed,
+   * cleaned, popped).
+   * @example const lines = await queues.logs('orders', orderId);
+   */
+  async logs(queue: QueueName, id: QueueTaskId): Promise<string[]> {
+    return this.store.logs(this.keys(queue), checkTaskId(id));
+  }
+
+  /**
    * Deletes tasks of a finished state (`'completed'`, `'dead'` or `'cancelled'`) that finished at
    * least `olderThanMs` ago (default 0: all), at most `limit` (default: no limit), with everything
    * stored about them; each writes a `removed` event. Runs 1,000 tasks per script call, so Redis

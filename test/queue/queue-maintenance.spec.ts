@@ -1,6 +1,6 @@
 import 'reflect-metadata';
 import type { Redis } from 'ioredis';
-import { QueueError, QueueService, RedisLockOptionsError } from '../../lib';
+import { QueueError, QueueService, RedisLockOptionsError, type RunningTask } from '../../lib';
 import {
   createLockApp,
   deferred,
@@ -258,6 +258,114 @@ describe('QueueService maintenance: clean, drain, obliterate, LIFO, concurrency 
         order.push(...popped.map((t) => t.id));
       }
       expect(order).toEqual(Array.from({ length: 3_000 }, (_, i) => `t${2_999 - i}`));
+    });
+  });
+
+  describe('task.log and logs()', () => {
+    /** Runs one worker task of `q` that calls `body`, and waits until it completed. */
+    async function runOne(
+      q: string,
+      id: string,
+      body: (task: RunningTask) => Promise<void>,
+      maxAttempts = 5,
+    ) {
+      await queues.enqueue(q, id);
+      const done = deferred();
+      const worker = queues.process(
+        q,
+        async (task) => {
+          try {
+            await body(task);
+          } finally {
+            done.resolve();
+          }
+        },
+        { maxAttempts, retryLogLevel: 'off' },
+      );
+      await done.promise;
+      await waitFor('settled', async () => (await queues.stats(q)).leased === 0);
+      await worker.close();
+    }
+
+    it('keeps the last 100 lines, each cut to 1,000 characters, with one log event per line', async () => {
+      const q = fresh();
+      await runOne(q, 't', async (task) => {
+        for (let i = 0; i < 250; i++) await task.log(`line ${i}`);
+        await task.log('x'.repeat(1_500));
+        await task.log('two\nlines "quoted" é');
+      });
+      const lines = await queues.logs(q, 't');
+      expect(lines).toHaveLength(100);
+      expect(lines.slice(0, 2)).toEqual(['line 152', 'line 153']);
+      expect(lines[97]).toBe('line 249');
+      expect(lines[98]).toBe('x'.repeat(1_000));
+      expect(lines[99]).toBe('two\nlines "quoted" é');
+      expect((await eventTypes(q)).filter((t) => t === 'log')).toHaveLength(252);
+      expect(await queues.logs(q, 'unknown')).toEqual([]);
+    });
+
+    it('is deleted with the task: clean, remove, cancel, drain, pop, re-enqueue of a dead id', async () => {
+      const q = fresh();
+      await runOne(q, 'completed', (task) => task.log('a'));
+      expect(await queues.logs(q, 'completed')).toEqual(['a']);
+      expect(await queues.clean(q, 'completed')).toBe(1);
+      expect(await queues.logs(q, 'completed')).toEqual([]);
+
+      const withLog = async (id: string) => {
+        await runOne(q, id, async (task) => {
+          await task.log(`log of ${id}`);
+          // Given back, due in a minute (so that no worker takes it again meanwhile).
+          await task.delay(60_000);
+        });
+        expect(await queues.logs(q, id)).toEqual([`log of ${id}`]);
+      };
+      await withLog('removed');
+      expect(await queues.remove(q, 'removed')).toBe(true);
+      await withLog('cancelled');
+      expect(await queues.cancel(q, 'cancelled')).toBe('cancelled');
+      expect(await queues.clean(q, 'cancelled')).toBe(1);
+      await withLog('ready');
+      expect(await queues.enqueue(q, 'ready', { replace: true })).toBe(0);
+      expect(await queues.drain(q)).toBe(1);
+      await withLog('delayed');
+      expect(await queues.drain(q)).toBe(0);
+      expect(await queues.logs(q, 'delayed')).toEqual(['log of delayed']);
+      expect(await queues.drain(q, { delayed: true })).toBe(1);
+      await withLog('popped');
+      expect(await queues.enqueue(q, 'popped', { replace: true })).toBe(0);
+      expect((await queues.pop(q, 5)).map((t) => t.id)).toEqual(['popped']);
+      for (const id of ['removed', 'cancelled', 'ready', 'delayed', 'popped']) {
+        expect(await queues.logs(q, id)).toEqual([]);
+      }
+      await runOne(
+        q,
+        'dies',
+        async (task) => {
+          await task.log('last words');
+          throw new Error('boom');
+        },
+        1,
+      );
+      expect(await queues.get(q, 'dies')).toMatchObject({ state: 'dead' });
+      expect(await queues.logs(q, 'dies')).toEqual(['last words']);
+      expect(await queues.enqueue(q, 'dies')).toBe(1);
+      expect(await queues.logs(q, 'dies')).toEqual([]);
+      expect(await redis.hlen(key(q, 'logs'))).toBe(0);
+    });
+
+    it('rejects a line that is not a string, and a stale lease', async () => {
+      const q = fresh();
+      let notString: unknown;
+      let stale: unknown;
+      await runOne(q, 't', async (task) => {
+        notString = await task.log(42 as never).catch((e: unknown) => e);
+        await queues.obliterate(q, { force: true });
+        stale = await task.log('after').catch((e: unknown) => e);
+      });
+      expect(notString).toBeInstanceOf(QueueError);
+      expect((notString as QueueError).argument).toBe('line');
+      expect(stale).toBeInstanceOf(QueueError);
+      expect(await queues.logs(q, 't')).toEqual([]);
     });
   });
 

@@ -4,6 +4,7 @@
  * - `enqueued`  added (or placed again by `replace`, `requeueDead`, a schedule tick)
  * - `active`    leased by a worker (`attempt` is the attempt it starts)
  * - `progress`  `task.progress(value)` (`progress`)
+ * - `log`       `task.log(line)` added a line (read it with `logs()`)
  * - `completed` finished (`result`, when the handler returned one)
  * - `retrying`  an attempt failed and the task is due again in `delayMs` (`error`)
  * - `dead`      moved to the dead letters (`error`)
@@ -20,6 +21,7 @@ export type QueueEventType =
   | 'enqueued'
   | 'active'
   | 'progress'
+  | 'log'
   | 'completed'
   | 'retrying'
   | 'dead'
@@ -36,6 +38,7 @@ export const QUEUE_EVENT_TYPES: readonly QueueEventType[] = [
   'enqueued',
   'active',
   'progress',
+  'log',
   'completed',
   'retrying',
   'dead',

@@ -84,6 +84,13 @@ export interface RunningTask<P = unknown> extends LeasedTask<P> {
    */
   progress(value: unknown): Promise<void>;
   /**
+   * Appends `line` to the task's log (read with `QueueService.logs`; deleted with the task) and
+   * writes a `log` event. The log keeps its last 100 lines; a line longer than 1,000 characters
+   * is cut there. Rejects with a `QueueError` when `line` is not a string or the lease was lost.
+   * @example await task.log(`charged ${amount}`);
+   */
+  log(line: string): Promise<void>;
+  /**
    * Replaces the task's stored payload (a step job keeps its state there for its next attempt);
    * `task.payload` shows it at once. Rejects like `progress`.
    */

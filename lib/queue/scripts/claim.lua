@@ -36,6 +36,7 @@
 -- KEYS[24] cancels   hash: id -> reason, for leased tasks a cancel was asked for
 -- KEYS[25] cancelled zset: id -> time it was cancelled
 -- KEYS[26] fence     string: highest lease fence given out
+-- KEYS[27] logs      hash: id -> the task's log lines (task.log)
 -- ARGV[1]  count            tasks to lease at most (0: settle and report only)
 -- ARGV[2]  leaseMs
 -- ARGV[3]  maxAttempts      a task whose attempt count reached this dies instead of retrying
@@ -82,7 +83,7 @@ local groupLimiterMs = tonumber(ARGV[10])
 
 local eventsMaxLen = tonumber(ARGV[15])
 -- Everything stored per task, deleted when it is forgotten.
-local TASK_HASHES = {KEYS[3], KEYS[4], KEYS[8], KEYS[9], KEYS[21], KEYS[22], KEYS[23]}
+local TASK_HASHES = {KEYS[3], KEYS[4], KEYS[8], KEYS[9], KEYS[21], KEYS[22], KEYS[23], KEYS[27]}
 local hasOpts = redis.call('EXISTS', KEYS[23]) == 1
 local hasCancels = redis.call('EXISTS', KEYS[24]) == 1
 
@@ -248,7 +249,7 @@ if settles > 0 then
       variadic('HSET', KEYS[21], results)
       forgetAll(TASK_HASHES, trimFinished(KEYS[19], now, tonumber(ARGV[14])))
     else
-      forgetAll({KEYS[3], KEYS[4], KEYS[8], KEYS[22], KEYS[23]}, acked)
+      forgetAll({KEYS[3], KEYS[4], KEYS[8], KEYS[22], KEYS[23], KEYS[27]}, acked)
     end
     if eventsMaxLen > 0 then
       for i, id in ipairs(acked) do

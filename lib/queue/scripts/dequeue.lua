@@ -8,6 +8,7 @@
 -- KEYS[5] errors    hash: id -> last error message
 -- KEYS[6] opts      hash: id -> JSON of the task's own options
 -- KEYS[7] events    stream: the queue's events (includes/events.lua)
+-- KEYS[8] logs      hash: id -> the task's log lines (task.log; a task given back after a lease)
 -- ARGV[1] id
 -- ARGV[2] score     the due time the caller saw
 -- ARGV[3] eventsMaxLen
@@ -22,5 +23,6 @@ redis.call('HDEL', KEYS[3], ARGV[1])
 redis.call('HDEL', KEYS[4], ARGV[1])
 redis.call('HDEL', KEYS[5], ARGV[1])
 redis.call('HDEL', KEYS[6], ARGV[1])
+redis.call('HDEL', KEYS[8], ARGV[1])
 emit(KEYS[7], tonumber(ARGV[3]), 'removed', ARGV[1])
 return 1

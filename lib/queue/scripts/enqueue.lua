@@ -17,14 +17,15 @@
 -- KEYS[15] ties      string: 'ms n': the last enqueue's Redis time and how many tasks it placed
 --                    in that ms (orders tasks enqueued in the same ms; see dueScore)
 -- KEYS[16] config    hash: 'maxSize' -> the queue's own bound (setMaxSize)
--- KEYS[17..22] are read only with replace, a priority or a group (the caller may leave them out
--- otherwise: a plain enqueue sends 16 keys):
--- KEYS[17] pending   zset: id -> due time of delayed tasks with a priority or a group
--- KEYS[18] prio      zset: id -> (priority + 1000) * 2^41 + seq, ready tasks with a priority
--- KEYS[19] gtasks    zset (all scores 0): group \0 seq(15 digits) \0 id, ready grouped tasks
--- KEYS[20] ring      zset: group -> turn (groups with ready tasks)
--- KEYS[21] gpark     zset: group -> time its next task may start
--- KEYS[22] seq       string: the queue's enqueue sequence (orders tasks with priority or group)
+-- KEYS[17] logs      hash: id -> the task's log lines (task.log)
+-- KEYS[18..23] are read only with replace, a priority or a group (the caller may leave them out
+-- otherwise: a plain enqueue sends 17 keys):
+-- KEYS[18] pending   zset: id -> due time of delayed tasks with a priority or a group
+-- KEYS[19] prio      zset: id -> (priority + 1000) * 2^41 + seq, ready tasks with a priority
+-- KEYS[20] gtasks    zset (all scores 0): group \0 seq(15 digits) \0 id, ready grouped tasks
+-- KEYS[21] ring      zset: group -> turn (groups with ready tasks)
+-- KEYS[22] gpark     zset: group -> time its next task may start
+-- KEYS[23] seq       string: the queue's enqueue sequence (orders tasks with priority or group)
 -- ARGV[1] delayMs     due time = Redis TIME + delayMs
 -- ARGV[2] replace     '1': an id already queued (not leased) is placed again with the new due
 --                     time (and payload when given); with the call's priority and group when it
@@ -93,15 +94,15 @@ local function place(id, prio, grp)
     redis.call('ZADD', KEYS[1], lifo and lifoScore() or dueScore(), id)
     return
   end
-  local seq = redis.call('INCR', KEYS[22])
+  local seq = redis.call('INCR', KEYS[23])
   redis.call('HSET', KEYS[7], id, now .. '|' .. due .. '|' .. prio .. '|' .. seq .. '|' .. grp)
   if due > now then
-    redis.call('ZADD', KEYS[17], due, id)
+    redis.call('ZADD', KEYS[18], due, id)
   elseif grp ~= '' then
-    redis.call('ZADD', KEYS[19], 0, groupMember(grp, seq, id))
-    if not redis.call('ZSCORE', KEYS[21], grp) then joinRing(KEYS[20], grp) end
+    redis.call('ZADD', KEYS[20], 0, groupMember(grp, seq, id))
+    if not redis.call('ZSCORE', KEYS[22], grp) then joinRing(KEYS[21], grp) end
   else
-    redis.call('ZADD', KEYS[18], prioScore(prio, seq), id)
+    redis.call('ZADD', KEYS[19], prioScore(prio, seq), id)
   end
 end
 
@@ -113,9 +114,9 @@ local function unplace(id, info)
     redis.call('ZREM', KEYS[1], id)
     return nil
   end
-  redis.call('ZREM', KEYS[17], id)
   redis.call('ZREM', KEYS[18], id)
-  if m.group ~= '' then redis.call('ZREM', KEYS[19], groupMember(m.group, m.seq, id)) end
+  redis.call('ZREM', KEYS[19], id)
+  if m.group ~= '' then redis.call('ZREM', KEYS[20], groupMember(m.group, m.seq, id)) end
   return m
 end
 
@@ -130,7 +131,7 @@ end
 
 -- What a task that ended left behind, before its id is added again as a new task.
 local function forgetRun(id)
-  for _, k in ipairs({KEYS[4], KEYS[8], KEYS[11], KEYS[12], KEYS[13]}) do
+  for _, k in ipairs({KEYS[4], KEYS[8], KEYS[11], KEYS[12], KEYS[13], KEYS[17]}) do
     redis.call('HDEL', k, id)
   end
 end

@@ -14,7 +14,7 @@ import type {
   QueueWorkerHandle,
 } from '../interfaces/queue-options.interface';
 import type { LeasedTask } from '../interfaces/task.interface';
-import { checkDelay, serializeJson, storedPayload } from '../queue-arguments';
+import { checkDelay, logLineJson, serializeJson, storedPayload } from '../queue-arguments';
 import type { QueueRedisKeys } from '../queue-keys';
 import { SETTLED, type ClaimStepResult, type QueueStore, type SettleStep } from '../queue-store';
 import type { ResolvedWorkerOptions } from '../queue-worker-options';
@@ -464,6 +464,11 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
   /** `task.progress(value)`. */
   async progress(task: WorkerTask, value: unknown): Promise<void> {
     await this.updateTask(task, 'progress', serializeJson('progress', value));
+  }
+
+  /** `task.log(line)`. */
+  async log(task: WorkerTask, line: string): Promise<void> {
+    if (!(await this.backend.log(task, logLineJson(line)))) throw this.leaseLost(task);
   }
 
   /** `task.update(payload)`. */

@@ -3,6 +3,7 @@ import type { LeasedTask, RunningTask, TaskOwnOptions } from '../interfaces/task
 /** What a `WorkerTask` asks its worker to do (queue-worker.ts). */
 export interface TaskControl {
   progress(task: WorkerTask, value: unknown): Promise<void>;
+  log(task: WorkerTask, line: string): Promise<void>;
   update(task: WorkerTask, payload: unknown): Promise<void>;
   delay(task: WorkerTask, ms: number): Promise<void>;
 }
@@ -68,6 +69,10 @@ export class WorkerTask<P = unknown> implements RunningTask<P> {
 
   progress(value: unknown): Promise<void> {
     return this.control.progress(this as WorkerTask, value);
+  }
+
+  log(line: string): Promise<void> {
+    return this.control.log(this as WorkerTask, line);
   }
 
   update(payload: P): Promise<void> {
