@@ -108,6 +108,9 @@ export function toQueueEvent(queue: string, [eventId, fields]: RawEntry): QueueE
       case 'd':
         event.delayMs = Number(value);
         break;
+      case 'k':
+        event.keptTaskId = value;
+        break;
     }
   }
   return event;

@@ -69,6 +69,8 @@ export interface QueueRedisKeys {
   fence: string;
   /** HASH id -> the task's log (`task.log`): its last lines, each JSON text, one per line. */
   logs: string;
+  /** HASH deduplication id -> 'taskId|expiresAt' (0: until that task finishes). */
+  dedup: string;
   /** Pub/sub channel (not a key; same hash tag): ids of leased tasks whose cancel was asked for. */
   cancelChannel: string;
 }
@@ -125,6 +127,7 @@ export function queueRedisKeys(prefix: string, name: string): QueueRedisKeys {
     ties: `${base}:ties`,
     fence: `${base}:fence`,
     logs: `${base}:logs`,
+    dedup: `${base}:dedup`,
     cancelChannel: `${base}:cancel`,
   };
 }

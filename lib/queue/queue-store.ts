@@ -74,6 +74,8 @@ export interface EnqueueArgs {
   waitForReplicas?: ReplicaWait | false;
   /** Each new id is claimed before every ready task (plain tasks due now only). */
   lifo?: boolean;
+  /** `deduplication` (one id only): not added while another task holds this id. */
+  dedup?: { id: string; ttlMs: number };
 }
 
 /**
@@ -175,7 +177,7 @@ export class QueueStore {
    * @throws QueueFullError when the call would take the queue past its `maxSize`
    */
   async enqueue(k: QueueRedisKeys, ids: readonly string[], a: EnqueueArgs): Promise<number> {
-    const plain = !a.replace && a.priority === 0 && a.group === '';
+    const plain = !a.replace && a.priority === 0 && a.group === '' && !a.dedup;
     const added = await this.write(
       QUEUE_SCRIPTS.enqueue,
       enqueueKeys(k, plain),
@@ -190,6 +192,8 @@ export class QueueStore {
         a.opts,
         this.defaults.maxSize ?? 0,
         a.lifo ? 1 : 0,
+        a.dedup?.id ?? '',
+        a.dedup?.ttlMs ?? 0,
         ...ids,
       ],
       k.name,
@@ -540,6 +544,7 @@ function enqueueKeys(k: QueueRedisKeys, plain: boolean): string[] {
     k.ring,
     k.gpark,
     k.seq,
+    k.dedup,
   ]);
   return plain ? cached(PLAIN_ENQUEUE_KEYS, k, () => all.slice(0, 17)) : all;
 }

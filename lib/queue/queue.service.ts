@@ -9,7 +9,7 @@ import {
   checkWaitForReplicas,
 } from '../options/resolve-options';
 import type { WaitForReplicasOptions } from '../interfaces/lock-options.interface';
-import { checkInt } from '../options/validate';
+import { checkInt, checkKnownKeys } from '../options/validate';
 import { RedisLockConnection } from '../redis/redis-connection';
 import { QueueTracing } from '../observability/tracing';
 import type {
@@ -56,7 +56,12 @@ import { storedOwnOptions } from './queue-replies';
 import { QueueStore, SETTLED, type ClaimStepResult, type SettleStep } from './queue-store';
 import { resolveWorkerOptions } from './queue-worker-options';
 import { QueueWorkerRunner } from './worker/queue-worker';
-import { MAX_ATTEMPTS, MAX_CONCURRENCY } from './queue.constants';
+import {
+  MAX_ATTEMPTS,
+  MAX_CONCURRENCY,
+  MAX_DELAY_MS,
+  MAX_QUEUE_NAME_BYTES,
+} from './queue.constants';
 import { QueueScheduler } from './schedule/queue-scheduler';
 import type { QueueSchedule, QueueScheduleOptions } from './schedule/schedule.interface';
 import { encodeTaskError } from './task-errors';
@@ -213,6 +218,7 @@ export class QueueService implements BeforeApplicationShutdown {
       throw QueueError.invalid('priority', o.priority, 'no priority on a task with a group');
     }
     const lifo = checkLifo(o.lifo, delayMs, replace, priority, group);
+    const dedup = o.deduplication === undefined ? undefined : checkDedup(o.deduplication, ids);
     const opts = storedOwnOptions(checkOwnOptions(o));
     const waitForReplicas = checkWaitForReplicas('waitForReplicas', o.waitForReplicas);
     const json = serializePayload(o.payload);
@@ -227,6 +233,7 @@ export class QueueService implements BeforeApplicationShutdown {
         opts,
         waitForReplicas,
         lifo,
+        dedup,
       }),
     );
   }
@@ -730,6 +737,30 @@ function checkLifo(
   return true;
 }
 
+/** `enqueue`'s `deduplication`: `{ id, ttlMs? }`, with a single task id. */
+function checkDedup(value: unknown, ids: readonly string[]): { id: string; ttlMs: number } {
+  const d = value as { id?: unknown; ttlMs?: unknown };
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw QueueError.invalid('deduplication', value, 'an object { id, ttlMs? }');
+  }
+  checkKnownKeys('deduplication', value, ['id', 'ttlMs'], QueueError.invalid);
+  if (
+    typeof d.id !== 'string' ||
+    d.id.length === 0 ||
+    Buffer.byteLength(d.id) > MAX_QUEUE_NAME_BYTES
+  ) {
+    throw QueueError.invalid('deduplication.id', d.id, 'a non-empty string of at most 512 bytes');
+  }
+  const ttlMs =
+    d.ttlMs === undefined
+      ? 0
+      : checkInt('deduplication.ttlMs', d.ttlMs, 1, MAX_DELAY_MS, QueueError.invalid);
+  if (ids.length !== 1) {
+    throw QueueError.invalid('deduplication', value, 'a single task id beside it');
+  }
+  return { id: d.id, ttlMs };
+}
+
 /** The options `enqueue` accepts. */
 const ENQUEUE_OPTIONS = [
   'delayMs',
@@ -743,6 +774,7 @@ const ENQUEUE_OPTIONS = [
   'timeoutMs',
   'waitForReplicas',
   'lifo',
+  'deduplication',
 ];
 /** The worker options `claim` takes (the rest concern a running worker). */
 const CLAIM_OPTIONS = ['leaseMs', 'maxAttempts', 'groupConcurrency', 'limiter', 'groupLimiter'];

@@ -10,6 +10,7 @@
  * - `dead`      moved to the dead letters (`error`)
  * - `cancelled` `cancel()` ended it, waiting or running (`error` carries the reason)
  * - `stalled`   its lease ran out (a crashed or frozen worker) and it was taken back
+ * - `deduplicated` not added: another task holds its `deduplication.id` (`keptTaskId`)
  * - `removed`   `remove()` deleted it
  * - `delayed`   back to waiting without spending an attempt (`task.delay(ms)`; a worker that shut
  *               down gives its tasks back with `delayMs` 0)
@@ -28,6 +29,7 @@ export type QueueEventType =
   | 'cancelled'
   | 'stalled'
   | 'removed'
+  | 'deduplicated'
   | 'delayed'
   | 'paused'
   | 'resumed'
@@ -45,6 +47,7 @@ export const QUEUE_EVENT_TYPES: readonly QueueEventType[] = [
   'cancelled',
   'stalled',
   'removed',
+  'deduplicated',
   'delayed',
   'paused',
   'resumed',
@@ -78,6 +81,8 @@ export interface QueueEvent {
   readonly progress?: unknown;
   /** `enqueued` (when delayed), `retrying`, `delayed`: due again this many ms later. */
   readonly delayMs?: number;
+  /** `deduplicated`: the task that holds the deduplication id (the call's own id is `taskId`). */
+  readonly keptTaskId?: string;
 }
 
 /** How a task ended, from `QueueService.waitFor`. */

@@ -31,6 +31,16 @@ export interface KeepBounds {
 /** Options of `QueueService.enqueue`. */
 export interface EnqueueOptions {
   /**
+   * Deduplication by an id other than the task id: while the task that holds `id` is unfinished
+   * (queued, delayed or running), or for `ttlMs` after it was added when `ttlMs` is given, an
+   * enqueue with the same `id` adds nothing (resolves 0) and writes a `deduplicated` event. Only
+   * with a single task id. `id`: a non-empty string of at most 512 bytes; `ttlMs`: an integer from
+   * 1 to 10 years.
+   * @default none
+   * @example await queues.enqueue('sync', randomUUID(), { deduplication: { id: `user:${userId}` } });
+   */
+  deduplication?: { id: string; ttlMs?: number };
+  /**
    * Last in, first out: each new id goes before every ready task, so it is claimed (or popped)
    * next; ids of one call are claimed last one first. Only for a task due now without
    * `replace`, `priority` or `group` (`QueueError` otherwise). An id that exists is not moved.

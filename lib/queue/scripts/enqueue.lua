@@ -26,6 +26,7 @@
 -- KEYS[21] ring      zset: group -> turn (groups with ready tasks)
 -- KEYS[22] gpark     zset: group -> time its next task may start
 -- KEYS[23] seq       string: the queue's enqueue sequence (orders tasks with priority or group)
+-- KEYS[24] dedup     hash: deduplication id -> 'taskId|expiresAt' (0: until that task finishes)
 -- ARGV[1] delayMs     due time = Redis TIME + delayMs
 -- ARGV[2] replace     '1': an id already queued (not leased) is placed again with the new due
 --                     time (and payload when given); with the call's priority and group when it
@@ -41,7 +42,11 @@
 --                     (config 'maxSize') wins
 -- ARGV[10] lifo        '1': each new plain id goes before every ready task (claimed next); only
 --                     with delayMs 0, no replace, priority or group (QueueService checks)
--- ARGV[11..] ids
+-- ARGV[11] dedupId     '' for none; else the call has one id (QueueService checks), which is not
+--                     added while the task that holds this deduplication id is unfinished
+--                     (ttlMs 0) or its ttl runs: then a 'deduplicated' event (k: the kept task)
+-- ARGV[12] dedupTtlMs  0: until the holding task finishes
+-- ARGV[13..] ids
 --
 -- Returns the number of ids newly added, or {size, maxSize} when the call would take the queue
 -- past its bound: then nothing is added (all or nothing). A leased id is never touched; an id completed within its
@@ -149,6 +154,32 @@ end
 -- looking in the leased, due and info keys first.
 local plain = not replace and group == '' and priority == 0
 
+-- Deduplication: the task holding the id is unfinished when it has an info entry and is not in
+-- done, dead or cancelled. Each call also looks at 4 random entries and drops the stale ones, so
+-- the hash stays about as large as the ids that hold (no janitor).
+local dedupId = ARGV[11]
+local function dedupHolds(v)
+  local owner, exp = string.match(v or '', '^(.*)|(%d+)$')
+  if not owner then return nil end
+  if tonumber(exp) > 0 then return tonumber(exp) > now and owner or nil end
+  if redis.call('HEXISTS', KEYS[7], owner) == 0 or redis.call('ZSCORE', KEYS[9], owner)
+      or redis.call('ZSCORE', KEYS[5], owner) or redis.call('ZSCORE', KEYS[14], owner) then
+    return nil
+  end
+  return owner
+end
+if dedupId ~= '' then
+  local seen = redis.call('HRANDFIELD', KEYS[24], 4, 'WITHVALUES')
+  for i = 1, #seen, 2 do
+    if seen[i] ~= dedupId and not dedupHolds(seen[i + 1]) then redis.call('HDEL', KEYS[24], seen[i]) end
+  end
+  local holder = dedupHolds(redis.call('HGET', KEYS[24], dedupId))
+  if holder then
+    emit(KEYS[10], eventsMaxLen, 'deduplicated', ARGV[13], 'k', holder)
+    return 0
+  end
+end
+
 -- The bound: tasks queued or running are every task with an info entry but the finished ones
 -- kept (completed, dead, cancelled): four O(1) reads. An id counts as new unless it exists and is
 -- not finished; the exact count is taken only when the call could pass the bound.
@@ -156,9 +187,9 @@ local maxSize = tonumber(redis.call('HGET', KEYS[16], 'maxSize') or ARGV[9])
 if maxSize > 0 then
   local size = redis.call('HLEN', KEYS[7]) - redis.call('ZCARD', KEYS[5])
     - redis.call('ZCARD', KEYS[9]) - redis.call('ZCARD', KEYS[14])
-  if size + #ARGV - 10 > maxSize then
+  if size + #ARGV - 12 > maxSize then
     local adding = 0
-    for i = 11, #ARGV do
+    for i = 13, #ARGV do
       local id = ARGV[i]
       local finished = redis.call('ZSCORE', KEYS[5], id) or redis.call('ZSCORE', KEYS[14], id)
       local kept = redis.call('ZSCORE', KEYS[9], id)
@@ -170,7 +201,7 @@ if maxSize > 0 then
   end
 end
 
-for i = 11, #ARGV do
+for i = 13, #ARGV do
   local id = ARGV[i]
   local doneUntil = keepsDone and redis.call('ZSCORE', KEYS[9], id)
   if doneUntil and tonumber(doneUntil) > now then
@@ -224,6 +255,11 @@ for i = 11, #ARGV do
       end
     end
   end
+end
+
+if dedupId ~= '' and added > 0 then
+  local ttl = tonumber(ARGV[12])
+  redis.call('HSET', KEYS[24], dedupId, ARGV[13] .. '|' .. (ttl > 0 and now + ttl or 0))
 end
 
 if tieN then redis.call('SET', KEYS[15], now .. ' ' .. tieN) end
