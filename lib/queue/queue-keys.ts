@@ -71,6 +71,11 @@ export interface QueueRedisKeys {
   logs: string;
   /** HASH deduplication id -> 'taskId|expiresAt' (0: until that task finishes). */
   dedup: string;
+  /**
+   * HASH running task id -> JSON of the last enqueue it deduplicated with `keepLastIfActive`
+   * (`{dd, i, d, p?, o?}`), added when that task finishes.
+   */
+  dnext: string;
   /** Pub/sub channel (not a key; same hash tag): ids of leased tasks whose cancel was asked for. */
   cancelChannel: string;
 }
@@ -128,6 +133,7 @@ export function queueRedisKeys(prefix: string, name: string): QueueRedisKeys {
     fence: `${base}:fence`,
     logs: `${base}:logs`,
     dedup: `${base}:dedup`,
+    dnext: `${base}:dnext`,
     cancelChannel: `${base}:cancel`,
   };
 }

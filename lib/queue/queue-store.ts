@@ -75,7 +75,7 @@ export interface EnqueueArgs {
   /** Each new id is claimed before every ready task (plain tasks due now only). */
   lifo?: boolean;
   /** `deduplication` (one id only): not added while another task holds this id. */
-  dedup?: { id: string; ttlMs: number };
+  dedup?: { id: string; ttlMs: number; keepLastIfActive: boolean };
 }
 
 /**
@@ -193,7 +193,7 @@ export class QueueStore {
         this.defaults.maxSize ?? 0,
         a.lifo ? 1 : 0,
         a.dedup?.id ?? '',
-        a.dedup?.ttlMs ?? 0,
+        a.dedup?.keepLastIfActive ? -1 : (a.dedup?.ttlMs ?? 0),
         ...ids,
       ],
       k.name,
@@ -209,7 +209,7 @@ export class QueueStore {
   async pop<P>(k: QueueRedisKeys, count: number): Promise<Task<P>[]> {
     const reply = await this.connection.run(
       QUEUE_SCRIPTS.pop,
-      [k.due, k.payload, k.attempts, k.info, k.errors, k.opts, k.events, k.logs],
+      [k.due, k.payload, k.attempts, k.info, k.errors, k.opts, k.events, k.logs, k.dnext],
       [count, this.eventsMaxLen],
     );
     return toTasks<P>(k.name, reply as (string | null)[]);
@@ -223,7 +223,7 @@ export class QueueStore {
   async dequeue(k: QueueRedisKeys, id: string, score: number): Promise<boolean> {
     const removed = await this.connection.run(
       QUEUE_SCRIPTS.dequeue,
-      [k.due, k.payload, k.attempts, k.info, k.errors, k.opts, k.events, k.logs],
+      [k.due, k.payload, k.attempts, k.info, k.errors, k.opts, k.events, k.logs, k.dnext],
       [id, String(score), this.eventsMaxLen],
     );
     return removed === 1;
@@ -348,6 +348,7 @@ export class QueueStore {
         k.opts,
         k.cancelChannel,
         k.logs,
+        k.dnext,
       ],
       [id, reason, this.eventsMaxLen, keep.ageMs, keep.count, this.connection.isCluster ? 1 : 0],
     )) as 'cancelled' | 'signalled' | 'finished' | 'not-found';
@@ -393,7 +394,7 @@ export class QueueStore {
   async remove(k: QueueRedisKeys, id: string): Promise<boolean> {
     const removed = await this.connection.run(
       QUEUE_SCRIPTS.remove,
-      [...inspectKeys(k), k.opts, k.events, k.logs],
+      [...inspectKeys(k), k.opts, k.events, k.logs, k.dnext],
       [id, this.eventsMaxLen],
     );
     return removed === 1;
@@ -545,6 +546,7 @@ function enqueueKeys(k: QueueRedisKeys, plain: boolean): string[] {
     k.gpark,
     k.seq,
     k.dedup,
+    k.dnext,
   ]);
   return plain ? cached(PLAIN_ENQUEUE_KEYS, k, () => all.slice(0, 17)) : all;
 }
@@ -589,12 +591,14 @@ function claimKeys(k: QueueRedisKeys): string[] {
     k.cancelled,
     k.fence,
     k.logs,
+    k.dnext,
+    k.dedup,
   ]);
 }
 
 /** Every hash that holds a task's data, deleted with the task (clean.lua, drain.lua). */
 function taskHashes(k: QueueRedisKeys): string[] {
-  return [k.payload, k.attempts, k.info, k.errors, k.results, k.progress, k.opts, k.logs];
+  return [k.payload, k.attempts, k.info, k.errors, k.results, k.progress, k.opts, k.logs, k.dnext];
 }
 
 /** The KEYS of inspect.lua (and the first of remove.lua): every key that holds a task or its data. */

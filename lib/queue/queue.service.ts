@@ -218,7 +218,10 @@ export class QueueService implements BeforeApplicationShutdown {
       throw QueueError.invalid('priority', o.priority, 'no priority on a task with a group');
     }
     const lifo = checkLifo(o.lifo, delayMs, replace, priority, group);
-    const dedup = o.deduplication === undefined ? undefined : checkDedup(o.deduplication, ids);
+    const dedup =
+      o.deduplication === undefined
+        ? undefined
+        : checkDedup(o.deduplication, ids, priority === 0 && group === '' && !replace && !lifo);
     const opts = storedOwnOptions(checkOwnOptions(o));
     const waitForReplicas = checkWaitForReplicas('waitForReplicas', o.waitForReplicas);
     const json = serializePayload(o.payload);
@@ -738,12 +741,20 @@ function checkLifo(
 }
 
 /** `enqueue`'s `deduplication`: `{ id, ttlMs? }`, with a single task id. */
-function checkDedup(value: unknown, ids: readonly string[]): { id: string; ttlMs: number } {
+function checkDedup(
+  value: unknown,
+  ids: readonly string[],
+  plainLine: boolean,
+): { id: string; ttlMs: number; keepLastIfActive: boolean } {
   const d = value as { id?: unknown; ttlMs?: unknown };
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     throw QueueError.invalid('deduplication', value, 'an object { id, ttlMs? }');
   }
-  checkKnownKeys('deduplication', value, ['id', 'ttlMs'], QueueError.invalid);
+  checkKnownKeys('deduplication', value, ['id', 'ttlMs', 'keepLastIfActive'], QueueError.invalid);
+  const keep = (value as { keepLastIfActive?: unknown }).keepLastIfActive;
+  if (keep !== undefined && typeof keep !== 'boolean') {
+    throw QueueError.invalid('deduplication.keepLastIfActive', keep, 'true or false');
+  }
   if (
     typeof d.id !== 'string' ||
     d.id.length === 0 ||
@@ -758,7 +769,14 @@ function checkDedup(value: unknown, ids: readonly string[]): { id: string; ttlMs
   if (ids.length !== 1) {
     throw QueueError.invalid('deduplication', value, 'a single task id beside it');
   }
-  return { id: d.id, ttlMs };
+  if (keep && (d.ttlMs !== undefined || !plainLine)) {
+    throw QueueError.invalid(
+      'deduplication.keepLastIfActive',
+      keep,
+      'no ttlMs, priority, group, replace or lifo beside it',
+    );
+  }
+  return { id: d.id, ttlMs, keepLastIfActive: keep === true };
 }
 
 /** The options `enqueue` accepts. */

@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import type { Redis } from 'ioredis';
 import { QueueError, QueueService } from '../../lib';
-import { createLockApp, redisClient, sleep, uniquePrefix } from '../support/helpers';
+import { createLockApp, redisClient, sleep, uniquePrefix, waitFor } from '../support/helpers';
 
 describe('QueueService deduplication ({ deduplication: { id, ttlMs? } })', () => {
   const prefix = uniquePrefix('queue-dedup');
@@ -113,6 +113,94 @@ describe('QueueService deduplication ({ deduplication: { id, ttlMs? } })', () =>
     expect(await queues.stats(q)).toMatchObject({ ready: 5 });
   });
 
+  describe('keepLastIfActive', () => {
+    const keep = (id = 'deploy') => ({ deduplication: { id, keepLastIfActive: true } });
+
+    it('keeps the last call made while the holder runs and adds it when the holder completes', async () => {
+      const q = fresh();
+      expect(await queues.enqueue(q, 'a', { payload: 1, ...keep() })).toBe(1);
+      const [a] = await queues.claim(q, 1);
+      const calls = await Promise.all(
+        Array.from({ length: 50 }, (_, i) => queues.enqueue(q, `k${i}`, { payload: i, ...keep() })),
+      );
+      expect(calls.every((c) => c === 0)).toBe(true);
+      expect(await queues.stats(q)).toMatchObject({ ready: 0, leased: 1 });
+      expect(await redis.hlen(key(q, 'dnext'))).toBe(1);
+      const kept = JSON.parse((await redis.hget(key(q, 'dnext'), 'a'))!) as { i: string };
+      expect(await queues.ack(a)).toBe(true);
+      expect(await queues.stats(q)).toMatchObject({ ready: 1, leased: 0, completed: 1 });
+      const [next] = await queues.claim(q, 5);
+      expect(next.id).toBe(kept.i);
+      expect(next.payload).toBe(Number(kept.i.slice(1)));
+      expect(await redis.exists(key(q, 'dnext'))).toBe(0);
+      // The added task holds the id now: a call while it runs is kept in turn.
+      expect(await queues.enqueue(q, 'z', { payload: 'z', ...keep() })).toBe(0);
+      await queues.ack(next);
+      expect((await queues.claim(q, 5)).map((t) => t.id)).toEqual(['z']);
+    });
+
+    it('deduplicates as usual while the holder waits; keeps across retries; adds when the holder dies', async () => {
+      const q = fresh();
+      expect(await queues.enqueue(q, 'a', keep())).toBe(1);
+      expect(await queues.enqueue(q, 'b', keep())).toBe(0);
+      expect(await redis.exists(key(q, 'dnext'))).toBe(0);
+      let [a] = await queues.claim(q, 1);
+      expect(await queues.enqueue(q, 'c', keep())).toBe(0);
+      expect(await queues.nack(a)).toBe('retried');
+      expect(await queues.stats(q)).toMatchObject({ ready: 1 });
+      [a] = await queues.claim(q, 1);
+      expect(a.id).toBe('a');
+      expect(await queues.nack(a, { maxAttempts: 2 })).toBe('dead');
+      expect((await queues.claim(q, 5)).map((t) => t.id)).toEqual(['c']);
+    });
+
+    it('drops the kept call with a holder removed while waiting between retries', async () => {
+      const q = fresh();
+      await queues.enqueue(q, 'a', keep());
+      const [a] = await queues.claim(q, 1);
+      await queues.enqueue(q, 'b', keep());
+      await queues.nack(a);
+      expect(await queues.remove(q, 'a')).toBe(true);
+      expect(await redis.exists(key(q, 'dnext'))).toBe(0);
+      expect(await queues.enqueue(q, 'c', keep())).toBe(1);
+    });
+
+    it('runs at most one task per id at a time under a worker, newer data each time', async () => {
+      const q = fresh();
+      let running = 0;
+      let peak = 0;
+      const seen: unknown[] = [];
+      const worker = queues.process(
+        q,
+        async (task) => {
+          running++;
+          peak = Math.max(peak, running);
+          seen.push(task.payload);
+          await sleep(20);
+          running--;
+        },
+        { concurrency: 5 },
+      );
+      try {
+        for (let i = 0; i < 30; i++) {
+          await queues.enqueue(q, `t${i}`, { payload: i, ...keep() });
+          await sleep(3);
+        }
+        await waitFor('idle', async () => {
+          const st = await queues.stats(q);
+          return st.ready === 0 && st.leased === 0 && running === 0;
+        });
+      } finally {
+        await worker.close();
+      }
+      expect(peak).toBe(1);
+      // Each run has newer data than the one before (a call made while the holder waited, not
+      // ran, was deduplicated as usual, so not every payload runs).
+      expect(seen).toEqual([...seen].sort((x, y) => (x as number) - (y as number)));
+      expect(new Set(seen).size).toBe(seen.length);
+    });
+  });
+
   it('refuses bad input before sending anything', async () => {
     const q = fresh();
     const bad = async (options: unknown, argument: string, ids: unknown = 'x') => {
@@ -128,6 +216,11 @@ describe('QueueService deduplication ({ deduplication: { id, ttlMs? } })', () =>
     await bad({ deduplication: { id: 'a', ttlMs: 1.5 } }, 'deduplication.ttlMs');
     await bad({ deduplication: { id: 'a', extend: true } }, 'deduplication.extend');
     await bad({ deduplication: { id: 'a' } }, 'deduplication', ['x', 'y']);
+    const k = 'deduplication.keepLastIfActive';
+    await bad({ deduplication: { id: 'a', keepLastIfActive: 1 } }, k);
+    await bad({ deduplication: { id: 'a', keepLastIfActive: true, ttlMs: 5 } }, k);
+    await bad({ priority: 1, deduplication: { id: 'a', keepLastIfActive: true } }, k);
+    await bad({ group: 'g', deduplication: { id: 'a', keepLastIfActive: true } }, k);
     expect(await redis.keys(`${prefix}queue:{${q}}:*`)).toEqual([]);
   });
 });

@@ -39,7 +39,18 @@ export interface EnqueueOptions {
    * @default none
    * @example await queues.enqueue('sync', randomUUID(), { deduplication: { id: `user:${userId}` } });
    */
-  deduplication?: { id: string; ttlMs?: number };
+  deduplication?: {
+    id: string;
+    ttlMs?: number;
+    /**
+     * A call deduplicated while the holding task runs (is leased) is kept, the last one winning,
+     * and added when that task finishes (completed, dead or cancelled; not between its retries):
+     * at most one running and one waiting per id. Not with `ttlMs`, `priority`, `group`,
+     * `replace` or `lifo`.
+     * @default false
+     */
+    keepLastIfActive?: boolean;
+  };
   /**
    * Last in, first out: each new id goes before every ready task, so it is claimed (or popped)
    * next; ids of one call are claimed last one first. Only for a task due now without

@@ -22,6 +22,7 @@
 -- KEYS[18] channel   pub/sub channel of the queue's cancels (its workers listen): messages are
 --                    '<ARGV[2]>\n<id>'
 -- KEYS[19] logs      hash: id -> the task's log lines (task.log)
+-- KEYS[20] dnext     hash: id -> the call it kept with keepLastIfActive (dropped with it)
 -- ARGV[1] id
 -- ARGV[2] reason     error JSON {name, message, reason?} (reason: what cancel() was given)
 -- ARGV[3] eventsMaxLen
@@ -54,6 +55,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('HSET', KEYS[7], id, ARGV[2])
 redis.call('ZADD', KEYS[13], now, id)
 emit(KEYS[14], tonumber(ARGV[3]), 'cancelled', id, 'e', ARGV[2])
+redis.call('HDEL', KEYS[20], id)
 forgetAll({KEYS[3], KEYS[4], KEYS[6], KEYS[7], KEYS[15], KEYS[16], KEYS[17], KEYS[19]},
   trimFinished(KEYS[13], now - tonumber(ARGV[4]), tonumber(ARGV[5])))
 return 'cancelled'

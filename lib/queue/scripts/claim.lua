@@ -37,6 +37,9 @@
 -- KEYS[25] cancelled zset: id -> time it was cancelled
 -- KEYS[26] fence     string: highest lease fence given out
 -- KEYS[27] logs      hash: id -> the task's log lines (task.log)
+-- KEYS[28] dnext     hash: id -> JSON {dd, i, d, p?, o?}: the call a running task deduplicated
+--                    with keepLastIfActive, added (task i, due in d ms) when it ends
+-- KEYS[29] dedup     hash: deduplication id -> 'taskId|expiresAt' (the added task takes dd)
 -- ARGV[1]  count            tasks to lease at most (0: settle and report only)
 -- ARGV[2]  leaseMs
 -- ARGV[3]  maxAttempts      a task whose attempt count reached this dies instead of retrying
@@ -84,7 +87,12 @@ local groupLimiterMs = tonumber(ARGV[10])
 local eventsMaxLen = tonumber(ARGV[15])
 -- Everything stored per task, deleted when it is forgotten.
 local TASK_HASHES = {KEYS[3], KEYS[4], KEYS[8], KEYS[9], KEYS[21], KEYS[22], KEYS[23], KEYS[27]}
-local hasOpts = redis.call('EXISTS', KEYS[23]) == 1
+-- One EXISTS for both while neither exists (the common case).
+local hasOpts, hasNext = false, false
+if redis.call('EXISTS', KEYS[23], KEYS[28]) > 0 then
+  hasOpts = redis.call('EXISTS', KEYS[23]) == 1
+  hasNext = not hasOpts or redis.call('EXISTS', KEYS[28]) == 1
+end
 local hasCancels = redis.call('EXISTS', KEYS[24]) == 1
 
 -- Reads many ids per call (one call per key, not one per task), in chunks (finished.lua).
@@ -156,8 +164,31 @@ local function requeue(id, at)
   end
 end
 
+-- A task that held a deduplication id ended: the last call it deduplicated with
+-- keepLastIfActive (if any) is added now, as a plain task due in its delay, and holds the id.
+-- A task id that exists already is not added again.
+local function addKeptCall(id)
+  if not hasNext then return end
+  local v = redis.call('HGET', KEYS[28], id)
+  if not v then return end
+  redis.call('HDEL', KEYS[28], id)
+  local c = cjson.decode(v)
+  if redis.call('HSETNX', KEYS[8], c.i, now) == 0 then return end
+  if c.p then redis.call('HSET', KEYS[3], c.i, c.p) end
+  if c.o then redis.call('HSET', KEYS[23], c.i, c.o) end
+  redis.call('ZADD', KEYS[1], now + c.d, c.i)
+  redis.call('HSET', KEYS[29], c.dd, c.i .. '|0')
+  if c.d > 0 then
+    emit(KEYS[20], eventsMaxLen, 'enqueued', c.i, 'd', c.d)
+  else
+    emit(KEYS[20], eventsMaxLen, 'enqueued', c.i)
+  end
+  if redis.call('LLEN', KEYS[7]) == 0 then redis.call('RPUSH', KEYS[7], '1') end
+end
+
 -- A leased task ends in finished-set `zset` (dead, cancelled), kept per keepDead.
 local function finish(id, zset)
+  addKeptCall(id)
   redis.call('ZADD', zset, now, id)
   local m = meta(id)
   if m and m.group ~= '' then groupSlotFreed(m.group) end
@@ -235,6 +266,9 @@ if settles > 0 then
       if m and m.group ~= '' then groupSlotFreed(m.group) end
     end
     if #failedBefore > 0 then variadic('HDEL', KEYS[9], failedBefore) end
+    if hasNext then
+      for _, id in ipairs(acked) do addKeptCall(id) end
+    end
     local keepMs = tonumber(ARGV[13])
     if keepMs > 0 then
       -- Kept with its payload, attempts and info, plus its result and finish time.

@@ -9,6 +9,7 @@
 -- KEYS[6] opts      hash: id -> JSON of the task's own options
 -- KEYS[7] events    stream: the queue's events (includes/events.lua)
 -- KEYS[8] logs      hash: id -> the task's log lines (task.log; a task given back after a lease)
+-- KEYS[9] dnext     hash: id -> the call it kept with keepLastIfActive (dropped with it)
 -- ARGV[1] id
 -- ARGV[2] score     the due time the caller saw
 -- ARGV[3] eventsMaxLen
@@ -24,5 +25,6 @@ redis.call('HDEL', KEYS[4], ARGV[1])
 redis.call('HDEL', KEYS[5], ARGV[1])
 redis.call('HDEL', KEYS[6], ARGV[1])
 redis.call('HDEL', KEYS[8], ARGV[1])
+redis.call('HDEL', KEYS[9], ARGV[1])
 emit(KEYS[7], tonumber(ARGV[3]), 'removed', ARGV[1])
 return 1

@@ -27,6 +27,8 @@
 -- KEYS[22] gpark     zset: group -> time its next task may start
 -- KEYS[23] seq       string: the queue's enqueue sequence (orders tasks with priority or group)
 -- KEYS[24] dedup     hash: deduplication id -> 'taskId|expiresAt' (0: until that task finishes)
+-- KEYS[25] dnext     hash: running task id -> JSON {dd, i, d, p?, o?} of the last call it
+--                    deduplicated with keepLastIfActive (claim.lua adds it when the task ends)
 -- ARGV[1] delayMs     due time = Redis TIME + delayMs
 -- ARGV[2] replace     '1': an id already queued (not leased) is placed again with the new due
 --                     time (and payload when given); with the call's priority and group when it
@@ -45,7 +47,8 @@
 -- ARGV[11] dedupId     '' for none; else the call has one id (QueueService checks), which is not
 --                     added while the task that holds this deduplication id is unfinished
 --                     (ttlMs 0) or its ttl runs: then a 'deduplicated' event (k: the kept task)
--- ARGV[12] dedupTtlMs  0: until the holding task finishes
+-- ARGV[12] dedupTtlMs  0: until the holding task finishes; -1: the same, and keepLastIfActive: a
+--                     call deduplicated while the holder is leased is kept (the last one wins)
 -- ARGV[13..] ids
 --
 -- Returns the number of ids newly added, or {size, maxSize} when the call would take the queue
@@ -175,6 +178,12 @@ if dedupId ~= '' then
   end
   local holder = dedupHolds(redis.call('HGET', KEYS[24], dedupId))
   if holder then
+    if ARGV[12] == '-1' and redis.call('ZSCORE', KEYS[2], holder) then
+      local kept = {dd = dedupId, i = ARGV[13], d = tonumber(ARGV[1])}
+      if hasPayload then kept.p = ARGV[4] end
+      if opts ~= '' then kept.o = opts end
+      redis.call('HSET', KEYS[25], holder, cjson.encode(kept))
+    end
     emit(KEYS[10], eventsMaxLen, 'deduplicated', ARGV[13], 'k', holder)
     return 0
   end

@@ -9,6 +9,7 @@
 -- KEYS[6] opts      hash: id -> JSON of the task's own options
 -- KEYS[7] events    stream: the queue's events (includes/events.lua)
 -- KEYS[8] logs      hash: id -> the task's log lines (task.log; a task given back after a lease)
+-- KEYS[9] dnext     hash: id -> the call it kept with keepLastIfActive (dropped with it)
 -- ARGV[1] count
 -- ARGV[2] eventsMaxLen
 --
@@ -19,7 +20,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ready = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[1]))
 local result = {}
-local hasLogs = #ready > 0 and redis.call('EXISTS', KEYS[8]) == 1
+local hasLogs = #ready > 0 and redis.call('EXISTS', KEYS[8], KEYS[9]) > 0
 for i = 1, #ready, 2 do
   local id = ready[i]
   redis.call('ZREM', KEYS[1], id)
@@ -31,7 +32,10 @@ for i = 1, #ready, 2 do
   redis.call('HDEL', KEYS[4], id)
   redis.call('HDEL', KEYS[5], id)
   redis.call('HDEL', KEYS[6], id)
-  if hasLogs then redis.call('HDEL', KEYS[8], id) end
+  if hasLogs then
+    redis.call('HDEL', KEYS[8], id)
+    redis.call('HDEL', KEYS[9], id)
+  end
   emit(KEYS[7], tonumber(ARGV[2]), 'removed', id)
 end
 return result

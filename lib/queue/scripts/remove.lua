@@ -18,6 +18,7 @@
 -- KEYS[15] opts      hash: id -> JSON of the task's own options
 -- KEYS[16] events    stream: the queue's events (includes/events.lua)
 -- KEYS[17] logs      hash: id -> the task's log lines (task.log)
+-- KEYS[18] dnext     hash: id -> the call it kept with keepLastIfActive (dropped with it)
 -- ARGV[1] id
 -- ARGV[2] eventsMaxLen
 --
@@ -33,6 +34,6 @@ if m and m.group ~= '' then
   found = found + redis.call('ZREM', KEYS[10], groupMember(m.group, m.seq, id))
 end
 if found == 0 then return 0 end
-for _, i in ipairs({3, 4, 6, 7, 13, 14, 15, 17}) do redis.call('HDEL', KEYS[i], id) end
+for _, i in ipairs({3, 4, 6, 7, 13, 14, 15, 17, 18}) do redis.call('HDEL', KEYS[i], id) end
 emit(KEYS[16], tonumber(ARGV[2]), 'removed', id)
 return 1
