@@ -40,10 +40,6 @@ else
 end
 if #ids > 0 then
   variadic('ZREM', KEYS[1], ids)
-  local hashes = {}
-  for i = 3, #KEYS do hashes[#hashes + 1] = KEYS[i] end
-  forgetAll(hashes, ids)
-  local maxLen = tonumber(ARGV[5])
-  for _, id in ipairs(ids) do emit(KEYS[2], maxLen, 'removed', id) end
+  removeAll(ids, 3, KEYS[2], tonumber(ARGV[5]))
 end
 return {#ids, nextOffset}

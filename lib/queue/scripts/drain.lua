@@ -45,11 +45,5 @@ collect(2, (not delayed) and now or nil)
 collect(3, nil)
 collect(4, nil)
 if redis.call('EXISTS', KEYS[4]) == 0 then redis.call('DEL', KEYS[5]) end
-if #ids > 0 then
-  local hashes = {}
-  for i = 7, #KEYS do hashes[#hashes + 1] = KEYS[i] end
-  forgetAll(hashes, ids)
-  local maxLen = tonumber(ARGV[3])
-  for _, id in ipairs(ids) do emit(KEYS[6], maxLen, 'removed', id) end
-end
+if #ids > 0 then removeAll(ids, 7, KEYS[6], tonumber(ARGV[3])) end
 return {#ids, #ids >= take and 1 or 0}

@@ -27,3 +27,12 @@ local function trimFinished(zset, upTo, maxCount)
   if #old > 0 then variadic('ZREM', zset, old) end
   return old
 end
+
+-- Deletes `ids` (already taken out of their sets) with their data in the hashes KEYS[first..],
+-- writing a `removed` event per id to stream `events` (clean.lua, drain.lua; needs events.lua).
+local function removeAll(ids, first, events, maxLen)
+  local hashes = {}
+  for i = first, #KEYS do hashes[#hashes + 1] = KEYS[i] end
+  forgetAll(hashes, ids)
+  for _, id in ipairs(ids) do emit(events, maxLen, 'removed', id) end
+end
