@@ -10,6 +10,7 @@ import type {
 } from '../../lib/queue/interfaces/queue-event.interface';
 import { OnQueueEvent, QUEUE_EVENT_METADATA } from '../../lib/queue/on-queue-event.decorator';
 import { QueueEventExplorer } from '../../lib/queue/queue-event.explorer';
+import { QUEUE_EVENT_TYPES } from '../../lib/queue/interfaces/queue-event.interface';
 import { QueueEventReaders } from '../../lib/queue/queue-events';
 import { queueRedisKeys } from '../../lib/queue/queue-keys';
 import { QueueService } from '../../lib/queue/queue.service';
@@ -259,7 +260,7 @@ describe('@OnQueueEvent and QueueEventExplorer', () => {
   it('checks its arguments when the class is defined, and records several registrations', () => {
     expect(() => OnQueueEvent('orders', 'finished' as never)).toThrow(QueueError);
     expect(() => OnQueueEvent('orders', 'finished' as never)).toThrow(
-      "invalid argument 'type': expected an event type (one of enqueued, active, progress, completed, retrying, dead, cancelled, stalled, removed, delayed, paused, resumed) or a non-empty array of them, got 'finished'",
+      `invalid argument 'type': expected an event type (one of ${QUEUE_EVENT_TYPES.join(', ')}) or a non-empty array of them, got 'finished'`,
     );
     expect(() => OnQueueEvent('orders', [])).toThrow(QueueError);
     expect(() => OnQueueEvent('orders', ['completed', 'nope' as never])).toThrow("got 'nope'");
