@@ -328,28 +328,7 @@ export class QueueStore {
     const keep = this.defaults.keepDead;
     return (await this.connection.run(
       QUEUE_SCRIPTS.cancel,
-      [
-        k.due,
-        k.leased,
-        k.payload,
-        k.attempts,
-        k.dead,
-        k.info,
-        k.errors,
-        k.pending,
-        k.prio,
-        k.gtasks,
-        k.done,
-        k.cancels,
-        k.cancelled,
-        k.events,
-        k.results,
-        k.progress,
-        k.opts,
-        k.cancelChannel,
-        k.logs,
-        k.dnext,
-      ],
+      [...inspectKeys(k), k.opts, k.cancels, k.events, k.cancelChannel, k.logs, k.dnext],
       [id, reason, this.eventsMaxLen, keep.ageMs, keep.count, this.connection.isCluster ? 1 : 0],
     )) as 'cancelled' | 'signalled' | 'finished' | 'not-found';
   }
@@ -601,7 +580,10 @@ function taskHashes(k: QueueRedisKeys): string[] {
   return [k.payload, k.attempts, k.info, k.errors, k.results, k.progress, k.opts, k.logs, k.dnext];
 }
 
-/** The KEYS of inspect.lua (and the first of remove.lua): every key that holds a task or its data. */
+/**
+ * The KEYS of inspect.lua (and the first of remove.lua and cancel.lua): every key that holds a
+ * task or its data.
+ */
 function inspectKeys(k: QueueRedisKeys): string[] {
   return [
     k.due,

@@ -13,12 +13,12 @@
 -- KEYS[9]  prio      zset: ready tasks with a priority
 -- KEYS[10] gtasks    zset (all scores 0): group \0 seq(15 digits) \0 id
 -- KEYS[11] done      zset: id -> end of its keepCompleted window
--- KEYS[12] cancels   hash: id -> reason, for leased tasks a cancel was asked for
--- KEYS[13] cancelled zset: id -> time it was cancelled
--- KEYS[14] events    stream: the queue's events (includes/events.lua)
--- KEYS[15] results   hash: id -> 'finishedAt|result JSON'
--- KEYS[16] progress  hash: id -> JSON of the last progress value
--- KEYS[17] opts      hash: id -> JSON of the task's own options
+-- KEYS[12] cancelled zset: id -> time it was cancelled
+-- KEYS[13] results   hash: id -> 'finishedAt|result JSON'
+-- KEYS[14] progress  hash: id -> JSON of the last progress value
+-- KEYS[15] opts      hash: id -> JSON of the task's own options
+-- KEYS[16] cancels   hash: id -> reason, for leased tasks a cancel was asked for
+-- KEYS[17] events    stream: the queue's events (includes/events.lua)
 -- KEYS[18] channel   pub/sub channel of the queue's cancels (its workers listen): messages are
 --                    '<ARGV[2]>\n<id>'
 -- KEYS[19] logs      hash: id -> the task's log lines (task.log)
@@ -35,12 +35,12 @@
 
 local id = ARGV[1]
 if redis.call('ZSCORE', KEYS[2], id) then
-  redis.call('HSET', KEYS[12], id, ARGV[2])
+  redis.call('HSET', KEYS[16], id, ARGV[2])
   redis.call(ARGV[6] == '1' and 'SPUBLISH' or 'PUBLISH', KEYS[18], ARGV[2] .. '\n' .. id)
   return 'signalled'
 end
 if redis.call('ZSCORE', KEYS[5], id) or redis.call('ZSCORE', KEYS[11], id)
-    or redis.call('ZSCORE', KEYS[13], id) then
+    or redis.call('ZSCORE', KEYS[12], id) then
   return 'finished'
 end
 local found = redis.call('ZREM', KEYS[1], id) + redis.call('ZREM', KEYS[8], id)
@@ -53,9 +53,9 @@ if found == 0 then return 'not-found' end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('HSET', KEYS[7], id, ARGV[2])
-redis.call('ZADD', KEYS[13], now, id)
-emit(KEYS[14], tonumber(ARGV[3]), 'cancelled', id, 'e', ARGV[2])
+redis.call('ZADD', KEYS[12], now, id)
+emit(KEYS[17], tonumber(ARGV[3]), 'cancelled', id, 'e', ARGV[2])
 redis.call('HDEL', KEYS[20], id)
-forgetAll({KEYS[3], KEYS[4], KEYS[6], KEYS[7], KEYS[15], KEYS[16], KEYS[17], KEYS[19]},
-  trimFinished(KEYS[13], now - tonumber(ARGV[4]), tonumber(ARGV[5])))
+forgetAll({KEYS[3], KEYS[4], KEYS[6], KEYS[7], KEYS[13], KEYS[14], KEYS[15], KEYS[19]},
+  trimFinished(KEYS[12], now - tonumber(ARGV[4]), tonumber(ARGV[5])))
 return 'cancelled'
