@@ -53,6 +53,18 @@ const OURS_BATCH: QueueLibrary = {
   create: (url) => OursQueueAdapter.create(url, 'batch'),
 };
 
+/**
+ * Ours with a bound on every queue (issue 28): the enqueue script then counts the queue before
+ * it adds. The bound is far above what the shape enqueues, so nothing is refused: the row shows
+ * what the counting costs.
+ */
+const OURS_BOUNDED: QueueLibrary = {
+  id: 'ours-bounded',
+  label: 'nestjs-redis-lock (maxSize 1,000,000; defaults otherwise)',
+  ours: true,
+  create: (url) => OursQueueAdapter.create(url, 'leased', { maxSize: 1_000_000 }),
+};
+
 /** Rows of the enqueue table (ours enqueues the same way in either drain mode). */
 export const ENQUEUE_LIBRARIES: readonly QueueLibrary[] = [
   {
@@ -61,6 +73,7 @@ export const ENQUEUE_LIBRARIES: readonly QueueLibrary[] = [
     ours: true,
     create: (url) => OursQueueAdapter.create(url, 'leased'),
   },
+  OURS_BOUNDED,
   BULLMQ,
 ];
 

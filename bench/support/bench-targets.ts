@@ -430,6 +430,16 @@ export function evaluateTargets(
       'ours',
       bullmq,
     ),
+    atLeastFactor(
+      results,
+      'queue: enqueue with maxSize set ≥ 0.95× enqueue without it',
+      shapes.enqueue.id,
+      'jobsPerSec',
+      0.95,
+      'jobs/s',
+      'ours-bounded',
+      { id: 'ours', label: 'nestjs-redis-lock (no maxSize)' },
+    ),
     ...[10, 50].map((concurrency) =>
       atLeastFactor(
         results,
