@@ -4,8 +4,8 @@ import type { QueueStats, QueueTaskState } from '../queue/interfaces/task.interf
 /**
  * The bull-board statuses a `QueueService` queue has, in the order its tabs show them.
  * `completed` lists the completed tasks `keepCompleted` keeps (with their results); `failed` the
- * dead tasks, then the cancelled ones. `prioritized` and `waiting-children` have no counterpart
- * (priorities are ready tasks; there are no flows).
+ * dead tasks, then the cancelled ones. `prioritized` and `waiting-children` have no tab
+ * (priorities are ready tasks; flow parents waiting for their children are not listed here).
  */
 export const BOARD_JOB_STATUSES = [
   'active',
@@ -59,12 +59,15 @@ export function statusOfState(state: QueueTaskState, paused: boolean): BoardJobS
     case 'dead':
     case 'cancelled':
       return 'failed';
+    case 'waiting-children':
+      // No tab lists flow parents yet: one looked up by id shows as waiting.
+      return 'waiting';
   }
 }
 
 /** How many tasks `stats` counted in `state`. */
 export function countOfState(stats: QueueStats, state: QueueTaskState): number {
-  return stats[state];
+  return state === 'waiting-children' ? 0 : stats[state];
 }
 
 /** bull-board's counts of every status, from `QueueService.stats`. */

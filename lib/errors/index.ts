@@ -18,3 +18,4 @@ export { TaskCancelledError } from './task-cancelled.error';
 export { UnrecoverableTaskError } from './unrecoverable-task.error';
 export { QueueFullError } from './queue-full.error';
 export { QueueReplicationError } from './queue-replication.error';
+export { FlowError } from './flow.error';

@@ -6,7 +6,16 @@ export {
 } from './queue.service';
 export { QueueWorker } from './queue-worker.decorator';
 export { OnQueueEvent } from './on-queue-event.decorator';
-export { MAX_QUEUE_BATCH } from './queue.constants';
+export { MAX_QUEUE_BATCH, MAX_FLOW_NODES } from './queue.constants';
+export type {
+  FlowNode,
+  FlowNodeOptions,
+  FlowTaskIds,
+  EnqueueFlowOptions,
+  OnChildFailure,
+  ChildFailure,
+  TaskChildren,
+} from './interfaces/flow.interface';
 export type {
   Task,
   LeasedTask,

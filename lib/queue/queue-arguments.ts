@@ -1,7 +1,8 @@
 import { describeValue } from '../errors/describe-value';
 import { QueueError } from '../errors/queue.error';
+import { checkBackoff, checkTimeoutMs } from '../options/resolve-options';
 import { checkInt, checkKnownKeys, checkMs } from '../options/validate';
-import type { LeasedTask } from './interfaces/task.interface';
+import type { LeasedTask, TaskOwnOptions } from './interfaces/task.interface';
 import { checkQueueName } from './queue-keys';
 import {
   MAX_ATTEMPTS,
@@ -214,5 +215,25 @@ export function checkPage(options: unknown): { offset: number; limit: number } {
       o.limit === undefined
         ? 100
         : checkInt('limit', o.limit, 1, MAX_QUEUE_BATCH, QueueError.invalid),
+  };
+}
+
+/**
+ * A task's own failure policy and timeout from enqueue (or flow node) options
+ * (`RedisLockOptionsError`).
+ */
+export function checkOwnOptions(o: {
+  maxAttempts?: unknown;
+  backoff?: unknown;
+  timeoutMs?: unknown;
+}): TaskOwnOptions {
+  return {
+    ...(o.maxAttempts === undefined
+      ? {}
+      : { maxAttempts: checkInt('maxAttempts', o.maxAttempts, 1, MAX_ATTEMPTS) }),
+    ...(o.backoff === undefined
+      ? {}
+      : { backoff: checkBackoff('backoff', o.backoff) as TaskOwnOptions['backoff'] }),
+    ...(o.timeoutMs === undefined ? {} : { timeoutMs: checkTimeoutMs('timeoutMs', o.timeoutMs) }),
   };
 }

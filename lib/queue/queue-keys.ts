@@ -76,6 +76,16 @@ export interface QueueRedisKeys {
    * (`{dd, i, d, p?, o?}`), added when that task finishes.
    */
   dnext: string;
+  /** ZSET flow parent id -> children still to finish: parents in `waiting-children`. */
+  wchildren: string;
+  /** HASH 'parentId \0 queue:childId' -> a child's outcome while its parent waits (flow.lua). */
+  cdone: string;
+  /** HASH flow parent id -> JSON of its children and, once it stopped waiting, their outcomes. */
+  flow: string;
+  /** HASH child id -> JSON link to its flow parent (queue, id, key base, onChildFailure). */
+  parents: string;
+  /** LIST of child outcomes still to apply to a parent in another slot (flow-apply.lua). */
+  outbox: string;
   /** Pub/sub channel (not a key; same hash tag): ids of leased tasks whose cancel was asked for. */
   cancelChannel: string;
 }
@@ -134,6 +144,11 @@ export function queueRedisKeys(prefix: string, name: string): QueueRedisKeys {
     logs: `${base}:logs`,
     dedup: `${base}:dedup`,
     dnext: `${base}:dnext`,
+    wchildren: `${base}:wchildren`,
+    cdone: `${base}:cdone`,
+    flow: `${base}:flow`,
+    parents: `${base}:parents`,
+    outbox: `${base}:outbox`,
     cancelChannel: `${base}:cancel`,
   };
 }

@@ -31,7 +31,7 @@ export function toTasks<P>(queue: string, reply: Reply): Task<P>[] {
 
 /**
  * Leased tasks of a claim reply ({nowMs, ...}), from index `from`: {id, score, attempt, token,
- * payload, enqueuedAt, fence, opts, ...}.
+ * payload, enqueuedAt, fence, opts, parent, ...}.
  */
 export function toLeasedTasks<P>(
   queue: string,
@@ -41,9 +41,10 @@ export function toLeasedTasks<P>(
 ): LeasedTask<P>[] {
   const now = Number(reply[0]);
   const tasks: LeasedTask<P>[] = [];
-  for (let i = from; i < reply.length; i += 8) {
+  for (let i = from; i < reply.length; i += 9) {
     const enqueuedAt = reply[i + 5];
     const opts = reply[i + 7];
+    const parent = reply[i + 8];
     const traceparent = storedTrace(reply[i + 4] as string | null);
     tasks.push({
       queue,
@@ -57,9 +58,16 @@ export function toLeasedTasks<P>(
       ...(enqueuedAt === null ? {} : { enqueuedAt: Number(enqueuedAt) }),
       ...(opts === null ? {} : { options: toOwnOptions(String(opts)) }),
       ...(traceparent === undefined ? {} : { traceparent }),
+      ...(parent === null ? {} : { parent: toParent(String(parent)) }),
     });
   }
   return tasks;
+}
+
+/** A child's stored link to its flow parent ({q, p, ...}, includes/flow.lua) as its queue and id. */
+function toParent(json: string): { queue: string; id: string } {
+  const link = JSON.parse(json) as { q: string; p: string };
+  return { queue: link.q, id: link.p };
 }
 
 /** The stored JSON of a task's own options ({m, b, t}) as `TaskOwnOptions`. */

@@ -9,6 +9,8 @@ const TASK_INFO = include('task-info');
 const EVENTS = include('events');
 /** Bounds of the finished sets (`trimFinished`, `forgetAll`, `variadic`). */
 const FINISHED = include('finished');
+/** Flows: a child's outcome reaches its parent (`childEnded`, `applyChild`, `closeParent`). */
+const FLOW = include('flow');
 
 /**
  * The queue's Lua scripts, read once per process (only `QueueStore` runs them). claim.lua also
@@ -20,21 +22,23 @@ export const QUEUE_SCRIPTS = {
   pop: new LuaScript('queue pop', file('pop'), EVENTS),
   top: new LuaScript('queue top', file('top')),
   dequeue: new LuaScript('queue dequeue', file('dequeue'), EVENTS),
-  claim: new LuaScript('queue claim', file('claim'), TASK_INFO, EVENTS, FINISHED),
-  ack: new LuaScript('queue ack', file('claim'), TASK_INFO, EVENTS, FINISHED),
-  nack: new LuaScript('queue nack', file('claim'), TASK_INFO, EVENTS, FINISHED),
-  release: new LuaScript('queue release', file('claim'), TASK_INFO, EVENTS, FINISHED),
+  claim: new LuaScript('queue claim', file('claim'), TASK_INFO, EVENTS, FINISHED, FLOW),
+  ack: new LuaScript('queue ack', file('claim'), TASK_INFO, EVENTS, FINISHED, FLOW),
+  nack: new LuaScript('queue nack', file('claim'), TASK_INFO, EVENTS, FINISHED, FLOW),
+  release: new LuaScript('queue release', file('claim'), TASK_INFO, EVENTS, FINISHED, FLOW),
   extendLease: new LuaScript('queue extend-lease', file('extend-lease')),
   updateTask: new LuaScript('queue update-task', file('update-task'), EVENTS),
-  cancel: new LuaScript('queue cancel', file('cancel'), TASK_INFO, EVENTS, FINISHED),
+  cancel: new LuaScript('queue cancel', file('cancel'), TASK_INFO, EVENTS, FINISHED, FLOW),
   stats: new LuaScript('queue stats', file('stats')),
   deadLetters: new LuaScript('queue dead-letters', file('dead-letters')),
   requeueDead: new LuaScript('queue requeue-dead', file('requeue-dead'), TASK_INFO, EVENTS),
   inspect: new LuaScript('queue inspect', file('inspect'), TASK_INFO),
-  remove: new LuaScript('queue remove', file('remove'), TASK_INFO, EVENTS),
+  remove: new LuaScript('queue remove', file('remove'), TASK_INFO, EVENTS, FLOW),
   config: new LuaScript('queue config', file('config'), EVENTS),
   clean: new LuaScript('queue clean', file('clean'), EVENTS, FINISHED),
   drain: new LuaScript('queue drain', file('drain'), EVENTS, FINISHED),
   obliterate: new LuaScript('queue obliterate', file('obliterate'), EVENTS),
   log: new LuaScript('queue log', file('log'), EVENTS),
+  addFlow: new LuaScript('queue add-flow', file('add-flow'), EVENTS),
+  flowApply: new LuaScript('queue flow-apply', file('flow-apply'), EVENTS, FLOW),
 };

@@ -30,3 +30,6 @@ export const MAX_CONCURRENCY = 10_000;
 
 /** Priorities go from -MAX_PRIORITY (soonest) to MAX_PRIORITY (the Lua scripts rely on it). */
 export const MAX_PRIORITY = 1_000;
+
+/** Most nodes (tasks) one `enqueueFlow` takes, children at every level included. */
+export const MAX_FLOW_NODES = 1_000;

@@ -2,12 +2,7 @@ import { BeforeApplicationShutdown, Injectable, Logger } from '@nestjs/common';
 import { QueueError } from '../errors/queue.error';
 import { RedisLockEvents } from '../events/redis-lock-events';
 import type { ResolvedQueueDefaults, ResolvedWorkerOptions } from '../options/resolve-options';
-import {
-  checkBackoff,
-  checkMaxSize,
-  checkTimeoutMs,
-  checkWaitForReplicas,
-} from '../options/resolve-options';
+import { checkMaxSize, checkWaitForReplicas } from '../options/resolve-options';
 import type { WaitForReplicasOptions } from '../interfaces/lock-options.interface';
 import { checkInt, checkKnownKeys } from '../options/validate';
 import { RedisLockConnection } from '../redis/redis-connection';
@@ -31,7 +26,6 @@ import type {
   QueueTaskInfo,
   QueueTaskState,
   Task,
-  TaskOwnOptions,
   TypedQueue,
 } from './interfaces/task.interface';
 import {
@@ -43,6 +37,7 @@ import {
   checkLeasedTask,
   checkMaxAttempts,
   checkOptionKeys,
+  checkOwnOptions,
   checkPage,
   checkPriority,
   checkScore,
@@ -56,12 +51,7 @@ import { storedOwnOptions } from './queue-replies';
 import { QueueStore, SETTLED, type ClaimStepResult, type SettleStep } from './queue-store';
 import { resolveWorkerOptions } from './queue-worker-options';
 import { QueueWorkerRunner } from './worker/queue-worker';
-import {
-  MAX_ATTEMPTS,
-  MAX_CONCURRENCY,
-  MAX_DELAY_MS,
-  MAX_QUEUE_NAME_BYTES,
-} from './queue.constants';
+import { MAX_CONCURRENCY, MAX_DELAY_MS, MAX_QUEUE_NAME_BYTES } from './queue.constants';
 import { QueueScheduler } from './schedule/queue-scheduler';
 import type { QueueSchedule, QueueScheduleOptions } from './schedule/schedule.interface';
 import { encodeTaskError } from './task-errors';
@@ -73,6 +63,8 @@ import type {
   WaitForOptions,
 } from './interfaces/queue-event.interface';
 import type { Observable } from 'rxjs';
+import type { EnqueueFlowOptions, FlowNode, FlowTaskIds } from './interfaces/flow.interface';
+import { planFlow } from './flows/flow-tree';
 
 /** Longest failure message a manual `nack` stores, in characters. */
 const MAX_ERROR_CHARS = 1_000;
@@ -239,6 +231,29 @@ export class QueueService implements BeforeApplicationShutdown {
         dedup,
       }),
     );
+  }
+
+  /**
+   * Adds a flow: a tree of tasks over any queues and levels (at most `MAX_FLOW_NODES`, 1,000
+   * nodes), where each parent waits in state `waiting-children` until every child completed, then
+   * runs (its handler reads `task.childResults()`). The whole tree is checked before anything is
+   * written. Where its queues share one slot (one Redis node, or one `{tag}` on Cluster) it is
+   * written in one script, all or nothing; else parents first, level by level (docs/queue.md,
+   * "Flows"). Each task counts against its own queue's `maxSize`.
+   * @returns the tree's queues and ids, in its shape
+   * @throws FlowError naming the node (malformed, duplicate `queue:id`, a cycle, too many nodes,
+   *   or a task that exists already); QueueFullError when a queue would pass its `maxSize`
+   * @example
+   * await queues.enqueueFlow({ queue: 'orders', id: order.id, payload: order, children: [
+   *   { queue: 'payments', id: `charge-${order.id}`, payload: { amount: order.total } },
+   *   { queue: 'stock', id: `reserve-${order.id}`, payload: { sku: order.sku } },
+   * ] });
+   */
+  async enqueueFlow(flow: FlowNode, options?: EnqueueFlowOptions): Promise<FlowTaskIds> {
+    const plan = planFlow(flow);
+    const o = checkOptionKeys(options, ['waitForReplicas']);
+    const wait = checkWaitForReplicas('waitForReplicas', o.waitForReplicas);
+    return this.store.addFlow(plan, wait);
   }
 
   /**
@@ -807,17 +822,5 @@ const TASK_STATES: readonly QueueTaskState[] = [
   'completed',
   'dead',
   'cancelled',
+  'waiting-children',
 ];
-
-/** A task's own failure policy and timeout from enqueue options (`RedisLockOptionsError`). */
-function checkOwnOptions(o: EnqueueOptions): TaskOwnOptions {
-  return {
-    ...(o.maxAttempts === undefined
-      ? {}
-      : { maxAttempts: checkInt('maxAttempts', o.maxAttempts, 1, MAX_ATTEMPTS) }),
-    ...(o.backoff === undefined
-      ? {}
-      : { backoff: checkBackoff('backoff', o.backoff) as TaskOwnOptions['backoff'] }),
-    ...(o.timeoutMs === undefined ? {} : { timeoutMs: checkTimeoutMs('timeoutMs', o.timeoutMs) }),
-  };
-}

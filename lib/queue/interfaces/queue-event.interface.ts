@@ -1,7 +1,9 @@
 /**
  * What happened to a task (or a queue), as written to the queue's event stream by the script
  * that made the change (docs/queue.md, "Events"):
- * - `enqueued`  added (or placed again by `replace`, `requeueDead`, a schedule tick)
+ * - `enqueued`  added (or placed again by `replace`, `requeueDead`, a schedule tick; a flow parent
+ *               whose children all finished)
+ * - `waiting-children` a flow parent was added and waits for its children (`enqueueFlow`)
  * - `active`    leased by a worker (`attempt` is the attempt it starts)
  * - `progress`  `task.progress(value)` (`progress`)
  * - `log`       `task.log(line)` added a line (read it with `logs()`)
@@ -33,7 +35,8 @@ export type QueueEventType =
   | 'delayed'
   | 'paused'
   | 'resumed'
-  | 'obliterated';
+  | 'obliterated'
+  | 'waiting-children';
 
 /** Every `QueueEventType`, in the order above. */
 export const QUEUE_EVENT_TYPES: readonly QueueEventType[] = [
@@ -52,6 +55,7 @@ export const QUEUE_EVENT_TYPES: readonly QueueEventType[] = [
   'paused',
   'resumed',
   'obliterated',
+  'waiting-children',
 ];
 
 /** A task's failure as stored and reported: what survives a JSON round trip of an `Error`. */

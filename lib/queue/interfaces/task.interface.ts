@@ -1,3 +1,4 @@
+import type { ChildFailure, TaskChildren } from './flow.interface';
 import type { TaskError } from './queue-event.interface';
 
 /** A task id as given to `enqueue`: a non-empty string, or a finite number (stored as its string). */
@@ -42,6 +43,8 @@ export interface LeasedTask<P = unknown> extends Task<P> {
    * OpenTelemetry SDK registered); the worker's `process` span continues that trace.
    */
   readonly traceparent?: string;
+  /** The flow parent this task is a child of (`enqueueFlow`), if any. */
+  readonly parent?: { readonly queue: string; readonly id: string };
 }
 
 /**
@@ -106,6 +109,14 @@ export interface RunningTask<P = unknown> extends LeasedTask<P> {
    * the batch complete.
    */
   fail(error: unknown): void;
+  /**
+   * A flow parent's children that completed, with their results: `{ 'queue:id': result }`
+   * (`undefined` for a child that returned nothing); `{}` for a task without children.
+   * @example const { 'payments:charge-42': charge } = await task.childResults();
+   */
+  childResults<R = unknown>(): Promise<Record<string, R>>;
+  /** A flow parent's children that failed (their `onChildFailure` was `'ignore'`), with their errors. */
+  childFailures(): Promise<ChildFailure[]>;
 }
 
 /** The failure policy and timeout a task was enqueued with (they win over its worker's). */
@@ -145,10 +156,12 @@ export interface QueueStats {
 }
 
 /**
- * The states `QueueService.list` and `get` report. `completed` tasks are there while
+ * The states `QueueService.list` and `get` report (`waiting-children`: a flow parent whose
+ * children have not all finished). `completed` tasks are there while
  * `keepCompleted` keeps them; `dead` and `cancelled` ones while `keepDead` does.
  */
-export type QueueTaskState = 'ready' | 'delayed' | 'leased' | 'completed' | 'dead' | 'cancelled';
+export type QueueTaskState =
+  'ready' | 'delayed' | 'leased' | 'completed' | 'dead' | 'cancelled' | 'waiting-children';
 
 /** One task as `QueueService.get` and `list` see it. */
 export interface QueueTaskInfo<P = unknown> {
@@ -179,6 +192,8 @@ export interface QueueTaskInfo<P = unknown> {
   readonly progress?: unknown;
   /** `completed`, `dead`, `cancelled`: when it finished, epoch ms on the Redis clock. */
   readonly finishedAt?: number;
+  /** A flow parent's children: how many, how many completed and failed, which are missing. */
+  readonly children?: TaskChildren;
 }
 
 /**

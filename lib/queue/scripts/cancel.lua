@@ -23,12 +23,20 @@
 --                    '<ARGV[2]>\n<id>'
 -- KEYS[19] logs      hash: id -> the task's log lines (task.log)
 -- KEYS[20] dnext     hash: id -> the call it kept with keepLastIfActive (dropped with it)
+-- KEYS[21] wchildren zset: parent id -> children still to finish (includes/flow.lua)
+-- KEYS[22] cdone     hash: outcomes of the children of waiting parents
+-- KEYS[23] flow      hash: parent id -> its children and their outcomes
+-- KEYS[24] parents   hash: child id -> link to its flow parent
+-- KEYS[25] outbox    list: child outcomes for their parents (the store applies them)
 -- ARGV[1] id
 -- ARGV[2] reason     error JSON {name, message, reason?} (reason: what cancel() was given)
 -- ARGV[3] eventsMaxLen
 -- ARGV[4] keepMs     cancelled tasks older than this are deleted (keepDead)
 -- ARGV[5] keepCount  at most this many cancelled tasks are kept
 -- ARGV[6] sharded    '1': publish with SPUBLISH (Cluster), else PUBLISH
+--
+-- A parent waiting for its children is cancelled too (the store then cancels its unfinished
+-- children); a cancelled child's parent is told through the outbox.
 --
 -- Returns 'cancelled', 'signalled' (leased: its worker was told), 'finished' (completed, dead or
 -- cancelled already) or 'not-found'.
@@ -49,13 +57,19 @@ local m = parseInfo(redis.call('HGET', KEYS[6], id))
 if m and m.group ~= '' then
   found = found + redis.call('ZREM', KEYS[10], groupMember(m.group, m.seq, id))
 end
+local P = {wchildren = KEYS[21], cdone = KEYS[22], flow = KEYS[23]}
+if redis.call('ZSCORE', KEYS[21], id) then
+  closeParent(P, id)
+  found = found + 1
+end
 if found == 0 then return 'not-found' end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+childEnded(KEYS[24], KEYS[25], nil, id, 'f', ARGV[2], now, tonumber(ARGV[3]))
 redis.call('HSET', KEYS[7], id, ARGV[2])
 redis.call('ZADD', KEYS[12], now, id)
 emit(KEYS[17], tonumber(ARGV[3]), 'cancelled', id, 'e', ARGV[2])
 redis.call('HDEL', KEYS[20], id)
-forgetAll({KEYS[3], KEYS[4], KEYS[6], KEYS[7], KEYS[13], KEYS[14], KEYS[15], KEYS[19]},
+forgetAll({KEYS[3], KEYS[4], KEYS[6], KEYS[7], KEYS[13], KEYS[14], KEYS[15], KEYS[19], KEYS[23]},
   trimFinished(KEYS[12], now - tonumber(ARGV[4]), tonumber(ARGV[5])))
 return 'cancelled'

@@ -40,6 +40,12 @@
 -- KEYS[28] dnext     hash: id -> JSON {dd, i, d, p?, o?}: the call a running task deduplicated
 --                    with keepLastIfActive, added (task i, due in d ms) when it ends
 -- KEYS[29] dedup     hash: deduplication id -> 'taskId|expiresAt' (the added task takes dd)
+-- KEYS[30] parents   hash: child id -> JSON link to its flow parent (includes/flow.lua)
+-- KEYS[31] outbox    list: child outcomes for parents this call has no keys of (flow.lua)
+-- KEYS[32] flow      hash: parent id -> its children and their outcomes (forgotten with it)
+-- KEYS[33..] groups of 10 keys of the queues of the settled tasks' parents (flow.lua's order):
+--            a child that completes (or dies) advances its parent in this script when its
+--            parent's queue is among them, else its outcome goes to the outbox
 -- ARGV[1]  count            tasks to lease at most (0: settle and report only)
 -- ARGV[2]  leaseMs
 -- ARGV[3]  maxAttempts      a task whose attempt count reached this dies instead of retrying
@@ -63,8 +69,10 @@
 --            no retry; data: error JSON), 'release' (given back unattempted, due `delay` later).
 --            A task a cancel was asked for ends cancelled on anything but an ack.
 --
--- Returns {nowMs, nextMs, settles, settled_1..settled_settles, id_1, score_1, attempt_1, token_1,
--- payload_1, enqueuedAt_1, fence_1, opts_1, ...}. nextMs (only when fewer than `count` were
+-- Returns {nowMs, nextMs, settles, outbox, settled_1..settled_settles, id_1, score_1, attempt_1,
+-- token_1, payload_1, enqueuedAt_1, fence_1, opts_1, parent_1, ...}. outbox: 1 when this call
+-- pushed child outcomes to an outbox or this queue's outbox holds some (the caller applies them:
+-- flow-apply.lua), else 0. parent_i: the task's link to its flow parent (JSON), or false. nextMs (only when fewer than `count` were
 -- leased; else nowMs): when to look again: nowMs when ready tasks remain, the time the limiter
 -- opens when it is what stops the caller, the earliest due time, group unpark or lease expiry, or
 -- -1 when nothing is pending or the queue is paused. settled_i: 1 acked / retried / released,
@@ -86,7 +94,8 @@ local groupLimiterMs = tonumber(ARGV[10])
 
 local eventsMaxLen = tonumber(ARGV[15])
 -- Everything stored per task, deleted when it is forgotten.
-local TASK_HASHES = {KEYS[3], KEYS[4], KEYS[8], KEYS[9], KEYS[21], KEYS[22], KEYS[23], KEYS[27]}
+local TASK_HASHES = {KEYS[3], KEYS[4], KEYS[8], KEYS[9], KEYS[21], KEYS[22], KEYS[23], KEYS[27],
+  KEYS[32]}
 -- One EXISTS for both while neither exists (the common case).
 local hasOpts, hasNext = false, false
 if redis.call('EXISTS', KEYS[23], KEYS[28]) > 0 then
@@ -94,6 +103,20 @@ if redis.call('EXISTS', KEYS[23], KEYS[28]) > 0 then
   hasNext = not hasOpts or redis.call('EXISTS', KEYS[28]) == 1
 end
 local hasCancels = redis.call('EXISTS', KEYS[24]) == 1
+-- Flows: whether any task of this queue has a parent, and whether its outbox holds outcomes.
+local hasParents, outboxed = false, false
+if redis.call('EXISTS', KEYS[30], KEYS[31]) > 0 then
+  hasParents = redis.call('EXISTS', KEYS[30]) == 1
+  outboxed = redis.call('EXISTS', KEYS[31]) == 1
+end
+local parentGroups = hasParents and flowGroups(33)
+
+-- Task `id` ended ('c' completed with result d, 'f' failed with error d): its parent learns it.
+local function toParent(id, o, d)
+  if hasParents and childEnded(KEYS[30], KEYS[31], parentGroups, id, o, d, now, eventsMaxLen) then
+    outboxed = true
+  end
+end
 
 -- Reads many ids per call (one call per key, not one per task), in chunks (finished.lua).
 local function hmget(key, ids)
@@ -198,6 +221,7 @@ end
 local function bury(id, attempt, err)
   finish(id, KEYS[6])
   emit(KEYS[20], eventsMaxLen, 'dead', id, 'a', attempt, 'e', err)
+  toParent(id, 'f', err)
 end
 
 -- A leased task a cancel was asked for ends cancelled, with the cancel's reason as its error.
@@ -206,13 +230,14 @@ local function cancelLeased(id, reason)
   redis.call('HDEL', KEYS[24], id)
   finish(id, KEYS[25])
   emit(KEYS[20], eventsMaxLen, 'cancelled', id, 'e', reason)
+  toParent(id, 'f', reason)
 end
 
 -- 1. Settle the caller's finished tasks: one read of their lease tokens; acks in a few variadic
 -- calls for the whole batch; nacks and releases one by one (they are rare).
 local settles = (#ARGV - 15) / 6
 if count > 0 then freedGroups = {} end
-local result = {now, now, settles}
+local result = {now, now, settles, 0}
 local freedSlot = false
 if settles > 0 then
   local ids = {}
@@ -283,7 +308,10 @@ if settles > 0 then
       variadic('HSET', KEYS[21], results)
       forgetAll(TASK_HASHES, trimFinished(KEYS[19], now, tonumber(ARGV[14])))
     else
-      forgetAll({KEYS[3], KEYS[4], KEYS[8], KEYS[22], KEYS[23], KEYS[27]}, acked)
+      forgetAll({KEYS[3], KEYS[4], KEYS[8], KEYS[22], KEYS[23], KEYS[27], KEYS[32]}, acked)
+    end
+    if hasParents then
+      for i, id in ipairs(acked) do toParent(id, 'c', ARGV[ackedAt[i] + 5]) end
     end
     if eventsMaxLen > 0 then
       for i, id in ipairs(acked) do
@@ -397,6 +425,7 @@ local function leaseChosen()
   if limiterMax > 0 then variadic('ZADD', KEYS[17], limits) end
   local infos, payloads = hmget(KEYS[8], chosen), hmget(KEYS[3], chosen)
   local opts = hasOpts and hmget(KEYS[23], chosen) or {}
+  local links = hasParents and hmget(KEYS[30], chosen) or {}
   -- Fences: above the last one given out and above the Redis time in µs.
   local fence = math.max(tonumber(redis.call('GET', KEYS[26]) or '0'),
     tonumber(t[1]) * 1000000 + tonumber(t[2]))
@@ -412,6 +441,7 @@ local function leaseChosen()
     result[#result + 1] = infos[i] and string.match(infos[i], '^%d+') or false
     result[#result + 1] = fence + i
     result[#result + 1] = opts[i] or false
+    result[#result + 1] = links[i] or false
     emit(KEYS[20], eventsMaxLen, 'active', id, 'a', attempt)
   end
 end
@@ -516,6 +546,7 @@ if n > 0 and taken == n and count == n then
   local more = redis.call('EXISTS', KEYS[11]) == 1 or redis.call('EXISTS', KEYS[13]) == 1
     or #redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 1) > 0
   if more and redis.call('LLEN', KEYS[7]) == 0 then redis.call('RPUSH', KEYS[7], '1') end
+  if outboxed then result[4] = 1 end
   return result
 end
 local nextAt = -1
@@ -549,4 +580,5 @@ if ((nextAt ~= -1 and nextAt <= now and not blockedUntil)
   and redis.call('LLEN', KEYS[7]) == 0 then
   redis.call('RPUSH', KEYS[7], '1')
 end
+if outboxed then result[4] = 1 end
 return result

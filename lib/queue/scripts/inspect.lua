@@ -14,14 +14,17 @@
 -- KEYS[12] cancelled zset: id -> time it was cancelled
 -- KEYS[13] results   hash: id -> 'finishedAt|result JSON' of kept completed tasks
 -- KEYS[14] progress  hash: id -> JSON of the last progress value
+-- KEYS[15] wchildren zset: flow parent id -> children still to finish (includes/flow.lua)
 -- ARGV[1] 'get' or 'list'
 -- get:  ARGV[2] id
--- list: ARGV[2] state ('ready' | 'delayed' | 'leased' | 'completed' | 'dead' | 'cancelled'),
+-- list: ARGV[2] state ('ready' | 'delayed' | 'leased' | 'completed' | 'dead' | 'cancelled' |
+--       'waiting-children'),
 --       ARGV[3] offset, ARGV[4] limit
 --
 -- Returns {id, state, time, attempts, payload, lastError, info, result, progress, ...} per task
 -- (get: one task, or an empty array when the id is unknown). time: due time (ready, delayed),
--- lease expiry (leased), finish time (completed) or time of death or cancel (dead, cancelled).
+-- lease expiry (leased), finish time (completed), time of death or cancel (dead, cancelled) or
+-- enqueue time (waiting-children).
 -- result: 'finishedAt|result JSON' (completed) or false; progress: JSON or false. ready lists tasks with a negative priority, then ungrouped ones by
 -- due time, then positive priorities, then due delayed ones not yet moved to ready, then grouped
 -- ones by group; delayed lists ungrouped tasks, then those with a priority or a group.
@@ -35,6 +38,7 @@ local function describe(id, state, time)
   local info = redis.call('HGET', KEYS[6], id)
   local result = state == 'completed' and redis.call('HGET', KEYS[13], id)
   if state == 'completed' then time = tonumber(string.match(result or '', '^(%d+)|')) or time end
+  if state == 'waiting-children' then time = tonumber(string.match(info or '', '^(%d+)')) end
   if not time then time = tonumber(string.match(info or '', '^%d+|(%d+)|')) or now end
   out[#out + 1] = id
   out[#out + 1] = state
@@ -57,6 +61,9 @@ if ARGV[1] == 'get' then
   if s then describe(id, 'completed', now) return out end
   s = redis.call('ZSCORE', KEYS[12], id)
   if s then describe(id, 'cancelled', tonumber(s)) return out end
+  if redis.call('ZSCORE', KEYS[15], id) then
+    describe(id, 'waiting-children') return out
+  end
   s = redis.call('ZSCORE', KEYS[1], id) or redis.call('ZSCORE', KEYS[8], id)
   if s then describe(id, tonumber(s) > now and 'delayed' or 'ready', tonumber(s)) return out end
   if redis.call('ZSCORE', KEYS[9], id) then describe(id, 'ready') return out end
@@ -84,6 +91,8 @@ elseif state == 'completed' then
   segments = {{KEYS[11], '-inf', '+inf', false}}
 elseif state == 'cancelled' then
   segments = {{KEYS[12], '-inf', '+inf', true}}
+elseif state == 'waiting-children' then
+  segments = {{KEYS[15], '-inf', '+inf', false}}
 else
   segments = {{KEYS[5], '-inf', '+inf', true}}
 end

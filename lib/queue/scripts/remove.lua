@@ -19,8 +19,17 @@
 -- KEYS[16] events    stream: the queue's events (includes/events.lua)
 -- KEYS[17] logs      hash: id -> the task's log lines (task.log)
 -- KEYS[18] dnext     hash: id -> the call it kept with keepLastIfActive (dropped with it)
+-- KEYS[19] wchildren zset: parent id -> children still to finish (includes/flow.lua)
+-- KEYS[20] cdone     hash: outcomes of the children of waiting parents
+-- KEYS[21] flow      hash: parent id -> its children and their outcomes
+-- KEYS[22] parents   hash: child id -> link to its flow parent
+-- KEYS[23] outbox    list: child outcomes for their parents (the store applies them)
 -- ARGV[1] id
 -- ARGV[2] eventsMaxLen
+--
+-- A parent waiting for its children can be removed (the store then cancels its unfinished
+-- children); a removed child that had not finished counts as failed for its parent (told through
+-- the outbox).
 --
 -- Returns 1 when removed, 0 when the task is leased (a worker runs it) or unknown.
 
@@ -33,7 +42,15 @@ local m = parseInfo(redis.call('HGET', KEYS[6], id))
 if m and m.group ~= '' then
   found = found + redis.call('ZREM', KEYS[10], groupMember(m.group, m.seq, id))
 end
+if redis.call('ZSCORE', KEYS[19], id) then
+  closeParent({wchildren = KEYS[19], cdone = KEYS[20], flow = KEYS[21]}, id)
+  found = found + 1
+end
 if found == 0 then return 0 end
-for _, i in ipairs({3, 4, 6, 7, 13, 14, 15, 17, 18}) do redis.call('HDEL', KEYS[i], id) end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+childEnded(KEYS[22], KEYS[23], nil, id, 'f',
+  cjson.encode({name = 'QueueError', message = 'removed'}), now, tonumber(ARGV[2]))
+for _, i in ipairs({3, 4, 6, 7, 13, 14, 15, 17, 18, 21}) do redis.call('HDEL', KEYS[i], id) end
 emit(KEYS[16], tonumber(ARGV[2]), 'removed', id)
 return 1

@@ -21,6 +21,7 @@ import type { ResolvedWorkerOptions } from '../queue-worker-options';
 import { checkInt } from '../../options/validate';
 import { MAX_CONCURRENCY, MAX_IDLE_MS } from '../queue.constants';
 import { settleFailure } from './failure-policy';
+import type { ChildFailure } from '../interfaces/flow.interface';
 import { WorkerTask, type TaskControl } from './worker-task';
 
 interface Running {
@@ -480,6 +481,16 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
 
   private async updateTask(task: WorkerTask, what: 'progress' | 'payload', json: string) {
     if (!(await this.backend.updateTask(task, what, json))) throw this.leaseLost(task);
+  }
+
+  /** `task.childResults()`. */
+  childResults(task: WorkerTask): Promise<Record<string, unknown>> {
+    return this.backend.childResults(task);
+  }
+
+  /** `task.childFailures()`. */
+  childFailures(task: WorkerTask): Promise<ChildFailure[]> {
+    return this.backend.childFailures(task);
   }
 
   /** `task.delay(ms)`: gives the task back, due in `ms`, without counting the attempt. */

@@ -1,3 +1,4 @@
+import type { ChildFailure } from '../interfaces/flow.interface';
 import type { LeasedTask, RunningTask, TaskOwnOptions } from '../interfaces/task.interface';
 
 /** What a `WorkerTask` asks its worker to do (queue-worker.ts). */
@@ -6,6 +7,8 @@ export interface TaskControl {
   log(task: WorkerTask, line: string): Promise<void>;
   update(task: WorkerTask, payload: unknown): Promise<void>;
   delay(task: WorkerTask, ms: number): Promise<void>;
+  childResults(task: WorkerTask): Promise<Record<string, unknown>>;
+  childFailures(task: WorkerTask): Promise<ChildFailure[]>;
 }
 
 /**
@@ -25,6 +28,7 @@ export class WorkerTask<P = unknown> implements RunningTask<P> {
   readonly enqueuedAt?: number;
   readonly traceparent?: string;
   readonly options?: TaskOwnOptions;
+  readonly parent?: { readonly queue: string; readonly id: string };
   /** Set by `fail(error)`: the attempt fails with it. */
   failure?: { error: unknown };
   private controller?: AbortController;
@@ -45,6 +49,7 @@ export class WorkerTask<P = unknown> implements RunningTask<P> {
     if (t.enqueuedAt !== undefined) this.enqueuedAt = t.enqueuedAt;
     if (t.traceparent !== undefined) this.traceparent = t.traceparent;
     if (t.options !== undefined) this.options = t.options;
+    if (t.parent !== undefined) this.parent = t.parent;
   }
 
   get signal(): AbortSignal {
@@ -85,5 +90,13 @@ export class WorkerTask<P = unknown> implements RunningTask<P> {
 
   fail(error: unknown): void {
     this.failure ??= { error };
+  }
+
+  childResults<R = unknown>(): Promise<Record<string, R>> {
+    return this.control.childResults(this as WorkerTask) as Promise<Record<string, R>>;
+  }
+
+  childFailures(): Promise<ChildFailure[]> {
+    return this.control.childFailures(this as WorkerTask);
   }
 }

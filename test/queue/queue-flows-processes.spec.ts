@@ -1,0 +1,150 @@
+import 'reflect-metadata';
+import type { INestApplicationContext } from '@nestjs/common';
+import type { Redis } from 'ioredis';
+import { QueueService, type FlowNode } from '../../lib';
+import { exited, lineFrom, spawnTs } from '../support/child';
+import {
+  createLockApp,
+  redisClient,
+  testRedisUrl,
+  uniquePrefix,
+  waitFor,
+} from '../support/helpers';
+
+/** A worker process (test/fixtures/queue-flow-child.ts) and its pid. */
+interface FlowWorker {
+  child: ReturnType<typeof spawnTs>;
+  pid: string;
+}
+
+describe('QueueService.enqueueFlow with workers in 3 processes, one SIGKILLed midway', () => {
+  const prefix = uniquePrefix('queue-flows-proc');
+  const [PARENTS, CHILDREN_A, CHILDREN_B] = ['fp', 'fc-a', 'fc-b'];
+  const FLOWS = 500;
+  const KIDS = 10;
+  const TREES = 30;
+  let app: INestApplicationContext;
+  let queues: QueueService;
+  let obs: Redis;
+
+  const spawnWorker = async (): Promise<FlowWorker> => {
+    const child = spawnTs('test/fixtures/queue-flow-child.ts', [], {
+      REDIS_URL: testRedisUrl(),
+      PREFIX: prefix,
+      QUEUES_JSON: JSON.stringify([PARENTS, CHILDREN_A, CHILDREN_B]),
+      // Long enough that a live worker stalled by a loaded machine keeps its leases.
+      LEASE_MS: '2000',
+      CONCURRENCY: '50',
+    });
+    const line = await lineFrom(child, /^ready \d+$/, 30_000);
+    return { child, pid: line.split(' ')[1] };
+  };
+  const hash = async (name: string) => obs.hgetall(`${prefix}obs:${name}`);
+
+  beforeAll(async () => {
+    app = await createLockApp({ keyPrefix: prefix });
+    queues = app.get(QueueService);
+    obs = redisClient();
+  });
+  afterAll(async () => {
+    await app.close();
+    obs.disconnect();
+  });
+
+  it(`${FLOWS} flows of 1 parent x ${KIDS} children over 3 queues and ${TREES} trees 3 levels deep: every parent runs after all its children, with their results; none lost`, async () => {
+    const flat: FlowNode[] = Array.from({ length: FLOWS }, (_, f) => {
+      const children = Array.from({ length: KIDS }, (_, i) => ({
+        queue: i % 2 === 0 ? CHILDREN_A : CHILDREN_B,
+        id: `f${f}-k${i}`,
+      }));
+      return {
+        queue: PARENTS,
+        id: `f${f}`,
+        payload: { kids: children.map((c) => `${c.queue}:${c.id}`) },
+        children,
+      };
+    });
+    // root (parents) -> 3 middles (children A) -> 3 leaves each (children B)
+    const trees: FlowNode[] = Array.from({ length: TREES }, (_, t) => {
+      const mids = [0, 1, 2].map((m) => {
+        const leaves = [0, 1, 2].map((l) => ({ queue: CHILDREN_B, id: `t${t}-m${m}-l${l}` }));
+        return {
+          queue: CHILDREN_A,
+          id: `t${t}-m${m}`,
+          payload: { kids: leaves.map((c) => `${c.queue}:${c.id}`) },
+          children: leaves,
+        };
+      });
+      return {
+        queue: PARENTS,
+        id: `t${t}`,
+        payload: { kids: mids.map((c) => `${c.queue}:${c.id}`) },
+        children: mids,
+      };
+    });
+    const parents = [
+      ...flat.map((f) => `${f.queue}:${f.id}`),
+      ...trees.flatMap((t) => [
+        `${t.queue}:${t.id}`,
+        ...t.children!.map((m) => `${m.queue}:${m.id}`),
+      ]),
+    ];
+    const total = FLOWS * (KIDS + 1) + TREES * 13;
+
+    const alive = await Promise.all([spawnWorker(), spawnWorker(), spawnWorker()]);
+    // Enqueued while the workers run, 25 flows at a time.
+    const all = [...flat, ...trees];
+    for (let i = 0; i < all.length; i += 25) {
+      await Promise.all(all.slice(i, i + 25).map((f) => queues.enqueueFlow(f)));
+    }
+
+    // Midway: SIGKILL a worker process that is running tasks.
+    let victim: FlowWorker | undefined;
+    await waitFor(
+      'half the tasks done, on a worker running tasks',
+      async () => {
+        if ((await obs.hlen(`${prefix}obs:done`)) < total / 2) return false;
+        for (const w of alive) {
+          if ((await obs.scard(`${prefix}obs:inflight:${w.pid}`)) > 0) victim = w;
+        }
+        return victim !== undefined;
+      },
+      30_000,
+      10,
+    );
+    victim!.child.kill('SIGKILL');
+    expect(await exited(victim!.child)).toBe('SIGKILL');
+    const inFlightAtKill = new Set(await obs.smembers(`${prefix}obs:inflight:${victim!.pid}`));
+    await spawnWorker();
+
+    await waitFor(
+      'every parent done',
+      async () => (await obs.hlen(`${prefix}obs:done`)) >= total,
+      45_000,
+      50,
+    );
+    const runs = await hash('runs');
+    const done = await hash('done');
+    // None lost: every task ran to its end.
+    expect(Object.keys(done)).toHaveLength(total);
+    // Every parent saw each of its children's results (so ran after all of them).
+    expect(await hash('bad')).toEqual({});
+    // Once, but for a task the killed worker had in flight (at-least-once: it runs again).
+    expect(parents.filter((p) => runs[p] !== '1' && !inFlightAtKill.has(p))).toEqual([]);
+    expect(
+      Object.entries(runs).filter(([name, n]) => n !== '1' && !inFlightAtKill.has(name)),
+    ).toEqual([]);
+    // The last acks follow the handlers' records.
+    await waitFor('every task acked', async () => {
+      for (const q of [PARENTS, CHILDREN_A, CHILDREN_B]) {
+        const s = await queues.stats(q);
+        if (s.ready + s.delayed + s.leased > 0) return false;
+      }
+      return true;
+    });
+    for (const q of [PARENTS, CHILDREN_A, CHILDREN_B]) {
+      expect(await queues.list(q, 'waiting-children')).toEqual([]);
+      expect((await queues.stats(q)).dead).toBe(0);
+    }
+  }, 120_000);
+});
