@@ -6,6 +6,7 @@ import {
   FlowError,
   MAX_FLOW_NODES,
   QueueFullError,
+  QueueReplicationError,
   QueueService,
   UnrecoverableTaskError,
   type FlowNode,
@@ -81,6 +82,8 @@ describe('QueueService.enqueueFlow', () => {
     // The parent is not claimable while it waits.
     expect(await queues.claim(orders, 10)).toEqual([]);
 
+    // On one node every parent is advanced by the script that completes its child.
+    const outboxes = jest.spyOn(queues.store, 'applyOutboxes');
     const ran: { results: unknown; failures: unknown; childrenDone: boolean }[] = [];
     work(payments, (t) => ({ charged: (t.payload as { amount: number }).amount }));
     await waitFor('the charge', async () => (await state(payments, 'charge')) === 'completed');
@@ -113,6 +116,8 @@ describe('QueueService.enqueueFlow', () => {
       },
     ]);
     expect(Object.keys(ran[0].results as object)).toHaveLength(3);
+    expect(outboxes).not.toHaveBeenCalled();
+    outboxes.mockRestore();
     expect((await queues.get(orders, 'o1'))?.children).toEqual({
       total: 3,
       completed: 3,
@@ -315,17 +320,13 @@ describe('QueueService.enqueueFlow', () => {
 
   it("writes 'waiting-children' and, once the children are done, 'enqueued' events", async () => {
     const [a, b] = names('a', 'b');
+    // From the start of the stream: the queue is new, so these are the flow's events.
     const seen = firstValueFrom(
-      queues.events(a).pipe(
+      queues.events(a, { from: 'start' }).pipe(
         filter((e) => e.taskId === 'p'),
         take(2),
         toArray(),
       ),
-    );
-    // events() subscribes from 'now': wait until the reader is there.
-    await waitFor(
-      'the reader',
-      async () => (await redis.exists(`${prefix}queue:{${a}}:events`)) >= 0,
     );
     await queues.enqueueFlow({ queue: a, id: 'p', children: [{ queue: b, id: 'c' }] });
     const [c] = await queues.claim(b, 1);
@@ -397,6 +398,19 @@ describe('QueueService.enqueueFlow', () => {
       expect(await queues.get(a, 'p')).toBeUndefined();
       expect(await queues.get(b, 'free')).toBeUndefined();
     });
+  });
+
+  it('waitForReplicas on a server without replicas: refused unsent, saying so', async () => {
+    const [a] = names('a');
+    const err = (await queues
+      .enqueueFlow(
+        { queue: a, id: 'p', children: [{ queue: a, id: 'c' }] },
+        { waitForReplicas: { replicas: 1, timeoutMs: 100 } },
+      )
+      .catch((e: unknown) => e)) as Error;
+    expect(err).toBeInstanceOf(QueueReplicationError);
+    expect(err.message).toMatch(/replica/);
+    expect(await queues.get(a, 'p')).toBeUndefined();
   });
 
   it('maxSize: each task counts against its own queue, all or nothing', async () => {

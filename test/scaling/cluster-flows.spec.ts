@@ -1,0 +1,208 @@
+import 'reflect-metadata';
+import type { INestApplicationContext } from '@nestjs/common';
+import { Cluster } from 'ioredis';
+import {
+  QueueFullError,
+  QueueService,
+  type FlowNode,
+  type QueueWorkerHandle,
+  type RunningTask,
+} from '../../lib';
+import { keyBase } from '../../lib/queue/flows/flow-keys';
+import { queueRedisKeys } from '../../lib/queue/queue-keys';
+import { clusterKeySlot } from '../../lib/redis/cluster-slot';
+import { killSpawnedChildren } from '../support/child';
+import { createLockApp, uniquePrefix, waitFor } from '../support/helpers';
+import { startRedisCluster, type RedisClusterProcesses } from '../support/redis-cluster';
+
+describe('QueueService.enqueueFlow on a Redis Cluster (3 masters + 3 replicas)', () => {
+  const prefix = uniquePrefix('cluster-flows');
+  let cluster: RedisClusterProcesses;
+  let app: INestApplicationContext;
+  let queues: QueueService;
+  let direct: Cluster;
+  const workers: QueueWorkerHandle[] = [];
+  /** Three queue names whose slots are served by three different masters. */
+  let apart: string[];
+
+  const state = async (queue: string, id: string) => (await queues.get(queue, id))?.state;
+  /** Each task returns its 'queue:id'; a parent returns its children's results. */
+  const work = (queue: string) =>
+    workers.push(
+      queues.process(
+        queue,
+        async (t: RunningTask) => {
+          const results = await t.childResults();
+          return Object.keys(results).length > 0 ? results : `${t.queue}:${t.id}`;
+        },
+        { concurrency: 20 },
+      ),
+    );
+
+  beforeAll(async () => {
+    cluster = await startRedisCluster();
+    app = await createLockApp({
+      redis: { cluster: cluster.startupNodes },
+      keyPrefix: prefix,
+      commandTimeoutMs: 2_000,
+      queue: { keepCompleted: { count: 1_000, ageMs: 600_000 } },
+    });
+    queues = app.get(QueueService);
+    direct = new Cluster(cluster.startupNodes, { redisOptions: { commandTimeout: 2_000 } });
+    await new Promise((resolve) => direct.once('ready', resolve));
+    const byMaster = new Map<number, string>();
+    for (let i = 0; byMaster.size < 3; i++) {
+      const name = `flow-q${i}`;
+      const master = await cluster.masterOfSlot(clusterKeySlot(`{${name}}`));
+      if (!byMaster.has(master)) byMaster.set(master, name);
+    }
+    apart = [...byMaster.values()];
+  }, 90_000);
+  afterEach(async () => {
+    await Promise.all(workers.splice(0).map((w) => w.close()));
+  });
+  afterAll(async () => {
+    await killSpawnedChildren();
+    await app?.close();
+    direct?.disconnect();
+    await cluster?.stop();
+  });
+
+  it('a tree whose queues share a hash tag: one script, all or nothing, advanced in the ack', async () => {
+    const [orders, payments, stock] = ['{shop}orders', '{shop}payments', '{shop}stock'];
+    await queues.setMaxSize(stock, 3);
+    const flow = (id: string, kids: number): FlowNode => ({
+      queue: orders,
+      id,
+      children: [
+        { queue: payments, id: `${id}-pay` },
+        ...Array.from({ length: kids }, (_, i) => ({ queue: stock, id: `${id}-s${i}` })),
+      ],
+    });
+    await expect(queues.enqueueFlow(flow('too-big', 4))).rejects.toBeInstanceOf(QueueFullError);
+    expect(await queues.get(orders, 'too-big')).toBeUndefined();
+    expect(await queues.get(payments, 'too-big-pay')).toBeUndefined();
+    await queues.enqueueFlow(flow('o1', 2));
+    // The children complete by hand: the last ack makes the parent ready in the same script.
+    const leased = [...(await queues.claim(payments, 10)), ...(await queues.claim(stock, 10))];
+    expect(leased.map((t) => t.parent)).toEqual(leased.map(() => ({ queue: orders, id: 'o1' })));
+    // No outcome goes through an outbox: each ack advances the parent itself.
+    const outboxes = jest.spyOn(queues.store, 'applyOutboxes');
+    for (const t of leased.slice(1)) await queues.ack(t, `${t.queue}:${t.id}`);
+    expect(await state(orders, 'o1')).toBe('waiting-children');
+    await queues.ack(leased[0], `${leased[0].queue}:${leased[0].id}`);
+    expect(await state(orders, 'o1')).toBe('ready');
+    expect(outboxes).not.toHaveBeenCalled();
+    outboxes.mockRestore();
+    work(orders);
+    await waitFor('the parent', async () => (await state(orders, 'o1')) === 'completed', 15_000);
+    expect((await queues.get(orders, 'o1'))?.result).toEqual({
+      [`${payments}:o1-pay`]: `${payments}:o1-pay`,
+      [`${stock}:o1-s0`]: `${stock}:o1-s0`,
+      [`${stock}:o1-s1`]: `${stock}:o1-s1`,
+    });
+  }, 60_000);
+
+  it('a tree over three slots (A -> B, C -> A): parents first, outcomes through the outbox', async () => {
+    const [a, b, c] = apart;
+    const flows = Array.from({ length: 20 }, (_, f) => ({
+      queue: a,
+      id: `r${f}`,
+      children: [
+        { queue: b, id: `r${f}-b` },
+        { queue: c, id: `r${f}-c`, children: [{ queue: a, id: `r${f}-leaf` }] },
+      ],
+    }));
+    await Promise.all(flows.map((f) => queues.enqueueFlow(f)));
+    expect(await queues.get(a, 'r0')).toMatchObject({
+      state: 'waiting-children',
+      children: { total: 2, completed: 0, failed: 0 },
+    });
+    for (const q of apart) work(q);
+    await waitFor(
+      'every root',
+      async () => {
+        for (const f of flows) if ((await state(a, f.id)) !== 'completed') return false;
+        return true;
+      },
+      20_000,
+      20,
+    );
+    expect((await queues.get(a, 'r7'))?.result).toEqual({
+      [`${b}:r7-b`]: `${b}:r7-b`,
+      [`${c}:r7-c`]: { [`${a}:r7-leaf`]: `${a}:r7-leaf` },
+    });
+    for (const q of apart) expect(await direct.exists(queueRedisKeys(prefix, q).outbox)).toBe(0);
+  }, 60_000);
+
+  it('across slots, a failed child fails its parent; an outcome applied twice counts once', async () => {
+    const [a, b] = apart;
+    await queues.enqueueFlow({
+      queue: a,
+      id: 'fp',
+      children: [{ queue: b, id: 'fp-bad' }],
+    });
+    const [bad] = await queues.claim(b, 1);
+    await queues.nack(bad, { maxAttempts: 1, error: new Error('declined') });
+    expect(await queues.get(a, 'fp')).toMatchObject({
+      state: 'dead',
+      error: { name: 'FlowChildFailedError' },
+    });
+
+    await queues.enqueueFlow({
+      queue: a,
+      id: 'twice',
+      children: [
+        { queue: b, id: 'twice-1' },
+        { queue: b, id: 'twice-2' },
+      ],
+    });
+    const [one] = (await queues.claim(b, 2)).filter((t) => t.id === 'twice-1');
+    await queues.ack(one, 'done');
+    expect((await queues.get(a, 'twice'))?.children).toEqual({ total: 2, completed: 1, failed: 0 });
+    // A replay of the same outcome (a crash after applying it, before removing it).
+    const entry = JSON.stringify({
+      q: a,
+      p: 'twice',
+      b: keyBase(queueRedisKeys(prefix, a)),
+      m: 'fail-parent',
+      c: `${b}:twice-1`,
+      o: 'c',
+      d: '"done"',
+    });
+    await direct.rpush(queueRedisKeys(prefix, b).outbox, entry);
+    await queues.store.applyOutboxes([b]);
+    expect(await direct.llen(queueRedisKeys(prefix, b).outbox)).toBe(0);
+    expect(await queues.get(a, 'twice')).toMatchObject({
+      state: 'waiting-children',
+      children: { total: 2, completed: 1, failed: 0 },
+    });
+  }, 60_000);
+
+  it('a tree cut short between its slots: get names the missing children', async () => {
+    const [a, b, c] = apart;
+    await queues.enqueueFlow({
+      queue: a,
+      id: 'cut',
+      children: [
+        { queue: b, id: 'cut-b' },
+        { queue: c, id: 'cut-c' },
+      ],
+    });
+    // As if the writer crashed after the parent's slot: the child in c was never written.
+    const kc = queueRedisKeys(prefix, c);
+    await direct
+      .multi()
+      .hdel(kc.info, 'cut-c')
+      .zrem(kc.due, 'cut-c')
+      .hdel(kc.parents, 'cut-c')
+      .exec();
+    expect(await queues.get(a, 'cut')).toMatchObject({
+      state: 'waiting-children',
+      children: { total: 2, completed: 0, failed: 0, missing: [`${c}:cut-c`] },
+    });
+    // Cancelling the parent cancels the child that was written.
+    expect(await queues.cancel(a, 'cut')).toBe('cancelled');
+    expect(await state(b, 'cut-b')).toBe('cancelled');
+  }, 60_000);
+});
