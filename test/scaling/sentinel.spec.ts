@@ -180,6 +180,7 @@ describe('Redis Sentinel: 1 master, 1 replica, 3 sentinels (real processes)', ()
   it('after the master is killed and Sentinel promotes the replica, locks and the queue work again', async () => {
     const errors: Record<string, number> = {};
     const untyped: unknown[] = [];
+    const recent: string[] = [];
     let longest = 0;
     let okSince = 0;
     let running = true;
@@ -192,6 +193,8 @@ describe('Redis Sentinel: 1 master, 1 replica, 3 sentinels (real processes)', ()
         } catch (err) {
           if (!(err instanceof RedisLockError)) untyped.push(err);
           errors[(err as Error).name] = (errors[(err as Error).name] ?? 0) + 1;
+          recent.push(`${Date.now() % 100_000} ${key} ${(err as Error).message}`);
+          if (recent.length > 12) recent.shift();
           await new Promise((r) => setTimeout(r, 20));
         }
         longest = Math.max(longest, Date.now() - start);
@@ -206,7 +209,10 @@ describe('Redis Sentinel: 1 master, 1 replica, 3 sentinels (real processes)', ()
       const promoted = await sentinel.killMaster();
       const promotedAt = Date.now();
       okSince = 0;
-      await waitFor('locks again', () => okSince >= 10, 30_000);
+      await waitFor('locks again', () => okSince >= 10, 30_000).catch((err: Error) => {
+        // What the loops last saw says why they did not resume.
+        throw new Error(`${err.message}; errors ${JSON.stringify(errors)}; last: ${recent.join(' | ')}`);
+      });
       const locksBackAt = Date.now();
       await queues.enqueue('failover-q', ['after-1', 'after-2']);
       await waitFor(
