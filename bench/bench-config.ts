@@ -62,6 +62,9 @@ export interface BenchConfig {
   readonly cancelBurst: number;
   /** Groups of the groups shape. */
   readonly groups: number;
+  /** The flows shape: flows run end to end, and the children of each flow's parent. */
+  readonly flows: number;
+  readonly flowChildren: number;
   /** Rate limit of the rate-limited shape. */
   readonly limiter: { readonly max: number; readonly durationMs: number };
   /**
@@ -136,6 +139,8 @@ export const FULL_CONFIG: BenchConfig = {
   cancels: 200,
   cancelBurst: 50,
   groups: 100,
+  flows: 1_000,
+  flowChildren: 10,
   limiter: { max: 1_000, durationMs: 500 },
   crowds: [
     [4, 64],
@@ -175,6 +180,7 @@ export const QUICK_CONFIG: BenchConfig = {
   waitForTasks: 400,
   cancels: 40,
   cancelBurst: 20,
+  flows: 100,
   limiter: { max: 200, durationMs: 200 },
   // Small crowds: the polling peers' stragglers after the window would otherwise dominate.
   crowds: [[4, 8]],

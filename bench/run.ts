@@ -24,6 +24,7 @@ import {
   CANCEL_LIBRARIES,
   DRAIN_LIBRARIES,
   ENQUEUE_LIBRARIES,
+  FLOW_LIBRARIES,
   GROUP_LIBRARIES,
   LIMITED_LIBRARIES,
   WAIT_LIBRARIES,
@@ -117,6 +118,7 @@ function allShapes(shapes: BenchShapes): { id: string }[] {
     shapes.rateLimited,
     shapes.waitFor,
     shapes.cancel,
+    shapes.flows,
   ];
 }
 
@@ -129,6 +131,7 @@ function queueShapeIds(shapes: BenchShapes): string[] {
     shapes.rateLimited,
     shapes.waitFor,
     shapes.cancel,
+    shapes.flows,
   ].map((s) => s.id);
 }
 
@@ -156,6 +159,7 @@ async function main(): Promise<void> {
       ...LIMITED_LIBRARIES,
       ...WAIT_LIBRARIES,
       ...CANCEL_LIBRARIES,
+      ...FLOW_LIBRARIES,
     ].map((l) => l.id),
   );
   // `--shapes` / `--libraries`: a partial run too.
@@ -231,6 +235,7 @@ async function main(): Promise<void> {
         await runShape<QueueLibrary>(shapes.rateLimited, LIMITED_LIBRARIES, run);
         await runShape<QueueLibrary>(shapes.waitFor, WAIT_LIBRARIES, run);
         await runShape<QueueLibrary>(shapes.cancel, CANCEL_LIBRARIES, run);
+        await runShape<QueueLibrary>(shapes.flows, FLOW_LIBRARIES, run);
       }
       addDerived(results, round);
       machine.loadAfterRounds.push(currentLoadAverage());

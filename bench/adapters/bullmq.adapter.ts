@@ -1,8 +1,10 @@
-import { type JobsOptions, Queue, QueueEvents, Worker } from 'bullmq';
+import { FlowProducer, type JobsOptions, Queue, QueueEvents, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import {
+  addFlows,
   countdown,
   FILL_BATCH,
+  type FlowRun,
   handedBackAfter,
   jobResult,
   type JobHandler,
@@ -84,6 +86,52 @@ export class BullmqAdapter implements QueueAdapter {
     worker.on('error', () => undefined);
     await worker.waitUntilReady();
     return () => worker.close();
+  }
+
+  /** Flows with BullMQ's `FlowProducer`; the parent reads `job.getChildrenValues()`. */
+  async runFlows(f: FlowRun): Promise<StopConsumer> {
+    const done = countdown(f.count);
+    const options = { connection: this.connection, concurrency: f.concurrency };
+    const workers = [
+      ...f.childQueues.map(
+        (queue) => new Worker(queue, async (job) => jobResult(job.id!), options),
+      ),
+      new Worker(
+        f.parentQueue,
+        async (job) => {
+          const results = await job.getChildrenValues();
+          if (Object.keys(results).length !== f.children) {
+            throw new Error(`flow '${job.id}' ran with ${Object.keys(results).length} results`);
+          }
+          done.tick(job.id!);
+          return jobResult(job.id!);
+        },
+        options,
+      ),
+    ];
+    for (const w of workers) w.on('error', () => undefined);
+    const producer = new FlowProducer({ connection: this.connection });
+    const adding = addFlows(f.count, f.inFlight, (n) =>
+      producer.add({
+        name: 'parent',
+        queueName: f.parentQueue,
+        data: { n },
+        opts: this.jobOptions,
+        children: Array.from({ length: f.children }, (_, i) => ({
+          name: 'child',
+          queueName: f.childQueues[i % 2],
+          data: { n, i },
+          opts: this.jobOptions,
+        })),
+      }),
+    );
+    return handedBackAfter(
+      Promise.all([adding, done.finished]).then(() => undefined),
+      async () => {
+        await Promise.all(workers.map((w) => w.close()));
+        await producer.close();
+      },
+    );
   }
 
   async prepareWaits(queue: string): Promise<void> {

@@ -2,8 +2,10 @@ import type { INestApplicationContext } from '@nestjs/common';
 import { QueueService, type QueueDefaults } from '../../lib';
 import { oursApp } from './ours-app';
 import {
+  addFlows,
   countdown,
   FILL_BATCH,
+  type FlowRun,
   handedBackAfter,
   jobResult,
   type JobHandler,
@@ -154,6 +156,44 @@ export class OursQueueAdapter implements QueueAdapter {
       throw new Error(`task '${id}' ended ${outcome.state}: ${outcome.error.message}`);
     }
     return outcome.result;
+  }
+
+  runFlows(f: FlowRun): Promise<StopConsumer> {
+    const done = countdown(f.count);
+    const options = { concurrency: f.concurrency };
+    const workers = [
+      ...f.childQueues.map((queue) =>
+        this.queues.process(queue, async (task) => jobResult(task.id), options),
+      ),
+      this.queues.process(
+        f.parentQueue,
+        async (task) => {
+          const results = await task.childResults();
+          if (Object.keys(results).length !== f.children) {
+            throw new Error(`flow '${task.id}' ran with ${Object.keys(results).length} results`);
+          }
+          done.tick(task.id);
+          return jobResult(task.id);
+        },
+        options,
+      ),
+    ];
+    const adding = addFlows(f.count, f.inFlight, (n) =>
+      this.queues.enqueueFlow({
+        queue: f.parentQueue,
+        id: `flow-${n}`,
+        payload: { n },
+        children: Array.from({ length: f.children }, (_, i) => ({
+          queue: f.childQueues[i % 2],
+          id: `flow-${n}-${i}`,
+          payload: { n, i },
+        })),
+      }),
+    );
+    return handedBackAfter(
+      Promise.all([adding, done.finished]).then(() => undefined),
+      async () => void (await Promise.all(workers.map((w) => w.close()))),
+    );
   }
 
   cancel(queue: string, id: string): Promise<string> {

@@ -48,8 +48,42 @@ export interface QueueAdapter {
   cancel?(queue: string, id: string): Promise<string>;
   /** Jobs of `queue` leased (running) and cancelled, for the cancel shape's checks. */
   cancelCounts?(queue: string): Promise<{ leased: number; cancelled: number }>;
+  /**
+   * Runs `flows.count` flows end to end (libraries that have flows): one consumer per queue of
+   * `flows.parents` and `flows.children` at `flows.concurrency`, then the flows added with
+   * `flows.inFlight` adds at once, each a parent with `flows.children` children (child i in
+   * `flows.childQueues[i % 2]`) whose handler reads its children's results; resolves once every
+   * parent was handled, with the function that stops the consumers.
+   */
+  runFlows?(flows: FlowRun): Promise<StopConsumer>;
   /** Closes every connection the adapter opened. */
   close(): Promise<void>;
+}
+
+/** What `QueueAdapter.runFlows` runs. */
+export interface FlowRun {
+  readonly parentQueue: string;
+  readonly childQueues: readonly [string, string];
+  readonly count: number;
+  readonly children: number;
+  readonly concurrency: number;
+  readonly inFlight: number;
+}
+
+/**
+ * Adds `count` flows with `add(n)`, at most `inFlight` at once (the flows shape's producers).
+ */
+export async function addFlows(
+  count: number,
+  inFlight: number,
+  add: (n: number) => Promise<unknown>,
+): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: inFlight }, async () => {
+      while (next < count) await add(next++);
+    }),
+  );
 }
 
 /**

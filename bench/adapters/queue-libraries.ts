@@ -105,6 +105,9 @@ export const LIMITED_LIBRARIES: readonly QueueLibrary[] = [OURS_LEASED, BULLMQ];
  */
 export const WAIT_LIBRARIES: readonly QueueLibrary[] = [OURS_LEASED, BULLMQ];
 
+/** Rows of the flows table: ours `enqueueFlow`, BullMQ `FlowProducer` (both with defaults). */
+export const FLOW_LIBRARIES: readonly QueueLibrary[] = [OURS_LEASED, BULLMQ];
+
 /** Rows of the cancel table: ours only (see `NOT_SUPPORTED.cancel`). */
 export const CANCEL_LIBRARIES: readonly QueueLibrary[] = [OURS_LEASED];
 

@@ -9,6 +9,7 @@ import { parallelShape, serialShape } from './lock-throughput.shape';
 import { parkedShape } from './parked.shape';
 import { physicalFloorShape, type FloorProbe } from './physical-floor.shape';
 import { drainShape, enqueueShape, groupsShape, rateLimitedShape } from './queue.shape';
+import { flowsShape } from './queue-flows.shape';
 import { cancelShape, waitForShape } from './queue-remote.shape';
 import { semaphoreShape } from './semaphore.shape';
 import type { Shape } from './shape';
@@ -42,6 +43,8 @@ export interface BenchShapes {
   readonly waitFor: Shape<QueueLibrary>;
   /** Cancel here → the running handler's signal aborted in another process (ours only). */
   readonly cancel: Shape<QueueLibrary>;
+  /** Parent/child flows end to end (ours `enqueueFlow`, BullMQ `FlowProducer`). */
+  readonly flows: Shape<QueueLibrary>;
 }
 
 /** The shapes of a run with `config`. */
@@ -70,5 +73,6 @@ export function benchShapes(config: BenchConfig): BenchShapes {
     rateLimited: rateLimitedShape(config),
     waitFor: waitForShape(config),
     cancel: cancelShape(config),
+    flows: flowsShape(config),
   };
 }

@@ -11,14 +11,16 @@ export function queueName(shape: string, libraryId: string, round: number): stri
 }
 
 /**
- * Measures `work` (which handles `jobs` jobs): throughput, requests and CPU per job. When `work`
- * resolves with a `StopConsumer`, it is called after the measurement: stopping a consumer is not
- * part of the time.
+ * Measures `work` (which handles `jobs` jobs, or other units named by `op`): throughput, requests
+ * and CPU per unit (`jobsPerSec`, `requestsPerJob`, ... for `op` 'job'). When `work` resolves
+ * with a `StopConsumer`, it is called after the measurement: stopping a consumer is not part of
+ * the time.
  */
-async function measureJobs(
+export async function measureJobs(
   url: string,
   jobs: number,
   work: () => Promise<StopConsumer | void>,
+  op = 'job',
 ): Promise<Metrics> {
   const meter = await CpuMeter.start(url);
   const requestsBefore = requestCount();
@@ -28,11 +30,12 @@ async function measureJobs(
   const requests = requestCount() - requestsBefore;
   const cpu = await meter.stop();
   if (stop) await stop();
+  const per = op[0].toUpperCase() + op.slice(1);
   return {
-    jobsPerSec: (jobs / elapsedMs) * 1000,
-    requestsPerJob: requests / jobs,
-    clientCpuUsPerJob: cpu.clientUs / jobs,
-    redisCpuUsPerJob: cpu.redisUs / jobs,
+    [`${op}sPerSec`]: (jobs / elapsedMs) * 1000,
+    [`requestsPer${per}`]: requests / jobs,
+    [`clientCpuUsPer${per}`]: cpu.clientUs / jobs,
+    [`redisCpuUsPer${per}`]: cpu.redisUs / jobs,
   };
 }
 

@@ -455,6 +455,16 @@ export function evaluateTargets(
     ...remoteQueueTargets(results, shapes, bullmq),
     atLeastFactor(
       results,
+      'queue: flows (1,000 × 10 children, enqueue → parent done) ≥ 1.5× BullMQ FlowProducer',
+      shapes.flows.id,
+      'flowsPerSec',
+      1.5,
+      'flows/s',
+      'ours-leased',
+      bullmq,
+    ),
+    atLeastFactor(
+      results,
       'queue: batch drain (size 100, concurrency 1) ≥ 5× single-task drain at concurrency 1',
       drainShapeId(1),
       'jobsPerSec',

@@ -2,6 +2,7 @@ import { LOCK_LIBRARIES } from '../adapters/lock-libraries';
 import { SEMAPHORE_LIBRARIES } from '../adapters/semaphore-libraries';
 import {
   CANCEL_LIBRARIES,
+  FLOW_LIBRARIES,
   DRAIN_LIBRARIES,
   ENQUEUE_LIBRARIES,
   GROUP_LIBRARIES,
@@ -327,6 +328,19 @@ export function reportTables(
         'tasks run, as many plain ioredis `PUBLISH`es from this process to a plain subscriber in ' +
         'the worker process, all at once, each timed the same way: what any cancel that travels ' +
         `by pub/sub costs at the least at that moment. ${NOT_SUPPORTED.cancel}.`,
+    },
+    {
+      shape: shapes.flows.id,
+      title: shapes.flows.title,
+      rows: FLOW_LIBRARIES,
+      columns: throughputColumns('flow'),
+      ratioOf: 'flowsPerSec',
+      note:
+        'End to end, from starting the consumers to the last parent handled: ours ' +
+        '`enqueueFlow` (a parent waits in `waiting-children`; the ack of its last child makes it ' +
+        "ready in the same script), the parent's handler reading `task.childResults()`; BullMQ " +
+        '`FlowProducer.add`, the parent reading `job.getChildrenValues()`. Children return ' +
+        '`{ done: id }`; both with their defaults (results kept, events on).',
     },
   );
   return specs;
