@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { FlowError } from '../errors/flow.error';
 import { QueueFullError } from '../errors/queue-full.error';
 import { QueueReplicationError } from '../errors/queue-replication.error';
 import { connectedReplicas } from '../redis/replica-watch';
@@ -17,19 +16,8 @@ import type {
 } from './interfaces/task.interface';
 import { parsePayload } from './queue-arguments';
 import { checkQueueName, queueRedisKeys, type QueueRedisKeys } from './queue-keys';
-import type { ChildFailure, FlowTaskIds, TaskChildren } from './interfaces/flow.interface';
-import {
-  addFlowCall,
-  childCounts,
-  childFailuresOf,
-  childResultsOf,
-  flowCalls,
-  flowGroupKeys,
-  parseFlowRecord,
-  slotTag,
-  type FlowRecord,
-} from './flows/flow-keys';
-import type { FlowPlan } from './flows/flow-tree';
+import { flowGroupKeys } from './flows/flow-keys';
+import { FlowStore } from './flows/flow-store';
 import { toLeasedTasks, toTaskInfos, toTasks } from './queue-replies';
 import { QUEUE_SCRIPTS } from './queue-scripts';
 import { MAX_QUEUE_BATCH, MAX_TASK_LOG_LINES } from './queue.constants';
@@ -96,10 +84,13 @@ export interface EnqueueArgs {
  * The only user of the queue's Lua scripts: builds their KEYS (once per queue) and ARGV, runs
  * them on the module's connection and parses their replies. `QueueService` (the façade users
  * see), the workers and the scheduler go through it; nothing above it knows a key or a reply
- * layout. One script per operation; see the header of each in ./scripts.
+ * layout. One script per operation; see the header of each in ./scripts. The flows' scripts
+ * (add-flow, flow-apply) are run by its `flows` part (./flows/flow-store.ts).
  */
 export class QueueStore {
   private readonly keyCache = new Map<string, QueueRedisKeys>();
+  /** Flows: adding trees, outboxes, a parent's children (./flows/flow-store.ts). */
+  readonly flows: FlowStore = new FlowStore(this);
   private readonly tokenPrefix = randomBytes(9).toString('base64url');
   private tokenCounter = 0;
   /** Module-wide queue options (event stream length, keep bounds for cancels). */
@@ -134,8 +125,9 @@ export class QueueStore {
    * that the master has that many replicas (refused unsent when not: `WAIT` would only time out),
    * then sends `WAIT` right behind the script, and throws `QueueReplicationError` when fewer
    * acknowledged.
+   * @internal also used by `FlowStore`
    */
-  private async write(
+  async write(
     script: LuaScript,
     keys: readonly string[],
     args: readonly (string | number)[],
@@ -276,7 +268,7 @@ export class QueueStore {
       args.push(s.kind, s.task.id, s.task.leaseToken, s.task.attempt, s.delayMs ?? 0, s.data ?? '');
     }
     // Flow children: their parents' queues in this slot are advanced by the same script.
-    const parents = this.parentQueues(k.name, settles);
+    const parents = this.flows.parentQueues(k.name, settles);
     const keys =
       parents.length === 0
         ? claimKeys(k)
@@ -289,186 +281,13 @@ export class QueueStore {
     const now = Number(reply[0]);
     const next = Number(reply[1]);
     const settled = Number(reply[2]);
-    if (reply[3] === 1) await this.applyOutboxes([k.name, ...parents]);
+    if (reply[3] === 1) await this.flows.applyOutboxes([k.name, ...parents]);
     return {
       tasks: toLeasedTasks<P>(k.name, reply, 4 + settled, options.leaseMs),
       nextInMs: next < 0 ? -1 : next - now,
       settled: reply.slice(4, 4 + settled).map(Number),
     };
   }
-
-  /** The queues of the flow parents of `settles`' tasks that share `queue`'s slot. */
-  private parentQueues(queue: string, settles: readonly SettleStep[]): string[] {
-    let queues: Set<string> | undefined;
-    for (const s of settles) {
-      const p = s.task.parent;
-      if (p && (!this.connection.isCluster || slotTag(p.queue) === slotTag(queue))) {
-        (queues ??= new Set()).add(p.queue);
-      }
-    }
-    return queues ? [...queues] : [];
-  }
-
-  /**
-   * Writes a checked flow (add-flow.lua): in one script when all its queues share a slot (one
-   * node, or one hash tag), else one script per level and slot, parents first. A refused later
-   * call (a full queue, an existing id) cancels what the earlier ones wrote.
-   * @throws FlowError when a node's task exists already; QueueFullError when a queue would pass
-   *   its `maxSize`
-   */
-  async addFlow(plan: FlowPlan, wait: ReplicaWait | false | undefined): Promise<FlowTaskIds> {
-    const calls = flowCalls(plan, !this.connection.isCluster);
-    for (let i = 0; i < calls.length; i++) {
-      const nodes = calls[i];
-      const { keys, args, queues } = addFlowCall(
-        nodes,
-        (q) => this.keys(q),
-        this.eventsMaxLen,
-        this.defaults.maxSize ?? 0,
-      );
-      let reply: (string | number)[];
-      try {
-        reply = (await this.write(
-          QUEUE_SCRIPTS.addFlow,
-          keys,
-          args,
-          nodes[0].queue,
-          'enqueueFlow',
-          wait,
-        )) as (string | number)[];
-      } catch (err) {
-        if (i > 0) await this.cancelWritten(plan);
-        throw err;
-      }
-      if (reply[0] === 'ok') continue;
-      if (i > 0) await this.cancelWritten(plan);
-      if (reply[0] === 'exists') {
-        const n = nodes[Number(reply[1])];
-        throw new FlowError(
-          `'${n.name}'`,
-          'a task with this id exists already in its queue; nothing of the flow was added',
-          'id',
-        );
-      }
-      throw new QueueFullError(queues[Number(reply[1])], Number(reply[2]), Number(reply[3]));
-    }
-    return plan.ids;
-  }
-
-  /** Cancels the root of a flow whose writing was cut short (its written children with it). */
-  private async cancelWritten(plan: FlowPlan): Promise<void> {
-    const root = plan.nodes[0];
-    const reason = JSON.stringify({
-      name: 'QueueError',
-      message: 'the flow could not be written whole',
-    });
-    await this.cancel(this.keys(root.queue), root.id, reason).catch(() => undefined);
-  }
-
-  /**
-   * Applies the child outcomes waiting in the outboxes of `queues` to their parents
-   * (flow-apply.lua), and then those of the parents' queues where a parent died. In the parent's
-   * slot each entry is removed by the script that applies it; across slots it is applied first
-   * (idempotent: a replay counts once) and removed after, so a crash in between loses nothing.
-   * Failures are left for the next claim of the queue (it reports a non-empty outbox).
-   */
-  async applyOutboxes(queues: readonly string[]): Promise<void> {
-    const todo = [...new Set(queues)];
-    try {
-      for (let rounds = 0; todo.length > 0 && rounds < 1_000; rounds++) {
-        const queue = todo.shift()!;
-        const k = this.keys(queue);
-        const entries = await this.connection.call('LRANGE (outbox)', (c) =>
-          (c as Redis).lrange(k.outbox, 0, MAX_QUEUE_BATCH - 1),
-        );
-        const byParent = new Map<string, string[]>();
-        for (const e of entries) {
-          const parent = (JSON.parse(e) as { q: string }).q;
-          byParent.set(parent, [...(byParent.get(parent) ?? []), e]);
-        }
-        for (const [parent, list] of byParent) {
-          const p = this.keys(parent);
-          const shared = !this.connection.isCluster || slotTag(parent) === slotTag(queue);
-          const pushed = await this.connection.run(
-            QUEUE_SCRIPTS.flowApply,
-            shared ? [k.outbox, ...flowGroupKeys(p)] : flowGroupKeys(p),
-            [shared ? '1' : '0', this.eventsMaxLen, ...list],
-          );
-          if (!shared) {
-            for (const e of list) {
-              await this.connection.call('LREM (outbox)', (c) => (c as Redis).lrem(k.outbox, 1, e));
-            }
-          }
-          if (Number(pushed) > 0 && !todo.includes(parent)) todo.push(parent);
-        }
-        if (entries.length === MAX_QUEUE_BATCH) todo.push(queue);
-      }
-    } catch {
-      // Left in the outbox: the next claim of that queue reports it and applies it.
-    }
-  }
-
-  /** A parent's flow record: its children and their outcomes so far. */
-  async flowRecord(k: QueueRedisKeys, id: string): Promise<FlowRecord | undefined> {
-    const [json, outcomes] = await this.connection.call('HGET (flow)', async (c) => {
-      const r = c as Redis;
-      const v = await r.hget(k.flow, id);
-      const f = parseFlowRecord(v);
-      if (!f || f.outcomes) return [v, undefined] as const;
-      // Still waiting: the outcomes so far are in cdone.
-      const names = f.children.map((ch) => `${ch.queue}:${ch.id}`);
-      const got =
-        names.length > 0 ? await r.hmget(k.cdone, ...names.map((n) => `${id}\0${n}`)) : [];
-      const o: Record<string, string> = {};
-      got.forEach((x, i) => {
-        if (x !== null) o[names[i]] = x;
-      });
-      return [v, o] as const;
-    });
-    const f = parseFlowRecord(json);
-    return f && outcomes ? { ...f, outcomes } : f;
-  }
-
-  /** The results of a parent's completed children (`task.childResults()`). */
-  async childResults(task: LeasedTask): Promise<Record<string, unknown>> {
-    const f = await this.flowRecord(this.keys(task.queue), task.id);
-    return f ? childResultsOf(f.outcomes ?? {}) : {};
-  }
-
-  /** A parent's failed children (`task.childFailures()`). */
-  async childFailures(task: LeasedTask): Promise<ChildFailure[]> {
-    const f = await this.flowRecord(this.keys(task.queue), task.id);
-    return f ? childFailuresOf(f.children, f.outcomes ?? {}) : [];
-  }
-
-  /**
-   * The children counts of a parent (`get`); while it waits, the children without an outcome
-   * that are not in their queue are named as missing.
-   */
-  async children(
-    k: QueueRedisKeys,
-    id: string,
-    waiting: boolean,
-  ): Promise<TaskChildren | undefined> {
-    const f = await this.flowRecord(k, id);
-    if (!f) return undefined;
-    const outcomes = f.outcomes ?? {};
-    const missing: string[] = [];
-    if (waiting) {
-      for (const c of f.children) {
-        const name = `${c.queue}:${c.id}`;
-        if (outcomes[name] !== undefined) continue;
-        const ck = this.keys(c.queue);
-        const exists = await this.connection.call('HEXISTS (info)', (r) =>
-          (r as Redis).hexists(ck.info, c.id),
-        );
-        if (exists === 0) missing.push(name);
-      }
-    }
-    return childCounts(f.children.length, outcomes, missing);
-  }
-
-
 
   /**
    * Extends a lease to `ms` from now: `held` false when the lease is stale; `cancel` is the
@@ -519,7 +338,7 @@ export class QueueStore {
   ): Promise<'cancelled' | 'signalled' | 'finished' | 'not-found'> {
     const keep = this.defaults.keepDead;
     // Read first: the script may forget a cancelled parent's record (keepDead).
-    const record = await this.flowRecord(k, id);
+    const record = await this.flows.record(k, id);
     const outcome = (await this.connection.run(
       QUEUE_SCRIPTS.cancel,
       [
@@ -535,25 +354,9 @@ export class QueueStore {
       [id, reason, this.eventsMaxLen, keep.ageMs, keep.count, this.connection.isCluster ? 1 : 0],
     )) as 'cancelled' | 'signalled' | 'finished' | 'not-found';
     if (outcome === 'cancelled' || outcome === 'signalled') {
-      await this.flowEnded(k, record, reason);
+      await this.flows.ended(k, record, reason);
     }
     return outcome;
-  }
-
-  /**
-   * After a task was cancelled or removed: its parent (if any) learns it through the outbox, and
-   * its unfinished children (when it is a parent, `record` read before) are cancelled.
-   */
-  private async flowEnded(
-    k: QueueRedisKeys,
-    record: FlowRecord | undefined,
-    reason: string,
-  ): Promise<void> {
-    await this.applyOutboxes([k.name]);
-    for (const c of record?.children ?? []) {
-      if (record?.outcomes?.[`${c.queue}:${c.id}`] !== undefined) continue;
-      await this.cancel(this.keys(c.queue), c.id, reason);
-    }
   }
 
   async stats(k: QueueRedisKeys): Promise<QueueStats> {
@@ -595,12 +398,12 @@ export class QueueStore {
     );
     const info = toTaskInfos<P>(k.name, reply as (string | number | null)[])[0];
     if (!info) return undefined;
-    const children = await this.children(k, id, info.state === 'waiting-children');
+    const children = await this.flows.children(k, id, info.state === 'waiting-children');
     return children ? { ...info, children } : info;
   }
 
   async remove(k: QueueRedisKeys, id: string): Promise<boolean> {
-    const record = await this.flowRecord(k, id);
+    const record = await this.flows.record(k, id);
     const removed = await this.connection.run(
       QUEUE_SCRIPTS.remove,
       [...inspectKeys(k), k.opts, k.events, k.logs, k.dnext, ...flowKeys(k)],
@@ -611,7 +414,7 @@ export class QueueStore {
       name: 'QueueError',
       message: `parent '${k.name}:${id}' removed`,
     });
-    await this.flowEnded(k, record, reason);
+    await this.flows.ended(k, record, reason);
     return true;
   }
 

@@ -253,7 +253,7 @@ export class QueueService implements BeforeApplicationShutdown {
     const plan = planFlow(flow);
     const o = checkOptionKeys(options, ['waitForReplicas']);
     const wait = checkWaitForReplicas('waitForReplicas', o.waitForReplicas);
-    return this.store.addFlow(plan, wait);
+    return this.store.flows.add(plan, wait);
   }
 
   /**

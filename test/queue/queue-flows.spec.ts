@@ -83,7 +83,7 @@ describe('QueueService.enqueueFlow', () => {
     expect(await queues.claim(orders, 10)).toEqual([]);
 
     // On one node every parent is advanced by the script that completes its child.
-    const outboxes = jest.spyOn(queues.store, 'applyOutboxes');
+    const outboxes = jest.spyOn(queues.store.flows, 'applyOutboxes');
     const ran: { results: unknown; failures: unknown; childrenDone: boolean }[] = [];
     work(payments, (t) => ({ charged: (t.payload as { amount: number }).amount }));
     await waitFor('the charge', async () => (await state(payments, 'charge')) === 'completed');

@@ -87,7 +87,7 @@ describe('QueueService.enqueueFlow on a Redis Cluster (3 masters + 3 replicas)',
     const leased = [...(await queues.claim(payments, 10)), ...(await queues.claim(stock, 10))];
     expect(leased.map((t) => t.parent)).toEqual(leased.map(() => ({ queue: orders, id: 'o1' })));
     // No outcome goes through an outbox: each ack advances the parent itself.
-    const outboxes = jest.spyOn(queues.store, 'applyOutboxes');
+    const outboxes = jest.spyOn(queues.store.flows, 'applyOutboxes');
     for (const t of leased.slice(1)) await queues.ack(t, `${t.queue}:${t.id}`);
     expect(await state(orders, 'o1')).toBe('waiting-children');
     await queues.ack(leased[0], `${leased[0].queue}:${leased[0].id}`);
@@ -171,7 +171,7 @@ describe('QueueService.enqueueFlow on a Redis Cluster (3 masters + 3 replicas)',
       d: '"done"',
     });
     await direct.rpush(queueRedisKeys(prefix, b).outbox, entry);
-    await queues.store.applyOutboxes([b]);
+    await queues.store.flows.applyOutboxes([b]);
     expect(await direct.llen(queueRedisKeys(prefix, b).outbox)).toBe(0);
     expect(await queues.get(a, 'twice')).toMatchObject({
       state: 'waiting-children',

@@ -485,12 +485,12 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
 
   /** `task.childResults()`. */
   childResults(task: WorkerTask): Promise<Record<string, unknown>> {
-    return this.backend.childResults(task);
+    return this.backend.flows.childResults(task);
   }
 
   /** `task.childFailures()`. */
   childFailures(task: WorkerTask): Promise<ChildFailure[]> {
-    return this.backend.childFailures(task);
+    return this.backend.flows.childFailures(task);
   }
 
   /** `task.delay(ms)`: gives the task back, due in `ms`, without counting the attempt. */
