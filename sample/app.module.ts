@@ -5,13 +5,15 @@ import { SampleErrorFilter } from './common/sample-error.filter';
 import { redisLockOptionsFactory } from './config/redis-lock-options.factory';
 import { SampleConfig } from './config/sample-config';
 import { SampleConfigModule } from './config/sample-config.module';
+import { OrdersDatabaseModule } from './database/orders-database';
 import { FlashSaleModule } from './flash-sale/flash-sale.module';
 import { SampleMetricsModule } from './metrics/sample-metrics.module';
 import { SampleRedisModule } from './redis/sample-redis';
 import { TaskDeskModule } from './task-desk/task-desk.module';
 
 /**
- * The sample application: the flash sale and the task desk on one Redis, and the dashboard.
+ * The sample application: the flash sale and the task desk on one Redis (the flash sale's orders
+ * in PostgreSQL), and the dashboard.
  * `RedisLockModule` is configured through `forRootAsync` from the injected `SampleConfig`;
  * `LockInterceptor` is global, so a lock that can't be had in time answers `423 Locked`.
  * @example
@@ -37,6 +39,7 @@ export class SampleAppModule {
         // app reachable by others passes `guards: [AdminGuard]` (see docs/dashboard.md).
         RedisLockDashboardModule.forRoot({ path: '/redis-lock' }),
         SampleRedisModule,
+        OrdersDatabaseModule,
         FlashSaleModule,
         TaskDeskModule,
       ],

@@ -1,9 +1,11 @@
 // `npm run sample`: the flash sale and the task desk on REDIS_URL, or on a private redis-server
-// started here (and stopped with the app on Ctrl-C / SIGTERM). See docs/sample.md.
+// started here (and stopped with the app on Ctrl-C / SIGTERM); the orders in the PostgreSQL at
+// DATABASE_URL, or in an embedded one (pglite, in memory). See docs/sample.md.
 import 'reflect-metadata';
 import type { AddressInfo } from 'node:net';
 import { startRedisServer, type RedisServer } from '../scripts/redis-server';
 import { loadSampleConfig, redactRedisUrl } from './config/sample-config';
+import { OrdersDatabase } from './database/orders-database';
 import { createSampleApp } from './sample-app';
 import { tryItText } from './try-it';
 
@@ -20,6 +22,9 @@ async function main(): Promise<void> {
   const app = await createSampleApp(config);
   // On SIGINT/SIGTERM: release locks, drain the queue workers, close Redis connections, exit.
   app.enableShutdownHooks(['SIGINT', 'SIGTERM'], { useProcessExit: true });
+  await app.init();
+  const database = app.get(OrdersDatabase);
+  await database.ready();
   await app.listen(config.port, config.host);
 
   const { port } = app.getHttpServer().address() as AddressInfo;
@@ -28,7 +33,11 @@ async function main(): Promise<void> {
   const redis = server
     ? `a private redis-server at ${config.redisUrl} (set REDIS_URL to use yours)`
     : redactRedisUrl(config.redisUrl);
+  const orders = config.databaseUrl
+    ? database.description
+    : `${database.description} (set DATABASE_URL to use your PostgreSQL)`;
   console.log(`sample listening on ${baseUrl}, Redis: ${redis}; Ctrl-C stops it`);
+  console.log(`orders: ${orders}`);
   console.log(`dashboard (locks and queues, live): ${baseUrl}/redis-lock\n`);
   console.log(tryItText(baseUrl, config.deskLeaseMs));
 }

@@ -9,6 +9,8 @@ export function tryItText(baseUrl: string, deskLeaseMs: number): string {
     `Flash sale: 10 phones, one per buyer (a second buy by the same user is refused with 409)`,
     `  curl -s -X POST ${baseUrl}/flash-sales ${json} -d '{"sku":"phone","stock":10,"price":199}'`,
     `  curl -s -X POST ${baseUrl}/flash-sales/phone/buy ${json} -d '{"userId":"alice"}'`,
+    `  curl -s '${baseUrl}/orders/phone-1?waitMs=5000'    # follow the order (202's orderUrl)`,
+    `  curl -s -N ${baseUrl}/flash-sales/phone/events    # live: units sold, orders created (Ctrl-C ends it)`,
     `  curl -s ${baseUrl}/flash-sales/phone`,
     `  curl -s ${baseUrl}/flash-sales/phone/orders`,
     `  SAMPLE_URL=${baseUrl} npm run sample:load    # 5,000 buyers, 200 connections, stock 100`,

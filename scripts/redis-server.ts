@@ -57,15 +57,17 @@ export function freePort(): Promise<number> {
 
 /**
  * Spawns `binary args` and resolves once its output contains `readyText`; rejects (and kills it)
- * when it exits first or is not ready within 10 s. `what` names it in errors.
+ * when it exits first or is not ready within 10 s. `what` names it in errors; `user` runs it as
+ * that uid/gid (PostgreSQL refuses to run as root).
  */
 export function spawnUntilReady(
   binary: string,
   args: readonly string[],
   readyText: string,
   what: string,
+  user?: { uid: number; gid: number },
 ): Promise<ChildProcess> {
-  const child = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'], ...user });
   return new Promise((resolve, reject) => {
     let output = '';
     const timer = setTimeout(() => {
@@ -83,7 +85,8 @@ export function spawnUntilReady(
         resolve(child);
       }
     };
-    const onErr = (c: Buffer) => (output += c.toString());
+    // PostgreSQL logs to stderr: its ready line is looked for there too.
+    const onErr = (c: Buffer) => onData(c);
     child.stdout?.on('data', onData);
     child.stderr?.on('data', onErr);
     child.once('exit', (code) => {

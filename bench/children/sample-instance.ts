@@ -1,6 +1,7 @@
 /**
  * Entry point of one instance of the sample app (`sample/`) for the flash-sale shape, started by
- * `BenchChild.start(index, 'sample-instance.ts')`. Operation `listen` `{ redisUrl, keyPrefix }`
+ * `BenchChild.start(index, 'sample-instance.ts')`. Operation `listen` `{ redisUrl, keyPrefix,
+ * databaseUrl }` (the PostgreSQL every instance writes its orders to)
  * starts the app on a free loopback port and answers its base URL; `close` closes it (so does
  * the orchestrator disconnecting).
  */
@@ -20,9 +21,9 @@ async function close(): Promise<void> {
 
 serveRequests(
   {
-    async listen({ redisUrl, keyPrefix }: { redisUrl: string; keyPrefix: string }) {
+    async listen(config: { redisUrl: string; keyPrefix: string; databaseUrl: string }) {
       await close();
-      app = await createSampleApp({ redisUrl, keyPrefix });
+      app = await createSampleApp(config);
       await app.listen(0, '127.0.0.1');
       const { port } = app.getHttpServer().address() as AddressInfo;
       return `http://127.0.0.1:${port}`;

@@ -3,6 +3,7 @@ import type { LockLibrary } from '../adapters/lock-adapter';
 import type { BenchConfig, FlashSaleConfig } from '../bench-config';
 import type { Order, SaleStatus } from '../../sample/flash-sale/flash-sale.dto';
 import { buyRequest } from '../../sample/load/buy-request';
+import { startPostgresServer, type PostgresServer } from '../../scripts/postgres-server';
 import { BenchChild } from '../support/bench-child';
 import { percentile } from '../support/bench-stats';
 import { monotonicMs, sleep } from '../support/monotonic-clock';
@@ -178,11 +179,17 @@ export function flashSaleShape(config: BenchConfig): Shape<LockLibrary> {
         [100, 101].map((index) => BenchChild.start(index, 'sample-instance.ts')),
       );
       const instances = starting.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+      // The orders go to a private PostgreSQL both instances share (`npm run ensure-postgres`).
+      let postgres: PostgresServer | undefined;
       try {
         for (const s of starting) if (s.status === 'rejected') throw s.reason;
+        postgres = await startPostgresServer();
         const keyPrefix = `bench:flash-sale:${ctx.round}:`;
+        const databaseUrl = postgres.url;
         const urls = await Promise.all(
-          instances.map((c) => c.call<string>('listen', { redisUrl: ctx.url, keyPrefix })),
+          instances.map((c) =>
+            c.call<string>('listen', { redisUrl: ctx.url, keyPrefix, databaseUrl }),
+          ),
         );
         const warmUp = `warm-up-${ctx.round}`;
         await openSale(urls[0], warmUp, sale.warmUpStock);
@@ -201,6 +208,7 @@ export function flashSaleShape(config: BenchConfig): Shape<LockLibrary> {
         return summarizeFlashSale(sale, buys, ceiling, status, orders);
       } finally {
         await Promise.allSettled(instances.map((c) => c.stop()));
+        await postgres?.destroy();
       }
     },
   };

@@ -1,5 +1,6 @@
-import { type ArgumentsHost, Catch, type ExceptionFilter, HttpStatus } from '@nestjs/common';
-import { HttpAdapterHost } from '@nestjs/core';
+import { type ArgumentsHost, Catch, HttpStatus, Logger } from '@nestjs/common';
+import { BaseExceptionFilter, HttpAdapterHost } from '@nestjs/core';
+import { outageOf } from './outage';
 import { SampleError, type SampleErrorKind } from './sample.error';
 
 const STATUS: Record<SampleErrorKind, [status: number, error: string]> = {
@@ -12,15 +13,44 @@ const STATUS: Record<SampleErrorKind, [status: number, error: string]> = {
 /**
  * Answers the sample's `SampleError`s over HTTP: 400 invalid, 404 not found, 409 conflict,
  * 410 gone, with a JSON body `{ statusCode, error, message, ...details }` shaped like Nest's own.
- * (A `LockTimeoutError` never gets here: the library's `LockInterceptor` turns it into a 423.)
+ * An error that says Redis or the database is out of reach (`outageOf`: a failover's MOVED or
+ * CLUSTERDOWN, a timeout, a refused connection) is `503` with `Retry-After: 1`, never a 500.
+ * Everything else goes to Nest's own handling (HttpExceptions as they are, the rest 500).
+ * (A `LockTimeoutError`, `QueueFullError` or `RedisUnavailableError` never gets here: the
+ * library's `LockInterceptor` turns them into 423 and 503.)
  */
-@Catch(SampleError)
-export class SampleErrorFilter implements ExceptionFilter<SampleError> {
-  constructor(private readonly adapterHost: HttpAdapterHost) {}
+@Catch()
+export class SampleErrorFilter extends BaseExceptionFilter {
+  private readonly logger = new Logger('SampleErrorFilter');
+  private lastLog = 0;
 
-  catch(err: SampleError, host: ArgumentsHost): void {
-    const [statusCode, error] = STATUS[err.kind];
-    const body = { statusCode, error, message: err.message, ...err.details };
-    this.adapterHost.httpAdapter.reply(host.switchToHttp().getResponse(), body, statusCode);
+  constructor(private readonly adapterHost: HttpAdapterHost) {
+    super(adapterHost.httpAdapter);
+  }
+
+  override catch(err: unknown, host: ArgumentsHost): void {
+    if (err instanceof SampleError) {
+      const [statusCode, error] = STATUS[err.kind];
+      const body = { statusCode, error, message: err.message, ...err.details };
+      this.reply(host, body, statusCode);
+      return;
+    }
+    const outage = outageOf(err);
+    if (outage === undefined) {
+      super.catch(err, host);
+      return;
+    }
+    const message = `${outage} unavailable: ${(err as Error).message}`;
+    // One line per 5 s at most: an outage fails every request.
+    if (Date.now() - this.lastLog > 5_000) {
+      this.lastLog = Date.now();
+      this.logger.warn(`answered 503: ${message}`);
+    }
+    this.adapterHost.httpAdapter.setHeader(host.switchToHttp().getResponse(), 'Retry-After', '1');
+    this.reply(host, { statusCode: 503, error: 'Service Unavailable', message }, 503);
+  }
+
+  private reply(host: ArgumentsHost, body: object, status: number): void {
+    this.adapterHost.httpAdapter.reply(host.switchToHttp().getResponse(), body, status);
   }
 }

@@ -6,6 +6,18 @@ export interface SampleConfigValues {
    */
   redisUrl: string;
   /**
+   * The PostgreSQL the orders are written to (`postgres://user:password@host:5432/db`); unset: an
+   * embedded PostgreSQL in this process (`@electric-sql/pglite`, in memory, one instance only).
+   * @default undefined (embedded)
+   */
+  databaseUrl?: string;
+  /**
+   * Bound of the `orders` queue (queued and running orders): past it a buyer gets 503 +
+   * `Retry-After` and the unit goes back to the stock.
+   * @default 10000
+   */
+  ordersMaxSize: number;
+  /**
    * HTTP port (`0`: any free port).
    * @default 3000
    */
@@ -39,6 +51,8 @@ export interface SampleConfigValues {
  */
 export class SampleConfig implements SampleConfigValues {
   readonly redisUrl: string;
+  readonly databaseUrl?: string;
+  readonly ordersMaxSize: number;
   readonly port: number;
   readonly host: string;
   readonly keyPrefix: string;
@@ -47,6 +61,8 @@ export class SampleConfig implements SampleConfigValues {
 
   constructor(values: Partial<SampleConfigValues> = {}) {
     this.redisUrl = values.redisUrl ?? 'redis://127.0.0.1:6379';
+    this.databaseUrl = values.databaseUrl || undefined;
+    this.ordersMaxSize = checkInteger('ordersMaxSize', values.ordersMaxSize ?? 10_000, 1, 1e9);
     this.port = checkInteger('port', values.port ?? 3000, 0, 65_535);
     this.host = values.host ?? '127.0.0.1';
     this.keyPrefix = values.keyPrefix ?? 'sample:';
@@ -57,12 +73,18 @@ export class SampleConfig implements SampleConfigValues {
         `sample config: redisUrl must be a redis:// or rediss:// URL, got '${this.redisUrl}'`,
       );
     }
+    if (this.databaseUrl !== undefined && !/^postgres(ql)?:\/\//.test(this.databaseUrl)) {
+      throw new Error(
+        'sample config: DATABASE_URL must be a postgres:// or postgresql:// URL, got ' +
+          `'${redactDatabaseUrl(this.databaseUrl)}'`,
+      );
+    }
   }
 }
 
 /**
- * Reads the configuration from environment variables: `REDIS_URL`, `PORT`, `HOST`, `KEY_PREFIX`,
- * `DESK_LEASE_MS`, `DESK_MAX_ATTEMPTS`. An unset or empty variable takes the default.
+ * Reads the configuration from environment variables: `REDIS_URL`, `DATABASE_URL`,
+ * `ORDERS_MAX_SIZE`, `PORT`, `HOST`, `KEY_PREFIX`, `DESK_LEASE_MS`, `DESK_MAX_ATTEMPTS`. An unset or empty variable takes the default.
  * @example
  * const config = loadSampleConfig(process.env);
  */
@@ -78,6 +100,8 @@ export function loadSampleConfig(env: NodeJS.ProcessEnv): SampleConfig {
   };
   return new SampleConfig({
     redisUrl: text('REDIS_URL'),
+    databaseUrl: text('DATABASE_URL'),
+    ordersMaxSize: number('ORDERS_MAX_SIZE'),
     port: number('PORT'),
     host: text('HOST'),
     keyPrefix: text('KEY_PREFIX'),
@@ -102,4 +126,13 @@ function checkInteger(name: string, value: number, min: number, max: number): nu
  */
 export function redactRedisUrl(url: string): string {
   return url.replace(/^(rediss?:\/\/[^:@/]*:)[^@/]*@/, '$1***@');
+}
+
+/**
+ * The database URL with its password hidden, for logs and errors.
+ * @example
+ * redactDatabaseUrl('postgres://shop:secret@db:5432/shop') // 'postgres://shop:***@db:5432/shop'
+ */
+export function redactDatabaseUrl(url: string): string {
+  return url.replace(/^([a-z]+:\/\/[^:@/]*:)[^@/]*@/, '$1***@');
 }

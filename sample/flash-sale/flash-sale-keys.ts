@@ -15,14 +15,20 @@ export function stockLockKey(sku: string): string {
 
 /** Redis keys of one flash sale (one hash tag, so a Cluster keeps them in one slot). */
 export interface SaleKeys {
-  /** HASH: `stock` (units left), `sold`, `price`. */
+  /**
+   * HASH: `stock` (units left), `sold` (units sold), `price`, `seq` (order numbers handed out: it
+   * never goes down, so a unit returned to the stock never gives its order id to another buyer).
+   */
   sale: string;
   /**
    * HASH: userId → JSON of the `Order` of the unit that user bought, kept so that a retry can
    * enqueue the order again if enqueueing it failed after the sale.
    */
   buyers: string;
-  /** HASH: orderId → order JSON, written once by the `orders` worker. */
+  /**
+   * HASH: orderId → order JSON of every unit sold and not returned to the stock (whether its row
+   * is written yet or not): how `GET /orders/:orderId` tells a pending order from an unknown id.
+   */
   orders: string;
 }
 

@@ -5,22 +5,27 @@ import {
   HttpCode,
   HttpStatus,
   Param,
+  type MessageEvent,
   Post,
+  Sse,
   UseGuards,
 } from '@nestjs/common';
+import type { Observable } from 'rxjs';
 import { WithLock } from '../../lib';
 import { IdPipe, ParsePipe } from '../common/parse.pipe';
 import {
   parseBuy,
   parseCreateSale,
+  type BuyAccepted,
   type BuyRequest,
   type CreateSaleRequest,
-  type Order,
+  type OrderRow,
   type SaleStatus,
 } from './flash-sale.dto';
 import { FlashSaleService } from './flash-sale.service';
+import { SaleEvents } from './sale-events';
 import { STOCK_LOCK_TEMPLATE } from './flash-sale-keys';
-import { SoldOutGuard } from './sold-out.guard';
+import { SaleExistsGuard, SoldOutGuard } from './sale.guards';
 
 /**
  * The stock lock of a new sale: wait up to 2 s (then 423 Locked). Its TTL is the module's
@@ -31,14 +36,20 @@ const STOCK_LOCK = { waitMs: 2_000 } as const;
 /**
  * The flash sale over HTTP:
  * - `POST /flash-sales` `{ sku, stock, price }` → 201 (409 when the sale exists)
- * - `POST /flash-sales/:sku/buy` `{ userId }` → 202 with the order (queued); 404 no sale,
- *   409 this user already bought, 410 sold out, 423 the stock lock could not be had within 2 s
+ * - `POST /flash-sales/:sku/buy` `{ userId }` → 202 `{ orderId, orderUrl }` (the order is queued;
+ *   follow it at `orderUrl`); 404 no sale, 409 this user already bought, 410 sold out, 423 the
+ *   stock lock could not be had within 2 s, 503 + Retry-After the orders queue is full or Redis is
+ *   in trouble
  * - `GET /flash-sales/:sku` → `{ sku, stock, sold, orders, pending }`
- * - `GET /flash-sales/:sku/orders` → the orders created so far
+ * - `GET /flash-sales/:sku/orders` → the orders written so far (rows)
+ * - `GET /flash-sales/:sku/events` → server-sent events: units sold, orders created, live
  */
 @Controller('flash-sales')
 export class FlashSaleController {
-  constructor(private readonly sales: FlashSaleService) {}
+  constructor(
+    private readonly sales: FlashSaleService,
+    private readonly events: SaleEvents,
+  ) {}
 
   @Post()
   @WithLock(STOCK_LOCK_TEMPLATE, STOCK_LOCK)
@@ -57,7 +68,7 @@ export class FlashSaleController {
   buy(
     @Param('sku', new IdPipe('sku')) sku: string,
     @Body(new ParsePipe(parseBuy)) body: BuyRequest,
-  ): Promise<Order> {
+  ): Promise<BuyAccepted> {
     return this.sales.buy(sku, body.userId);
   }
 
@@ -67,7 +78,14 @@ export class FlashSaleController {
   }
 
   @Get(':sku/orders')
-  orders(@Param('sku', new IdPipe('sku')) sku: string): Promise<Order[]> {
+  orders(@Param('sku', new IdPipe('sku')) sku: string): Promise<OrderRow[]> {
     return this.sales.orders(sku);
+  }
+
+  /** `SaleExistsGuard`: an unknown sale gets a 404 before the stream opens. */
+  @Sse(':sku/events')
+  @UseGuards(SaleExistsGuard)
+  stream(@Param('sku', new IdPipe('sku')) sku: string): Observable<MessageEvent> {
+    return this.events.of(sku);
   }
 }

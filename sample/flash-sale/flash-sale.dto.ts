@@ -1,3 +1,4 @@
+import { InvalidInputError } from '../common/sample.error';
 import { requireId, requireInteger, requireNumber, requireObject } from '../common/validate';
 
 /** Body of `POST /flash-sales`. */
@@ -29,18 +30,46 @@ export interface SaleStatus {
   pending: number;
 }
 
-/** A purchase: the answer of a successful buy, and the payload of its `orders` task. */
+/** A purchase: the payload of its `orders` task, and what the buyers record keeps of it. */
 export interface Order {
   /** `<sku>-<n>` for the n-th unit sold: also the queue task id, so enqueueing it twice adds it once. */
   orderId: string;
   sku: string;
   userId: string;
   price: number;
-  /** Fencing token of the stock lock the purchase ran under (grows with every purchase). */
-  fence: number;
-  /** When the unit was sold (ISO 8601). */
+  /** When the unit was sold, under the stock lock (ISO 8601). */
   boughtAt: string;
 }
+
+/** Answer of a successful `POST /flash-sales/:sku/buy` (202): where to follow the order. */
+export interface BuyAccepted {
+  orderId: string;
+  /** `/orders/<orderId>`: `GET` it (with `?waitMs=` to wait) to learn when the order is created. */
+  orderUrl: string;
+}
+
+/** A row of the `orders` table: a created order. */
+export interface OrderRow extends Order {
+  /** Fencing token of the `orders` task lease that wrote the row. */
+  fence: number;
+  /** When the row was written (ISO 8601). */
+  createdAt: string;
+}
+
+/** Where an order is: queued (`pending`), written to the database, or given up on (dead task). */
+export type OrderState = 'pending' | 'created' | 'failed';
+
+/** Answer of `GET /orders/:orderId`. */
+export interface OrderView extends Order {
+  state: OrderState;
+  /** The row's fence once `created`, else `null`. */
+  fence: number | null;
+  /** When the row was written once `created`, else `null`. */
+  createdAt: string | null;
+}
+
+/** Longest wait `GET /orders/:orderId?waitMs=` takes, in ms. */
+export const MAX_ORDER_WAIT_MS = 30_000;
 
 /** Checks a `POST /flash-sales` body (400 with the field's name when it is wrong). */
 export function parseCreateSale(body: unknown): CreateSaleRequest {
@@ -56,4 +85,35 @@ export function parseCreateSale(body: unknown): CreateSaleRequest {
 export function parseBuy(body: unknown): BuyRequest {
   const o = requireObject(body, ['userId']);
   return { userId: requireId('userId', o.userId) };
+}
+
+/** An order id, `<sku>-<n>` (n ≥ 1): returns the sku. */
+export function parseOrderId(value: unknown): { orderId: string; sku: string } {
+  const match = typeof value === 'string' ? /^(.+)-([1-9]\d{0,9})$/.exec(value) : null;
+  if (!match || !isId(value as string) || !isId(match[1])) {
+    throw new InvalidInputError('orderId', value, "an order id '<sku>-<n>', e.g. 'phone-1'");
+  }
+  return { orderId: value as string, sku: match[1] };
+}
+
+/** The `waitMs` query parameter: absent (0) or a whole number from 0 to 30,000. */
+export function parseWaitMs(value: unknown): number {
+  if (value === undefined) return 0;
+  if (typeof value !== 'string' || !/^\d{1,6}$/.test(value) || Number(value) > MAX_ORDER_WAIT_MS) {
+    throw new InvalidInputError(
+      'waitMs',
+      value,
+      `a whole number of ms from 0 to ${MAX_ORDER_WAIT_MS}`,
+    );
+  }
+  return Number(value);
+}
+
+function isId(value: string): boolean {
+  try {
+    requireId('id', value);
+    return true;
+  } catch {
+    return false;
+  }
 }

@@ -46,3 +46,12 @@ export class AlreadyBoughtError extends SampleError {
     });
   }
 }
+
+/** No order has this id (HTTP 404): never sold, or its unit went back to the stock. */
+export class OrderNotFoundError extends SampleError {
+  readonly kind = 'not-found';
+
+  constructor(readonly orderId: string) {
+    super(`no order '${orderId}'`, { orderId });
+  }
+}

@@ -1,10 +1,19 @@
 import { Injectable } from '@nestjs/common';
-import { type Lock, LockService, QueueService } from '../../lib';
+import { type Lock, LockService, QueueError, QueueFullError, QueueService } from '../../lib';
+import { outageOf } from '../common/outage';
 import { requireLock } from '../common/require-lock';
 import { SampleRedis } from '../redis/sample-redis';
-import type { CreateSaleRequest, Order, SaleStatus } from './flash-sale.dto';
+import type {
+  BuyAccepted,
+  CreateSaleRequest,
+  Order,
+  OrderRow,
+  OrderView,
+  SaleStatus,
+} from './flash-sale.dto';
 import {
   AlreadyBoughtError,
+  OrderNotFoundError,
   SaleExistsError,
   SaleNotFoundError,
   SoldOutError,
@@ -16,6 +25,7 @@ import {
   stockLockKey,
   type SaleKeys,
 } from './flash-sale-keys';
+import { OrdersRepository } from './orders.repository';
 
 /**
  * The stock lock of a purchase: buyers wait up to 2 s in a first-come-first-served line (then
@@ -36,11 +46,11 @@ interface Sold {
 }
 
 /**
- * The flash sale: stock, buyers and orders of each sale live in Redis. Every change of a sale's
- * stock runs under the lock `stock:<sku>` (the controller's `@WithLock` for a new sale, batches
- * of purchases in `buy`), so the checks
- * and the decrement can be plain commands: 10 units never become 11 orders. Order creation, the
- * slow part, is handed to the `orders` queue.
+ * The flash sale: stock and buyers of each sale live in Redis, the orders are rows in PostgreSQL
+ * (`OrdersRepository`). Every change of a sale's stock runs under the lock `stock:<sku>` (the
+ * controller's `@WithLock` for a new sale, batches of purchases in `buy`), so the checks and the
+ * decrement can be plain commands: 10 units never become 11 orders. Writing the order, the slow
+ * part, is handed to the `orders` queue (`OrdersWorker`).
  */
 @Injectable()
 export class FlashSaleService {
@@ -48,6 +58,7 @@ export class FlashSaleService {
     private readonly redis: SampleRedis,
     private readonly queues: QueueService,
     private readonly locks: LockService,
+    private readonly rows: OrdersRepository,
   ) {}
 
   /**
@@ -59,27 +70,31 @@ export class FlashSaleService {
     const k = this.keys(sku);
     requireLock(this.locks, stockLockKey(sku), 'FlashSaleService.create');
     if (await this.redis.client.exists(k.sale)) throw new SaleExistsError(sku);
-    await this.redis.client.hset(k.sale, { stock, sold: 0, price });
+    await this.redis.client.hset(k.sale, { stock, sold: 0, price, seq: 0 });
     return { sku, stock, sold: 0, orders: 0, pending: 0 };
   }
 
   /**
-   * Sells one unit to `userId`: checks the sale, the buyer and the stock, decrements the stock
-   * and records the buyer with the order under the lock `stock:<sku>`, then enqueues the order
-   * (task id = order id) after the lock is released.
+   * Sells one unit to `userId`: under the lock `stock:<sku>`, checks the sale, the buyer and the
+   * stock, decrements the stock, records the buyer with the order and enqueues the order (task
+   * id = order id) on the `orders` queue, whose worker writes the row.
    *
    * The buyers of one instance who press buy while a batch is being sold are sold to together
    * in the next batch (`withLockBatch`): one acquisition, one read and one write for the whole
    * batch, so the hot key sells as fast as buyers arrive instead of one unit per lock handoff.
    *
-   * A user who bought already is refused; if their order was never created, it is enqueued
-   * again first. So when the enqueue failed after the sale (the buyer got an error), the
-   * buyer's retry repairs it: enqueueing an id twice adds it once, and `createOrder` creates an
-   * order once.
+   * Backpressure: when the `orders` queue is full (`maxSize`), the unit goes back to the stock
+   * under the same lock and the buyer gets `QueueFullError` (503 + Retry-After).
+   *
+   * A user who bought already is refused; if their order was never written, it is enqueued
+   * again first. So when the enqueue failed after the sale for another reason (Redis trouble:
+   * the buyer got a 503), the buyer's retry repairs it: enqueueing an id twice adds it once, and
+   * the worker writes a row once.
+   * @returns the order id and where to follow it
    * @throws SaleNotFoundError, AlreadyBoughtError (one unit per buyer), SoldOutError,
-   *   LockTimeoutError (the stock lock could not be had within 2 s: 423)
+   *   QueueFullError (503), LockTimeoutError (the stock lock could not be had within 2 s: 423)
    */
-  async buy(sku: string, userId: string): Promise<Order> {
+  async buy(sku: string, userId: string): Promise<BuyAccepted> {
     const { order, repeated } = await this.locks.withLockBatch(
       stockLockKey(sku),
       { sku, userId },
@@ -90,59 +105,85 @@ export class FlashSaleService {
       await this.enqueueIfNotCreated(order);
       throw new AlreadyBoughtError(sku, userId, order.orderId);
     }
-    // If this fails, the unit is sold and the order is in the buyers record: the buyer's retry
-    // enqueues it again (see above).
-    await this.queues.enqueue(ORDERS_QUEUE, order.orderId, { payload: order });
-    return order;
+    return { orderId: order.orderId, orderUrl: `/orders/${order.orderId}` };
   }
 
   /**
-   * Fast refusal before the lock (used by `SoldOutGuard`): stock only goes down, so a sale seen
-   * sold out stays sold out. A sale that is not sold out (or does not exist) passes; `buy`
-   * decides under the lock.
+   * Fast refusal before the lock (used by `SoldOutGuard`): a sold-out sale is refused with one
+   * read. A buyer who bought already passes (`buy` answers 409 with their order and enqueues it
+   * again if it was never written: a buyer whose answer was lost, say the instance crashed, must
+   * learn their order id on the retry, not 410). A sale that is not sold out (or does not exist)
+   * passes; `buy` decides under the lock.
    * @throws SoldOutError
    */
-  async refuseIfSoldOut(sku: string): Promise<void> {
-    const [stock, sold] = await this.redis.client.hmget(this.keys(sku).sale, 'stock', 'sold');
-    if (stock !== null && Number(stock) <= 0) throw new SoldOutError(sku, Number(sold));
-  }
-
-  /**
-   * Creates the order of a purchase (the `orders` worker's job) once: a second delivery of the
-   * same task finds the order there and changes nothing.
-   * @returns whether this call created it
-   */
-  async createOrder(order: Order): Promise<boolean> {
-    const created = await this.redis.client.hsetnx(
-      this.keys(order.sku).orders,
-      order.orderId,
-      JSON.stringify(order),
-    );
-    return created === 1;
-  }
-
-  /** `{ sku, stock, sold, orders, pending }` of a sale. @throws SaleNotFoundError */
-  async status(sku: string): Promise<SaleStatus> {
+  async refuseIfSoldOut(sku: string, userId?: string): Promise<void> {
     const k = this.keys(sku);
-    const [sale, orders] = (await this.redis.exec(
-      this.redis.client.multi().hmget(k.sale, 'stock', 'sold').hlen(k.orders),
+    const [[stock, sold], bought] = (await this.redis.exec(
+      this.redis.client
+        .pipeline()
+        .hmget(k.sale, 'stock', 'sold')
+        .hexists(k.buyers, userId ?? ''),
     )) as [(string | null)[], number];
+    if (stock !== null && Number(stock) <= 0 && !bought) throw new SoldOutError(sku, Number(sold));
+  }
+
+  /** `{ sku, stock, sold, orders, pending }` of a sale (`orders`: rows written). @throws SaleNotFoundError */
+  async status(sku: string): Promise<SaleStatus> {
+    const [sale, orders] = await Promise.all([
+      this.redis.client.hmget(this.keys(sku).sale, 'stock', 'sold'),
+      this.rows.count(sku),
+    ]);
     if (sale[0] === null) throw new SaleNotFoundError(sku);
     const stock = Number(sale[0]);
     const sold = Number(sale[1]);
     return { sku, stock, sold, orders, pending: sold - orders };
   }
 
-  /** The orders created so far, by order id. @throws SaleNotFoundError */
-  async orders(sku: string): Promise<Order[]> {
-    const k = this.keys(sku);
-    const [exists, values] = (await this.redis.exec(
-      this.redis.client.multi().exists(k.sale).hvals(k.orders),
-    )) as [number, string[]];
+  /** The orders written so far (rows), by order number. @throws SaleNotFoundError */
+  async orders(sku: string): Promise<OrderRow[]> {
+    const [exists, rows] = await Promise.all([
+      this.redis.client.exists(this.keys(sku).sale),
+      this.rows.list(sku),
+    ]);
     if (!exists) throw new SaleNotFoundError(sku);
-    return values
-      .map((json) => JSON.parse(json) as Order)
-      .sort((a, b) => a.orderId.localeCompare(b.orderId, 'en', { numeric: true }));
+    return rows;
+  }
+
+  /**
+   * Where the order `orderId` of the sale of `sku` is: `created` (its row), `failed` (its task
+   * went to the dead letters) or `pending`. A pending order is waited for up to `waitMs` through
+   * `QueueService.waitFor` (no polling), then looked up again.
+   * @throws OrderNotFoundError for an id never sold (or whose unit went back to the stock)
+   */
+  async order(orderId: string, sku: string, waitMs: number): Promise<OrderView> {
+    const view = await this.lookUp(orderId, sku);
+    if (view.state !== 'pending' || waitMs === 0) return view;
+    try {
+      await this.queues.waitFor(ORDERS_QUEUE, orderId, { timeoutMs: waitMs });
+    } catch (err) {
+      // Timed out, or no task (its enqueue failed: the buyer's retry enqueues it): still pending.
+      if (!(err instanceof QueueError)) throw err;
+      return view;
+    }
+    return this.lookUp(orderId, sku);
+  }
+
+  private async lookUp(orderId: string, sku: string): Promise<OrderView> {
+    // The database out of reach: the row can't be read, so the order is looked up in Redis (it
+    // stays pending until the worker writes it, once the database is back).
+    const row = await this.rows.find(orderId).catch((err: unknown) => {
+      if (outageOf(err) !== 'the database') throw err;
+      return undefined;
+    });
+    if (row) return { ...row, state: 'created' };
+    const json = await this.redis.client.hget(this.keys(sku).orders, orderId);
+    if (json === null) throw new OrderNotFoundError(orderId);
+    const task = await this.queues.get(ORDERS_QUEUE, orderId);
+    // A task completed since `find` ran has its row now.
+    if (task?.state === 'completed') return this.lookUp(orderId, sku);
+    const order = JSON.parse(json) as Order;
+    const state = task?.state === 'dead' ? 'failed' : 'pending';
+    return { ...order, state, fence: null, createdAt: null };
   }
 
   /** One function object, so that the purchases of one instance are combined into batches. */
@@ -150,8 +191,8 @@ export class FlashSaleService {
 
   /**
    * Sells to a batch of buyers of one sale, in order, under its stock lock: one read of the sale
-   * and of the buyers' records, one write of every unit sold. Every order of a batch carries the
-   * batch's fence.
+   * and of the buyers' records, one write of every unit sold, then the batch's orders enqueued;
+   * the units of orders the full queue refused go back to the stock in one more write.
    */
   private async sell(purchases: Purchase[], lock: Lock): Promise<Array<Sold | Error>> {
     const { sku } = purchases[0];
@@ -161,13 +202,14 @@ export class FlashSaleService {
     const [sale, records] = (await this.redis.exec(
       this.redis.client
         .pipeline()
-        .hmget(k.sale, 'stock', 'sold', 'price')
+        .hmget(k.sale, 'stock', 'sold', 'price', 'seq')
         .hmget(k.buyers, ...users),
     )) as [(string | null)[], (string | null)[]];
-    const [stock, sold, price] = sale;
+    const [stock, sold, price, seq] = sale;
     if (stock === null) return purchases.map(() => new SaleNotFoundError(sku));
     let left = Number(stock);
     let count = Number(sold);
+    let number = Number(seq);
     const boughtNow = new Map<string, Order>();
     const results = purchases.map(({ userId }, i): Sold | Error => {
       const earlier = boughtNow.get(userId);
@@ -176,12 +218,12 @@ export class FlashSaleService {
       if (left <= 0) return new SoldOutError(sku, count);
       left--;
       count++;
+      number++;
       const order: Order = {
-        orderId: `${sku}-${count}`,
+        orderId: `${sku}-${number}`,
         sku,
         userId,
         price: Number(price),
-        fence: lock.fence,
         boughtAt: new Date().toISOString(),
       };
       boughtNow.set(userId, order);
@@ -191,15 +233,41 @@ export class FlashSaleService {
     // Past this point we write: if the lock was lost (e.g. Redis stalled beyond its TTL), another
     // buyer may be inside the critical section, so stop (the buyers get a 500 and may retry).
     lock.signal.throwIfAborted();
-    const written = Object.fromEntries([...boughtNow].map(([u, o]) => [u, JSON.stringify(o)]));
+    const units = [...boughtNow.values()];
     await this.redis.exec(
       this.redis.client
         .multi()
-        .hincrby(k.sale, 'stock', -boughtNow.size)
-        .hincrby(k.sale, 'sold', boughtNow.size)
-        .hset(k.buyers, written),
+        .hincrby(k.sale, 'stock', -units.length)
+        .hincrby(k.sale, 'sold', units.length)
+        .hincrby(k.sale, 'seq', units.length)
+        .hset(k.buyers, Object.fromEntries(units.map((o) => [o.userId, JSON.stringify(o)])))
+        .hset(k.orders, Object.fromEntries(units.map((o) => [o.orderId, JSON.stringify(o)]))),
     );
-    return results;
+    // Still under the lock: an order the full queue refuses gives its unit back before anyone
+    // else can see the stock. Any other enqueue failure leaves the unit sold and recorded; the
+    // buyer's retry enqueues it (see `buy`).
+    const enqueued = await Promise.allSettled(
+      units.map((order) => this.queues.enqueue(ORDERS_QUEUE, order.orderId, { payload: order })),
+    );
+    const refused = new Map<string, Error>();
+    enqueued.forEach((outcome, i) => {
+      if (outcome.status === 'rejected') refused.set(units[i].userId, outcome.reason as Error);
+    });
+    const returned = units.filter((o) => refused.get(o.userId) instanceof QueueFullError);
+    if (returned.length > 0) {
+      await this.redis.exec(
+        this.redis.client
+          .multi()
+          .hincrby(k.sale, 'stock', returned.length)
+          .hincrby(k.sale, 'sold', -returned.length)
+          .hdel(k.buyers, ...returned.map((o) => o.userId))
+          .hdel(k.orders, ...returned.map((o) => o.orderId)),
+      );
+    }
+    return results.map((result, i) => {
+      if (result instanceof Error || result.repeated) return result;
+      return refused.get(purchases[i].userId) ?? result;
+    });
   }
 
   private keys(sku: string): SaleKeys {
@@ -207,12 +275,12 @@ export class FlashSaleService {
   }
 
   /**
-   * Enqueues `order` again unless the worker created it already: safe however often it runs,
-   * since the task id is the order id (a queued or leased id is not added twice) and
-   * `createOrder` creates an order once.
+   * Enqueues `order` again unless its row is written: safe however often it runs, since the task
+   * id is the order id (a queued or leased id is not added twice) and the worker's insert writes
+   * a row once.
    */
   private async enqueueIfNotCreated(order: Order): Promise<void> {
-    if (await this.redis.client.hexists(this.keys(order.sku).orders, order.orderId)) return;
+    if (await this.rows.find(order.orderId)) return;
     await this.queues.enqueue(ORDERS_QUEUE, order.orderId, { payload: order });
   }
 }

@@ -174,7 +174,6 @@ describe('flash-sale summary', () => {
     sku: 's',
     userId: `buyer-${n}`,
     price: 1,
-    fence: n,
     boughtAt: at,
   });
   const orders = [

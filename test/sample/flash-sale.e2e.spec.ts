@@ -3,215 +3,231 @@ import { Agent } from 'node:http';
 import { Logger } from '@nestjs/common';
 import request from 'supertest';
 import { LockService, QueueService } from '../../lib';
-import type { Order, SaleStatus } from '../../sample/flash-sale/flash-sale.dto';
+import type { PostgresServer } from '../../scripts/postgres-server';
+import type { BuyAccepted, OrderRow, SaleStatus } from '../../sample/flash-sale/flash-sale.dto';
 import { uniquePrefix, waitFor } from '../support/helpers';
+import { createDatabase, describeWithPostgres, startTestPostgres } from './support/postgres';
 import { mapConcurrently, sendJson, startSample, type RunningSample } from './support/sample-app';
 
 /** Answers a buyer may get besides 202: bought already, sold out, lock wait ran out. */
 const REFUSALS = new Set([409, 410, 423]);
 
-describe('sample: flash sale on two app instances sharing one Redis', () => {
-  let a: RunningSample;
-  let b: RunningSample;
-  let agent: Agent;
+describeWithPostgres(
+  'sample: flash sale on two app instances sharing one Redis and one PostgreSQL',
+  () => {
+    let postgres: PostgresServer;
+    let a: RunningSample;
+    let b: RunningSample;
+    let agent: Agent;
 
-  beforeAll(async () => {
-    const keyPrefix = uniquePrefix('sample-flash');
-    [a, b] = await Promise.all([startSample({ keyPrefix }), startSample({ keyPrefix })]);
-    agent = new Agent({ keepAlive: true, maxSockets: 50 });
-  });
-
-  afterEach(() => jest.restoreAllMocks());
-
-  afterAll(async () => {
-    agent?.destroy();
-    await Promise.all([a?.app.close(), b?.app.close()]);
-  });
-
-  async function createSale(sku: string, stock: number): Promise<void> {
-    await request(a.url).post('/flash-sales').send({ sku, stock, price: 199 }).expect(201, {
-      sku,
-      stock,
-      sold: 0,
-      orders: 0,
-      pending: 0,
+    beforeAll(async () => {
+      postgres = await startTestPostgres();
+      const databaseUrl = await createDatabase(postgres, 'flash_sale');
+      const keyPrefix = uniquePrefix('sample-flash');
+      [a, b] = await Promise.all([
+        startSample({ keyPrefix, databaseUrl }),
+        startSample({ keyPrefix, databaseUrl }),
+      ]);
+      agent = new Agent({ keepAlive: true, maxSockets: 50 });
     });
-  }
 
-  async function statusOf(app: RunningSample, sku: string): Promise<SaleStatus> {
-    return (await request(app.url).get(`/flash-sales/${sku}`).expect(200)).body as SaleStatus;
-  }
+    afterEach(() => jest.restoreAllMocks());
 
-  /** Polls until the workers created every order of the units sold, then returns the status. */
-  async function settledStatus(sku: string): Promise<SaleStatus> {
-    await waitFor(
-      `the orders of '${sku}' to be created`,
-      async () => (await statusOf(a, sku)).pending === 0,
-      15_000,
-      20,
-    );
-    return statusOf(b, sku);
-  }
-
-  it('sells exactly 10 phones to 1,000 concurrent buyers spread over both instances, and the workers create 10 orders', async () => {
-    await createSale('phone', 10);
-    const buyers = Array.from({ length: 1_000 }, (_, i) => `buyer-${i}`);
-    const answers = await mapConcurrently(buyers, 100, (userId, i) =>
-      sendJson<Order>(agent, 'POST', `${i % 2 ? b.url : a.url}/flash-sales/phone/buy`, {
-        userId,
-      }),
-    );
-
-    const bought = answers.filter((r) => r.status === 202);
-    const others = answers.filter((r) => r.status !== 202);
-    expect(bought).toHaveLength(10);
-    expect(others.filter((r) => !REFUSALS.has(r.status))).toEqual([]);
-    expect(new Set(bought.map((r) => r.body.orderId))).toEqual(
-      new Set(Array.from({ length: 10 }, (_, i) => `phone-${i + 1}`)),
-    );
-
-    expect(await settledStatus('phone')).toEqual({
-      sku: 'phone',
-      stock: 0,
-      sold: 10,
-      orders: 10,
-      pending: 0,
+    afterAll(async () => {
+      agent?.destroy();
+      await Promise.all([a?.app.close(), b?.app.close()]);
+      await postgres?.destroy();
     });
-    const orders = (await request(b.url).get('/flash-sales/phone/orders').expect(200))
-      .body as Order[];
-    // Exactly the accepted purchases became orders: none oversold, none lost, none doubled.
-    expect(orders.map((o) => o.userId).sort()).toEqual(bought.map((r) => r.body.userId).sort());
-    // Units sold in one batch share its fence; later batches have larger fences.
-    const byNumber = [...orders].sort(
-      (x, y) => Number(x.orderId.split('-')[1]) - Number(y.orderId.split('-')[1]),
-    );
-    for (let i = 1; i < byNumber.length; i++) {
-      expect(byNumber[i].fence).toBeGreaterThanOrEqual(byNumber[i - 1].fence);
-    }
-  });
 
-  it('gives a user who presses buy 20 times at once, on both instances, exactly one order', async () => {
-    await createSale('tablet', 5);
-    const answers = await mapConcurrently(Array.from({ length: 20 }), 20, (_, i) =>
-      sendJson(agent, 'POST', `${i % 2 ? b.url : a.url}/flash-sales/tablet/buy`, {
-        userId: 'alice',
-      }),
-    );
-    const statuses = answers.map((r) => r.status);
-    expect(statuses.filter((s) => s === 202)).toHaveLength(1);
-    expect(statuses.filter((s) => s !== 202 && s !== 409 && s !== 423)).toEqual([]);
-    const orderId = answers.find((r) => r.status === 202)!.body.orderId;
-    for (const refused of answers.filter((r) => r.status === 409)) {
-      expect(refused.body).toMatchObject({ userId: 'alice', orderId });
+    async function createSale(sku: string, stock: number): Promise<void> {
+      await request(a.url).post('/flash-sales').send({ sku, stock, price: 199 }).expect(201, {
+        sku,
+        stock,
+        sold: 0,
+        orders: 0,
+        pending: 0,
+      });
     }
 
-    // Later, the same user is still refused with the same order; someone else still buys.
-    const again = await request(b.url).post('/flash-sales/tablet/buy').send({ userId: 'alice' });
-    expect(again.status).toBe(409);
-    expect(again.body).toMatchObject({ error: 'Conflict', orderId });
-    await request(a.url).post('/flash-sales/tablet/buy').send({ userId: 'bob' }).expect(202);
+    async function statusOf(app: RunningSample, sku: string): Promise<SaleStatus> {
+      return (await request(app.url).get(`/flash-sales/${sku}`).expect(200)).body as SaleStatus;
+    }
 
-    expect(await settledStatus('tablet')).toMatchObject({ stock: 3, sold: 2, orders: 2 });
-    const orders = (await request(a.url).get('/flash-sales/tablet/orders').expect(200))
-      .body as Order[];
-    expect(orders.map((o) => o.userId).sort()).toEqual(['alice', 'bob']);
-  });
+    /** Polls until the workers created every order of the units sold, then returns the status. */
+    async function settledStatus(sku: string): Promise<SaleStatus> {
+      await waitFor(
+        `the orders of '${sku}' to be created`,
+        async () => (await statusOf(a, sku)).pending === 0,
+        15_000,
+        20,
+      );
+      return statusOf(b, sku);
+    }
 
-  it("repairs a sale whose order could not be enqueued: the buyer's retry enqueues it, and one order is created", async () => {
-    await createSale('camera', 2);
-    // The enqueue after the sale fails once on instance a, the way a Redis timeout fails it (the
-    // test double stands in for the sample's QueueService; Redis itself is real).
-    const enqueue = jest
-      .spyOn(a.app.get(QueueService), 'enqueue')
-      .mockRejectedValueOnce(new Error('Command timed out'));
-    const logged = jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
-    const failed = await request(a.url).post('/flash-sales/camera/buy').send({ userId: 'frank' });
-    logged.mockRestore();
-    expect(failed.status).toBe(500);
-    expect(enqueue).toHaveBeenCalledTimes(1);
-    // The unit is sold to frank, but no order is on its way.
-    expect(await statusOf(b, 'camera')).toEqual({
-      sku: 'camera',
-      stock: 1,
-      sold: 1,
-      orders: 0,
-      pending: 1,
+    it('sells exactly 10 phones to 1,000 concurrent buyers spread over both instances, and the workers create 10 orders', async () => {
+      await createSale('phone', 10);
+      const buyers = Array.from({ length: 1_000 }, (_, i) => `buyer-${i}`);
+      const answers = await mapConcurrently(buyers, 100, (userId, i) =>
+        sendJson<BuyAccepted>(agent, 'POST', `${i % 2 ? b.url : a.url}/flash-sales/phone/buy`, {
+          userId,
+        }),
+      );
+
+      const bought = answers.filter((r) => r.status === 202);
+      const boughtBy = buyers.filter((_, i) => answers[i].status === 202);
+      const others = answers.filter((r) => r.status !== 202);
+      expect(bought).toHaveLength(10);
+      expect(others.filter((r) => !REFUSALS.has(r.status))).toEqual([]);
+      expect(new Set(bought.map((r) => r.body.orderId))).toEqual(
+        new Set(Array.from({ length: 10 }, (_, i) => `phone-${i + 1}`)),
+      );
+
+      expect(await settledStatus('phone')).toEqual({
+        sku: 'phone',
+        stock: 0,
+        sold: 10,
+        orders: 10,
+        pending: 0,
+      });
+      expect(bought.map((r) => r.body.orderUrl).sort()).toEqual(
+        bought.map((r) => `/orders/${r.body.orderId}`).sort(),
+      );
+      const orders = (await request(b.url).get('/flash-sales/phone/orders').expect(200))
+        .body as OrderRow[];
+      // Exactly the accepted purchases became rows: none oversold, none lost, none doubled; each
+      // row carries the fence of the task lease that wrote it.
+      expect(orders.map((o) => o.userId).sort()).toEqual(boughtBy.sort());
+      for (const row of orders) expect(row.fence).toBeGreaterThan(0);
     });
 
-    // Frank retries, on the other instance: refused as a buyer already, with his order, which
-    // is enqueued again and created.
-    const retry = await request(b.url).post('/flash-sales/camera/buy').send({ userId: 'frank' });
-    expect(retry.status).toBe(409);
-    expect(retry.body).toMatchObject({ error: 'Conflict', userId: 'frank', orderId: 'camera-1' });
-    expect(await settledStatus('camera')).toMatchObject({ stock: 1, sold: 1, orders: 1 });
-    const orders = (await request(a.url).get('/flash-sales/camera/orders').expect(200))
-      .body as Order[];
-    expect(orders).toEqual([
-      {
-        orderId: 'camera-1',
+    it('gives a user who presses buy 20 times at once, on both instances, exactly one order', async () => {
+      await createSale('tablet', 5);
+      const answers = await mapConcurrently(Array.from({ length: 20 }), 20, (_, i) =>
+        sendJson(agent, 'POST', `${i % 2 ? b.url : a.url}/flash-sales/tablet/buy`, {
+          userId: 'alice',
+        }),
+      );
+      const statuses = answers.map((r) => r.status);
+      expect(statuses.filter((s) => s === 202)).toHaveLength(1);
+      expect(statuses.filter((s) => s !== 202 && s !== 409 && s !== 423)).toEqual([]);
+      const orderId = answers.find((r) => r.status === 202)!.body.orderId;
+      for (const refused of answers.filter((r) => r.status === 409)) {
+        expect(refused.body).toMatchObject({ userId: 'alice', orderId });
+      }
+
+      // Later, the same user is still refused with the same order; someone else still buys.
+      const again = await request(b.url).post('/flash-sales/tablet/buy').send({ userId: 'alice' });
+      expect(again.status).toBe(409);
+      expect(again.body).toMatchObject({ error: 'Conflict', orderId });
+      await request(a.url).post('/flash-sales/tablet/buy').send({ userId: 'bob' }).expect(202);
+
+      expect(await settledStatus('tablet')).toMatchObject({ stock: 3, sold: 2, orders: 2 });
+      const orders = (await request(a.url).get('/flash-sales/tablet/orders').expect(200))
+        .body as OrderRow[];
+      expect(orders.map((o) => o.userId).sort()).toEqual(['alice', 'bob']);
+    });
+
+    it("repairs a sale whose order could not be enqueued: the buyer's retry enqueues it, and one order is created", async () => {
+      await createSale('camera', 2);
+      // The enqueue after the sale fails once on instance a, the way a Redis timeout fails it (the
+      // test double stands in for the sample's QueueService; Redis itself is real).
+      const enqueue = jest
+        .spyOn(a.app.get(QueueService), 'enqueue')
+        .mockRejectedValueOnce(new Error('Command timed out'));
+      const logged = jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
+      const failed = await request(a.url).post('/flash-sales/camera/buy').send({ userId: 'frank' });
+      logged.mockRestore();
+      // Redis trouble is a 503 with Retry-After, never a 500.
+      expect(failed.status).toBe(503);
+      expect(failed.headers['retry-after']).toBe('1');
+      expect(enqueue).toHaveBeenCalledTimes(1);
+      // The unit is sold to frank, but no order is on its way.
+      expect(await statusOf(b, 'camera')).toEqual({
         sku: 'camera',
-        userId: 'frank',
-        price: 199,
-        fence: expect.any(Number) as number,
-        boughtAt: expect.any(String) as string,
-      },
-    ]);
+        stock: 1,
+        sold: 1,
+        orders: 0,
+        pending: 1,
+      });
 
-    // Once the order exists, a retry enqueues nothing.
-    const enqueueOnB = jest.spyOn(b.app.get(QueueService), 'enqueue');
-    await request(b.url).post('/flash-sales/camera/buy').send({ userId: 'frank' }).expect(409);
-    expect(enqueueOnB).not.toHaveBeenCalled();
-    expect(await statusOf(a, 'camera')).toMatchObject({ sold: 1, orders: 1, pending: 0 });
-  });
+      // Frank retries, on the other instance: refused as a buyer already, with his order, which
+      // is enqueued again and created.
+      const retry = await request(b.url).post('/flash-sales/camera/buy').send({ userId: 'frank' });
+      expect(retry.status).toBe(409);
+      expect(retry.body).toMatchObject({ error: 'Conflict', userId: 'frank', orderId: 'camera-1' });
+      expect(await settledStatus('camera')).toMatchObject({ stock: 1, sold: 1, orders: 1 });
+      const orders = (await request(a.url).get('/flash-sales/camera/orders').expect(200))
+        .body as OrderRow[];
+      expect(orders).toEqual([
+        {
+          orderId: 'camera-1',
+          sku: 'camera',
+          userId: 'frank',
+          price: 199,
+          fence: expect.any(Number) as number,
+          boughtAt: expect.any(String) as string,
+          createdAt: expect.any(String) as string,
+        },
+      ]);
 
-  it('answers 423 Locked with Retry-After when the stock lock stays taken past the 2 s wait', async () => {
-    await createSale('watch', 3);
-    // Another instance holds the stock lock (e.g. a slow purchase).
-    const held = await a.app.get(LockService).acquire('stock:watch', { ttlMs: 10_000 });
-    try {
-      const answer = await request(b.url).post('/flash-sales/watch/buy').send({ userId: 'carol' });
-      expect(answer.status).toBe(423);
-      expect(Number(answer.headers['retry-after'])).toBeGreaterThanOrEqual(1);
-      expect(answer.body).toMatchObject({ statusCode: 423, error: 'Locked', key: 'stock:watch' });
-    } finally {
-      await held.release();
-    }
-    await request(b.url).post('/flash-sales/watch/buy').send({ userId: 'carol' }).expect(202);
-    expect(await settledStatus('watch')).toMatchObject({ stock: 2, sold: 1, orders: 1 });
-  });
+      // Once the order exists, a retry enqueues nothing.
+      const enqueueOnB = jest.spyOn(b.app.get(QueueService), 'enqueue');
+      await request(b.url).post('/flash-sales/camera/buy').send({ userId: 'frank' }).expect(409);
+      expect(enqueueOnB).not.toHaveBeenCalled();
+      expect(await statusOf(a, 'camera')).toMatchObject({ sold: 1, orders: 1, pending: 0 });
+    });
 
-  it('answers 410 Gone once sold out, 404 for an unknown sale, 409 for a sale opened twice and 400 for bad input', async () => {
-    await createSale('lamp', 1);
-    await request(a.url).post('/flash-sales/lamp/buy').send({ userId: 'dan' }).expect(202);
-    const gone = await request(b.url).post('/flash-sales/lamp/buy').send({ userId: 'erin' });
-    expect(gone.status).toBe(410);
-    expect(gone.body).toMatchObject({ error: 'Gone', sku: 'lamp', sold: 1 });
-    expect(gone.body.message).toBe("flash sale 'lamp' is sold out: all 1 units are sold");
+    it('answers 423 Locked with Retry-After when the stock lock stays taken past the 2 s wait', async () => {
+      await createSale('watch', 3);
+      // Another instance holds the stock lock (e.g. a slow purchase).
+      const held = await a.app.get(LockService).acquire('stock:watch', { ttlMs: 10_000 });
+      try {
+        const answer = await request(b.url)
+          .post('/flash-sales/watch/buy')
+          .send({ userId: 'carol' });
+        expect(answer.status).toBe(423);
+        expect(Number(answer.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+        expect(answer.body).toMatchObject({ statusCode: 423, error: 'Locked', key: 'stock:watch' });
+      } finally {
+        await held.release();
+      }
+      await request(b.url).post('/flash-sales/watch/buy').send({ userId: 'carol' }).expect(202);
+      expect(await settledStatus('watch')).toMatchObject({ stock: 2, sold: 1, orders: 1 });
+    });
 
-    const missing = await request(a.url).post('/flash-sales/nothing/buy').send({ userId: 'dan' });
-    expect(missing.status).toBe(404);
-    expect(missing.body.message).toBe("no flash sale 'nothing'");
-    await request(a.url).get('/flash-sales/nothing').expect(404);
+    it('answers 410 Gone once sold out, 404 for an unknown sale, 409 for a sale opened twice and 400 for bad input', async () => {
+      await createSale('lamp', 1);
+      await request(a.url).post('/flash-sales/lamp/buy').send({ userId: 'dan' }).expect(202);
+      const gone = await request(b.url).post('/flash-sales/lamp/buy').send({ userId: 'erin' });
+      expect(gone.status).toBe(410);
+      expect(gone.body).toMatchObject({ error: 'Gone', sku: 'lamp', sold: 1 });
+      expect(gone.body.message).toBe("flash sale 'lamp' is sold out: all 1 units are sold");
 
-    const twice = await request(b.url)
-      .post('/flash-sales')
-      .send({ sku: 'lamp', stock: 5, price: 1 });
-    expect(twice.status).toBe(409);
-    expect(twice.body.message).toBe("flash sale 'lamp' exists already");
+      const missing = await request(a.url).post('/flash-sales/nothing/buy').send({ userId: 'dan' });
+      expect(missing.status).toBe(404);
+      expect(missing.body.message).toBe("no flash sale 'nothing'");
+      await request(a.url).get('/flash-sales/nothing').expect(404);
 
-    const bad = [
-      request(a.url).post('/flash-sales').send({ sku: 'x', stock: -1, price: 1 }),
-      request(a.url).post('/flash-sales').send({ sku: 'x', stock: 1.5, price: 1 }),
-      request(a.url).post('/flash-sales').send({ sku: 'has space', stock: 1, price: 1 }),
-      request(a.url).post('/flash-sales').send({ sku: 'x', stock: 1, price: 1, extra: true }),
-      request(a.url).post('/flash-sales').send([1, 2]),
-      request(a.url).post('/flash-sales/lamp2/buy').send({ userId: 42 }),
-      request(a.url).post('/flash-sales/lamp2/buy').send({}),
-    ];
-    const answers = await Promise.all(bad);
-    expect(answers.map((r) => r.status)).toEqual([400, 400, 400, 400, 400, 400, 400]);
-    expect(answers[0].body.message).toBe('stock must be an integer from 0 to 1000000, got -1');
-    expect(answers[5].body).toMatchObject({ field: 'userId', error: 'Bad Request' });
-    await request(a.url).get('/flash-sales/x').expect(404); // nothing was created
-  });
-});
+      const twice = await request(b.url)
+        .post('/flash-sales')
+        .send({ sku: 'lamp', stock: 5, price: 1 });
+      expect(twice.status).toBe(409);
+      expect(twice.body.message).toBe("flash sale 'lamp' exists already");
+
+      const bad = [
+        request(a.url).post('/flash-sales').send({ sku: 'x', stock: -1, price: 1 }),
+        request(a.url).post('/flash-sales').send({ sku: 'x', stock: 1.5, price: 1 }),
+        request(a.url).post('/flash-sales').send({ sku: 'has space', stock: 1, price: 1 }),
+        request(a.url).post('/flash-sales').send({ sku: 'x', stock: 1, price: 1, extra: true }),
+        request(a.url).post('/flash-sales').send([1, 2]),
+        request(a.url).post('/flash-sales/lamp2/buy').send({ userId: 42 }),
+        request(a.url).post('/flash-sales/lamp2/buy').send({}),
+      ];
+      const answers = await Promise.all(bad);
+      expect(answers.map((r) => r.status)).toEqual([400, 400, 400, 400, 400, 400, 400]);
+      expect(answers[0].body.message).toBe('stock must be an integer from 0 to 1000000, got -1');
+      expect(answers[5].body).toMatchObject({ field: 'userId', error: 'Bad Request' });
+      await request(a.url).get('/flash-sales/x').expect(404); // nothing was created
+    });
+  },
+);

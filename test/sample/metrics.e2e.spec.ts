@@ -1,15 +1,24 @@
 import 'reflect-metadata';
 import request from 'supertest';
+import type { PostgresServer } from '../../scripts/postgres-server';
 import { uniquePrefix, waitFor } from '../support/helpers';
+import { createDatabase, describeWithPostgres, startTestPostgres } from './support/postgres';
 import { startSample, type RunningSample } from './support/sample-app';
 
-describe('sample: Prometheus /metrics (OpenTelemetry exporter)', () => {
+// The orders are rows in PostgreSQL: a real one (the embedded engine can't load inside Jest).
+describeWithPostgres('sample: Prometheus /metrics (OpenTelemetry exporter)', () => {
+  let postgres: PostgresServer;
   let sample: RunningSample;
 
   beforeAll(async () => {
-    sample = await startSample({ keyPrefix: uniquePrefix('sample-metrics') });
+    postgres = await startTestPostgres();
+    const databaseUrl = await createDatabase(postgres, 'metrics');
+    sample = await startSample({ keyPrefix: uniquePrefix('sample-metrics'), databaseUrl });
   });
-  afterAll(() => sample?.app.close());
+  afterAll(async () => {
+    await sample?.app.close();
+    await postgres?.destroy();
+  });
 
   it('shows the lock and queue series after a few buys and the orders the workers made', async () => {
     await request(sample.url)
@@ -35,7 +44,7 @@ describe('sample: Prometheus /metrics (OpenTelemetry exporter)', () => {
     };
     const scope = 'otel_scope_name="nestjs-redis-lock"';
     // The sale's creation and the 3 successful buys took the stock lock (the 4th buyer was
-    // refused by the sold-out guard before locking); labelled by the @WithLock template.
+    // refused by the sale.guards before locking); labelled by the @WithLock template.
     const stock = 'lock="stock:<0>"';
     expect(value(`redis_lock_lock_acquire_wait_count{${stock},outcome="acquired",${scope}}`)).toBe(
       4,

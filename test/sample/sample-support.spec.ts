@@ -3,7 +3,11 @@ import type { INestApplicationContext } from '@nestjs/common';
 import fc from 'fast-check';
 import { LockService } from '../../lib';
 import { requireLock } from '../../sample/common/require-lock';
-import { loadSampleConfig, redactRedisUrl } from '../../sample/config/sample-config';
+import {
+  loadSampleConfig,
+  redactDatabaseUrl,
+  redactRedisUrl,
+} from '../../sample/config/sample-config';
 import { STOCK_LOCK_TEMPLATE, stockLockKey } from '../../sample/flash-sale/flash-sale-keys';
 import { latencyHistogram } from '../../sample/load/latency-histogram';
 import { loadOptions } from '../../sample/load/load-options';
@@ -16,16 +20,20 @@ describe('sample configuration from the environment', () => {
       redisUrl: 'redis://127.0.0.1:6379',
       port: 3000,
       host: '127.0.0.1',
+      databaseUrl: undefined,
+      ordersMaxSize: 10_000,
       keyPrefix: 'sample:',
       deskLeaseMs: 30_000,
       deskMaxAttempts: 5,
     });
   });
 
-  it('reads REDIS_URL, PORT, HOST, KEY_PREFIX, DESK_LEASE_MS and DESK_MAX_ATTEMPTS', () => {
+  it('reads REDIS_URL, DATABASE_URL, ORDERS_MAX_SIZE, PORT, HOST, KEY_PREFIX, DESK_LEASE_MS and DESK_MAX_ATTEMPTS', () => {
     expect({
       ...loadSampleConfig({
         REDIS_URL: 'rediss://cache:6380/2',
+        DATABASE_URL: 'postgres://shop:pw@db:5432/shop',
+        ORDERS_MAX_SIZE: '500',
         PORT: '0',
         HOST: '0.0.0.0',
         KEY_PREFIX: 'shop:',
@@ -34,6 +42,8 @@ describe('sample configuration from the environment', () => {
       }),
     }).toEqual({
       redisUrl: 'rediss://cache:6380/2',
+      databaseUrl: 'postgres://shop:pw@db:5432/shop',
+      ordersMaxSize: 500,
       port: 0,
       host: '0.0.0.0',
       keyPrefix: 'shop:',
@@ -53,6 +63,17 @@ describe('sample configuration from the environment', () => {
     expect(() => loadSampleConfig({ REDIS_URL: 'localhost:6379' })).toThrow(
       "sample config: redisUrl must be a redis:// or rediss:// URL, got 'localhost:6379'",
     );
+    expect(() => loadSampleConfig({ DATABASE_URL: 'mysql://shop:pw@db/shop' })).toThrow(
+      "sample config: DATABASE_URL must be a postgres:// or postgresql:// URL, got 'mysql://shop:***@db/shop'",
+    );
+    expect(() => loadSampleConfig({ ORDERS_MAX_SIZE: '0' })).toThrow(/ordersMaxSize/);
+  });
+
+  it('hides the password of a database URL', () => {
+    expect(redactDatabaseUrl('postgres://shop:secret@db:5432/shop')).toBe(
+      'postgres://shop:***@db:5432/shop',
+    );
+    expect(redactDatabaseUrl('postgresql://db:5432/shop')).toBe('postgresql://db:5432/shop');
   });
 
   it('hides the password of a Redis URL in logs', () => {

@@ -206,14 +206,15 @@ describe('sample: task desk when the queue fails to ack a submit', () => {
     expect(taken.body.task).toMatchObject({ id: 'draft', attempt: 1 });
 
     // The ack fails once the way a Redis timeout fails it (the test double stands in for the
-    // sample's QueueService; Redis itself is real). The error is answered 500 and logged.
+    // sample's QueueService; Redis itself is real). Redis trouble is answered 503 + Retry-After.
     const ack = jest
       .spyOn(app.app.get(QueueService), 'ack')
       .mockRejectedValueOnce(new Error('Command timed out'));
     const logged = jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
     const failed = await sendJson(agent, 'POST', `${app.url}/editors/gus/submit`);
     logged.mockRestore();
-    expect(failed.status).toBe(500);
+    expect(failed.status).toBe(503);
+    expect(failed.headers['retry-after']).toBe('1');
     expect(ack).toHaveBeenCalledTimes(1);
 
     // Gus still holds the task, its lease still runs, and nothing counts as submitted.

@@ -1,0 +1,135 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import {
+  Global,
+  Injectable,
+  Logger,
+  Module,
+  type OnApplicationShutdown,
+  type OnModuleInit,
+} from '@nestjs/common';
+import type { PGlite } from '@electric-sql/pglite';
+import type { Pool } from 'pg';
+import { redactDatabaseUrl, SampleConfig } from '../config/sample-config';
+import { DatabaseUnreachableError } from './database.errors';
+
+/** The one schema of both engines (table `orders`), applied at start. */
+const SCHEMA_SQL = readFileSync(join(__dirname, 'orders.schema.sql'), 'utf8');
+/** How long a connection to `DATABASE_URL` may take (at start: then the app fails). */
+const CONNECT_TIMEOUT_MS = 5_000;
+/** Bound of every statement, so that a database that hangs fails the task (which retries). */
+const STATEMENT_TIMEOUT_MS = 5_000;
+
+/** Values a query binds to `$1`, `$2`, … */
+export type SqlParam = string | number | Date | null;
+
+/**
+ * The sample's PostgreSQL: through `pg` (a pool of 10) when `DATABASE_URL` is set, else an
+ * embedded one (`@electric-sql/pglite`: PostgreSQL compiled to WebAssembly, in memory, in this
+ * process). The same SQL runs on both, and `orders.schema.sql` is applied when the database
+ * opens. With `DATABASE_URL`, `onModuleInit` connects: a database out of reach fails the start
+ * with `DatabaseUnreachableError`, naming `DATABASE_URL` with its password hidden. The embedded
+ * one opens on the first query (`ready()`).
+ */
+@Injectable()
+export class OrdersDatabase implements OnModuleInit, OnApplicationShutdown {
+  private readonly logger = new Logger('OrdersDatabase');
+  private pool?: Pool;
+  /** The embedded engine, started by the first query. */
+  private opening?: Promise<PGlite>;
+  private lastErrorLog = 0;
+
+  constructor(private readonly config: SampleConfig) {}
+
+  /** `'embedded'` or `DATABASE_URL` with its password hidden. */
+  get description(): string {
+    const url = this.config.databaseUrl;
+    return url ? redactDatabaseUrl(url) : 'embedded PostgreSQL (pglite, in memory)';
+  }
+
+  async onModuleInit(): Promise<void> {
+    const url = this.config.databaseUrl;
+    if (url) {
+      // Loaded here, so that an app on the embedded engine never loads `pg` (and vice versa).
+      const { Pool } = await import('pg');
+      this.pool = new Pool({
+        connectionString: url,
+        max: 10,
+        connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+        statement_timeout: STATEMENT_TIMEOUT_MS,
+        query_timeout: STATEMENT_TIMEOUT_MS,
+      });
+      // An idle connection that breaks (the server restarts) must not crash the process.
+      this.pool.on('error', (err) => this.warn(err));
+      try {
+        await this.applySchema();
+      } catch (err) {
+        await this.pool.end().catch(() => undefined);
+        this.pool = undefined;
+        throw new DatabaseUnreachableError(redactDatabaseUrl(url), err);
+      }
+    }
+  }
+
+  private async openEmbedded(): Promise<PGlite> {
+    const { PGlite } = await import('@electric-sql/pglite');
+    const db = await PGlite.create();
+    await db.query(SCHEMA_SQL);
+    return db;
+  }
+
+  /** Resolves once the database answers (opens the embedded one). */
+  async ready(): Promise<void> {
+    await this.query('SELECT 1');
+  }
+
+  /**
+   * Runs one statement and resolves with its rows.
+   * @example
+   * const rows = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM orders WHERE sku = $1', [sku]);
+   */
+  async query<T>(sql: string, params: readonly SqlParam[] = []): Promise<T[]> {
+    if (this.pool) return (await this.pool.query(sql, params as SqlParam[])).rows as T[];
+    if (!this.config.databaseUrl) {
+      // Started by the first query (`npm run sample` sends one before it says it listens), so
+      // that an app that never writes an order never loads the WebAssembly engine.
+      this.opening ??= this.openEmbedded();
+      return (await (await this.opening).query<T>(sql, params as SqlParam[])).rows;
+    }
+    throw new Error('OrdersDatabase is not open (onModuleInit has not run)');
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    const pool = this.pool;
+    const opening = this.opening;
+    this.pool = undefined;
+    this.opening = undefined;
+    await pool?.end().catch(() => undefined);
+    await opening?.then((db) => db.close()).catch(() => undefined);
+  }
+
+  /**
+   * Two instances starting at once both run `CREATE TABLE IF NOT EXISTS`; PostgreSQL may then
+   * refuse the second with a unique violation on its catalog: once more finds the table there.
+   */
+  private async applySchema(): Promise<void> {
+    try {
+      await this.query(SCHEMA_SQL);
+    } catch (err) {
+      if ((err as { code?: string }).code !== '23505') throw err;
+      await this.query(SCHEMA_SQL);
+    }
+  }
+
+  private warn(err: Error): void {
+    // One line per 5 s at most: a database that is down fails every connection.
+    if (Date.now() - this.lastErrorLog < 5_000) return;
+    this.lastErrorLog = Date.now();
+    this.logger.warn(`${this.description}: ${err.message}`);
+  }
+}
+
+/** Provides `OrdersDatabase` to every module of the sample. */
+@Global()
+@Module({ providers: [OrdersDatabase], exports: [OrdersDatabase] })
+export class OrdersDatabaseModule {}

@@ -1,0 +1,79 @@
+import { Injectable } from '@nestjs/common';
+import { OrdersDatabase, type SqlParam } from '../database/orders-database';
+import type { Order, OrderRow } from './flash-sale.dto';
+
+/** Columns of `orders` as the API names them (numbers and dates converted in `toRow`). */
+const SELECT_ROW = 'SELECT order_id, sku, user_id, price, fence, bought_at, created_at FROM orders';
+
+interface RawRow {
+  order_id: string;
+  sku: string;
+  user_id: string;
+  price: string | number;
+  fence: string | number;
+  bought_at: Date | string;
+  created_at: Date | string;
+}
+
+/** The `orders` table (see `sample/database/orders.schema.sql`). */
+@Injectable()
+export class OrdersRepository {
+  constructor(private readonly db: OrdersDatabase) {}
+
+  /**
+   * Writes the rows of `orders` in one statement, each with the fence of the task lease that
+   * writes it: `INSERT … ON CONFLICT DO NOTHING`, so an order written already (a task delivered
+   * twice, a worker whose lease ran out and was handed to another) keeps its one row.
+   * @returns the ids of the rows this call wrote
+   */
+  async insert(orders: ReadonlyArray<{ order: Order; fence: number }>): Promise<string[]> {
+    if (orders.length === 0) return [];
+    const params: SqlParam[] = [];
+    const tuples = orders.map(({ order, fence }) => {
+      const n = params.length;
+      params.push(order.orderId, order.sku, order.userId, order.price, fence, order.boughtAt);
+      return `($${n + 1}, $${n + 2}, $${n + 3}, $${n + 4}, $${n + 5}, $${n + 6})`;
+    });
+    const rows = await this.db.query<{ order_id: string }>(
+      'INSERT INTO orders (order_id, sku, user_id, price, fence, bought_at) VALUES ' +
+        `${tuples.join(', ')} ON CONFLICT DO NOTHING RETURNING order_id`,
+      params,
+    );
+    return rows.map((r) => r.order_id);
+  }
+
+  /** The row of `orderId`, or `undefined`. */
+  async find(orderId: string): Promise<OrderRow | undefined> {
+    const rows = await this.db.query<RawRow>(`${SELECT_ROW} WHERE order_id = $1`, [orderId]);
+    return rows.length > 0 ? toRow(rows[0]) : undefined;
+  }
+
+  /** Rows of the sale of `sku`. */
+  async count(sku: string): Promise<number> {
+    const rows = await this.db.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM orders WHERE sku = $1',
+      [sku],
+    );
+    return Number(rows[0].n);
+  }
+
+  /** Every row of the sale of `sku`, by order number. */
+  async list(sku: string): Promise<OrderRow[]> {
+    const rows = await this.db.query<RawRow>(`${SELECT_ROW} WHERE sku = $1`, [sku]);
+    return rows
+      .map(toRow)
+      .sort((a, b) => a.orderId.localeCompare(b.orderId, 'en', { numeric: true }));
+  }
+}
+
+function toRow(raw: RawRow): OrderRow {
+  return {
+    orderId: raw.order_id,
+    sku: raw.sku,
+    userId: raw.user_id,
+    price: Number(raw.price),
+    fence: Number(raw.fence),
+    boughtAt: new Date(raw.bought_at).toISOString(),
+    createdAt: new Date(raw.created_at).toISOString(),
+  };
+}
