@@ -75,8 +75,8 @@ export class BenchChild {
     return new Promise((resolvePromise, reject) => {
       const timer = setTimeout(() => {
         child.kill('SIGKILL');
-        reject(new Error(`bench child ${index} did not start within 60 s`));
-      }, 60_000);
+        reject(new Error(`bench child ${index} did not start within 120 s`));
+      }, 120_000);
       child.once('message', () => {
         clearTimeout(timer);
         resolvePromise(new BenchChild(index, child));
