@@ -1,14 +1,11 @@
 import type { Redis } from 'ioredis';
 import { FlowError } from '../../errors/flow.error';
 import { QueueFullError } from '../../errors/queue-full.error';
-import type { ResolvedQueueDefaults } from '../../options/resolve-options';
-import type { LuaScript } from '../../redis/lua-script';
-import type { RedisLockConnection } from '../../redis/redis-connection';
 import type { ChildFailure, FlowTaskIds, TaskChildren } from '../interfaces/flow.interface';
 import type { LeasedTask } from '../interfaces/task.interface';
 import type { QueueRedisKeys } from '../queue-keys';
 import { QUEUE_SCRIPTS } from '../queue-scripts';
-import type { ReplicaWait, SettleStep } from '../queue-store';
+import type { QueueStore, ReplicaWait, SettleStep } from '../queue-store';
 import { MAX_QUEUE_BATCH } from '../queue.constants';
 import {
   addFlowCall,
@@ -24,21 +21,10 @@ import {
 import type { FlowPlan } from './flow-tree';
 
 /** What `FlowStore` uses of the `QueueStore` that owns it. */
-export interface FlowStoreHost {
-  readonly connection: RedisLockConnection;
-  readonly defaults: ResolvedQueueDefaults;
-  keys(queue: string): QueueRedisKeys;
-  /** Runs a write script, with `WAIT` for `wait` replicas (QueueStore.write). */
-  write(
-    script: LuaScript,
-    keys: readonly string[],
-    args: readonly (string | number)[],
-    queue: string,
-    operation: string,
-    wait: ReplicaWait | false | undefined,
-  ): Promise<unknown>;
-  cancel(k: QueueRedisKeys, id: string, reason: string): Promise<string>;
-}
+export type FlowStoreHost = Pick<
+  QueueStore,
+  'connection' | 'defaults' | 'keys' | 'write' | 'cancel'
+>;
 
 /**
  * The flows' part of the queue store (docs/queue.md, "Flows"): writes trees (add-flow.lua),
