@@ -12,6 +12,17 @@ export interface LoadOptions {
   connections: number;
   /** Times each buyer presses "buy" (the presses of one buyer go out together). @default 1 */
   presses: number;
+  /**
+   * Sample instances to start for the run (with a private redis-server unless `REDIS_URL`); 0:
+   * fire at the sample already running at `url`. @default 0
+   */
+  instances: number;
+  /**
+   * Where the started instances write their orders: `postgres` (a private PostgreSQL, or
+   * `DATABASE_URL`) or `embedded` (one instance only: each would have its own). @default
+   * 'postgres' with more than one instance, else 'embedded'
+   */
+  database: 'postgres' | 'embedded';
 }
 
 const FLAGS = {
@@ -20,13 +31,18 @@ const FLAGS = {
   buyers: 'LOAD_BUYERS',
   connections: 'LOAD_CONNECTIONS',
   presses: 'LOAD_PRESSES',
+  instances: 'LOAD_INSTANCES',
+  database: 'LOAD_DATABASE',
 } as const;
 
 /**
  * Reads the options from the command line (`--stock 100 --buyers 5000 --connections 200
- * --presses 1 --url http://127.0.0.1:3000`), else from `LOAD_STOCK`, `LOAD_BUYERS`,
- * `LOAD_CONNECTIONS`, `LOAD_PRESSES`, `SAMPLE_URL`, else the defaults.
- * @throws Error naming the option when a value is not a positive integer (stock may be 0)
+ * --presses 1 --url http://127.0.0.1:3000 --instances 3 --database postgres`), else from
+ * `LOAD_STOCK`, `LOAD_BUYERS`, `LOAD_CONNECTIONS`, `LOAD_PRESSES`, `SAMPLE_URL`,
+ * `LOAD_INSTANCES`, `LOAD_DATABASE`, else the defaults.
+ * @throws Error naming the option when a value is not a positive integer (stock and instances
+ *   may be 0), or `--database` is neither `postgres` nor `embedded` (nor `embedded` with several
+ *   instances)
  */
 export function loadOptions(argv: string[], env: NodeJS.ProcessEnv): LoadOptions {
   const { values } = parseArgs({
@@ -37,11 +53,17 @@ export function loadOptions(argv: string[], env: NodeJS.ProcessEnv): LoadOptions
       buyers: { type: 'string' },
       connections: { type: 'string' },
       presses: { type: 'string' },
+      instances: { type: 'string' },
+      database: { type: 'string' },
     },
     strict: true,
   });
   const raw = (name: keyof typeof FLAGS) => values[name] ?? (env[FLAGS[name]] || undefined);
-  const integer = (name: Exclude<keyof typeof FLAGS, 'url'>, fallback: number, min: number) => {
+  const integer = (
+    name: Exclude<keyof typeof FLAGS, 'url' | 'database'>,
+    fallback: number,
+    min: number,
+  ) => {
     const text = raw(name);
     if (text === undefined) return fallback;
     if (!/^\d+$/.test(text) || Number(text) < min || Number(text) > 10_000_000) {
@@ -55,11 +77,24 @@ export function loadOptions(argv: string[], env: NodeJS.ProcessEnv): LoadOptions
   if (!/^https?:\/\/[^/]+$/.test(url)) {
     throw new Error(`--url (SAMPLE_URL) must be http(s)://host:port, got '${url}'`);
   }
+  const instances = integer('instances', 0, 0);
+  const database = raw('database') ?? (instances > 1 ? 'postgres' : 'embedded');
+  if (database !== 'postgres' && database !== 'embedded') {
+    throw new Error(`--database (LOAD_DATABASE) must be postgres or embedded, got '${database}'`);
+  }
+  if (database === 'embedded' && instances > 1) {
+    throw new Error(
+      `--database embedded runs one instance only (each would have its own database): ` +
+        `use --database postgres with --instances ${instances}`,
+    );
+  }
   return {
     url,
     stock: integer('stock', 100, 0),
     buyers: integer('buyers', 5_000, 1),
     connections: integer('connections', 200, 1),
     presses: integer('presses', 1, 1),
+    instances,
+    database,
   };
 }

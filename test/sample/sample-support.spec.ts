@@ -91,7 +91,26 @@ describe('sample:load options', () => {
       buyers: 5_000,
       connections: 200,
       presses: 1,
+      instances: 0,
+      database: 'embedded',
     });
+  });
+
+  it('starts instances on PostgreSQL with --instances, and refuses several on the embedded one', () => {
+    expect(loadOptions(['--instances', '3'], {})).toMatchObject({
+      instances: 3,
+      database: 'postgres',
+    });
+    expect(loadOptions([], { LOAD_INSTANCES: '1', LOAD_DATABASE: 'postgres' })).toMatchObject({
+      instances: 1,
+      database: 'postgres',
+    });
+    expect(() => loadOptions(['--instances', '2', '--database', 'embedded'], {})).toThrow(
+      '--database embedded runs one instance only (each would have its own database): use --database postgres with --instances 2',
+    );
+    expect(() => loadOptions(['--database', 'mysql'], {})).toThrow(
+      "--database (LOAD_DATABASE) must be postgres or embedded, got 'mysql'",
+    );
   });
 
   it('takes flags over environment variables', () => {
@@ -101,7 +120,15 @@ describe('sample:load options', () => {
         LOAD_BUYERS: '50',
         SAMPLE_URL: 'http://127.0.0.1:1',
       }),
-    ).toEqual({ url: 'http://10.0.0.5:8080', stock: 10, buyers: 50, connections: 200, presses: 1 });
+    ).toEqual({
+      url: 'http://10.0.0.5:8080',
+      stock: 10,
+      buyers: 50,
+      connections: 200,
+      presses: 1,
+      instances: 0,
+      database: 'embedded',
+    });
   });
 
   it('refuses bad values and unknown flags', () => {
