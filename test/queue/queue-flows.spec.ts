@@ -79,8 +79,10 @@ describe('QueueService.enqueueFlow', () => {
     });
     expect(parent?.children?.missing).toBeUndefined();
     expect(await queues.list(orders, 'waiting-children')).toHaveLength(1);
-    // The parent is not claimable while it waits.
+    expect(parent?.time).toBe(parent?.enqueuedAt);
+    // The parent is not claimable while it waits, and waitFor waits for it to run.
     expect(await queues.claim(orders, 10)).toEqual([]);
+    const outcome = queues.waitFor(orders, 'o1', { timeoutMs: 20_000 });
 
     // On one node every parent is advanced by the script that completes its child.
     const outboxes = jest.spyOn(queues.store.flows, 'applyOutboxes');
@@ -103,7 +105,7 @@ describe('QueueService.enqueueFlow', () => {
       });
       return 'confirmed';
     });
-    await waitFor('the parent', async () => (await state(orders, 'o1')) === 'completed');
+    expect(await outcome).toEqual({ state: 'completed', result: 'confirmed' });
     expect(ran).toEqual([
       {
         results: {

@@ -58,8 +58,12 @@ describe('QueueService.enqueueFlow on a Redis Cluster (3 masters + 3 replicas)',
     }
     apart = [...byMaster.values()];
   }, 90_000);
+  /** Undoes what a test changed, after it (passed or not). */
+  let afterThis: (() => Promise<unknown>) | undefined;
   afterEach(async () => {
     await Promise.all(workers.splice(0).map((w) => w.close()));
+    await afterThis?.();
+    afterThis = undefined;
   });
   afterAll(async () => {
     await killSpawnedChildren();
@@ -177,6 +181,30 @@ describe('QueueService.enqueueFlow on a Redis Cluster (3 masters + 3 replicas)',
       state: 'waiting-children',
       children: { total: 2, completed: 1, failed: 0 },
     });
+  }, 60_000);
+
+  it('across slots, a full queue refuses the flow: what was written is cancelled, nothing waits', async () => {
+    const [a, b, c] = apart;
+    await queues.setMaxSize(c, 1);
+    afterThis = () => queues.setMaxSize(c, null);
+    await queues.enqueue(c, 'occupant');
+    const err = await queues
+      .enqueueFlow({
+        queue: a,
+        id: 'refused',
+        children: [
+          { queue: b, id: 'refused-b' },
+          { queue: c, id: 'refused-c' },
+        ],
+      })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(QueueFullError);
+    expect(err).toMatchObject({ queue: c, size: 1, maxSize: 1 });
+    // The parent's slot was written first: it ends cancelled, with the child written beside it.
+    expect(await state(a, 'refused')).toBe('cancelled');
+    expect(await state(b, 'refused-b')).toBe('cancelled');
+    expect(await queues.get(c, 'refused-c')).toBeUndefined();
+    expect((await queues.list(a, 'waiting-children')).map((t) => t.id)).not.toContain('refused');
   }, 60_000);
 
   it('a tree cut short between its slots: get names the missing children', async () => {
