@@ -125,7 +125,9 @@ export class FlowStore {
         const byParent = new Map<string, string[]>();
         for (const e of entries) {
           const parent = (JSON.parse(e) as { q: string }).q;
-          byParent.set(parent, [...(byParent.get(parent) ?? []), e]);
+          const list = byParent.get(parent);
+          if (list) list.push(e);
+          else byParent.set(parent, [e]);
         }
         for (const [parent, list] of byParent) {
           const p = this.host.keys(parent);
@@ -196,18 +198,18 @@ export class FlowStore {
     const f = await this.record(k, id);
     if (!f) return undefined;
     const outcomes = f.outcomes ?? {};
-    const missing: string[] = [];
-    if (waiting) {
-      for (const c of f.children) {
-        const name = `${c.queue}:${c.id}`;
-        if (outcomes[name] !== undefined) continue;
-        const ck = this.host.keys(c.queue);
-        const exists = await this.host.connection.call('HEXISTS (info)', (r) =>
-          (r as Redis).hexists(ck.info, c.id),
-        );
-        if (exists === 0) missing.push(name);
-      }
-    }
+    const unfinished = waiting
+      ? f.children.filter((c) => outcomes[`${c.queue}:${c.id}`] === undefined)
+      : [];
+    // One HEXISTS per child still awaited, sent together (each child's queue may be elsewhere).
+    const found = await Promise.all(
+      unfinished.map((c) =>
+        this.host.connection.call('HEXISTS (info)', (r) =>
+          (r as Redis).hexists(this.host.keys(c.queue).info, c.id),
+        ),
+      ),
+    );
+    const missing = unfinished.filter((_, i) => found[i] === 0).map((c) => `${c.queue}:${c.id}`);
     return childCounts(f.children.length, outcomes, missing);
   }
 
