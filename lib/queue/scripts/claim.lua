@@ -72,11 +72,11 @@
 -- Returns {nowMs, nextMs, settles, outbox, settled_1..settled_settles, id_1, score_1, attempt_1,
 -- token_1, payload_1, enqueuedAt_1, fence_1, opts_1, parent_1, ...}. outbox: 1 when this call
 -- pushed child outcomes to an outbox or this queue's outbox holds some (the caller applies them:
--- flow-apply.lua), else 0. parent_i: the task's link to its flow parent (JSON), or false. nextMs (only when fewer than `count` were
--- leased; else nowMs): when to look again: nowMs when ready tasks remain, the time the limiter
--- opens when it is what stops the caller, the earliest due time, group unpark or lease expiry, or
--- -1 when nothing is pending or the queue is paused. settled_i: 1 acked / retried / released,
--- 2 dead, 3 cancelled, 0 stale token. A payload is false when the task has none; enqueuedAt is
+-- flow-apply.lua), else 0. parent_i: the task's link to its flow parent (JSON), or false.
+-- nextMs (only when fewer than `count` were leased; else nowMs): when to look again: nowMs when
+-- ready tasks remain, the time the limiter opens when it is what stops the caller, the earliest
+-- due time, group unpark or lease expiry, or -1 when nothing is pending or the queue is paused.
+-- settled_i: 1 acked / retried / released, 2 dead, 3 cancelled, 0 stale token. A payload is false when the task has none; enqueuedAt is
 -- false when unknown; opts is false when the task has none. fence_i rises with every lease of the
 -- queue (max of the last one + 1 and the Redis time in µs, so a failover that lost the counter
 -- does not make it go back).
