@@ -30,6 +30,11 @@ export function outageOf(err: unknown): 'Redis' | 'the database' | undefined {
   if (typeof message !== 'string') return undefined;
   if (name === 'ReplyError' && REDIS_REPLIES.test(message)) return 'Redis';
   if (name === 'MaxRetriesPerRequestError' || name === 'ClusterAllFailedError') return 'Redis';
+  // The sample's own `ReplicaLagError` and the library's `QueueReplicationError` (a failover
+  // could lose the write) and `RedisUnavailableError`.
+  if (typeof name === 'string' && /(Replication|ReplicaLag|RedisUnavailable)Error$/.test(name)) {
+    return 'Redis';
+  }
   if (REDIS_CLIENT.test(message)) return 'Redis';
   if (typeof code === 'string' && POSTGRES_STATES.test(code)) return 'the database';
   if (POSTGRES_CLIENT.test(message)) return 'the database';

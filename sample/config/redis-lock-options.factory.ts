@@ -9,7 +9,11 @@ import type { SampleConfig } from './sample-config';
  */
 export function redisLockOptionsFactory(config: SampleConfig): RedisLockModuleOptions {
   return {
-    redis: config.redisUrl,
+    // A Cluster: the library's own Cluster client on those nodes (every lock's and queue's keys
+    // share a hash tag).
+    redis: config.redisClusterNodes
+      ? { cluster: config.redisClusterNodes.map((n) => ({ ...n })) }
+      : config.redisUrl,
     keyPrefix: config.keyPrefix,
     // The TTL of every lock of the sample (stock, editor): each is held for a few round trips
     // and auto-extended while its handler runs, so a short one; no default wait.

@@ -6,6 +6,13 @@ export interface SampleConfigValues {
    */
   redisUrl: string;
   /**
+   * Nodes of a Redis Cluster (`REDIS_CLUSTER_NODES=host1:7000,host2:7001`, any of its nodes):
+   * when set, the locks, the queues and the sample's data use a Cluster client and `redisUrl` is
+   * not used.
+   * @default undefined (no Cluster: `redisUrl`)
+   */
+  redisClusterNodes?: ReadonlyArray<{ host: string; port: number }>;
+  /**
    * The PostgreSQL the orders are written to (`postgres://user:password@host:5432/db`); unset: an
    * embedded PostgreSQL in this process (`@electric-sql/pglite`, in memory, one instance only).
    * @default undefined (embedded)
@@ -51,6 +58,7 @@ export interface SampleConfigValues {
  */
 export class SampleConfig implements SampleConfigValues {
   readonly redisUrl: string;
+  readonly redisClusterNodes?: ReadonlyArray<{ host: string; port: number }>;
   readonly databaseUrl?: string;
   readonly ordersMaxSize: number;
   readonly port: number;
@@ -61,6 +69,16 @@ export class SampleConfig implements SampleConfigValues {
 
   constructor(values: Partial<SampleConfigValues> = {}) {
     this.redisUrl = values.redisUrl ?? 'redis://127.0.0.1:6379';
+    this.redisClusterNodes =
+      values.redisClusterNodes && values.redisClusterNodes.length > 0
+        ? values.redisClusterNodes.map((n) => ({ ...n }))
+        : undefined;
+    for (const node of this.redisClusterNodes ?? []) {
+      if (typeof node.host !== 'string' || node.host === '') {
+        throw new Error(`sample config: a Cluster node needs a host, got ${JSON.stringify(node)}`);
+      }
+      checkInteger('Cluster node port', node.port, 1, 65_535);
+    }
     this.databaseUrl = values.databaseUrl || undefined;
     this.ordersMaxSize = checkInteger('ordersMaxSize', values.ordersMaxSize ?? 10_000, 1, 1e9);
     this.port = checkInteger('port', values.port ?? 3000, 0, 65_535);
@@ -83,7 +101,7 @@ export class SampleConfig implements SampleConfigValues {
 }
 
 /**
- * Reads the configuration from environment variables: `REDIS_URL`, `DATABASE_URL`,
+ * Reads the configuration from environment variables: `REDIS_URL`, `REDIS_CLUSTER_NODES`, `DATABASE_URL`,
  * `ORDERS_MAX_SIZE`, `PORT`, `HOST`, `KEY_PREFIX`, `DESK_LEASE_MS`, `DESK_MAX_ATTEMPTS`. An unset or empty variable takes the default.
  * @example
  * const config = loadSampleConfig(process.env);
@@ -100,6 +118,7 @@ export function loadSampleConfig(env: NodeJS.ProcessEnv): SampleConfig {
   };
   return new SampleConfig({
     redisUrl: text('REDIS_URL'),
+    redisClusterNodes: clusterNodes(text('REDIS_CLUSTER_NODES')),
     databaseUrl: text('DATABASE_URL'),
     ordersMaxSize: number('ORDERS_MAX_SIZE'),
     port: number('PORT'),
@@ -107,6 +126,22 @@ export function loadSampleConfig(env: NodeJS.ProcessEnv): SampleConfig {
     keyPrefix: text('KEY_PREFIX'),
     deskLeaseMs: number('DESK_LEASE_MS'),
     deskMaxAttempts: number('DESK_MAX_ATTEMPTS'),
+  });
+}
+
+/** `host1:7000,host2:7001` → `[{ host, port }, …]`; throws naming `REDIS_CLUSTER_NODES`. */
+function clusterNodes(
+  value: string | undefined,
+): Array<{ host: string; port: number }> | undefined {
+  if (value === undefined) return undefined;
+  return value.split(',').map((entry) => {
+    const match = /^\s*(\[[^\]]+\]|[^:\s]+):(\d{1,5})\s*$/.exec(entry);
+    if (!match) {
+      throw new Error(
+        `sample config: REDIS_CLUSTER_NODES must be host:port[,host:port…], got '${value}'`,
+      );
+    }
+    return { host: match[1].replace(/^\[|\]$/g, ''), port: Number(match[2]) };
   });
 }
 

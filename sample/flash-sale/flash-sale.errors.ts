@@ -55,3 +55,22 @@ export class OrderNotFoundError extends SampleError {
     super(`no order '${orderId}'`, { orderId });
   }
 }
+
+/**
+ * On a Redis Cluster, a sale's write reached fewer replicas than required within the wait: a
+ * failover now could lose it. Answered 503 + Retry-After (`outageOf` says Redis); the buyer's
+ * retry finds their unit or buys again.
+ */
+export class ReplicaLagError extends Error {
+  constructor(
+    readonly key: string,
+    readonly acked: number,
+    wait: { replicas: number; timeoutMs: number },
+  ) {
+    super(
+      `Redis replication: the write of '${key}' reached ${acked} of ${wait.replicas} replica(s) ` +
+        `within ${wait.timeoutMs} ms`,
+    );
+    this.name = 'ReplicaLagError';
+  }
+}

@@ -14,6 +14,7 @@ import type {
 import {
   AlreadyBoughtError,
   OrderNotFoundError,
+  ReplicaLagError,
   SaleExistsError,
   SaleNotFoundError,
   SoldOutError,
@@ -32,6 +33,9 @@ import { OrdersRepository } from './orders.repository';
  * 423 Locked); metrics name it by its template.
  */
 const STOCK_LOCK = { waitMs: 2_000, label: STOCK_LOCK_TEMPLATE } as const;
+
+/** On a Cluster: the replicas a sale and its order must reach before the buyer gets 202. */
+const REPLICA_WAIT = { replicas: 1, timeoutMs: 1_000 } as const;
 
 /** One buyer's purchase, an item of a sale batch. */
 interface Purchase {
@@ -243,12 +247,15 @@ export class FlashSaleService {
         .hset(k.buyers, Object.fromEntries(units.map((o) => [o.userId, JSON.stringify(o)])))
         .hset(k.orders, Object.fromEntries(units.map((o) => [o.orderId, JSON.stringify(o)]))),
     );
+    // On a Cluster, a sale a failover could still lose (its master not yet replicated) is not
+    // answered 202: the buyers get 503 and their retry finds their unit (409, order enqueued)
+    // or, if the write was lost, buys again. Without it, a promoted replica would sell the same
+    // units a second time.
+    if (this.redis.cluster) await this.waitForReplica(k.sale);
     // Still under the lock: an order the full queue refuses gives its unit back before anyone
     // else can see the stock. Any other enqueue failure leaves the unit sold and recorded; the
     // buyer's retry enqueues it (see `buy`).
-    const enqueued = await Promise.allSettled(
-      units.map((order) => this.queues.enqueue(ORDERS_QUEUE, order.orderId, { payload: order })),
-    );
+    const enqueued = await Promise.allSettled(units.map((order) => this.enqueue(order)));
     const refused = new Map<string, Error>();
     enqueued.forEach((outcome, i) => {
       if (outcome.status === 'rejected') refused.set(units[i].userId, outcome.reason as Error);
@@ -281,6 +288,25 @@ export class FlashSaleService {
    */
   private async enqueueIfNotCreated(order: Order): Promise<void> {
     if (await this.rows.find(order.orderId)) return;
-    await this.queues.enqueue(ORDERS_QUEUE, order.orderId, { payload: order });
+    await this.enqueue(order);
+  }
+
+  /**
+   * Enqueues the order (task id = order id); on a Cluster, waits for a replica to have it
+   * (`QueueReplicationError` otherwise: 503, and the buyer's retry enqueues it again).
+   */
+  private enqueue(order: Order): Promise<number> {
+    return this.queues.enqueue(ORDERS_QUEUE, order.orderId, {
+      payload: order,
+      ...(this.redis.cluster && { waitForReplicas: REPLICA_WAIT }),
+    });
+  }
+
+  /** `WAIT` on the master of `key`'s slot. @throws ReplicaLagError when no replica has the writes */
+  private async waitForReplica(key: string): Promise<void> {
+    const [, acked] = (await this.redis.exec(
+      this.redis.client.pipeline().exists(key).wait(REPLICA_WAIT.replicas, REPLICA_WAIT.timeoutMs),
+    )) as [number, number];
+    if (acked < REPLICA_WAIT.replicas) throw new ReplicaLagError(key, acked, REPLICA_WAIT);
   }
 }

@@ -1,19 +1,23 @@
 import { Global, Injectable, Logger, Module, type OnApplicationShutdown } from '@nestjs/common';
-import { type ChainableCommander, Redis } from 'ioredis';
+import { type ChainableCommander, Cluster, Redis } from 'ioredis';
 import { redactRedisUrl, SampleConfig } from '../config/sample-config';
 
 /** Bound of every command of the sample's own client, in ms. */
 const COMMAND_TIMEOUT_MS = 2_000;
 
 /**
- * The sample's own Redis client, for its data (sales, buyers, orders, desk holders). The library
- * keeps its own connection for locks and queues; both use the same URL and key prefix. Every
- * command is bounded (`commandTimeout`); the client is closed on application shutdown, after the
- * queue workers that use it have drained.
+ * The sample's own Redis client, for its data (sales, buyers, orders, desk holders): a `Redis`
+ * on `redisUrl`, or a `Cluster` on `redisClusterNodes` (each sale's keys share the hash tag
+ * `{sku}`, the desk's `{desk}`, so every MULTI stays in one slot). The library keeps its own
+ * connection for locks and queues; both use the same Redis and key prefix. Every command is
+ * bounded (`commandTimeout`); the client is closed on application shutdown, after the queue
+ * workers that use it have drained.
  */
 @Injectable()
 export class SampleRedis implements OnApplicationShutdown {
-  readonly client: Redis;
+  readonly client: Redis | Cluster;
+  /** Whether `client` is a Cluster client (the sale then waits for a replica after a sale). */
+  readonly cluster: boolean;
   /** The configured `keyPrefix`, put before every key of the sample. */
   readonly prefix: string;
   private readonly logger = new Logger('SampleRedis');
@@ -21,15 +25,23 @@ export class SampleRedis implements OnApplicationShutdown {
 
   constructor(config: SampleConfig) {
     this.prefix = config.keyPrefix;
-    this.client = new Redis(config.redisUrl, {
-      commandTimeout: COMMAND_TIMEOUT_MS,
-      maxRetriesPerRequest: 1,
-    });
+    const bounded = { commandTimeout: COMMAND_TIMEOUT_MS, maxRetriesPerRequest: 1 };
+    const nodes = config.redisClusterNodes;
+    this.cluster = nodes !== undefined;
+    this.client = nodes
+      ? new Cluster(
+          nodes.map((n) => ({ ...n })),
+          { redisOptions: bounded },
+        )
+      : new Redis(config.redisUrl, bounded);
+    const where = nodes
+      ? `Cluster ${nodes.map((n) => `${n.host}:${n.port}`).join(',')}`
+      : redactRedisUrl(config.redisUrl);
     this.client.on('error', (err: Error) => {
       // One line per 5 s at most: a Redis that is down makes ioredis report every retry.
       if (Date.now() - this.lastErrorLog < 5_000) return;
       this.lastErrorLog = Date.now();
-      this.logger.warn(`Redis ${redactRedisUrl(config.redisUrl)}: ${err.message}`);
+      this.logger.warn(`Redis ${where}: ${err.message}`);
     });
   }
 

@@ -20,6 +20,7 @@ describe('sample configuration from the environment', () => {
       redisUrl: 'redis://127.0.0.1:6379',
       port: 3000,
       host: '127.0.0.1',
+      redisClusterNodes: undefined,
       databaseUrl: undefined,
       ordersMaxSize: 10_000,
       keyPrefix: 'sample:',
@@ -42,6 +43,7 @@ describe('sample configuration from the environment', () => {
       }),
     }).toEqual({
       redisUrl: 'rediss://cache:6380/2',
+      redisClusterNodes: undefined,
       databaseUrl: 'postgres://shop:pw@db:5432/shop',
       ordersMaxSize: 500,
       port: 0,
@@ -67,6 +69,22 @@ describe('sample configuration from the environment', () => {
       "sample config: DATABASE_URL must be a postgres:// or postgresql:// URL, got 'mysql://shop:***@db/shop'",
     );
     expect(() => loadSampleConfig({ ORDERS_MAX_SIZE: '0' })).toThrow(/ordersMaxSize/);
+  });
+
+  it('reads REDIS_CLUSTER_NODES as Cluster nodes, naming the variable when malformed', () => {
+    expect(
+      loadSampleConfig({ REDIS_CLUSTER_NODES: '10.0.0.1:7000, redis-b:7001,[::1]:7002' })
+        .redisClusterNodes,
+    ).toEqual([
+      { host: '10.0.0.1', port: 7000 },
+      { host: 'redis-b', port: 7001 },
+      { host: '::1', port: 7002 },
+    ]);
+    expect(loadSampleConfig({}).redisClusterNodes).toBeUndefined();
+    expect(() => loadSampleConfig({ REDIS_CLUSTER_NODES: 'redis://a:7000' })).toThrow(
+      "sample config: REDIS_CLUSTER_NODES must be host:port[,host:port…], got 'redis://a:7000'",
+    );
+    expect(() => loadSampleConfig({ REDIS_CLUSTER_NODES: 'a:70000' })).toThrow(/port/);
   });
 
   it('hides the password of a database URL', () => {

@@ -41,8 +41,11 @@ export async function buyUntilAnswered(
       outcome.orderId = answer.body.orderId;
       return outcome;
     }
-    if (answer.status === 423 || answer.status === 503) {
-      await new Promise((r) => setTimeout(r, 20));
+    if (answer.status === 423) continue; // the lock wait (2 s) was the pause
+    if (answer.status === 503) {
+      // As the answer asks (Retry-After: 1), at most 1 s.
+      const seconds = Number(answer.headers['retry-after'] ?? 1);
+      await new Promise((r) => setTimeout(r, Math.min(1, seconds) * 1_000));
       continue;
     }
     return outcome; // 410 sold out, or something unexpected (the test looks at `statuses`)
