@@ -4,8 +4,14 @@ import { flowCalls, slotTag } from '../../lib/queue/flows/flow-keys';
 import { planFlow } from '../../lib/queue/flows/flow-tree';
 
 /** Trees of up to ~60 nodes over 4 queues (two share the tag {t}), ids unique by construction. */
+/** A tree before its nodes get ids. */
+interface Shape {
+  queue: string;
+  children?: Shape[];
+}
+
 const trees: fc.Arbitrary<FlowNode> = fc
-  .letrec<{ node: Omit<FlowNode, 'id'> }>((tie) => ({
+  .letrec<{ node: Shape }>((tie) => ({
     node: fc.record(
       {
         queue: fc.constantFrom('a', 'b', '{t}c', '{t}d'),
@@ -16,8 +22,8 @@ const trees: fc.Arbitrary<FlowNode> = fc
   }))
   .node.map((shape) => {
     let n = 0;
-    const number = (node: Omit<FlowNode, 'id'>): FlowNode => ({
-      ...node,
+    const number = (node: Shape): FlowNode => ({
+      queue: node.queue,
       id: `n${n++}`,
       ...(node.children ? { children: node.children.map(number) } : {}),
     });
