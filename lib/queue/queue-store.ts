@@ -124,8 +124,7 @@ export class QueueStore {
    * Runs a write script; with `wait` (else the module's `queue.waitForReplicas`), first checks
    * that the master has that many replicas (refused unsent when not: `WAIT` would only time out),
    * then sends `WAIT` right behind the script, and throws `QueueReplicationError` when fewer
-   * acknowledged.
-   * @internal also used by `FlowStore`
+   * acknowledged. `FlowStore` writes through it too.
    */
   async write(
     script: LuaScript,
