@@ -1,7 +1,7 @@
 import autocannon from 'autocannon';
 import type { LockLibrary } from '../adapters/lock-adapter';
 import type { BenchConfig, FlashSaleConfig } from '../bench-config';
-import type { Order, SaleStatus } from '../../sample/flash-sale/flash-sale.dto';
+import type { Order, OrderRow, SaleStatus } from '../../sample/flash-sale/flash-sale.dto';
 import { buyRequest } from '../../sample/load/buy-request';
 import { startPostgresServer, type PostgresServer } from '../../scripts/postgres-server';
 import { BenchChild } from '../support/bench-child';
@@ -108,29 +108,58 @@ export function sellRate(orders: readonly Pick<Order, 'boughtAt'>[]): number {
 }
 
 /**
+ * From buy to order row: for each row, `createdAt` (written by the orders worker, PostgreSQL's
+ * clock) minus `boughtAt` (stamped under the stock lock, the instance's clock: same machine),
+ * p50 and p99 in ms; and rows written per second, first row to last.
+ */
+export function rowTimes(orders: readonly Pick<OrderRow, 'boughtAt' | 'createdAt'>[]): {
+  p50Ms: number;
+  p99Ms: number;
+  rowsPerSec: number;
+} {
+  const delays = orders.map((o) => Date.parse(o.createdAt) - Date.parse(o.boughtAt));
+  const created = orders.map((o) => Date.parse(o.createdAt)).sort((a, b) => a - b);
+  const spanMs = created.length > 1 ? created[created.length - 1] - created[0] : 0;
+  return {
+    p50Ms: delays.length > 0 ? percentile(delays, 50) : NaN,
+    p99Ms: delays.length > 0 ? percentile(delays, 99) : NaN,
+    rowsPerSec: spanMs > 0 ? ((created.length - 1) / spanMs) * 1000 : NaN,
+  };
+}
+
+/**
  * The flash-sale metrics of one run: `sellPerSec` (units per second at the hot key),
  * `ceilingPerSec` (GETs of the sale's status per second, same instances and connections),
  * `buyPerSec` (buy answers per second), `locked` (buys answered 423: the lock wait ran out),
- * `buyP50Ms`/`buyP99Ms` (every buy answer), `sold`, `soldOut` (1 when the stock ran out),
- * `oversold` (units sold, orders or 202 answers beyond the stock), `unexpected` (answers other
- * than 202/409/410/423, connection errors, and 202s that differ from the units sold).
+ * `buyP50Ms`/`buyP99Ms` (every buy answer), `rowP50Ms`/`rowP99Ms` (buy to order row, see
+ * `rowTimes`), `rowsPerSec`, `unavailable` (buys answered 503: orders queue full or Redis
+ * trouble), `sold`, `soldOut` (1 when the stock ran out), `oversold` (units sold, orders or 202
+ * answers beyond the stock), `lost` (units sold without a row once the orders were waited for),
+ * `unexpected` (answers other than 202/409/410/423/503, connection errors, and 202s that differ
+ * from the units sold).
  */
 export function summarizeFlashSale(
   sale: FlashSaleConfig,
   buys: LoadResult,
   ceiling: LoadResult,
   status: SaleStatus,
-  orders: readonly Order[],
+  orders: readonly OrderRow[],
 ): Metrics {
   const count = (status: number) => buys.answers.filter((a) => a.status === status).length;
   const accepted = count(202);
-  const expected = [202, 409, 410, 423].reduce((sum, s) => sum + count(s), 0);
+  const expected = [202, 409, 410, 423, 503].reduce((sum, s) => sum + count(s), 0);
+  const rows = rowTimes(orders);
   const okGets = ceiling.answers.filter((a) => a.status === 200).length;
   return {
     sellPerSec: sellRate(orders),
     ceilingPerSec: (okGets / ceiling.elapsedMs) * 1000,
     buyPerSec: (buys.answers.length / buys.elapsedMs) * 1000,
     locked: count(423),
+    unavailable: count(503),
+    rowP50Ms: rows.p50Ms,
+    rowP99Ms: rows.p99Ms,
+    rowsPerSec: rows.rowsPerSec,
+    lost: Math.max(0, status.sold - orders.length),
     buyP50Ms: percentile(
       buys.answers.map((a) => a.ms),
       50,
@@ -204,7 +233,7 @@ export function flashSaleShape(config: BenchConfig): Shape<LockLibrary> {
         });
         const buys = await buyLoad(urls, sale.connections, sku, sale.buyers);
         const status = await waitForOrders(urls[0], sku);
-        const orders = await http<Order[]>(`${urls[0]}/flash-sales/${sku}/orders`);
+        const orders = await http<OrderRow[]>(`${urls[0]}/flash-sales/${sku}/orders`);
         return summarizeFlashSale(sale, buys, ceiling, status, orders);
       } finally {
         await Promise.allSettled(instances.map((c) => c.stop()));

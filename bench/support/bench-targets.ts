@@ -233,7 +233,8 @@ function parkedCostTargets(results: RunResults, shape: string): TargetResult[] {
 
 /**
  * The flash-sale targets (issue 12): sell rate ≥ 0.5 × the HTTP ceiling, no 423 answer in a sale
- * that sold out (every round must sell out), buy p99 ≤ 1 s, nothing oversold.
+ * that sold out (every round must sell out), buy p99 ≤ 1 s, nothing oversold; with the orders
+ * in PostgreSQL (issue 27): buy → order row p99 ≤ 1 s, no unit sold without its row.
  */
 function flashSaleTargets(results: RunResults, shape: string): TargetResult[] {
   const measured = results.records.filter(
@@ -260,6 +261,15 @@ function flashSaleTargets(results: RunResults, shape: string): TargetResult[] {
         },
     bound(`${shape}: buy p99 ≤ 1 s`, oursMedian(results, shape, 'buyP99Ms'), 'max', 1_000, 0, 'ms'),
     noneOf(results, `${shape}: 0 oversold (every round)`, shape, 'oversold'),
+    bound(
+      `${shape}: buy → order row p99 ≤ 1 s (PostgreSQL)`,
+      oursMedian(results, shape, 'rowP99Ms'),
+      'max',
+      1_000,
+      0,
+      'ms',
+    ),
+    noneOf(results, `${shape}: 0 lost (every round: each unit sold has its row)`, shape, 'lost'),
   ];
 }
 

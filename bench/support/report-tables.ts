@@ -132,8 +132,13 @@ function crowdTables(shapes: BenchShapes, config: BenchConfig): TableSpec[] {
       { metric: 'locked', header: '423 answers', digits: 0, sum: true },
       { metric: 'buyP50Ms', header: 'buy p50 ms', digits: 0 },
       { metric: 'buyP99Ms', header: 'buy p99 ms', digits: 0 },
+      { metric: 'rowP50Ms', header: 'buy→row p50 ms', digits: 0 },
+      { metric: 'rowP99Ms', header: 'buy→row p99 ms', digits: 0 },
+      { metric: 'rowsPerSec', header: 'rows/s', digits: 0 },
+      { metric: 'unavailable', header: '503 answers', digits: 0, sum: true },
       { metric: 'sold', header: 'units sold', digits: 0 },
       { metric: 'oversold', header: 'oversold', digits: 0, sum: true },
+      { metric: 'lost', header: 'lost', digits: 0, sum: true },
       { metric: 'unexpected', header: 'unexpected answers', digits: 0, sum: true },
     ],
     note:
@@ -142,7 +147,11 @@ function crowdTables(shapes: BenchShapes, config: BenchConfig): TableSpec[] {
       'bench Redis; the peers have no such app here. Sell rate: units per second at the hot ' +
       "key, from the orders' `boughtAt` (first to last unit). HTTP ceiling: `GET` of the " +
       "sale's status by the same connections against the same instances, measured in the same " +
-      'round right before the sale. Buy latencies: every buy answer (202, 409, 410 and 423).',
+      'round right before the sale (it reads the stock in Redis and counts the rows in ' +
+      'PostgreSQL). Buy latencies: every buy answer (202, 409, 410, 423 and 503). The orders ' +
+      'are rows in a private PostgreSQL both instances share (`initdb` + `postgres`, fsync ' +
+      "off), written by the sample's batch worker; buy→row: each row's `createdAt` minus its " +
+      '`boughtAt`; rows/s: first row to last; lost: units sold without a row.',
   });
   return specs;
 }

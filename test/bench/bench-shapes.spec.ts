@@ -2,8 +2,8 @@ import { FULL_CONFIG, QUICK_CONFIG, shapeTimeoutMs } from '../../bench/bench-con
 import { benchShapes } from '../../bench/shapes/bench-shapes';
 import { emptyContendedReport, type ContendedReport } from '../../bench/shapes/contended.child';
 import { summarizeContended } from '../../bench/shapes/contended.shape';
-import type { Order, SaleStatus } from '../../sample/flash-sale/flash-sale.dto';
-import { sellRate, summarizeFlashSale } from '../../bench/shapes/flash-sale.shape';
+import type { OrderRow, SaleStatus } from '../../sample/flash-sale/flash-sale.dto';
+import { rowTimes, sellRate, summarizeFlashSale } from '../../bench/shapes/flash-sale.shape';
 import type { ParkReport } from '../../bench/shapes/parked.child';
 import { summarizeParked } from '../../bench/shapes/parked.shape';
 import { parseRedisBenchmarkCsv } from '../../bench/shapes/physical-floor.shape';
@@ -169,12 +169,15 @@ describe('parked summary', () => {
 
 describe('flash-sale summary', () => {
   const config = { ...FULL_CONFIG.flashSale, stock: 3 };
-  const order = (n: number, at: string): Order => ({
+  // Each row written 10 × n ms after its unit was sold.
+  const order = (n: number, at: string): OrderRow => ({
     orderId: `s-${n}`,
     sku: 's',
     userId: `buyer-${n}`,
     price: 1,
+    fence: n,
     boughtAt: at,
+    createdAt: new Date(Date.parse(at) + 10 * n).toISOString(),
   });
   const orders = [
     order(1, '2030-01-01T00:00:00.000Z'),
@@ -204,6 +207,21 @@ describe('flash-sale summary', () => {
     expect(metrics.buyPerSec).toBe(10);
     expect(metrics.unexpected).toBe(2);
     expect(metrics.buyP99Ms).toBe(7);
+    expect(metrics.lost).toBe(0);
+  });
+
+  it('takes buy→row times and rows/s from the rows, and counts 503s', () => {
+    expect(rowTimes(orders)).toEqual({
+      p50Ms: 20,
+      p99Ms: expect.closeTo(30, 0) as number,
+      rowsPerSec: expect.closeTo(2 / 0.52, 6) as number,
+    });
+    const status: SaleStatus = { sku: 's', stock: 0, sold: 4, orders: 3, pending: 1 };
+    const buys = { answers: answers([202, 202, 202, 202, 503]), elapsedMs: 100, errors: 0 };
+    const ceiling = { answers: answers([200]), elapsedMs: 1, errors: 0 };
+    const metrics = summarizeFlashSale({ ...config, stock: 4 }, buys, ceiling, status, orders);
+    expect(metrics.unavailable).toBe(1);
+    expect(metrics.lost).toBe(1);
   });
 
   it('reports units sold beyond the stock as oversold', () => {
