@@ -4,12 +4,13 @@ import type { QueueStats, QueueTaskState } from '../queue/interfaces/task.interf
 /**
  * The bull-board statuses a `QueueService` queue has, in the order its tabs show them.
  * `completed` lists the completed tasks `keepCompleted` keeps (with their results); `failed` the
- * dead tasks, then the cancelled ones. `prioritized` and `waiting-children` have no tab
- * (priorities are ready tasks; flow parents waiting for their children are not listed here).
+ * dead tasks, then the cancelled ones; `waiting-children` the flow parents waiting for their
+ * children. `prioritized` has no tab (tasks with a priority are ready tasks).
  */
 export const BOARD_JOB_STATUSES = [
   'active',
   'waiting',
+  'waiting-children',
   'paused',
   'delayed',
   'completed',
@@ -40,6 +41,8 @@ export function statesOfStatus(status: JobStatus, paused: boolean): readonly Que
       return ['completed'];
     case 'failed':
       return ['dead', 'cancelled'];
+    case 'waiting-children':
+      return ['waiting-children'];
     default:
       return [];
   }
@@ -60,14 +63,13 @@ export function statusOfState(state: QueueTaskState, paused: boolean): BoardJobS
     case 'cancelled':
       return 'failed';
     case 'waiting-children':
-      // No tab lists flow parents yet: one looked up by id shows as waiting.
-      return 'waiting';
+      return 'waiting-children';
   }
 }
 
 /** How many tasks `stats` counted in `state`. */
 export function countOfState(stats: QueueStats, state: QueueTaskState): number {
-  return state === 'waiting-children' ? 0 : stats[state];
+  return state === 'waiting-children' ? stats.waitingChildren : stats[state];
 }
 
 /** bull-board's counts of every status, from `QueueService.stats`. */
@@ -80,6 +82,6 @@ export function countsOfStats(stats: QueueStats): Record<JobStatus, number> {
     failed: stats.dead + stats.cancelled,
     completed: stats.completed,
     prioritized: 0,
-    'waiting-children': 0,
+    'waiting-children': stats.waitingChildren,
   };
 }

@@ -359,12 +359,33 @@ export class QueueStore {
   }
 
   async stats(k: QueueRedisKeys): Promise<QueueStats> {
-    const [ready, delayed, leased, dead, paused, completed, cancelled] = (await this.connection.run(
-      QUEUE_SCRIPTS.stats,
-      [k.due, k.leased, k.dead, k.pending, k.prio, k.gtasks, k.config, k.done, k.cancelled],
-      [],
-    )) as number[];
-    return { ready, delayed, leased, dead, paused: paused === 1, completed, cancelled };
+    const [ready, delayed, leased, dead, paused, completed, cancelled, waitingChildren] =
+      (await this.connection.run(
+        QUEUE_SCRIPTS.stats,
+        [
+          k.due,
+          k.leased,
+          k.dead,
+          k.pending,
+          k.prio,
+          k.gtasks,
+          k.config,
+          k.done,
+          k.cancelled,
+          k.wchildren,
+        ],
+        [],
+      )) as number[];
+    return {
+      ready,
+      delayed,
+      leased,
+      dead,
+      paused: paused === 1,
+      completed,
+      cancelled,
+      waitingChildren,
+    };
   }
 
   async setConfig(k: QueueRedisKeys, field: string, value: string): Promise<void> {

@@ -30,7 +30,16 @@ class BoardQueues implements OnModuleInit {
   ) {}
 
   onModuleInit() {
-    for (const name of ['states', 'retry', 'pause', 'actions', 'sched', 'outcomes', 'page']) {
+    for (const name of [
+      'states',
+      'retry',
+      'pause',
+      'actions',
+      'sched',
+      'outcomes',
+      'page',
+      'parents',
+    ]) {
       this.board.addQueue(new RedisLockQueueAdapter(this.queues, name));
     }
     this.board.addQueue(new RedisLockQueueAdapter(this.queues, 'audit', { readOnlyMode: true }));
@@ -119,6 +128,7 @@ describe('RedisLockQueueAdapter in bull-board (@bull-board/nestjs, Express)', ()
       'latest',
       'active',
       'waiting',
+      'waiting-children',
       'paused',
       'delayed',
       'completed',
@@ -180,6 +190,24 @@ describe('RedisLockQueueAdapter in bull-board (@bull-board/nestjs, Express)', ()
     expect(one.body.status).toBe('failed');
     expect(one.body.job).toMatchObject({ id: 'd1', data: { kind: 'dead' }, attempts: 1 });
     expect((await api().get('/board/api/queues/states/nope')).status).toBe(404);
+  });
+
+  it('shows flow parents waiting for their children under waiting-children', async () => {
+    await queues.enqueueFlow({
+      queue: 'parents',
+      id: 'order-1',
+      payload: { kind: 'parent' },
+      children: [
+        { queue: 'parents-kids', id: 'charge' },
+        { queue: 'parents-kids', id: 'reserve' },
+      ],
+    });
+    const q = await board('parents');
+    expect(q.counts).toMatchObject({ 'waiting-children': 1, waiting: 0 });
+    const parents = (await board('parents', 'waiting-children')).jobs;
+    expect(parents.map((j) => [j.id, j.data])).toEqual([['order-1', { kind: 'parent' }]]);
+    const one = await api().get('/board/api/queues/parents/order-1');
+    expect([one.status, one.body.status]).toEqual([200, 'waiting-children']);
   });
 
   it('retries a failed job through the board: it is requeued and a worker processes it', async () => {

@@ -138,5 +138,5 @@ export function waitForLine(
  * tasks are kept by default).
  */
 export function queueStats(counts: Partial<QueueStats> = {}): Partial<QueueStats> {
-  return { ready: 0, delayed: 0, leased: 0, dead: 0, paused: false, ...counts };
+  return { ready: 0, delayed: 0, leased: 0, dead: 0, paused: false, waitingChildren: 0, ...counts };
 }

@@ -1,9 +1,11 @@
+import { Logger } from '@nestjs/common';
 import type { Redis } from 'ioredis';
 import { FlowError } from '../../errors/flow.error';
 import { QueueFullError } from '../../errors/queue-full.error';
 import type { ChildFailure, FlowTaskIds, TaskChildren } from '../interfaces/flow.interface';
 import type { LeasedTask } from '../interfaces/task.interface';
 import type { QueueRedisKeys } from '../queue-keys';
+import { ThrottledWarning } from '../../redis/throttled-warning';
 import { QUEUE_SCRIPTS } from '../queue-scripts';
 import type { QueueStore, ReplicaWait, SettleStep } from '../queue-store';
 import { MAX_QUEUE_BATCH } from '../queue.constants';
@@ -33,6 +35,8 @@ export type FlowStoreHost = Pick<
  * passes them the keys and calls `applyOutboxes` / `ended` after them.
  */
 export class FlowStore {
+  private readonly warning = new ThrottledWarning(new Logger('QueueService'));
+
   constructor(private readonly host: FlowStoreHost) {}
 
   /** The queues of the flow parents of `settles`' tasks that share `queue`'s slot. */
@@ -148,8 +152,11 @@ export class FlowStore {
         }
         if (entries.length === MAX_QUEUE_BATCH) todo.push(queue);
       }
-    } catch {
+    } catch (err) {
       // Left in the outbox: the next claim of that queue reports it and applies it.
+      this.warning.warn(
+        `applying flow outcomes to their parents failed (retried at the next claim): ${(err as Error).message}`,
+      );
     }
   }
 

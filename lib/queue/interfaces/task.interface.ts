@@ -153,6 +153,8 @@ export interface QueueStats {
   completed: number;
   /** Cancelled and kept (`keepDead`). */
   cancelled: number;
+  /** Flow parents waiting for their children (`waiting-children`). */
+  waitingChildren: number;
 }
 
 /**

@@ -9,8 +9,9 @@
 -- KEYS[7] config    hash: 'paused' -> '1' while paused
 -- KEYS[8] done      zset: completed tasks kept
 -- KEYS[9] cancelled zset: cancelled tasks kept
+-- KEYS[10] wchildren zset: flow parents in waiting-children
 --
--- Returns {ready, delayed, leased, dead, paused, completed, cancelled}: ready = due <= now,
+-- Returns {ready, delayed, leased, dead, paused, completed, cancelled, waitingChildren}: ready = due <= now,
 -- delayed = due > now; leased includes expired leases that no claim has returned yet; paused is 1
 -- or 0; completed counts the kept ones.
 
@@ -25,4 +26,5 @@ return {
   redis.call('HGET', KEYS[7], 'paused') == '1' and 1 or 0,
   redis.call('ZCARD', KEYS[8]),
   redis.call('ZCARD', KEYS[9]),
+  redis.call('ZCARD', KEYS[10]),
 }
