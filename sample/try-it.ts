@@ -11,6 +11,7 @@ export function tryItText(baseUrl: string, deskLeaseMs: number): string {
     `  curl -s -X POST ${baseUrl}/flash-sales/phone/buy ${json} -d '{"userId":"alice"}'`,
     `  curl -s '${baseUrl}/orders/phone-1?waitMs=5000'    # follow the order (202's orderUrl)`,
     `  curl -s -N ${baseUrl}/flash-sales/phone/events    # live: units sold, orders created (Ctrl-C ends it)`,
+    `  open ${baseUrl}/flash-sales/phone/live in a browser: the same events, and a buy form`,
     `  curl -s ${baseUrl}/flash-sales/phone`,
     `  curl -s ${baseUrl}/flash-sales/phone/orders`,
     `  SAMPLE_URL=${baseUrl} npm run sample:load    # 5,000 buyers, 200 connections, stock 100`,

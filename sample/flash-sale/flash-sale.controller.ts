@@ -2,6 +2,7 @@ import {
   Body,
   Controller,
   Get,
+  Header,
   HttpCode,
   HttpStatus,
   Param,
@@ -24,6 +25,7 @@ import {
 } from './flash-sale.dto';
 import { FlashSaleService } from './flash-sale.service';
 import { SaleEvents } from './sale-events';
+import { salePage } from './sale-page';
 import { STOCK_LOCK_TEMPLATE } from './flash-sale-keys';
 import { SaleExistsGuard, SoldOutGuard } from './sale.guards';
 
@@ -43,6 +45,7 @@ const STOCK_LOCK = { waitMs: 2_000 } as const;
  * - `GET /flash-sales/:sku` → `{ sku, stock, sold, orders, pending }`
  * - `GET /flash-sales/:sku/orders` → the orders written so far (rows)
  * - `GET /flash-sales/:sku/events` → server-sent events: units sold, orders created, live
+ * - `GET /flash-sales/:sku/live` → a page showing those events, with a buy form
  */
 @Controller('flash-sales')
 export class FlashSaleController {
@@ -80,6 +83,13 @@ export class FlashSaleController {
   @Get(':sku/orders')
   orders(@Param('sku', new IdPipe('sku')) sku: string): Promise<OrderRow[]> {
     return this.sales.orders(sku);
+  }
+
+  @Get(':sku/live')
+  @Header('content-type', 'text/html; charset=utf-8')
+  @UseGuards(SaleExistsGuard)
+  page(@Param('sku', new IdPipe('sku')) sku: string): string {
+    return salePage(sku);
   }
 
   /** `SaleExistsGuard`: an unknown sale gets a 404 before the stream opens. */

@@ -28,7 +28,7 @@ describeWithPostgres('sample: flash sale on a 6-node Redis Cluster (3 masters, 3
     // REDIS_CLUSTER_NODES=host:port,… in the environment; one node is enough to find the rest.
     app = await startSample({ keyPrefix, databaseUrl, redisClusterNodes: cluster.startupNodes });
     agent = new Agent({ keepAlive: true, maxSockets: 100 });
-  });
+  }, 90_000);
 
   afterAll(async () => {
     agent?.destroy();
@@ -88,5 +88,5 @@ describeWithPostgres('sample: flash sale on a 6-node Redis Cluster (3 masters, 3
     const status = await statusOf('phone');
     expect(status!.sold).toBeLessThanOrEqual(400);
     expect(status!.stock + status!.sold).toBe(400);
-  });
+  }, 150_000);
 });

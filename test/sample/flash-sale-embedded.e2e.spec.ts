@@ -67,7 +67,8 @@ describe('sample: flash sale on the embedded PostgreSQL (pglite), one instance',
     control = await createLockApp({ keyPrefix });
     queues = control.get(QueueService);
     agent = new Agent({ keepAlive: true, maxSockets: 100 });
-  });
+    // Bounds, not expectations: a child compiling the app on a loaded machine is slow.
+  }, 120_000);
 
   afterAll(async () => {
     agent?.destroy();
@@ -124,7 +125,7 @@ describe('sample: flash sale on the embedded PostgreSQL (pglite), one instance',
     } finally {
       await queues.setMaxSize(ORDERS_QUEUE, 40);
     }
-  });
+  }, 90_000);
 
   it('answers 503 + Retry-After past the orders queue bound, puts the unit back in stock, and loses nothing', async () => {
     await openSale('blender', 100);
@@ -216,6 +217,11 @@ describe('sample: flash sale on the embedded PostgreSQL (pglite), one instance',
           .sort();
       expect(ids('sold')).toEqual(['radio-1', 'radio-2', 'radio-3']);
       expect(ids('created')).toEqual(['radio-1', 'radio-2', 'radio-3']);
+      // The sale's page shows the same stream in a browser.
+      const page = await sendJson<string>(agent, 'GET', `${app.url}/flash-sales/radio/live`);
+      expect(page.status).toBe(200);
+      expect(page.headers['content-type']).toMatch(/^text\/html/);
+      expect(page.body).toContain("new EventSource('/flash-sales/' + sku + '/events')");
     } finally {
       stream.close();
     }

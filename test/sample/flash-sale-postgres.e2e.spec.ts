@@ -111,7 +111,7 @@ describeWithPostgres('sample: flash sale with its orders in a real PostgreSQL', 
       child.kill('SIGKILL');
       await a.app.close();
     }
-  });
+  }, 150_000);
 
   it('keeps selling while PostgreSQL is stopped for 5 s: orders say pending, then exactly one row per unit sold', async () => {
     const databaseUrl = await createDatabase(postgres, 'stopped_database');
@@ -152,7 +152,7 @@ describeWithPostgres('sample: flash sale with its orders in a real PostgreSQL', 
     } finally {
       await a.app.close();
     }
-  });
+  }, 120_000);
 
   it('fails fast when DATABASE_URL is unreachable at start, naming it without its password', async () => {
     const closed = postgres.port;

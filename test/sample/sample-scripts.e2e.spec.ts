@@ -48,7 +48,9 @@ describe('npm run sample (sample/main.ts)', () => {
       await waitFor(
         'the sample to print its curl commands',
         () => /curl -s http:\/\/\S+\/tasks\n/.test(out.stdout()) || child.exitCode !== null,
-        30_000,
+        // A bound, not an expectation: the app compiles on the fly and opens the embedded
+        // PostgreSQL before it prints.
+        90_000,
         50,
       );
       const stdout = out.stdout();
@@ -105,7 +107,7 @@ describe('npm run sample (sample/main.ts)', () => {
       // SIGTERM, not SIGKILL: the sample then stops its private redis-server too.
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
     }
-  }, 60_000);
+  }, 150_000);
 });
 
 describe('npm run sample:load (sample/load/flash-sale-load.ts)', () => {
@@ -150,7 +152,7 @@ describe('npm run sample:load (sample/load/flash-sale-load.ts)', () => {
     expect(await exited(child)).toBe(1);
     expect(out.stderr()).toContain('cannot reach the sample at http://127.0.0.1:9');
     expect(out.stderr()).toContain('npm run sample');
-  });
+  }, 120_000);
 
   it('rejects an option that is not a positive integer, naming it', async () => {
     const child = spawnTs('sample/load/flash-sale-load.ts', ['--buyers', 'many']);
