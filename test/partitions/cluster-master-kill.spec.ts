@@ -8,7 +8,7 @@ import { clusterSetup, Lab, type ClusterSetup, describeWithNetns } from './suppo
 import { ask, replicationInfo, type RedisNode } from './support/nodes';
 import { rounds } from './support/profile';
 import { lockSummary, report } from './support/report';
-import { sell, salesSince, stopSelling, waitSales } from './support/sale';
+import { sell, salesIn, salesSince, stopSelling, waitSales } from './support/sale';
 import { waitFor } from '../support/helpers';
 
 const INSTANCES = 3;
@@ -16,6 +16,13 @@ const SALE = { key: 'stock', ttlMs: 1_000, waitMs: 3_000, workers: 2, holdMs: 3 
 const CHANNEL = `p:lock:{${SALE.key}}:released`;
 /** How long the subscriptions may take to come back after the promotion. */
 const RESUBSCRIBE_MS = 15_000;
+/**
+ * The sell rate after the kill is measured from this long after the promotion: in the first 2-3 s
+ * the rate climbs back (measured in 500 ms steps: 0.3-0.8x of the rate before in the first
+ * second; docs/guarantees.md), and the target is the rate it climbs back to.
+ */
+const RECOVERED_MS = 3_000;
+const RATE_WINDOW_MS = 2_000;
 
 const mono = () => Number(process.hrtime.bigint()) / 1e6;
 
@@ -43,6 +50,7 @@ describeWithNetns('Cluster master kill mid-sale', () => {
     const start = mono();
     const notes: string[] = [];
     const counts: number[] = [];
+    const ratios: number[] = [];
     let master = setup.hotMaster;
     let replica = setup.replica;
     const others = setup.masters.filter((m) => m !== master);
@@ -72,13 +80,26 @@ describeWithNetns('Cluster master kill mid-sale', () => {
         50,
       ).catch(() => undefined);
       counts.push(count);
-      const after = mono();
-      await new Promise((r) => setTimeout(r, 2_000));
-      const rateAfter =
-        apps.reduce((s, a) => s + salesSince(a, after), 0) / ((mono() - after) / 1000);
+      const resubscribedMs = mono() - promoted;
+      // The rate once recovered (RECOVERED_MS after the promotion, over RATE_WINDOW_MS), and how
+      // long the recovery took: the first half second after the promotion selling at 0.8x the
+      // rate before or more. Reported, not asserted (rates on a shared machine).
+      const settled = promoted + RECOVERED_MS;
+      await new Promise((r) => setTimeout(r, settled + RATE_WINDOW_MS - mono()));
+      const rateAfter = salesIn(apps, settled, settled + RATE_WINDOW_MS) / (RATE_WINDOW_MS / 1000);
+      let recoveredMs = Infinity;
+      for (let t = promoted; t + 500 <= settled + RATE_WINDOW_MS; t += 250) {
+        if (salesIn(apps, t, t + 500) * 2 >= 0.8 * rateBefore) {
+          recoveredMs = t + 500 - promoted;
+          break;
+        }
+      }
+      ratios.push(rateAfter / rateBefore);
       notes.push(
-        `round ${round + 1}: ${count} subscribers after the promotion, ` +
-          `${Math.round(rateBefore)} sales/s before, ${Math.round(rateAfter)} after ` +
+        `round ${round + 1}: ${count} subscribers ${Math.round(resubscribedMs)} ms after the ` +
+          `promotion; ${Math.round(rateBefore)} sales/s before, ${Math.round(rateAfter)} ` +
+          `${RECOVERED_MS / 1000}-${(RECOVERED_MS + RATE_WINDOW_MS) / 1000} s after ` +
+          `(${(rateAfter / rateBefore).toFixed(2)}x); 0.8x reached ${recoveredMs} ms after ` +
           `(per instance since the promotion: ${apps.map((a) => salesSince(a, promoted)).join(' / ')})`,
       );
 
@@ -92,6 +113,10 @@ describeWithNetns('Cluster master kill mid-sale', () => {
       );
       [master, replica] = [replica, master];
     }
+    notes.push(
+      `sell rate after / before: min ${Math.min(...ratios).toFixed(2)}x, ` +
+        `median ${ratios.sort((x, y) => x - y)[Math.floor(ratios.length / 2)].toFixed(2)}x`,
+    );
     const stopped = await stopSelling(apps);
     notes.push(`errors ${JSON.stringify(stopped.map((s) => s.errors))}`);
     const found = checkLocks(

@@ -25,6 +25,14 @@ export function salesSince(app: AppClient, since: number): number {
   return app.events.filter((e) => e.ev === 'enter' && e.t >= since).length;
 }
 
+/** Sections entered by all of `apps` from monotonic time `from` until `to`. */
+export function salesIn(apps: readonly AppClient[], from: number, to: number): number {
+  let n = 0;
+  for (const a of apps)
+    for (const e of a.events) if (e.ev === 'enter' && e.t >= from && e.t < to) n++;
+  return n;
+}
+
 /** Waits until every instance entered `n` more sections than when called. */
 export async function waitSales(
   apps: readonly AppClient[],
