@@ -30,9 +30,13 @@ export function outageOf(err: unknown): 'Redis' | 'the database' | undefined {
   if (typeof message !== 'string') return undefined;
   if (name === 'ReplyError' && REDIS_REPLIES.test(message)) return 'Redis';
   if (name === 'MaxRetriesPerRequestError' || name === 'ClusterAllFailedError') return 'Redis';
-  // The sample's own `ReplicaLagError` and the library's `QueueReplicationError` (a failover
-  // could lose the write) and `RedisUnavailableError`.
-  if (typeof name === 'string' && /(Replication|ReplicaLag|RedisUnavailable)Error$/.test(name)) {
+  // The sample's own `ReplicaLagError`, the library's `QueueReplicationError` (a failover could
+  // lose the write), `RedisUnavailableError`, and `LockLostError` (Redis stalled past the lock's
+  // TTL: the batch wrote nothing).
+  if (
+    typeof name === 'string' &&
+    /(Replication|ReplicaLag|RedisUnavailable|LockLost)Error$/.test(name)
+  ) {
     return 'Redis';
   }
   if (REDIS_CLIENT.test(message)) return 'Redis';

@@ -71,13 +71,6 @@ export class OrdersDatabase implements OnModuleInit, OnApplicationShutdown {
     }
   }
 
-  private async openEmbedded(): Promise<PGlite> {
-    const { PGlite } = await import('@electric-sql/pglite');
-    const db = await PGlite.create();
-    await db.query(SCHEMA_SQL);
-    return db;
-  }
-
   /** Resolves once the database answers (opens the embedded one). */
   async ready(): Promise<void> {
     await this.query('SELECT 1');
@@ -119,6 +112,14 @@ export class OrdersDatabase implements OnModuleInit, OnApplicationShutdown {
       if ((err as { code?: string }).code !== '23505') throw err;
       await this.query(SCHEMA_SQL);
     }
+  }
+
+  /** Starts the embedded engine (in memory) and applies the schema. */
+  private async openEmbedded(): Promise<PGlite> {
+    const { PGlite } = await import('@electric-sql/pglite');
+    const db = await PGlite.create();
+    await db.query(SCHEMA_SQL);
+    return db;
   }
 
   private warn(err: Error): void {

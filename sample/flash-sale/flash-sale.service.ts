@@ -235,7 +235,8 @@ export class FlashSaleService {
     });
     if (boughtNow.size === 0) return results;
     // Past this point we write: if the lock was lost (e.g. Redis stalled beyond its TTL), another
-    // buyer may be inside the critical section, so stop (the buyers get a 500 and may retry).
+    // buyer may be inside the critical section, so stop (`LockLostError`: the buyers get a 503
+    // and may retry).
     lock.signal.throwIfAborted();
     const units = [...boughtNow.values()];
     await this.redis.exec(
@@ -271,10 +272,11 @@ export class FlashSaleService {
           .hdel(k.orders, ...returned.map((o) => o.orderId)),
       );
     }
-    return results.map((result, i) => {
-      if (result instanceof Error || result.repeated) return result;
-      return refused.get(purchases[i].userId) ?? result;
-    });
+    // A refused unit's buyer gets the refusal, also for a second press in this same batch (whose
+    // `repeated` answer names the unit that just went back to the stock).
+    return results.map((result) =>
+      result instanceof Error ? result : (refused.get(result.order.userId) ?? result),
+    );
   }
 
   private keys(sku: string): SaleKeys {

@@ -2,6 +2,7 @@ import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
 import fc from 'fast-check';
 import { LockService } from '../../lib';
+import { outageOf } from '../../sample/common/outage';
 import { requireLock } from '../../sample/common/require-lock';
 import {
   loadSampleConfig,
@@ -98,6 +99,35 @@ describe('sample configuration from the environment', () => {
     expect(redactRedisUrl('redis://:secret@cache:6379/0')).toBe('redis://:***@cache:6379/0');
     expect(redactRedisUrl('rediss://app:secret@cache:6380')).toBe('rediss://app:***@cache:6380');
     expect(redactRedisUrl('redis://cache:6379')).toBe('redis://cache:6379');
+  });
+});
+
+describe('outageOf (503, never 500)', () => {
+  const named = (name: string, message: string, code?: string) =>
+    Object.assign(new Error(message), { name }, code === undefined ? {} : { code });
+
+  it('says Redis for failover replies, client timeouts and the replication and lock-lost errors', () => {
+    expect(outageOf(named('ReplyError', 'MOVED 7350 127.0.0.1:7001'))).toBe('Redis');
+    expect(outageOf(named('ReplyError', 'CLUSTERDOWN The cluster is down'))).toBe('Redis');
+    expect(outageOf(new Error('Command timed out'))).toBe('Redis');
+    expect(outageOf(named('MaxRetriesPerRequestError', 'Reached the max retries'))).toBe('Redis');
+    expect(outageOf(named('QueueReplicationError', 'x'))).toBe('Redis');
+    expect(outageOf(named('LockLostError', "lock 'stock:a' was lost"))).toBe('Redis');
+  });
+
+  it('says the database for refused connections and PostgreSQL connection states', () => {
+    expect(outageOf(named('Error', 'connect ECONNREFUSED 127.0.0.1:5432', 'ECONNREFUSED'))).toBe(
+      'the database',
+    );
+    expect(outageOf(named('error', 'terminating connection', '57P01'))).toBe('the database');
+    expect(outageOf(new Error('Connection terminated unexpectedly'))).toBe('the database');
+  });
+
+  it('leaves everything else to a 500', () => {
+    expect(outageOf(new Error('boom'))).toBeUndefined();
+    expect(outageOf(named('ReplyError', 'WRONGTYPE Operation against a key'))).toBeUndefined();
+    expect(outageOf(named('error', 'duplicate key value', '23505'))).toBeUndefined();
+    expect(outageOf('text')).toBeUndefined();
   });
 });
 
