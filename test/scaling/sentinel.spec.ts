@@ -211,7 +211,9 @@ describe('Redis Sentinel: 1 master, 1 replica, 3 sentinels (real processes)', ()
       okSince = 0;
       await waitFor('locks again', () => okSince >= 10, 30_000).catch((err: Error) => {
         // What the loops last saw says why they did not resume.
-        throw new Error(`${err.message}; errors ${JSON.stringify(errors)}; last: ${recent.join(' | ')}`);
+        throw new Error(
+          `${err.message}; errors ${JSON.stringify(errors)}; last: ${recent.join(' | ')}`,
+        );
       });
       const locksBackAt = Date.now();
       await queues.enqueue('failover-q', ['after-1', 'after-2']);
