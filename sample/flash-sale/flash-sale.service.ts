@@ -131,11 +131,14 @@ export class FlashSaleService {
     if (stock !== null && Number(stock) <= 0 && !bought) throw new SoldOutError(sku, Number(sold));
   }
 
-  /** `{ sku, stock, sold, orders, pending }` of a sale (`orders`: rows written). @throws SaleNotFoundError */
+  /**
+   * `{ sku, stock, sold, orders, pending }` of a sale (`orders`: rows written, counted at most
+   * 250 ms ago). @throws SaleNotFoundError
+   */
   async status(sku: string): Promise<SaleStatus> {
     const [sale, orders] = await Promise.all([
       this.redis.client.hmget(this.keys(sku).sale, 'stock', 'sold'),
-      this.rows.count(sku),
+      this.rows.recentCount(sku),
     ]);
     if (sale[0] === null) throw new SaleNotFoundError(sku);
     const stock = Number(sale[0]);

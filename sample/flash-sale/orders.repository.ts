@@ -3,6 +3,9 @@ import { OrdersDatabase, type SqlParam } from '../database/orders-database';
 import type { Order, OrderRow } from './flash-sale.dto';
 
 /** Columns of `orders` as the API names them (numbers and dates converted in `toRow`). */
+/** How old a sale's row count may be when its status is read (`recentCount`). */
+const COUNT_MAX_AGE_MS = 250;
+
 const SELECT_ROW = 'SELECT order_id, sku, user_id, price, fence, bought_at, created_at FROM orders';
 
 interface RawRow {
@@ -18,6 +21,8 @@ interface RawRow {
 /** The `orders` table (see `sample/database/orders.schema.sql`). */
 @Injectable()
 export class OrdersRepository {
+  private readonly counts = new Map<string, { at: number; count: Promise<number> }>();
+
   constructor(private readonly db: OrdersDatabase) {}
 
   /**
@@ -46,6 +51,21 @@ export class OrdersRepository {
   async find(orderId: string): Promise<OrderRow | undefined> {
     const rows = await this.db.query<RawRow>(`${SELECT_ROW} WHERE order_id = $1`, [orderId]);
     return rows.length > 0 ? toRow(rows[0]) : undefined;
+  }
+
+  /**
+   * Rows of the sale of `sku` as counted at most `COUNT_MAX_AGE_MS` ago: the sale's status page
+   * is read by every buyer, and one `count(*)` per request would make PostgreSQL the limit of a
+   * read that Redis alone answers otherwise. Concurrent callers share one query.
+   */
+  recentCount(sku: string): Promise<number> {
+    const cached = this.counts.get(sku);
+    if (cached && Date.now() - cached.at < COUNT_MAX_AGE_MS) return cached.count;
+    const count = this.count(sku);
+    this.counts.set(sku, { at: Date.now(), count });
+    // A failed count is not kept: the next caller asks again.
+    count.catch(() => this.counts.delete(sku));
+    return count;
   }
 
   /** Rows of the sale of `sku`. */
