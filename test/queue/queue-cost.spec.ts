@@ -117,7 +117,8 @@ describe('QueueService: what enqueue and a worker step cost (dedicated redis-ser
     await waitFor('drained', async () => (await queues.stats(q)).leased === 0);
     await worker.close();
     // Per task only HINCRBY (the attempt count) and its two events (completed, active); every
-    // other command is one per key for all 10 (the acked tasks are kept with their results).
+    // other command is one per key for all 10 (the acked tasks are kept with their results; one
+    // EXISTS asks whether any task of the queue has a flow parent or an outbox).
     expect(step).toEqual({
       evalsha: 1,
       time: 1,
@@ -126,7 +127,7 @@ describe('QueueService: what enqueue and a worker step cost (dedicated redis-ser
       hdel: 1,
       zrangebyscore: 4,
       zcard: 1,
-      exists: 8,
+      exists: 9,
       zadd: 2,
       hset: 2,
       get: 1,

@@ -52,7 +52,8 @@ describe('QueueService groups across 3 worker processes × concurrency 8', () =>
     queues = app.get(QueueService);
     redis = redisClient();
     children = await Promise.all([0, 1, 2].map(() => spawnWorkers()));
-  });
+    // Three children compiling the library at once: seconds each on a loaded 2-core machine.
+  }, 120_000);
   afterAll(async () => {
     for (const child of children) child.kill('SIGKILL');
     await app.close();

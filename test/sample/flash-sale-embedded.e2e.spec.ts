@@ -101,7 +101,11 @@ describe('sample: flash sale on the embedded PostgreSQL (pglite), one instance',
       const buyers = Array.from({ length: 2_500 }, (_, i) => `buyer-${i}`);
       const outcomes = await buyAll(agent, () => app.url, 'speaker', buyers);
       const statuses = countBy(outcomes.flatMap((o) => o.statuses));
-      expect(Object.keys(statuses).filter((s) => !['202', '410', '423'].includes(s))).toEqual([]);
+      // 503: Redis slower than the command bound on a loaded machine, retried as its Retry-After
+      // asks (the queue has no bound here); nothing else than these.
+      expect(
+        Object.keys(statuses).filter((s) => !['202', '410', '423', '503'].includes(s)),
+      ).toEqual([]);
       const accepted = outcomes.filter((o) => o.orderId !== undefined);
       expect(accepted).toHaveLength(400);
       const views = await followOrders(
