@@ -190,11 +190,14 @@ if dedupId ~= '' then
 end
 
 -- The bound: tasks queued or running are every task with an info entry but the finished ones
--- kept (completed, dead, cancelled): four O(1) reads. An id counts as new unless it exists and is
--- not finished; the exact count is taken only when the call could pass the bound.
+-- kept (completed, dead, cancelled). The entries alone (one O(1) read) are an upper bound of the
+-- size: while they leave room for every id of the call, nothing else is read. Otherwise the size
+-- takes three more O(1) reads, and when the call could still pass the bound, an id counts as new
+-- unless it exists and is not finished.
 local maxSize = tonumber(redis.call('HGET', KEYS[16], 'maxSize') or ARGV[9])
-if maxSize > 0 then
-  local size = redis.call('HLEN', KEYS[7]) - redis.call('ZCARD', KEYS[5])
+local entries = maxSize > 0 and redis.call('HLEN', KEYS[7]) or 0
+if maxSize > 0 and entries + #ARGV - 12 > maxSize then
+  local size = entries - redis.call('ZCARD', KEYS[5])
     - redis.call('ZCARD', KEYS[9]) - redis.call('ZCARD', KEYS[14])
   if size + #ARGV - 12 > maxSize then
     local adding = 0
