@@ -19,6 +19,8 @@ const SCHEMA_SQL = readFileSync(join(__dirname, 'orders.schema.sql'), 'utf8');
 const CONNECT_TIMEOUT_MS = 5_000;
 /** Bound of every statement, so that a database that hangs fails the task (which retries). */
 const STATEMENT_TIMEOUT_MS = 5_000;
+/** The advisory lock under which an instance applies the schema (any constant of the sample's). */
+const SCHEMA_LOCK_KEY = 7_350_001;
 
 /** Values a query binds to `$1`, `$2`, … */
 export type SqlParam = string | number | Date | null;
@@ -62,7 +64,7 @@ export class OrdersDatabase implements OnModuleInit, OnApplicationShutdown {
       // An idle connection that breaks (the server restarts) must not crash the process.
       this.pool.on('error', (err) => this.warn(err));
       try {
-        await this.applySchema();
+        await this.applySchema(this.pool);
       } catch (err) {
         await this.pool.end().catch(() => undefined);
         this.pool = undefined;
@@ -102,15 +104,23 @@ export class OrdersDatabase implements OnModuleInit, OnApplicationShutdown {
   }
 
   /**
-   * Two instances starting at once both run `CREATE TABLE IF NOT EXISTS`; PostgreSQL may then
-   * refuse the second with a unique violation on its catalog: once more finds the table there.
+   * Two instances starting at once both run `CREATE TABLE IF NOT EXISTS`, and PostgreSQL may refuse
+   * the second (`relation "orders" already exists`, or a unique violation on its catalog): the
+   * schema is applied under a transaction-scoped advisory lock, so the instances take turns.
    */
-  private async applySchema(): Promise<void> {
+  private async applySchema(pool: Pool): Promise<void> {
+    const client = await pool.connect();
     try {
-      await this.query(SCHEMA_SQL);
+      await client.query('BEGIN');
+      await client.query('SELECT pg_advisory_xact_lock($1)', [SCHEMA_LOCK_KEY]);
+      await client.query(SCHEMA_SQL);
+      await client.query('COMMIT');
+      client.release();
     } catch (err) {
-      if ((err as { code?: string }).code !== '23505') throw err;
-      await this.query(SCHEMA_SQL);
+      await client.query('ROLLBACK').catch(() => undefined);
+      // A connection that failed mid-transaction is closed rather than reused.
+      client.release(err as Error);
+      throw err;
     }
   }
 

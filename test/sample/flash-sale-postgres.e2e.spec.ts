@@ -3,6 +3,8 @@ import { Agent } from 'node:http';
 import type { ChildProcess } from 'node:child_process';
 import type { PostgresServer } from '../../scripts/postgres-server';
 import { createSampleApp } from '../../sample/sample-app';
+import { SampleConfig } from '../../sample/config/sample-config';
+import { OrdersDatabase } from '../../sample/database/orders-database';
 import type { SaleStatus } from '../../sample/flash-sale/flash-sale.dto';
 import { exited, lineFrom, spawnTs } from '../support/child';
 import { sleep, testRedisUrl, uniquePrefix, waitFor } from '../support/helpers';
@@ -153,6 +155,25 @@ describeWithPostgres('sample: flash sale with its orders in a real PostgreSQL', 
       await a.app.close();
     }
   }, 120_000);
+
+  it('applies the schema once when 8 instances start at once on an empty database (no "already exists")', async () => {
+    const databaseUrl = await createDatabase(postgres, 'schema_race');
+    const databases = Array.from(
+      { length: 8 },
+      () => new OrdersDatabase(new SampleConfig({ databaseUrl })),
+    );
+    try {
+      const outcomes = await Promise.allSettled(databases.map((db) => db.onModuleInit()));
+      expect(outcomes.filter((o) => o.status === 'rejected')).toEqual([]);
+      const [table] = await queryRows<{ n: number }>(
+        databaseUrl,
+        "SELECT count(*)::int AS n FROM pg_tables WHERE tablename = 'orders'",
+      );
+      expect(table.n).toBe(1);
+    } finally {
+      await Promise.all(databases.map((db) => db.onApplicationShutdown()));
+    }
+  });
 
   it('fails fast when DATABASE_URL is unreachable at start, naming it without its password', async () => {
     const closed = postgres.port;
