@@ -10,6 +10,7 @@ import type { LuaScript } from './lua-script';
 import { PubSubHub } from './pubsub-hub';
 import { isSentinelClient, ReplicaWatch } from './replica-watch';
 import { ThrottledWarning } from './throttled-warning';
+import { reviveAfterFailedConnect } from './revive-ended';
 
 type Client = Redis | Cluster;
 
@@ -58,6 +59,8 @@ export class RedisLockConnection {
   private readonly errors = new ThrottledWarning(new Logger('RedisLockModule'));
   private readonly extra = new Set<Client>();
   private wasReady: boolean;
+  /** `close()` was called: an ended connection stays ended. */
+  private closing = false;
   /** Cluster: the client refreshed its slot map; so does the subscriber. */
   private readonly onRefresh = () => this.hub.refreshTopology();
 
@@ -86,6 +89,7 @@ export class RedisLockConnection {
     }
     this.isCluster = (this.client as { isCluster?: boolean }).isCluster === true;
     if (this.owned) this.client.on('error', (err: Error) => this.logError('connection', err));
+    if (this.owned) this.keepAlive(this.client);
     this.wasReady = this.client.status === 'ready';
     if (!this.wasReady) this.client.once('ready', () => (this.wasReady = true));
     this.hub = new PubSubHub(
@@ -163,8 +167,24 @@ export class RedisLockConnection {
       : this.client.duplicate();
     copy.on('error', (err: Error) => this.logError('extra connection', err));
     this.extra.add(copy);
-    copy.once('end', () => this.extra.delete(copy));
+    if (!this.keepAlive(copy)) copy.once('end', () => this.extra.delete(copy));
     return copy;
+  }
+
+  /**
+   * A Sentinel client with ioredis's failover detector can end for good when a failover is
+   * announced while it reconnects (`reviveAfterFailedConnect`): such an end is followed by a new
+   * connection. Returns false (nothing done) for other clients.
+   */
+  private keepAlive(client: Client): boolean {
+    if (this.isCluster || !(client as Redis).options?.failoverDetector) return false;
+    reviveAfterFailedConnect(
+      client as Redis,
+      () => this.closing,
+      () => this.errors.warn('Sentinel connection ended during a failover; connecting again'),
+      () => this.extra.delete(client),
+    );
+    return true;
   }
 
   /**
@@ -212,6 +232,7 @@ export class RedisLockConnection {
    * the module created it.
    */
   async close(): Promise<void> {
+    this.closing = true;
     await Promise.all(this.nodes.map((node) => node.close()));
     this.replicaWatch?.close();
     this.client.off('refresh', this.onRefresh);

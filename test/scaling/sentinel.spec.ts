@@ -71,6 +71,40 @@ describe('Redis Sentinel: 1 master, 1 replica, 3 sentinels (real processes)', ()
     }
   });
 
+  it("connects again when a failover announcement cuts its reconnection short (ioredis's failover detector would end the client for good)", async () => {
+    const own = await createLockApp({
+      redis: { sentinels: sentinel.sentinels, name: sentinel.name },
+      keyPrefix: prefix,
+      commandTimeoutMs: 1_000,
+    });
+    try {
+      const client = own.get(RedisLockConnection).client as Redis;
+      const statuses: string[] = [];
+      client.on('end', () => statuses.push('end'));
+      // What the detector does on +switch-master while the client is asking the sentinels where
+      // the master is: it disconnects the connector, and the attempt fails "Connection is closed."
+      const connector = (client as unknown as { connector: { disconnect(): void } }).connector;
+      const cut = new Promise<void>((resolve) =>
+        client.once('connecting', () => {
+          connector.disconnect();
+          resolve();
+        }),
+      );
+      client.disconnect(true);
+      await cut;
+      await waitFor(
+        'the ended client to connect again',
+        () => statuses.includes('end') && client.status === 'ready',
+        10_000,
+      );
+      const lock = await own.get(LockService).acquire('after-end', { ttlMs: 5_000 });
+      await lock.release();
+      expect(await own.get(QueueService).enqueue('after-end', 'x')).toBe(1);
+    } finally {
+      await own.close();
+    }
+  });
+
   describe('waitForReplicas', () => {
     it('acquire returns once the replica acknowledged the lock: the replica holds the token, also after a handoff', async () => {
       const w = { replicas: 1, timeoutMs: 2_000 };
