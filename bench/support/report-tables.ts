@@ -358,7 +358,11 @@ export function reportTables(
 /** Under the enqueue table: what each row does. */
 const ENQUEUE_NOTE =
   'Both with their defaults: each add also writes an event (ours `enqueued`; BullMQ `added` and ' +
-  "`waiting`) to the queue's capped event stream (10,000 entries for both).";
+  "`waiting`) to the queue's capped event stream (10,000 entries for both). Each producer calls " +
+  '`enqueue` / `queue.add` with one job and awaits it; ours merges the calls its producers make ' +
+  'in one tick into one script run (docs/queue.md, "Calls of one tick are merged"): hence ' +
+  'requests/job below 1. BullMQ has no such merge for `add` (its `addBulk` takes one list from ' +
+  'one caller).';
 
 /** Under the drain tables: what the rows keep and write. */
 const DRAIN_NOTE =

@@ -20,6 +20,7 @@ import { flowGroupKeys } from './flows/flow-keys';
 import { FlowStore } from './flows/flow-store';
 import { toLeasedTasks, toTaskInfos, toTasks } from './queue-replies';
 import { QUEUE_SCRIPTS } from './queue-scripts';
+import { EnqueueBatcher, type EnqueueSegment, type SegmentOutcome } from './enqueue-batcher';
 import { MAX_QUEUE_BATCH, MAX_TASK_LOG_LINES } from './queue.constants';
 
 /** Expired leases one claim returns to the queue at most (the next claim takes the rest). */
@@ -89,6 +90,8 @@ export interface EnqueueArgs {
  */
 export class QueueStore {
   private readonly keyCache = new Map<string, QueueRedisKeys>();
+  /** Merges plain enqueue calls of one tick (`enqueue`). */
+  private readonly batcher = new EnqueueBatcher();
   /** Flows: adding trees, outboxes, a parent's children (./flows/flow-store.ts). */
   readonly flows: FlowStore = new FlowStore(this);
   private readonly tokenPrefix = randomBytes(9).toString('base64url');
@@ -178,29 +181,40 @@ export class QueueStore {
   }
 
   /**
-   * Adds `ids` (enqueue.lua).
+   * Adds `ids` (enqueue.lua). Plain calls (no replace, priority, group, deduplication or LIFO) to
+   * one queue with the same delay, options and replica wait, made in the same tick, go to Redis as
+   * one call (`EnqueueBatcher`); each still gets its own outcome.
    * @throws QueueFullError when the call would take the queue past its `maxSize`
    */
   async enqueue(k: QueueRedisKeys, ids: readonly string[], a: EnqueueArgs): Promise<number> {
     const plain = !a.replace && a.priority === 0 && a.group === '' && !a.dedup;
+    if (!plain || a.lifo) {
+      this.batcher.sendNow(k.name);
+      return this.enqueueCall(k, ids, a, plain);
+    }
+    const w = a.waitForReplicas;
+    const outcome = await this.batcher.add(
+      k.name,
+      `${a.delayMs}\0${a.opts}\0${w ? `${w.replicas}/${w.timeoutMs}` : String(w)}`,
+      { ids, payload: a.payload },
+      (segment) => this.enqueueCall(k, segment.ids, { ...a, payload: segment.payload }, true),
+      (segments) => this.enqueueSegments(k, segments, a),
+    );
+    if ('size' in outcome) throw new QueueFullError(k.name, outcome.size, outcome.maxSize);
+    return outcome.added;
+  }
+
+  /** One enqueue.lua call for one caller. */
+  private async enqueueCall(
+    k: QueueRedisKeys,
+    ids: readonly string[],
+    a: EnqueueArgs,
+    plain: boolean,
+  ): Promise<number> {
     const added = await this.write(
       QUEUE_SCRIPTS.enqueue,
       enqueueKeys(k, plain),
-      [
-        a.delayMs,
-        a.replace ? 1 : 0,
-        a.payload === undefined ? 0 : 1,
-        a.payload ?? '',
-        a.priority,
-        a.group,
-        this.eventsMaxLen,
-        a.opts,
-        this.defaults.maxSize ?? 0,
-        a.lifo ? 1 : 0,
-        a.dedup?.id ?? '',
-        a.dedup?.keepLastIfActive ? -1 : (a.dedup?.ttlMs ?? 0),
-        ...ids,
-      ],
+      [...this.enqueueHeader(a, a.payload === undefined ? 0 : 1, a.payload ?? ''), ...ids],
       k.name,
       'enqueue',
       a.waitForReplicas,
@@ -209,6 +223,48 @@ export class QueueStore {
       throw new QueueFullError(k.name, Number(added[0]), Number(added[1]));
     }
     return Number(added);
+  }
+
+  /** One enqueue.lua call for several plain callers (`segments`, in order). */
+  private async enqueueSegments(
+    k: QueueRedisKeys,
+    segments: readonly EnqueueSegment[],
+    a: EnqueueArgs,
+  ): Promise<SegmentOutcome[]> {
+    const args = this.enqueueHeader(a, 2, '');
+    for (const s of segments) {
+      args.push(s.ids.length, s.payload === undefined ? 0 : 1, s.payload ?? '', ...s.ids);
+    }
+    const reply = (await this.write(
+      QUEUE_SCRIPTS.enqueue,
+      enqueueKeys(k, true),
+      args,
+      k.name,
+      'enqueue',
+      a.waitForReplicas,
+    )) as (number | string)[];
+    return segments.map((_, i) => {
+      const [first, second] = [Number(reply[i * 2]), Number(reply[i * 2 + 1])];
+      return second === -1 ? { added: first } : { size: first, maxSize: second };
+    });
+  }
+
+  /** ARGV[1..12] of enqueue.lua. */
+  private enqueueHeader(a: EnqueueArgs, hasPayload: number, payload: string): (string | number)[] {
+    return [
+      a.delayMs,
+      a.replace ? 1 : 0,
+      hasPayload,
+      payload,
+      a.priority,
+      a.group,
+      this.eventsMaxLen,
+      a.opts,
+      this.defaults.maxSize ?? 0,
+      a.lifo ? 1 : 0,
+      a.dedup?.id ?? '',
+      a.dedup?.keepLastIfActive ? -1 : (a.dedup?.ttlMs ?? 0),
+    ];
   }
 
   async pop<P>(k: QueueRedisKeys, count: number): Promise<Task<P>[]> {

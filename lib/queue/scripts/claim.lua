@@ -297,12 +297,15 @@ if settles > 0 then
     local keepMs = tonumber(ARGV[13])
     if keepMs > 0 then
       -- Kept with its payload, attempts and info, plus its result and finish time.
+      -- Numbers made strings once per call, not once per task (a conversion costs as much as a
+      -- small command in Redis's Lua).
       local kept, results = {}, {}
+      local keptUntil, finishedAt = string.format('%.0f', now + keepMs), string.format('%.0f', now)
       for i, id in ipairs(acked) do
-        kept[#kept + 1] = now + keepMs
+        kept[#kept + 1] = keptUntil
         kept[#kept + 1] = id
         results[#results + 1] = id
-        results[#results + 1] = now .. '|' .. ARGV[ackedAt[i] + 5]
+        results[#results + 1] = finishedAt .. '|' .. ARGV[ackedAt[i] + 5]
       end
       variadic('ZADD', KEYS[19], kept)
       variadic('HSET', KEYS[21], results)
@@ -409,9 +412,10 @@ end
 local function leaseChosen()
   if taken == 0 then return end
   local leases, tokens, limits = {}, {}, {}
+  local leasedUntil = string.format('%.0f', now + leaseMs)
   for i, id in ipairs(chosen) do
     local token = ARGV[4] .. ':' .. i
-    leases[#leases + 1] = now + leaseMs
+    leases[#leases + 1] = leasedUntil
     leases[#leases + 1] = id
     tokens[#tokens + 1] = id
     tokens[#tokens + 1] = token
@@ -434,7 +438,7 @@ local function leaseChosen()
     result[#result + 1] = id
     local m = not scores[i] and parseInfo(infos[i])
     result[#result + 1] = scores[i] or (m and m.due) or now
-    local attempt = redis.call('HINCRBY', KEYS[4], id, 1)
+    local attempt = redis.call('HINCRBY', KEYS[4], id, '1')
     result[#result + 1] = attempt
     result[#result + 1] = tokens[i * 2]
     result[#result + 1] = payloads[i]

@@ -33,7 +33,8 @@
 -- ARGV[2] replace     '1': an id already queued (not leased) is placed again with the new due
 --                     time (and payload when given); with the call's priority and group when it
 --                     names one, else with its own
--- ARGV[3] hasPayload  '1': ARGV[4] is the payload of every id
+-- ARGV[3] hasPayload  '1': ARGV[4] is the payload of every id; '2': several calls in one
+--                     (segments, below)
 -- ARGV[4] payload     JSON text ('' when hasPayload is '0'), stored as given: a traced enqueue
 --                     puts its trace context first ('\1<traceparent>\n<JSON text or nothing>')
 -- ARGV[5] priority    integer from -1000 to 1000; 0: none
@@ -49,23 +50,30 @@
 --                     (ttlMs 0) or its ttl runs: then a 'deduplicated' event (k: the kept task)
 -- ARGV[12] dedupTtlMs  0: until the holding task finishes; -1: the same, and keepLastIfActive: a
 --                     call deduplicated while the holder is leased is kept (the last one wins)
--- ARGV[13..] ids
+-- ARGV[13..] ids; with ARGV[3] '2', segments instead: concurrent plain calls of one process
+--                     (the same options but their ids and payloads; QueueStore merges them), each
+--                     as n, hasPayload, payload, then its n ids
 --
 -- Returns the number of ids newly added, or {size, maxSize} when the call would take the queue
--- past its bound: then nothing is added (all or nothing). A leased id is never touched; an id completed within its
--- keepCompleted window is refused (once the window ended it is added as a new task). A dead or
--- cancelled id is added again as a new task (attempts, last error and progress reset).
+-- past its bound: then nothing is added (all or nothing). With segments, two values per segment,
+-- each segment all or nothing in its turn: {added, -1} or {size, maxSize}. A leased id is never
+-- touched; an id completed within its keepCompleted window is refused (once the window ended it
+-- is added as a new task). A dead or cancelled id is added again as a new task (attempts, last
+-- error and progress reset).
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- `now` as a string, made once (Redis's Lua converts a number on every call that passes one).
+local nowText = string.format('%.0f', now)
 local due = now + tonumber(ARGV[1])
 local replace = ARGV[2] == '1'
 local hasPayload = ARGV[3] == '1'
+-- The payload of the ids being added (ARGV[4], or a segment's).
+local payloadText = ARGV[4]
 local priority = tonumber(ARGV[5])
 local group = ARGV[6]
 local eventsMaxLen = tonumber(ARGV[7])
 local opts = ARGV[8]
-local added = 0
 local changed = false
 local keepsDone = redis.call('EXISTS', KEYS[9]) == 1
 local lifo = ARGV[10] == '1'
@@ -98,7 +106,7 @@ end
 -- or prio; `prio` and `grp` are the task's priority and group.
 local function place(id, prio, grp)
   if grp == '' and prio == 0 then
-    redis.call('HSET', KEYS[7], id, now)
+    redis.call('HSET', KEYS[7], id, nowText)
     redis.call('ZADD', KEYS[1], lifo and lifoScore() or dueScore(), id)
     return
   end
@@ -130,7 +138,7 @@ end
 
 local function setPayload(id)
   if hasPayload then
-    redis.call('HSET', KEYS[3], id, ARGV[4])
+    redis.call('HSET', KEYS[3], id, payloadText)
   else
     redis.call('HDEL', KEYS[3], id)
   end
@@ -180,7 +188,7 @@ if dedupId ~= '' then
   if holder then
     if ARGV[12] == '-1' and redis.call('ZSCORE', KEYS[2], holder) then
       local kept = {dd = dedupId, i = ARGV[13], d = tonumber(ARGV[1])}
-      if hasPayload then kept.p = ARGV[4] end
+      if hasPayload then kept.p = payloadText end
       if opts ~= '' then kept.o = opts end
       redis.call('HSET', KEYS[25], holder, cjson.encode(kept))
     end
@@ -191,92 +199,126 @@ end
 
 -- The bound: tasks queued or running are every task with an info entry but the finished ones
 -- kept (completed, dead, cancelled). The entries alone (one O(1) read) are an upper bound of the
--- size: while they leave room for every id of the call, nothing else is read. Otherwise the size
--- takes three more O(1) reads, and when the call could still pass the bound, an id counts as new
--- unless it exists and is not finished.
+-- size: while they leave room for every id of ARGV[first..last], nothing else is read. Otherwise
+-- the size takes three more O(1) reads, and when the call could still pass the bound, an id
+-- counts as new unless it exists and is not finished. Returns size, maxSize when those ids would
+-- pass the bound, else nothing.
 local maxSize = tonumber(redis.call('HGET', KEYS[16], 'maxSize') or ARGV[9])
-local entries = maxSize > 0 and redis.call('HLEN', KEYS[7]) or 0
-if maxSize > 0 and entries + #ARGV - 12 > maxSize then
+local function overBound(first, last)
+  if maxSize <= 0 then return end
+  local entries = redis.call('HLEN', KEYS[7])
+  local n = last - first + 1
+  if entries + n <= maxSize then return end
   local size = entries - redis.call('ZCARD', KEYS[5])
     - redis.call('ZCARD', KEYS[9]) - redis.call('ZCARD', KEYS[14])
-  if size + #ARGV - 12 > maxSize then
-    local adding = 0
-    for i = 13, #ARGV do
-      local id = ARGV[i]
-      local finished = redis.call('ZSCORE', KEYS[5], id) or redis.call('ZSCORE', KEYS[14], id)
-      local kept = redis.call('ZSCORE', KEYS[9], id)
-      if redis.call('HEXISTS', KEYS[7], id) == 0 or finished or (kept and tonumber(kept) <= now) then
-        adding = adding + 1
-      end
+  if size + n <= maxSize then return end
+  local adding = 0
+  for i = first, last do
+    local id = ARGV[i]
+    local finished = redis.call('ZSCORE', KEYS[5], id) or redis.call('ZSCORE', KEYS[14], id)
+    local kept = redis.call('ZSCORE', KEYS[9], id)
+    if redis.call('HEXISTS', KEYS[7], id) == 0 or finished or (kept and tonumber(kept) <= now) then
+      adding = adding + 1
     end
-    if size + adding > maxSize then return {size, maxSize} end
   end
+  if size + adding > maxSize then return size, maxSize end
 end
 
-for i = 13, #ARGV do
-  local id = ARGV[i]
-  local doneUntil = keepsDone and redis.call('ZSCORE', KEYS[9], id)
-  if doneUntil and tonumber(doneUntil) > now then
-    -- completed within its keepCompleted window: refused
-  else
-    if doneUntil then
-      -- its window ended (no ack trimmed it yet): forgotten, then added as a new task
-      redis.call('ZREM', KEYS[9], id)
-      redis.call('HDEL', KEYS[7], id)
-      redis.call('HDEL', KEYS[3], id)
-      forgetRun(id)
-    end
-    if plain and redis.call('HSETNX', KEYS[7], id, now) == 1 then
-      setPayload(id)
-      redis.call('ZADD', KEYS[1], lifo and lifoScore() or dueScore(), id)
-      added = added + 1
-      changed = true
-      enqueued(id)
-    elseif not redis.call('ZSCORE', KEYS[2], id) then
-      local queued = redis.call('ZSCORE', KEYS[1], id) ~= false
-      local info = (replace or not queued) and redis.call('HGET', KEYS[7], id)
-      if not queued and info then
-        if redis.call('ZREM', KEYS[5], id) + redis.call('ZREM', KEYS[14], id) > 0 then
-          forgetRun(id)
-          info = false
-        else
-          queued = true
-        end
+-- Adds the ids ARGV[first..last] (with the current payload); returns how many were new.
+local function addIds(first, last)
+  local added = 0
+  for i = first, last do
+    local id = ARGV[i]
+    local doneUntil = keepsDone and redis.call('ZSCORE', KEYS[9], id)
+    if doneUntil and tonumber(doneUntil) > now then
+      -- completed within its keepCompleted window: refused
+    else
+      if doneUntil then
+        -- its window ended (no ack trimmed it yet): forgotten, then added as a new task
+        redis.call('ZREM', KEYS[9], id)
+        redis.call('HDEL', KEYS[7], id)
+        redis.call('HDEL', KEYS[3], id)
+        forgetRun(id)
       end
-      if queued then
-        if replace then
-          -- A call that names neither a priority nor a group keeps the task's own (replace moves
-          -- the due time and the payload only); one that names them places it with those.
-          local m = unplace(id, info)
-          if hasPayload then redis.call('HSET', KEYS[3], id, ARGV[4]) end
-          if opts ~= '' then redis.call('HSET', KEYS[12], id, opts) end
-          if m and priority == 0 and group == '' then
-            place(id, m.prio, m.group)
-          else
-            place(id, priority, group)
-          end
-          changed = true
-          enqueued(id)
-        end
-      else
+      if plain and redis.call('HSETNX', KEYS[7], id, nowText) == 1 then
         setPayload(id)
-        place(id, priority, group)
+        redis.call('ZADD', KEYS[1], lifo and lifoScore() or dueScore(), id)
         added = added + 1
         changed = true
         enqueued(id)
+      elseif not redis.call('ZSCORE', KEYS[2], id) then
+        local queued = redis.call('ZSCORE', KEYS[1], id) ~= false
+        local info = (replace or not queued) and redis.call('HGET', KEYS[7], id)
+        if not queued and info then
+          if redis.call('ZREM', KEYS[5], id) + redis.call('ZREM', KEYS[14], id) > 0 then
+            forgetRun(id)
+            info = false
+          else
+            queued = true
+          end
+        end
+        if queued then
+          if replace then
+            -- A call that names neither a priority nor a group keeps the task's own (replace
+            -- moves the due time and the payload only); one that names them places it with those.
+            local m = unplace(id, info)
+            if hasPayload then redis.call('HSET', KEYS[3], id, payloadText) end
+            if opts ~= '' then redis.call('HSET', KEYS[12], id, opts) end
+            if m and priority == 0 and group == '' then
+              place(id, m.prio, m.group)
+            else
+              place(id, priority, group)
+            end
+            changed = true
+            enqueued(id)
+          end
+        else
+          setPayload(id)
+          place(id, priority, group)
+          added = added + 1
+          changed = true
+          enqueued(id)
+        end
       end
     end
   end
+  return added
 end
 
+-- Idle workers block on this list; one marker wakes one of them, and claim.lua passes it on
+-- while ready tasks remain. Delayed tasks wake them too, so they can shorten their wait.
+local function finishCall()
+  if tieN then redis.call('SET', KEYS[15], nowText .. ' ' .. tieN) end
+  if changed and redis.call('LLEN', KEYS[6]) == 0 then redis.call('RPUSH', KEYS[6], '1') end
+end
+
+if ARGV[3] == '2' then
+  local out = {}
+  local i = 13
+  while i <= #ARGV do
+    local n = tonumber(ARGV[i])
+    hasPayload, payloadText = ARGV[i + 1] == '1', ARGV[i + 2]
+    local first, last = i + 3, i + 2 + n
+    local size, max = overBound(first, last)
+    if size then
+      out[#out + 1] = size
+      out[#out + 1] = max
+    else
+      out[#out + 1] = addIds(first, last)
+      out[#out + 1] = -1
+    end
+    i = last + 1
+  end
+  finishCall()
+  return out
+end
+
+local size, max = overBound(13, #ARGV)
+if size then return {size, max} end
+local added = addIds(13, #ARGV)
 if dedupId ~= '' and added > 0 then
   local ttl = tonumber(ARGV[12])
   redis.call('HSET', KEYS[24], dedupId, ARGV[13] .. '|' .. (ttl > 0 and now + ttl or 0))
 end
-
-if tieN then redis.call('SET', KEYS[15], now .. ' ' .. tieN) end
-
--- Idle workers block on this list; one marker wakes one of them, and claim.lua passes it on
--- while ready tasks remain. Delayed tasks wake them too, so they can shorten their wait.
-if changed and redis.call('LLEN', KEYS[6]) == 0 then redis.call('RPUSH', KEYS[6], '1') end
+finishCall()
 return added

@@ -10,10 +10,14 @@ local function variadic(command, key, items)
 end
 
 -- Deletes everything stored about `ids` in `hashes` (payload, attempts, info, errors, results,
--- progress, options): one HDEL per hash for the whole list.
+-- progress, options): one HDEL per hash for the whole list. For 3 ids or more, a hash that does
+-- not exist (no task of the queue has a log, progress, options...) is skipped after one EXISTS:
+-- handing Redis the ids costs more than asking.
 local function forgetAll(hashes, ids)
   if #ids == 0 then return end
-  for _, h in ipairs(hashes) do variadic('HDEL', h, ids) end
+  for _, h in ipairs(hashes) do
+    if #ids < 3 or redis.call('EXISTS', h) == 1 then variadic('HDEL', h, ids) end
+  end
 end
 
 -- Removes from finished-set `zset` the members scored at or below `upTo` (at most 100 per call)
