@@ -65,29 +65,99 @@ describe('QueueService: what enqueue and a worker step cost (dedicated redis-ser
     expect(await queues.stats('cost')).toMatchObject(queueStats({ ready: 11 }));
   });
 
-  it('sends the enqueues that concurrent callers make in one tick 4 to a socket write, after the first', async () => {
-    const stream = client.stream;
-    const writes = jest.spyOn(stream, '_write');
-    const batches = jest.spyOn(stream, '_writev');
-    try {
-      const added = await Promise.all(
-        Array.from({ length: 50 }, (_, n) => queues.enqueue('burst', `id-${n}`, { payload: n })),
-      );
-      expect(added).toEqual(Array.from({ length: 50 }, () => 1));
-      // The first leaves at once (nothing else was in flight); the 49 behind it go 4 to a write
-      // (12 writes), and the last one alone at the end of the tick.
-      expect(writes).toHaveBeenCalledTimes(2);
-      expect(batches.mock.calls.map(([chunks]) => chunks.length)).toEqual(
-        Array.from({ length: 12 }, () => 4),
-      );
-    } finally {
-      writes.mockRestore();
-      batches.mockRestore();
-    }
-    const popped = await queues.pop('burst', 50);
-    expect(popped.map((t) => [t.id, t.payload]).sort()).toEqual(
-      Array.from({ length: 50 }, (_, n) => [`id-${n}`, n]).sort(),
+  it('merges the enqueues that concurrent callers make in one tick into one script call, each with its own outcome', async () => {
+    const before = await commandCalls(probe);
+    const added = await Promise.all(
+      Array.from({ length: 50 }, (_, n) => queues.enqueue('burst', `id-${n}`, { payload: n })),
     );
+    expect(added).toEqual(Array.from({ length: 50 }, () => 1));
+    // One script for the 50: its fixed part once (TIME, EXISTS, the bound, the tie counter, the
+    // wake-up list), the rest per task.
+    expect(Object.fromEntries(await callsSince(probe, before))).toEqual({
+      evalsha: 1,
+      time: 1,
+      exists: 1,
+      hget: 1,
+      get: 1,
+      set: 1,
+      llen: 1,
+      rpush: 1,
+      hsetnx: 50,
+      hset: 50,
+      zadd: 50,
+      xadd: 50,
+    });
+    const popped = await queues.pop('burst', 50);
+    // In the order of the calls (FIFO), each with its own payload.
+    expect(popped.map((t) => [t.id, t.payload])).toEqual(
+      Array.from({ length: 50 }, (_, n) => [`id-${n}`, n]),
+    );
+  });
+
+  it('in a merged call, a full queue refuses only the calls past its bound, and an id given twice is added once', async () => {
+    await queues.setMaxSize('merged-bound', 30);
+    try {
+      const outcomes = await Promise.all(
+        Array.from({ length: 40 }, (_, n) =>
+          queues.enqueue('merged-bound', `id-${n % 35}`, { payload: n }).then(
+            (added) => added,
+            (err: Error) => err.name,
+          ),
+        ),
+      );
+      // Calls 0-29 add their id; 30-34 would pass the bound; 35-39 repeat ids 0-4 (not added).
+      expect(outcomes).toEqual([
+        ...Array.from({ length: 30 }, () => 1),
+        ...Array.from({ length: 5 }, () => 'QueueFullError'),
+        ...Array.from({ length: 5 }, () => 0),
+      ]);
+      expect(await queues.stats('merged-bound')).toMatchObject(queueStats({ ready: 30 }));
+      const first = await queues.pop('merged-bound', 1);
+      expect(first.map((t) => [t.id, t.payload])).toEqual([['id-0', 0]]);
+    } finally {
+      await queues.setMaxSize('merged-bound', null);
+    }
+  });
+
+  it('keeps the order of calls on one queue when a call that is not merged comes between merged ones', async () => {
+    const q = 'merged-order';
+    const calls = [
+      queues.enqueue(q, 'a', { payload: 'plain' }),
+      queues.enqueue(q, 'a', { payload: 'replaced', replace: true }),
+      queues.enqueue(q, 'b', { payload: 'plain', delayMs: 0 }),
+      queues.enqueue(q, 'c', { payload: 'own options', maxAttempts: 2 }),
+      queues.enqueue(q, 'd', { payload: 'plain' }),
+    ];
+    // 'a' is added first (1), then replaced (0 added), as when each call was sent alone.
+    expect(await Promise.all(calls)).toEqual([1, 0, 1, 1, 1]);
+    // The replace placed 'a' again (due now), before the calls made after it.
+    const tasks = await queues.pop(q, 4);
+    expect(tasks.map((t) => [t.id, t.payload])).toEqual([
+      ['a', 'replaced'],
+      ['b', 'plain'],
+      ['c', 'own options'],
+      ['d', 'plain'],
+    ]);
+  });
+
+  it('keeps each event stream within eventsMaxLen + 200 entries, though a script trims only with its first event and every 100th', async () => {
+    const capped = await createLockApp({ redis: server.url, queue: { eventsMaxLen: 1_000 } });
+    try {
+      const q = capped.get(QueueService);
+      const stream = `queue:{capped}:events`;
+      for (let call = 0; call < 5; call++) {
+        // 1,000 ids in one call (1,000 events in one script), then 1,000 single calls merged.
+        await q.enqueue('capped', Array.from({ length: 1_000 }, (_, n) => `a${call}-${n}`));
+        expect(await probe.xlen(stream)).toBeLessThanOrEqual(1_200);
+        await Promise.all(
+          Array.from({ length: 1_000 }, (_, n) => q.enqueue('capped', `b${call}-${n}`)),
+        );
+        expect(await probe.xlen(stream)).toBeLessThanOrEqual(1_200);
+      }
+      expect(await probe.xlen(stream)).toBeGreaterThanOrEqual(1_000);
+    } finally {
+      await capped.close();
+    }
   });
 
   it('settles a batch of acks and leases as many with a few commands per key, not per task', async () => {
@@ -109,7 +179,8 @@ describe('QueueService: what enqueue and a worker step cost (dedicated redis-ser
     );
     await waitFor('the first 10 running', () => started.length === 10);
     const before = await commandCalls(probe);
-    // The 10 handlers end in one tick: one flush acks them and leases the other 10.
+    // The 10 handlers end in one tick: one flush acks them and leases the other 10, as two calls
+    // of 5 sent together (so that Redis runs the second while the worker starts the first 5).
     gates[0].resolve();
     await waitFor('the next 10 running', () => started.length === 20);
     const step = Object.fromEntries(await callsSince(probe, before));
@@ -117,21 +188,22 @@ describe('QueueService: what enqueue and a worker step cost (dedicated redis-ser
     await waitFor('drained', async () => (await queues.stats(q)).leased === 0);
     await worker.close();
     // Per task only HINCRBY (the attempt count) and its two events (completed, active); every
-    // other command is one per key for all 10 (the acked tasks are kept with their results; one
-    // EXISTS asks whether any task of the queue has a flow parent or an outbox).
+    // other command is one per key per call of 5 (the acked tasks are kept with their results;
+    // one EXISTS asks whether any task of the queue has a flow parent or an outbox).
     expect(step).toEqual({
-      evalsha: 1,
-      time: 1,
-      hmget: 5,
-      zrem: 2,
-      hdel: 1,
-      zrangebyscore: 4,
-      zcard: 1,
-      exists: 9,
-      zadd: 2,
-      hset: 2,
-      get: 1,
-      set: 1,
+      evalsha: 2,
+      time: 2,
+      hmget: 10,
+      zrem: 4,
+      hdel: 2,
+      zrangebyscore: 8,
+      zcard: 2,
+      exists: 18,
+      zadd: 4,
+      hset: 4,
+      get: 2,
+      set: 2,
+      llen: 1,
       hincrby: 10,
       xadd: 20,
     });

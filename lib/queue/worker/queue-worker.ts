@@ -71,6 +71,8 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
   private readonly tracing = new QueueTracing();
   /** Handlers that ended since the last flush, waiting for their ack or nack. */
   private finished: FinishedTask[] = [];
+  /** Ack-and-claim calls in flight (`flush`). */
+  private flushing = 0;
   /** Renews the leases of running tasks: one timer per worker, not one per task. */
   private renewTimer?: NodeJS.Timeout;
   /** Stops listening to the queue's cancels. */
@@ -515,29 +517,50 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
   /**
    * Acks and nacks every task finished since the last flush and claims as many in their place, in
    * one round trip: under load, a flush settles every handler that ended in one turn of the event
-   * loop.
+   * loop. When no other flush is in flight, a flush of several tasks goes out as two calls sent
+   * together: Redis runs the second while this process starts the tasks of the first, so the two
+   * work side by side (with short handlers a worker otherwise waits for Redis, then Redis for it).
    */
   private async flush(): Promise<void> {
     const batch = this.finished;
     this.finished = [];
-    let result: ClaimStepResult<unknown> | undefined;
     // The flushed tasks still count in `running`; after a lowered `setConcurrency`, fewer than
     // them are claimed in their place.
-    const room = Math.min(
-      batch.length,
-      this.options.concurrency - this.running.size + batch.length,
-    );
+    const room =
+      this.stop.signal.aborted || this.options.batch
+        ? 0 // a batch worker's claim loop claims whole batches itself
+        : Math.max(
+            0,
+            Math.min(batch.length, this.options.concurrency - this.running.size + batch.length),
+          );
+    if (this.flushing > 0 || batch.length < 2 || room < 2) {
+      await this.settle(batch, room);
+      return;
+    }
+    const half = Math.ceil(batch.length / 2);
+    const firstRoom = Math.min(half, room);
+    await Promise.all([
+      this.settle(batch.slice(0, half), firstRoom),
+      this.settle(batch.slice(half), room - firstRoom),
+    ]);
+  }
+
+  /** One ack-and-claim call: settles `batch` and claims up to `room` tasks in their place. */
+  private async settle(batch: FinishedTask[], room: number): Promise<void> {
+    this.flushing++;
+    let result: ClaimStepResult<unknown> | undefined;
     try {
-      // A batch worker's claim loop claims whole batches itself.
       result = await this.backend.claim(
         this.queue,
-        this.stop.signal.aborted || this.options.batch ? 0 : Math.max(0, room),
+        room,
         this.options,
         batch.map((f) => f.step),
       );
     } catch (err) {
       // The leases run out and the tasks come back: at-least-once holds without this call.
       this.logFailure(batch.some((f) => f.failure) ? 'nack' : 'ack', err);
+    } finally {
+      this.flushing--;
     }
     if (result) {
       if (this.stop.signal.aborted) await this.giveBack(result.tasks);
