@@ -697,6 +697,32 @@ describe('A task’s life in a worker', () => {
       expect(await queues.get(q2, 'w')).toMatchObject({ attempts: 1, result: { n: 10 } });
     });
 
+    it('past keepCompleted.count, trims down to count less a tenth of it (at most 100), never keeping more than count', async () => {
+      const q = fresh();
+      const k = queueRedisKeys(prefix, q);
+      const ids = Array.from({ length: 250 }, (_, i) => `s${String(i).padStart(3, '0')}`);
+      let mostKept = 0;
+      work(
+        q,
+        async (task: RunningTask) => {
+          mostKept = Math.max(mostKept, await redis.zcard(k.done));
+          return task.id;
+        },
+        { concurrency: 4, keepCompleted: { ageMs: 60_000, count: 100 } },
+      );
+      await queues.enqueue(q, ids);
+      await waitState(q, 's249', 'completed');
+      await waitFor('every task settled', async () => (await queues.stats(q)).leased === 0);
+      expect(mostKept).toBeLessThanOrEqual(100);
+      const kept = await redis.zcard(k.done);
+      expect(kept).toBeGreaterThanOrEqual(90);
+      expect(kept).toBeLessThanOrEqual(100);
+      // The newest are the ones kept, with their data; the trimmed ones left nothing behind.
+      expect(await queues.get(q, 's249')).toMatchObject({ state: 'completed', result: 's249' });
+      expect(await redis.hlen(k.results)).toBe(kept);
+      expect(await redis.hlen(k.info)).toBe(kept);
+    });
+
     it('keeps at most keepCompleted.count tasks, trimming the oldest; count 0 keeps none', async () => {
       const q = fresh();
       const k = queueRedisKeys(prefix, q);

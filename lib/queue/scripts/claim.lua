@@ -309,7 +309,10 @@ if settles > 0 then
       end
       variadic('ZADD', KEYS[19], kept)
       variadic('HSET', KEYS[21], results)
-      forgetAll(TASK_HASHES, trimFinished(KEYS[19], now, tonumber(ARGV[14])))
+      -- Completed tasks are trimmed a tenth of the bound (at most 100) below it at a time.
+      local keepCount = tonumber(ARGV[14])
+      forgetAll(TASK_HASHES,
+        trimFinished(KEYS[19], now, keepCount, math.min(100, math.floor(keepCount / 10))))
     else
       forgetAll({KEYS[3], KEYS[4], KEYS[8], KEYS[22], KEYS[23], KEYS[27], KEYS[32]}, acked)
     end

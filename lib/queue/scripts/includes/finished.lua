@@ -21,10 +21,13 @@ local function forgetAll(hashes, ids)
 end
 
 -- Removes from finished-set `zset` the members scored at or below `upTo` (at most 100 per call)
--- and the oldest beyond `maxCount`; returns their ids (for `forgetAll`).
-local function trimFinished(zset, upTo, maxCount)
+-- and the oldest beyond `maxCount`; returns their ids (for `forgetAll`). With `slack`, a set
+-- past `maxCount` is cut to `maxCount - slack`: the next calls then add without trimming, and the
+-- fixed cost of a trim (a read, a ZREM, a command per hash) is paid once per `slack` tasks.
+local function trimFinished(zset, upTo, maxCount, slack)
   local old = redis.call('ZRANGEBYSCORE', zset, '-inf', upTo, 'LIMIT', 0, 100)
   local over = redis.call('ZCARD', zset) - #old - maxCount
+  if over > 0 and slack then over = over + slack end
   if over > 0 then
     for _, d in ipairs(redis.call('ZRANGE', zset, #old, #old + over - 1)) do old[#old + 1] = d end
   end
