@@ -204,11 +204,16 @@ end
 -- counts as new unless it exists and is not finished. Returns size, maxSize when those ids would
 -- pass the bound, else nothing.
 local maxSize = tonumber(redis.call('HGET', KEYS[16], 'maxSize') or ARGV[9])
+-- The info entries, read once per script call; each id a segment adds counts one more (an upper
+-- bound: an id whose keep window ended is deleted and added again).
+local entries = nil
 local function overBound(first, last)
   if maxSize <= 0 then return end
-  local entries = redis.call('HLEN', KEYS[7])
+  entries = entries or redis.call('HLEN', KEYS[7])
   local n = last - first + 1
   if entries + n <= maxSize then return end
+  -- Near the bound: the exact count (entries read again: the running one is an upper bound).
+  entries = redis.call('HLEN', KEYS[7])
   local size = entries - redis.call('ZCARD', KEYS[5])
     - redis.call('ZCARD', KEYS[9]) - redis.call('ZCARD', KEYS[14])
   if size + n <= maxSize then return end
@@ -304,7 +309,9 @@ if ARGV[3] == '2' then
       out[#out + 1] = size
       out[#out + 1] = max
     else
-      out[#out + 1] = addIds(first, last)
+      local added = addIds(first, last)
+      if entries then entries = entries + added end
+      out[#out + 1] = added
       out[#out + 1] = -1
     end
     i = last + 1
