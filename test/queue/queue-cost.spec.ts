@@ -147,7 +147,10 @@ describe('QueueService: what enqueue and a worker step cost (dedicated redis-ser
       const stream = `queue:{capped}:events`;
       for (let call = 0; call < 5; call++) {
         // 1,000 ids in one call (1,000 events in one script), then 1,000 single calls merged.
-        await q.enqueue('capped', Array.from({ length: 1_000 }, (_, n) => `a${call}-${n}`));
+        await q.enqueue(
+          'capped',
+          Array.from({ length: 1_000 }, (_, n) => `a${call}-${n}`),
+        );
         expect(await probe.xlen(stream)).toBeLessThanOrEqual(1_200);
         await Promise.all(
           Array.from({ length: 1_000 }, (_, n) => q.enqueue('capped', `b${call}-${n}`)),
