@@ -183,14 +183,29 @@ export async function startRedisCluster(
   const waitHealthy = (timeoutMs = 30_000) =>
     waitFor('a healthy cluster', () => healthy().catch(() => false), timeoutMs, 100);
 
+  /**
+   * The live replica of the master on `masterPort`. Right after a failover the node asked may not
+   * show the old master as the new one's replica yet: it looks again for up to 10 s.
+   */
   const replicaOf = async (masterPort: number): Promise<number> => {
-    const nodes = await view();
-    const master = nodes.find((n) => n.port === masterPort && n.role === 'master');
-    const replica = nodes.find(
-      (n) => n.role === 'replica' && n.masterId === master?.id && !down.has(n.port) && !n.failing,
-    );
-    if (!master || !replica) throw new Error(`no live replica of a master on port ${masterPort}`);
-    return replica.port;
+    let found: number | undefined;
+    await waitFor(
+      `a live replica of the master on port ${masterPort}`,
+      async () => {
+        const nodes = await view().catch(() => []);
+        const master = nodes.find((n) => n.port === masterPort && n.role === 'master');
+        const replica = nodes.find(
+          (n) =>
+            n.role === 'replica' && n.masterId === master?.id && !down.has(n.port) && !n.failing,
+        );
+        found = master && replica ? replica.port : undefined;
+        return found !== undefined;
+      },
+      10_000,
+      100,
+    ).catch(() => undefined);
+    if (found === undefined) throw new Error(`no live replica of a master on port ${masterPort}`);
+    return found;
   };
   /** Waits until every live node sees the node on `port` as a master serving slots. */
   const promoted = async (port: number): Promise<void> => {
