@@ -1,3 +1,5 @@
+import { MAX_QUEUE_BATCH } from './queue.constants';
+
 /**
  * Merges the plain enqueue calls one process makes to one queue in the same tick into one
  * `enqueue.lua` call with a segment per call (its ids and payload): 50 producers awaiting their
@@ -18,14 +20,6 @@ export interface EnqueueSegment {
 /** Per segment, in order: the number of ids added, or the bound it would have passed. */
 export type SegmentOutcome = { added: number } | { size: number; maxSize: number };
 
-/** Runs one merged call (two or more segments). */
-export type RunSegments = (segments: readonly EnqueueSegment[]) => Promise<SegmentOutcome[]>;
-
-/** Runs one call alone (a batch of one is sent as a plain call, without segments). */
-export type RunAlone = (segment: EnqueueSegment) => Promise<number>;
-
-/** Ids in one merged call at most (a larger batch goes out as several calls). */
-export const MAX_MERGED_IDS = 1_000;
 /** Payload characters in one merged call at most (past it, the next call starts a new one). */
 export const MAX_MERGED_PAYLOAD = 1 << 20;
 
@@ -35,58 +29,59 @@ interface Waiting {
   readonly reject: (err: unknown) => void;
 }
 
-interface Batch {
-  /** What its calls share (options, replica wait): a call with another goes in a new batch. */
-  readonly shared: string;
+interface Batch<O> {
+  /** What its calls share (queue, options, replica wait): `send` gets it with the segments. */
+  readonly shared: O;
+  /** `shared` as a string: a call with another goes in a new batch. */
+  readonly sharedKey: string;
   readonly calls: Waiting[];
   /** Sent (when full, before its tick ended): the tick's send finds nothing to do. */
   sent: boolean;
   ids: number;
   payload: number;
-  readonly alone: RunAlone;
-  readonly merged: RunSegments;
 }
 
 /**
  * One open batch per queue, so that calls reach Redis in the order they were made: a call with
  * other options, or one that cannot be merged (`sendNow` first), sends the open batch before it.
+ * A batch holds at most `MAX_QUEUE_BATCH` ids (what one call may pass) and `MAX_MERGED_PAYLOAD`
+ * payload characters.
+ * @param run sends one batch (one or more segments, in order) and resolves with their outcomes
  */
-export class EnqueueBatcher {
-  private readonly open = new Map<string, Batch>();
+export class EnqueueBatcher<O> {
+  private readonly open = new Map<string, Batch<O>>();
+
+  constructor(
+    private readonly run: (
+      shared: O,
+      segments: readonly EnqueueSegment[],
+    ) => Promise<SegmentOutcome[]>,
+  ) {}
 
   /**
-   * Adds `segment` to the open batch of `queue` (its calls share the options `shared` stands
-   * for), sent at the end of this tick. Resolves with this segment's outcome.
+   * Adds `segment` to the open batch of `queue` (its calls share `shared`, told apart by
+   * `sharedKey`), sent at the end of this tick. Resolves with this segment's outcome.
    */
   add(
     queue: string,
-    shared: string,
+    sharedKey: string,
+    shared: O,
     segment: EnqueueSegment,
-    alone: RunAlone,
-    merged: RunSegments,
   ): Promise<SegmentOutcome> {
     return new Promise<SegmentOutcome>((resolve, reject) => {
       let batch = this.open.get(queue);
       const size = segment.payload?.length ?? 0;
       if (
         batch &&
-        (batch.shared !== shared ||
-          batch.ids + segment.ids.length > MAX_MERGED_IDS ||
+        (batch.sharedKey !== sharedKey ||
+          batch.ids + segment.ids.length > MAX_QUEUE_BATCH ||
           batch.payload + size > MAX_MERGED_PAYLOAD)
       ) {
         this.send(queue, batch);
         batch = undefined;
       }
       if (!batch) {
-        const created: Batch = {
-          shared,
-          calls: [],
-          sent: false,
-          ids: 0,
-          payload: 0,
-          alone,
-          merged,
-        };
+        const created: Batch<O> = { shared, sharedKey, calls: [], sent: false, ids: 0, payload: 0 };
         this.open.set(queue, created);
         process.nextTick(() => this.send(queue, created));
         batch = created;
@@ -103,17 +98,15 @@ export class EnqueueBatcher {
     if (batch) this.send(queue, batch);
   }
 
-  private send(queue: string, batch: Batch): void {
+  private send(queue: string, batch: Batch<O>): void {
     if (this.open.get(queue) === batch) this.open.delete(queue);
     if (batch.sent) return;
     batch.sent = true;
     const { calls } = batch;
-    if (calls.length === 1) {
-      const [call] = calls;
-      batch.alone(call.segment).then((added) => call.resolve({ added }), call.reject);
-      return;
-    }
-    batch.merged(calls.map((c) => c.segment)).then(
+    this.run(
+      batch.shared,
+      calls.map((c) => c.segment),
+    ).then(
       (outcomes) => calls.forEach((c, i) => c.resolve(outcomes[i])),
       (err: unknown) => calls.forEach((c) => c.reject(err)),
     );

@@ -91,7 +91,9 @@ export interface EnqueueArgs {
 export class QueueStore {
   private readonly keyCache = new Map<string, QueueRedisKeys>();
   /** Merges plain enqueue calls of one tick (`enqueue`). */
-  private readonly batcher = new EnqueueBatcher();
+  private readonly batcher = new EnqueueBatcher<{ k: QueueRedisKeys; a: EnqueueArgs }>(
+    ({ k, a }, segments) => this.enqueueSegments(k, segments, a),
+  );
   /** Flows: adding trees, outboxes, a parent's children (./flows/flow-store.ts). */
   readonly flows: FlowStore = new FlowStore(this);
   private readonly tokenPrefix = randomBytes(9).toString('base64url');
@@ -183,7 +185,7 @@ export class QueueStore {
   /**
    * Adds `ids` (enqueue.lua). Plain calls (no replace, priority, group, deduplication or LIFO) to
    * one queue with the same delay, options and replica wait, made in the same tick, go to Redis as
-   * one call (`EnqueueBatcher`); each still gets its own outcome.
+   * one call with a segment each (`EnqueueBatcher`); each still gets its own outcome.
    * @throws QueueFullError when the call would take the queue past its `maxSize`
    */
   async enqueue(k: QueueRedisKeys, ids: readonly string[], a: EnqueueArgs): Promise<number> {
@@ -196,15 +198,14 @@ export class QueueStore {
     const outcome = await this.batcher.add(
       k.name,
       `${a.delayMs}\0${a.opts}\0${w ? `${w.replicas}/${w.timeoutMs}` : String(w)}`,
+      { k, a },
       { ids, payload: a.payload },
-      (segment) => this.enqueueCall(k, segment.ids, { ...a, payload: segment.payload }, true),
-      (segments) => this.enqueueSegments(k, segments, a),
     );
     if ('size' in outcome) throw new QueueFullError(k.name, outcome.size, outcome.maxSize);
     return outcome.added;
   }
 
-  /** One enqueue.lua call for one caller. */
+  /** One enqueue.lua call for one caller (one that cannot be merged). */
   private async enqueueCall(
     k: QueueRedisKeys,
     ids: readonly string[],
@@ -225,7 +226,7 @@ export class QueueStore {
     return Number(added);
   }
 
-  /** One enqueue.lua call for several plain callers (`segments`, in order). */
+  /** One enqueue.lua call for one or more plain callers (`segments`, in order). */
   private async enqueueSegments(
     k: QueueRedisKeys,
     segments: readonly EnqueueSegment[],

@@ -33,8 +33,8 @@
 -- ARGV[2] replace     '1': an id already queued (not leased) is placed again with the new due
 --                     time (and payload when given); with the call's priority and group when it
 --                     names one, else with its own
--- ARGV[3] hasPayload  '1': ARGV[4] is the payload of every id; '2': several calls in one
---                     (segments, below)
+-- ARGV[3] hasPayload  '1': ARGV[4] is the payload of every id; '2': the plain calls of one tick,
+--                     one or more (segments, below)
 -- ARGV[4] payload     JSON text ('' when hasPayload is '0'), stored as given: a traced enqueue
 --                     puts its trace context first ('\1<traceparent>\n<JSON text or nothing>')
 -- ARGV[5] priority    integer from -1000 to 1000; 0: none
