@@ -7,8 +7,6 @@
 -- whole radix node at a time, so the trim costs O(1) per entry), by the first event of each script
 -- call and every 100th after it.
 
--- `maxLen` as a string, made once per script call (Redis would convert the number on every XADD).
-local emitLen, emitLenText = nil, nil
 -- Events this script call wrote, per stream: the first and every 100th trim that stream (MAXLEN
 -- ~), the others only append, so that a batch of events does not pay the trim's arguments on
 -- each. A stream stays within maxLen plus one radix node (~100 entries, what `~` allows) plus 100.
@@ -30,10 +28,9 @@ local function emit(key, maxLen, type, id, ...)
     end
     return
   end
-  if maxLen ~= emitLen then emitLen, emitLenText = maxLen, string.format('%d', maxLen) end
   if id then
-    redis.call('XADD', key, 'MAXLEN', '~', emitLenText, '*', 't', type, 'i', id, ...)
+    redis.call('XADD', key, 'MAXLEN', '~', maxLen, '*', 't', type, 'i', id, ...)
   else
-    redis.call('XADD', key, 'MAXLEN', '~', emitLenText, '*', 't', type)
+    redis.call('XADD', key, 'MAXLEN', '~', maxLen, '*', 't', type)
   end
 end
