@@ -167,22 +167,24 @@ export class RedisLockConnection {
       : this.client.duplicate();
     copy.on('error', (err: Error) => this.logError('extra connection', err));
     this.extra.add(copy);
-    if (!this.keepAlive(copy)) copy.once('end', () => this.extra.delete(copy));
+    const forget = () => this.extra.delete(copy);
+    if (!this.keepAlive(copy, forget)) copy.once('end', forget);
     return copy;
   }
 
   /**
    * A Sentinel client with ioredis's failover detector can end for good when a failover is
    * announced while it reconnects (`reviveAfterFailedConnect`): such an end is followed by a new
-   * connection. Returns false (nothing done) for other clients.
+   * connection, and `onEnd` runs only for an end that stays. Returns false (nothing done) for
+   * other clients.
    */
-  private keepAlive(client: Client): boolean {
+  private keepAlive(client: Client, onEnd?: () => void): boolean {
     if (this.isCluster || !(client as Redis).options?.failoverDetector) return false;
     reviveAfterFailedConnect(
       client as Redis,
       () => this.closing,
       () => this.errors.warn('Sentinel connection ended during a failover; connecting again'),
-      () => this.extra.delete(client),
+      onEnd,
     );
     return true;
   }
