@@ -47,7 +47,9 @@ export interface QueueDefaults {
   /**
    * How long, and how many, completed tasks are kept with their result, payload and finish time
    * (`get`, `waitFor`, the dashboard); meanwhile `enqueue` of such an id is refused (an
-   * idempotency window). `{ ageMs: 0, count: 0 }`: not kept (deleted when acked).
+   * idempotency window). `{ ageMs: 0, count: 0 }`: not kept (deleted when acked). Past `count`
+   * the oldest are deleted down to `count` less a tenth of it (at most 100), so between that and
+   * `count` are kept.
    * @default { ageMs: 86400000, count: 1000 } (a day, 1,000 tasks)
    */
   keepCompleted?: KeepBounds;

@@ -211,7 +211,8 @@ export interface QueueWorkerOptions {
   /**
    * Keep completed tasks, with their result, for `ageMs`, at most `count` of them (`get`,
    * `waitFor`); meanwhile `enqueue` of such an id is refused (an idempotency window).
-   * `{ ageMs: 0, count: 0 }`: not kept.
+   * `{ ageMs: 0, count: 0 }`: not kept. Past `count` the oldest are deleted down to `count` less
+   * a tenth of it (at most 100).
    * @default the module's `queue.keepCompleted` ({ ageMs: 86400000, count: 1000 })
    */
   keepCompleted?: KeepBounds;
