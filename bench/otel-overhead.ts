@@ -18,13 +18,10 @@ import { instrumentation } from '../lib/observability/otel';
 import { startRedisServer } from '../scripts/redis-server';
 import { oursApp } from './adapters/ours-app';
 import { median } from './support/bench-stats';
+import { numberArg } from './support/script-args';
 
-const arg = (name: string, fallback: number): number => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : fallback;
-};
-const ROUNDS = Math.max(10, arg('rounds', 10));
-const PAIRS = arg('pairs', 2_000);
+const ROUNDS = Math.max(10, numberArg('rounds', 10));
+const PAIRS = numberArg('pairs', 2_000);
 
 interface Mode {
   name: string;

@@ -21,15 +21,12 @@ import { LockService, type RedisLockModuleOptions } from '../lib';
 import { startRedisSentinel } from '../test/support/redis-sentinel';
 import { oursApp } from './adapters/ours-app';
 import { median } from './support/bench-stats';
+import { numberArg } from './support/script-args';
 
-const arg = (name: string, fallback: number): number => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : fallback;
-};
-const ROUNDS = Math.max(3, arg('rounds', 5));
-const PAIRS = arg('pairs', 2_000);
-const INSTANCES = arg('instances', 4);
-const SECONDS = arg('seconds', 3);
+const ROUNDS = Math.max(3, numberArg('rounds', 5));
+const PAIRS = numberArg('pairs', 2_000);
+const INSTANCES = numberArg('instances', 4);
+const SECONDS = numberArg('seconds', 3);
 const MODES = [
   { name: 'default (waits for the replica)', options: {} },
   { name: 'waitForReplicas: false         ', options: { waitForReplicas: false as const } },

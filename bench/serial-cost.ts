@@ -21,13 +21,11 @@ import { acquireFlags, acquireKeys, LINE_ENTRY_TTL_MS, releaseKeys } from '../li
 import { startRedisServer } from '../scripts/redis-server';
 import { oursApp } from './adapters/ours-app';
 import { median } from './support/bench-stats';
+import { redisCpuUs } from './support/cpu-meter';
+import { numberArg } from './support/script-args';
 
-const arg = (name: string, fallback: number): number => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : fallback;
-};
-const ROUNDS = Math.max(3, arg('rounds', 5));
-const PAIRS = arg('pairs', 10_000);
+const ROUNDS = Math.max(3, numberArg('rounds', 5));
+const PAIRS = numberArg('pairs', 10_000);
 /** The module's defaults, as the library sends them (docs/locks.md). */
 const TTL_MS = 30_000;
 const FENCE_TTL_MS = 3_600_000;
@@ -44,12 +42,6 @@ interface Cell {
 }
 
 const token = () => randomBytes(16).toString('hex');
-
-async function redisCpuUs(admin: Redis): Promise<number> {
-  const info = await admin.info('cpu');
-  const read = (name: string) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)![1]);
-  return (read('used_cpu_sys') + read('used_cpu_user')) * 1e6;
-}
 
 /** µs per call of each command Redis ran since the last reset (scripts by name). */
 async function perCall(admin: Redis, names: Map<string, string>): Promise<Map<string, number>> {

@@ -17,13 +17,10 @@ import { LockService } from '../lib';
 import { startRedisServer } from '../scripts/redis-server';
 import { oursApp } from './adapters/ours-app';
 import { median } from './support/bench-stats';
+import { numberArg } from './support/script-args';
 
-const arg = (name: string, fallback: number): number => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : fallback;
-};
-const ROUNDS = Math.max(5, arg('rounds', 6));
-const PAIRS = arg('pairs', 3_000);
+const ROUNDS = Math.max(5, numberArg('rounds', 6));
+const PAIRS = numberArg('pairs', 3_000);
 const PARALLEL = 64;
 const MODES = [
   { name: 'try  (waitMs: 0)     ', waitMs: 0 },
