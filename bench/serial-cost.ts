@@ -19,6 +19,7 @@ import { lockRedisKeys } from '../lib/lock/lock-keys';
 import { LOCK_SCRIPTS } from '../lib/lock/lock-scripts';
 import { acquireFlags, acquireKeys, LINE_ENTRY_TTL_MS, releaseKeys } from '../lib/lock/lock-store';
 import { startRedisServer } from '../scripts/redis-server';
+import { RedisLockConnection } from '../lib/redis/redis-connection';
 import { oursApp } from './adapters/ours-app';
 import { median } from './support/bench-stats';
 import { redisCpuUs } from './support/cpu-meter';
@@ -26,9 +27,6 @@ import { numberArg } from './support/script-args';
 
 const ROUNDS = Math.max(3, numberArg('rounds', 5));
 const PAIRS = numberArg('pairs', 10_000);
-/** The module's defaults, as the library sends them (docs/locks.md). */
-const TTL_MS = 30_000;
-const FENCE_TTL_MS = 3_600_000;
 const RELEASE_IF_OWNER =
   "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
 
@@ -45,11 +43,10 @@ const token = () => randomBytes(16).toString('hex');
 
 /** µs per call of each command Redis ran since the last reset (scripts by name). */
 async function perCall(admin: Redis, names: Map<string, string>): Promise<Map<string, number>> {
+  const info = await admin.info('commandstats');
   const out = new Map<string, number>();
   for (const [command, name] of names) {
-    const stats = (await admin.info('commandstats')).match(
-      new RegExp(`cmdstat_${command}:calls=(\\d+),usec=(\\d+)`),
-    );
+    const stats = new RegExp(`cmdstat_${command}:calls=(\\d+),usec=(\\d+)`).exec(info);
     if (stats) out.set(name, Number(stats[2]) / Number(stats[1]));
   }
   return out;
@@ -63,6 +60,9 @@ async function main(): Promise<void> {
   const unfenced = await oursApp({ redis: server.url, fencing: false });
   try {
     const locks = app.get(LockService);
+    // What the library sends at its defaults: key prefix, TTL, flags, fence counter TTL.
+    const { lock: o, fenceTtlMs } = app.get(RedisLockConnection).options;
+    const flags = acquireFlags(o.fencing, o.fair, 'none');
     const unfencedLocks = unfenced.get(LockService);
     const releaseSha = (await client.script('LOAD', RELEASE_IF_OWNER)) as string;
     const targets: { name: string; pair: Pair; commands: Map<string, string> }[] = [
@@ -79,17 +79,16 @@ async function main(): Promise<void> {
       {
         name: 'its two scripts through ioredis alone',
         pair: async (key) => {
-          const keys = [lockRedisKeys('lock', key)];
+          const keys = [lockRedisKeys(o.keyPrefix, key)];
           const t = token();
-          const flags = acquireFlags(true, true, 'none');
           await LOCK_SCRIPTS.acquire.run(client, acquireKeys(keys), [
             t,
-            TTL_MS,
+            o.ttlMs,
             flags,
             LINE_ENTRY_TTL_MS,
-            FENCE_TTL_MS,
+            fenceTtlMs,
           ]);
-          await LOCK_SCRIPTS.release.run(client, releaseKeys(keys), [t, 0, FENCE_TTL_MS]);
+          await LOCK_SCRIPTS.release.run(client, releaseKeys(keys), [t, 0, fenceTtlMs]);
         },
         commands: new Map([['evalsha', 'the two scripts (mean per call)']]),
       },
@@ -97,7 +96,7 @@ async function main(): Promise<void> {
         name: 'SET NX PX + compare-and-delete script',
         pair: async (key) => {
           const t = token();
-          await client.set(`plain:${key}`, t, 'PX', TTL_MS, 'NX');
+          await client.set(`plain:${key}`, t, 'PX', o.ttlMs, 'NX');
           await client.evalsha(releaseSha, 1, `plain:${key}`, t);
         },
         commands: new Map([
