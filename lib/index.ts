@@ -3,6 +3,7 @@ export { OPTIONS_TYPE, ASYNC_OPTIONS_TYPE } from './redis-lock.module-definition
 export type {
   RedisLockModuleOptions,
   RedisConnectionOption,
+  EvictionPolicyMode,
   RedisClusterConnectionOptions,
   QueueDefaults,
   RetryLogLevel,

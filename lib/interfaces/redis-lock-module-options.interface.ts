@@ -8,6 +8,12 @@ export interface RedisClusterConnectionOptions {
   options?: ClusterOptions;
 }
 
+/**
+ * What the boot check does about a master whose `maxmemory-policy` is not `noeviction`: log one
+ * warning per master, fail the start, or skip the check (see `RedisLockModuleOptions.evictionPolicy`).
+ */
+export type EvictionPolicyMode = 'warn' | 'fail' | 'ignore';
+
 /** Where the module's Redis is. */
 export type RedisConnectionOption =
   string | RedisOptions | Redis | Cluster | RedisClusterConnectionOptions;
@@ -205,6 +211,20 @@ export interface RedisLockModuleOptions {
    * @example connectTimeoutMs: 5_000
    */
   connectTimeoutMs?: number;
+  /**
+   * Boot check of Redis's `maxmemory-policy` on every master (the node, Sentinel's master, each
+   * Cluster master, each of `nodes`). Any policy but `noeviction` lets Redis delete keys when it
+   * reaches `maxmemory`: a held lock's key evicted is a second grant while the first holder's
+   * `signal` stays unaborted, and evicted queue keys are lost tasks. `'warn'`: one warning per such
+   * master (policy, master, fix); `'fail'`: the start fails with `RedisLockOptionsError`;
+   * `'ignore'`: no check. Read with `CONFIG GET`, else `INFO memory`; when both are refused the
+   * warning says the policy could not be checked (in every mode but `'ignore'`, never fatal).
+   * Each call is bounded by `connectTimeoutMs` (else 1 s) and `commandTimeoutMs`. See
+   * docs/redis-setup.md.
+   * @default 'warn'
+   * @example evictionPolicy: 'fail'
+   */
+  evictionPolicy?: EvictionPolicyMode;
   /** Defaults of the queue and its workers. */
   queue?: QueueDefaults;
 }

@@ -5,6 +5,7 @@ import type {
   WithLockOptions,
 } from '../interfaces/lock-options.interface';
 import type {
+  EvictionPolicyMode,
   QueueDefaults,
   RedisConnectionOption,
   RedisLockModuleOptions,
@@ -25,6 +26,7 @@ import {
   checkInt,
   checkKnownKeys,
   checkMs,
+  checkOneOf,
   checkPrefix,
   type InvalidValue,
 } from './validate';
@@ -64,6 +66,7 @@ export interface ResolvedModuleOptions {
   instanceId: string;
   /** Unset: start without checking Redis. */
   connectTimeoutMs?: number;
+  evictionPolicy: EvictionPolicyMode;
 }
 
 const MODULE_KEYS = [
@@ -83,6 +86,7 @@ const MODULE_KEYS = [
   'fenceTtlMs',
   'instanceId',
   'connectTimeoutMs',
+  'evictionPolicy',
 ] as const;
 const QUEUE_KEYS = [
   'leaseMs',
@@ -269,6 +273,7 @@ export function resolveModuleOptions(
         ? undefined
         : checkMs('connectTimeoutMs', options.connectTimeoutMs, 1),
     instanceId: checkInstanceId(options.instanceId ?? `${hostname()}:${process.pid}`),
+    evictionPolicy: checkOneOf('evictionPolicy', options.evictionPolicy ?? 'warn', EVICTION_MODES),
   };
 }
 
@@ -545,17 +550,12 @@ function resolveQueueKeys(
   };
 }
 
+const EVICTION_MODES: readonly EvictionPolicyMode[] = ['warn', 'fail', 'ignore'];
+
 const LOG_LEVELS = ['error', 'warn', 'log', 'debug', 'verbose', 'off'] as const;
 
-function checkLogLevel(
-  option: string,
-  value: unknown,
-  invalid: InvalidValue = (name, v, expected) => new RedisLockOptionsError(name, v, expected),
-): RetryLogLevel {
-  if (!LOG_LEVELS.includes(value as RetryLogLevel)) {
-    throw invalid(option, value, `one of ${LOG_LEVELS.join(', ')}`);
-  }
-  return value as RetryLogLevel;
+function checkLogLevel(option: string, value: unknown, invalid?: InvalidValue): RetryLogLevel {
+  return checkOneOf(option, value, LOG_LEVELS, invalid);
 }
 
 /** An instance id: 1 to 200 printable ASCII characters (it is shown by `inspect`). */

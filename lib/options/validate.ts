@@ -41,6 +41,19 @@ export function checkInt(
   return value;
 }
 
+/** Throws unless `value` is one of `allowed`. */
+export function checkOneOf<T extends string>(
+  option: string,
+  value: unknown,
+  allowed: readonly T[],
+  invalid: InvalidValue = invalidOption,
+): T {
+  if (!allowed.includes(value as T)) {
+    throw invalid(option, value, `one of ${allowed.map((a) => `'${a}'`).join(', ')}`);
+  }
+  return value as T;
+}
+
 export function checkBoolean(option: string, value: unknown): boolean {
   if (typeof value !== 'boolean') throw new RedisLockOptionsError(option, value, 'true or false');
   return value;

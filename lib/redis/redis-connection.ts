@@ -1,9 +1,19 @@
 import { Logger } from '@nestjs/common';
 import { Cluster, Redis, type ClusterOptions } from 'ioredis';
 import type { ResolvedModuleOptions } from '../options/resolve-options';
-import type { RedisClusterConnectionOptions } from '../interfaces/redis-lock-module-options.interface';
+import type {
+  EvictionPolicyMode,
+  RedisClusterConnectionOptions,
+} from '../interfaces/redis-lock-module-options.interface';
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
 import { bounded } from './bounded';
+import {
+  EVICTION_POLICY_FIX,
+  evictionWarning,
+  readEvictionPolicy,
+  SAFE_EVICTION_POLICY,
+  uncheckedWarning,
+} from './eviction-policy';
 import { clusterMasterOf } from './cluster-slot';
 import { coalesceWrites } from './coalesce-writes';
 import type { LuaScript } from './lua-script';
@@ -56,7 +66,8 @@ export class RedisLockConnection {
    * it has any; see `waitForReplicas`). Unset for a plain Redis or a Cluster.
    */
   readonly replicaWatch?: ReplicaWatch;
-  private readonly errors = new ThrottledWarning(new Logger('RedisLockModule'));
+  private readonly logger = new Logger('RedisLockModule');
+  private readonly errors = new ThrottledWarning(this.logger);
   private readonly extra = new Set<Client>();
   private wasReady: boolean;
   /** `close()` was called: an ended connection stays ended. */
@@ -209,24 +220,86 @@ export class RedisLockConnection {
     );
   }
 
+  /**
+   * Boot check of every master this connection writes to (the node, Sentinel's current master,
+   * each Cluster master, and with `nodes` each quorum node): reads its `maxmemory-policy`
+   * (`readEvictionPolicy`) and, for any policy but `noeviction`, logs one warning per master
+   * naming the policy, the master and the fix, or with `mode: 'fail'` rejects with
+   * `RedisLockOptionsError`. A policy that cannot be read (both `CONFIG` and `INFO` refused, or
+   * no answer within `ms`) is logged as not checked, in either mode.
+   * @param ms bound of the wait for the connection and of each call
+   * @param mode `'ignore'`: no check
+   * @param option the option this connection was made from, named in the error
+   */
+  async checkEvictionPolicy(ms: number, mode: EvictionPolicyMode, option = 'redis'): Promise<void> {
+    if (mode === 'ignore') return;
+    const own = (async () => {
+      if (!(await this.reached(ms))) {
+        return this.logger.warn(uncheckedWarning(this.describe(), `no connection within ${ms} ms`));
+      }
+      const masters = this.isCluster
+        ? (this.client as Cluster)
+            .nodes('master')
+            .map((node) => ({ node, name: nodeAddress(node) }))
+        : [{ node: this.client as Redis, name: this.describe() }];
+      await Promise.all(
+        masters.map(async ({ node, name }) => {
+          const reading = await readEvictionPolicy(node, ms);
+          if (reading.policy === undefined)
+            return this.logger.warn(uncheckedWarning(name, reading.why));
+          if (reading.policy === SAFE_EVICTION_POLICY) return;
+          if (mode === 'fail') {
+            throw new RedisLockOptionsError(
+              option,
+              `master ${name} with maxmemory-policy ${reading.policy} (evictionPolicy: 'fail')`,
+              `masters with maxmemory-policy noeviction: ${EVICTION_POLICY_FIX}`,
+            );
+          }
+          this.logger.warn(evictionWarning(name, reading.policy));
+        }),
+      );
+    })();
+    await Promise.all([
+      own,
+      ...this.nodes.map((node) => node.checkEvictionPolicy(ms, mode, 'nodes')),
+    ]);
+  }
+
   /** `cluster_enabled` of the node the (non-Cluster) client is connected to; undefined: no answer. */
   private async clusterEnabled(ms: number): Promise<boolean | undefined> {
-    const client = this.client as Redis;
-    if (client.status !== 'ready' && client.status !== 'wait') {
-      // Connecting: an error (refused, unreachable) means no verdict, without waiting out `ms`.
-      let settle!: (reached: boolean) => void;
-      const reached = new Promise<boolean>((resolve) => (settle = resolve));
-      const onReady = () => settle(true);
-      const onFailure = () => settle(false);
-      client.once('ready', onReady).once('error', onFailure).once('end', onFailure);
-      const ok = await bounded('connecting (Cluster node check)', reached, ms).catch(() => false);
-      client.off('ready', onReady).off('error', onFailure).off('end', onFailure);
-      if (!ok) return undefined;
-    }
+    if (!(await this.reached(ms))) return undefined;
     const info = await this.call('INFO cluster', (c) => (c as Redis).info('cluster'), ms).catch(
       () => undefined,
     );
     return info === undefined ? undefined : /^cluster_enabled:1\b/m.test(info);
+  }
+
+  /**
+   * Waits (at most `ms`) until the client is connected; false when it could not connect in time
+   * or failed to (refused, unreachable: settled at the first error, without waiting out `ms`).
+   */
+  private async reached(ms: number): Promise<boolean> {
+    const client = this.client;
+    if (client.status === 'ready' || client.status === 'wait') return true;
+    let settle!: (reached: boolean) => void;
+    const reached = new Promise<boolean>((resolve) => (settle = resolve));
+    const onReady = () => settle(true);
+    const onFailure = () => settle(false);
+    client.once('ready', onReady).once('error', onFailure).once('end', onFailure);
+    const ok = await bounded('connecting (boot check)', reached, ms).catch(() => false);
+    client.off('ready', onReady).off('error', onFailure).off('end', onFailure);
+    return ok;
+  }
+
+  /**
+   * The master the client is connected to, for boot messages: its address (for Sentinel, the
+   * master the sentinels named, with its name).
+   */
+  private describe(): string {
+    const client = this.client as Redis;
+    const name = (client.options as { name?: string }).name;
+    const address = nodeAddress(client);
+    return isSentinelClient(client) && name ? `'${name}' (${address}, via Sentinel)` : address;
   }
 
   /**
@@ -257,4 +330,12 @@ export class RedisLockConnection {
   private logError(what: string, err: Error): void {
     this.errors.warn(`Redis ${what} error: ${err.message}`);
   }
+}
+
+/** `host:port` of the server a client is connected to (else the one it was given). */
+function nodeAddress(client: Redis): string {
+  const stream = (client as { stream?: { remoteAddress?: string; remotePort?: number } }).stream;
+  return stream?.remoteAddress && stream.remotePort
+    ? `${stream.remoteAddress}:${stream.remotePort}`
+    : `${client.options.host ?? '127.0.0.1'}:${client.options.port ?? 6379}`;
 }

@@ -1,0 +1,174 @@
+import 'reflect-metadata';
+import { Logger, type INestApplicationContext } from '@nestjs/common';
+import { RedisLockOptionsError, type RedisLockModuleOptions } from '../../lib';
+import { createLockApp, testRedisUrl, uniquePrefix } from '../support/helpers';
+import { askNode, NODE_HOST } from '../support/redis-node';
+import { startRedisServer, stopAllRedisServers, type RedisServer } from '../support/redis-server';
+import { startRedisCluster, type RedisClusterProcesses } from '../support/redis-cluster';
+import { startRedisSentinel, type RedisSentinelProcesses } from '../support/redis-sentinel';
+
+/** The warnings the module logged while `options` booted (and the app, closed again). */
+async function bootWarnings(options: RedisLockModuleOptions): Promise<string[]> {
+  const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+  let app: INestApplicationContext | undefined;
+  try {
+    app = await createLockApp({ keyPrefix: uniquePrefix('evict'), ...options });
+    return warn.mock.calls.map((call) => String(call[0]));
+  } finally {
+    await app?.close();
+    warn.mockRestore();
+  }
+}
+
+const aboutPolicy = (warnings: string[]) => warnings.filter((w) => /maxmemory-policy/.test(w));
+
+describe('Boot check of maxmemory-policy (evictionPolicy)', () => {
+  let lru: RedisServer;
+  let volatile: RedisServer[];
+  let renamed: RedisServer;
+
+  beforeAll(async () => {
+    lru = await startRedisServer(['--maxmemory-policy', 'allkeys-lru']);
+    volatile = await Promise.all(
+      [0, 1, 2].map(() => startRedisServer(['--maxmemory-policy', 'volatile-lru'])),
+    );
+    // CONFIG renamed away, as on many managed services: the policy must be read from INFO.
+    renamed = await startRedisServer([
+      '--maxmemory-policy',
+      'allkeys-lru',
+      '--rename-command',
+      'CONFIG',
+      '',
+    ]);
+  }, 60_000);
+  afterAll(() => stopAllRedisServers());
+
+  it('warns once for a master with allkeys-lru, naming the policy, the master and the fix', async () => {
+    const warnings = aboutPolicy(await bootWarnings({ redis: lru.url }));
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toContain("maxmemory-policy 'allkeys-lru'");
+    expect(warnings[0]).toContain(`${NODE_HOST}:${lru.port}`);
+    expect(warnings[0]).toContain('set maxmemory-policy to noeviction');
+  });
+
+  it('warns once per master: each of three quorum nodes with volatile-lru (the queue Redis is noeviction)', async () => {
+    const warnings = aboutPolicy(
+      await bootWarnings({ redis: testRedisUrl(), nodes: volatile.map((s) => s.url) }),
+    );
+    expect(warnings).toHaveLength(3);
+    for (const server of volatile) {
+      expect(warnings.filter((w) => w.includes(`${NODE_HOST}:${server.port}`))).toEqual([
+        expect.stringContaining("maxmemory-policy 'volatile-lru'"),
+      ]);
+    }
+  });
+
+  it("with evictionPolicy: 'fail' the start fails with RedisLockOptionsError naming policy and master", async () => {
+    const start = createLockApp({ redis: lru.url, evictionPolicy: 'fail' });
+    await expect(start).rejects.toBeInstanceOf(RedisLockOptionsError);
+    await expect(start).rejects.toThrow(
+      new RegExp(`master ${NODE_HOST}:${lru.port} with maxmemory-policy allkeys-lru`),
+    );
+    // A quorum node is a master too.
+    await expect(
+      createLockApp({ nodes: volatile.map((s) => s.url), evictionPolicy: 'fail' }),
+    ).rejects.toThrow(/invalid option 'nodes'.*maxmemory-policy volatile-lru/);
+  });
+
+  it('says nothing about a master with noeviction, nor with evictionPolicy: ignore', async () => {
+    expect(aboutPolicy(await bootWarnings({ redis: testRedisUrl() }))).toEqual([]);
+    expect(aboutPolicy(await bootWarnings({ redis: lru.url, evictionPolicy: 'ignore' }))).toEqual(
+      [],
+    );
+  });
+
+  it('reads the policy from INFO memory where CONFIG is renamed away', async () => {
+    const warnings = aboutPolicy(await bootWarnings({ redis: renamed.url }));
+    expect(warnings).toEqual([expect.stringContaining("maxmemory-policy 'allkeys-lru'")]);
+  });
+
+  it('reads it from INFO memory for an ACL user without +config, and says it could not be checked when INFO is refused too', async () => {
+    await askNode(
+      lru.port,
+      'ACL',
+      'SETUSER',
+      'noconfig',
+      'on',
+      '>pw',
+      '~*',
+      '&*',
+      '+@all',
+      '-config',
+    );
+    await askNode(
+      lru.port,
+      'ACL',
+      'SETUSER',
+      'neither',
+      'on',
+      '>pw',
+      '~*',
+      '&*',
+      '+@all',
+      '-config',
+      '-info',
+    );
+    const url = (user: string) => `redis://${user}:pw@${NODE_HOST}:${lru.port}`;
+    expect(aboutPolicy(await bootWarnings({ redis: url('noconfig') }))).toEqual([
+      expect.stringContaining("maxmemory-policy 'allkeys-lru'"),
+    ]);
+    const unchecked = aboutPolicy(await bootWarnings({ redis: url('neither') }));
+    expect(unchecked).toHaveLength(1);
+    expect(unchecked[0]).toMatch(
+      new RegExp(`maxmemory-policy of Redis master ${NODE_HOST}:${lru.port} could not be checked`),
+    );
+    expect(unchecked[0]).toMatch(
+      /CONFIG GET maxmemory-policy failed: NOPERM.*INFO memory failed: NOPERM/,
+    );
+    // Not known to be wrong: not fatal either.
+    await bootWarnings({ redis: url('neither'), evictionPolicy: 'fail' });
+  });
+});
+
+describe('Boot check of maxmemory-policy on Sentinel and Cluster', () => {
+  let sentinel: RedisSentinelProcesses;
+  let cluster: RedisClusterProcesses;
+
+  beforeAll(async () => {
+    [sentinel, cluster] = await Promise.all([
+      startRedisSentinel(),
+      startRedisCluster({ replicas: 0 }),
+    ]);
+  }, 120_000);
+  afterAll(async () => {
+    await sentinel?.stop();
+    await cluster?.stop();
+  });
+
+  it("warns for Sentinel's master, naming it", async () => {
+    const master = sentinel.servers[0].port;
+    await askNode(master, 'CONFIG', 'SET', 'maxmemory-policy', 'volatile-lru');
+    const warnings = aboutPolicy(
+      await bootWarnings({ redis: { sentinels: sentinel.sentinels, name: sentinel.name } }),
+    );
+    expect(warnings).toEqual([
+      expect.stringMatching(
+        new RegExp(
+          `'mymaster' \\(${NODE_HOST}:${master}, via Sentinel\\) has maxmemory-policy 'volatile-lru'`,
+        ),
+      ),
+    ]);
+  });
+
+  it('warns once for each Cluster master', async () => {
+    const masters = cluster.servers.map((s) => s.port);
+    await Promise.all(
+      masters.map((port) => askNode(port, 'CONFIG', 'SET', 'maxmemory-policy', 'allkeys-lfu')),
+    );
+    const warnings = aboutPolicy(await bootWarnings({ redis: { cluster: cluster.startupNodes } }));
+    expect(warnings).toHaveLength(masters.length);
+    for (const port of masters) {
+      expect(warnings.filter((w) => w.includes(`${NODE_HOST}:${port} has`))).toHaveLength(1);
+    }
+  });
+});
