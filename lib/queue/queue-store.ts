@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { QueueFullError } from '../errors/queue-full.error';
+import { RedisCommandError } from '../errors/redis-command.error';
 import { QueueReplicationError } from '../errors/queue-replication.error';
 import { connectedReplicas } from '../redis/replica-watch';
 import type { ResolvedQueueDefaults, ResolvedWorkerOptions } from '../options/resolve-options';
@@ -123,7 +124,7 @@ export class QueueStore {
   }
 
   /** The last count of the master's connected replicas, and when it was taken. */
-  private replicaCount?: { n: number; at: number };
+  private replicaCount?: { n: number | undefined; at: number };
 
   /**
    * Runs a write script; with `wait` (else the module's `queue.waitForReplicas`), first checks
@@ -142,7 +143,8 @@ export class QueueStore {
     const w = wait === undefined ? this.defaults.waitForReplicas : wait;
     if (!w) return this.connection.run(script, keys, args);
     const have = await this.connectedReplicas();
-    if (have < w.replicas) {
+    // Unknown (INFO refused): sent, and WAIT alone tells whether enough replicas acknowledged.
+    if (have !== undefined && have < w.replicas) {
       throw new QueueReplicationError(queue, operation, have, w.replicas, w.timeoutMs, false);
     }
     const [reply, acknowledged] = await this.connection.runThenWait(
@@ -167,19 +169,29 @@ export class QueueStore {
     return reply;
   }
 
-  /** Connected replicas of the master (Sentinel's watch, else `INFO replication`, reused 5 s). */
-  private async connectedReplicas(): Promise<number> {
+  /**
+   * Connected replicas of the master (Sentinel's watch, else `INFO replication`, reused 5 s);
+   * undefined when they cannot be counted (an ACL user without `INFO`).
+   */
+  private async connectedReplicas(): Promise<number | undefined> {
     const watch = this.connection.replicaWatch;
-    if (watch) return watch.replicas();
+    if (watch) return watch.counted();
     const now = Date.now();
     if (this.replicaCount && now - this.replicaCount.at < REPLICA_COUNT_MS) {
       return this.replicaCount.n;
     }
-    const info = await this.connection.call('INFO replication', (c) =>
-      (c as Redis).info('replication'),
-    );
-    this.replicaCount = { n: connectedReplicas(info), at: now };
-    return this.replicaCount.n;
+    let n: number | undefined;
+    try {
+      const info = await this.connection.call('INFO replication', (c) =>
+        (c as Redis).info('replication'),
+      );
+      n = connectedReplicas(info);
+    } catch (err) {
+      // Refused (RedisCommandError): unknown. Unreachable: the write would fail too.
+      if (!(err instanceof RedisCommandError)) throw err;
+    }
+    this.replicaCount = { n, at: now };
+    return n;
   }
 
   /**

@@ -62,8 +62,9 @@ export class RedisLockConnection {
   /** Quorum mode: one connection per independent master of the `nodes` option (else empty). */
   readonly nodes: readonly RedisLockConnection[];
   /**
-   * Sentinel only: how many replicas the current master has (locks wait for one by default when
-   * it has any; see `waitForReplicas`). Unset for a plain Redis or a Cluster.
+   * Sentinel with `waitForReplicas` unset only: how many replicas the current master has (locks
+   * wait for one by default when it has any, or when they cannot be counted; see
+   * `waitForReplicas`). Unset for a plain Redis or a Cluster.
    */
   readonly replicaWatch?: ReplicaWatch;
   private readonly logger = new Logger('RedisLockModule');
@@ -109,11 +110,18 @@ export class RedisLockConnection {
       options.commandTimeoutMs,
     );
     if (this.isCluster) this.client.on('refresh', this.onRefresh);
-    if (!this.isCluster && isSentinelClient(this.client)) {
+    // Only the default (`waitForReplicas` unset) depends on the count: with it set, or opted out,
+    // the user need not be allowed INFO.
+    if (
+      !this.isCluster &&
+      isSentinelClient(this.client) &&
+      options.lock.waitForReplicas === undefined
+    ) {
       this.replicaWatch = new ReplicaWatch(
         this.client as Redis,
         options.commandTimeoutMs,
-        (what, err) => this.errors.warn(`${what}: ${(err as Error).message}`),
+        // Not throttled with the connection errors: the watch warns once per distinct failure.
+        (what, err) => this.logger.warn(`${what}: ${(err as Error).message}`),
       );
     }
     this.nodes = options.nodes.map(

@@ -4,6 +4,9 @@ import { bounded } from './bounded';
 /** How often the replicas of the current master are counted again, in ms. */
 export const REPLICA_CHECK_MS = 5_000;
 
+/** A count that cannot be had stands for one replica, so locks keep waiting (fail safe). */
+const orUnknown = (n: number | undefined): number => n ?? 1;
+
 /** A Redis client's Sentinel options, when it was made with them (`options.sentinels`). */
 export function isSentinelClient(client: unknown): boolean {
   const sentinels = (client as { options?: { sentinels?: unknown } }).options?.sentinels;
@@ -30,12 +33,24 @@ export function connectedReplicas(info: string): number {
  * it): right after the promotion it has no replica (the old master is dead or not yet turned into
  * its replica), so locks do not wait and progress resumes at once; once a replica joins it, locks
  * wait for it again.
+ *
+ * A count that cannot be had (an ACL user without `INFO`, as on many managed services, or no
+ * answer) leaves the number unknown, and unknown is treated as one replica: locks keep waiting,
+ * as the default promises, instead of silently no longer waiting. On a master that really has
+ * none, every acquisition then fails with `LockReplicationError` (loud); `waitForReplicas`
+ * set explicitly (an object, or `false` to opt out) does not depend on the count at all.
  */
 export class ReplicaWatch {
   /** Most replicas seen, by master term (`master_replid`). */
   private readonly seen = new Map<string, number>();
   /** The current master's term; `''` while (re)connecting or not counted yet. */
   private term = '';
+  /**
+   * Why the last count on this connection failed (unset once one succeeds, and on a new
+   * connection): until the next periodic count, locks do not try again on every acquisition,
+   * and the same failure is warned about once, not every `REPLICA_CHECK_MS`.
+   */
+  private failure?: string;
   private counting?: Promise<void>;
   private readonly timer: NodeJS.Timeout;
 
@@ -64,15 +79,24 @@ export class ReplicaWatch {
    * (re)connecting or the new master is being counted, waits for that count (bounded by
    * `commandTimeoutMs`), so that a lock sent to a newly promoted master never waits for replicas
    * it does not have, nor one sent to a master with replicas skips them. When the count cannot
-   * be had, answers 1 if any master of this client ever had a replica (fail safe), else 0.
+   * be had (INFO refused, no answer), answers 1, as if a replica was counted (fail safe); the
+   * count is tried again at the next periodic check or connection, not on every acquisition.
    */
   replicas(): number | Promise<number> {
-    const known = this.term === '' ? undefined : this.seen.get(this.term);
+    const n = this.counted();
+    return n instanceof Promise ? n.then(orUnknown) : orUnknown(n);
+  }
+
+  /**
+   * The most replicas seen on the current master, as `replicas()` waits for it, but undefined
+   * when the count cannot be had (for callers that must not guess, e.g. the queue's check that a
+   * master has the replicas a write asks for).
+   */
+  counted(): number | undefined | Promise<number | undefined> {
+    const known = this.current();
     if (known !== undefined) return known;
-    return (this.counting ??= this.count()).then(() => {
-      const n = this.term === '' ? undefined : this.seen.get(this.term);
-      return n ?? ([...this.seen.values()].some((v) => v > 0) ? 1 : 0);
-    });
+    if (this.failure !== undefined && !this.counting) return undefined;
+    return (this.counting ??= this.count()).then(() => this.current());
   }
 
   /** Stops the periodic count. */
@@ -80,6 +104,11 @@ export class ReplicaWatch {
     clearInterval(this.timer);
     this.client.off('ready', this.onReady);
     this.client.off('close', this.onClose);
+  }
+
+  /** The most replicas seen on the current master; undefined while it is not counted. */
+  private current(): number | undefined {
+    return this.term === '' ? undefined : this.seen.get(this.term);
   }
 
   private readonly onReady = (): void => {
@@ -90,6 +119,7 @@ export class ReplicaWatch {
   /** The connection is gone: the next master is unknown until it is connected and counted. */
   private readonly onClose = (): void => {
     this.term = '';
+    this.failure = undefined;
   };
 
   private async count(): Promise<void> {
@@ -117,8 +147,17 @@ export class ReplicaWatch {
       const n = connectedReplicas(info);
       this.seen.set(term, Math.max(n, this.seen.get(term) ?? 0));
       this.term = term;
+      this.failure = undefined;
     } catch (err) {
-      this.warn('counting the replicas of the Sentinel master failed', err);
+      const failure = (err as Error).message;
+      if (failure !== this.failure) {
+        this.warn(
+          'counting the replicas of the Sentinel master failed; locks wait for 1 replica as if ' +
+            'one was counted (allow the ACL user INFO, or set waitForReplicas; docs/redis-setup.md)',
+          err,
+        );
+      }
+      this.failure = failure;
     } finally {
       this.counting = undefined;
     }
