@@ -1,11 +1,5 @@
 import 'reflect-metadata';
-import {
-  applyDecorators,
-  Injectable,
-  Logger,
-  SetMetadata,
-  type INestApplicationContext,
-} from '@nestjs/common';
+import { Injectable, Logger, type INestApplicationContext } from '@nestjs/common';
 import { Cluster, Redis } from 'ioredis';
 import {
   FencedStore,
@@ -18,16 +12,10 @@ import {
 } from '../../lib';
 import { createLockApp, waitFor, waitForLine } from '../support/helpers';
 import { documentedAcl } from '../support/documented-acl';
+import { Interval } from '../support/schedule-interval';
 import { NODE_HOST } from '../support/redis-node';
 import { startRedisServer, stopAllRedisServers, type RedisServer } from '../support/redis-server';
 import { startRedisCluster, type RedisClusterProcesses } from '../support/redis-cluster';
-
-/** The metadata `@Interval(ms)` of @nestjs/schedule sets (its ES module cannot load in Jest). */
-const Interval = (ms: number) =>
-  applyDecorators(
-    SetMetadata('SCHEDULE_INTERVAL_OPTIONS', { timeout: ms }),
-    SetMetadata('SCHEDULER_TYPE', 3),
-  );
 
 @Injectable()
 class Jobs {
@@ -168,6 +156,21 @@ async function exerciseEverything(
   expect(await b.get(Jobs).report()).toBeUndefined();
 }
 
+/** `exerciseEverything` on two application instances made with `options` (closed after). */
+async function onTwoInstances(options: RedisLockModuleOptions, admin: Redis | Cluster) {
+  const a = await createLockApp(options, [Jobs]);
+  try {
+    const b = await createLockApp(options, [Jobs]);
+    try {
+      await exerciseEverything(a, b, admin, options.keyPrefix ?? '');
+    } finally {
+      await b.close();
+    }
+  } finally {
+    await a.close();
+  }
+}
+
 /**
  * What Redis refused since `ACL LOG RESET` (`object` of each entry: command, key or channel),
  * but the boot check's `CONFIG GET`: the documented lines leave `CONFIG` out on purpose (the
@@ -205,13 +208,9 @@ describe('Under the minimal ACL of docs/redis-setup.md (a user restricted to the
       redis: `redis://app:pw@${NODE_HOST}:${server.port}`,
       keyPrefix: prefix,
     };
-    const a = await createLockApp(options, [Jobs]);
-    const b = await createLockApp(options, [Jobs]);
     try {
-      await exerciseEverything(a, b, admin, prefix);
+      await onTwoInstances(options, admin);
     } finally {
-      await a.close();
-      await b.close();
       warn.mockRestore();
     }
     expect(await denied(admin)).toEqual([]);
@@ -249,14 +248,7 @@ describe('Under the minimal Cluster ACL of docs/redis-setup.md', () => {
         },
         keyPrefix: prefix,
       };
-      const a = await createLockApp(options, [Jobs]);
-      const b = await createLockApp(options, [Jobs]);
-      try {
-        await exerciseEverything(a, b, admin, prefix);
-      } finally {
-        await a.close();
-        await b.close();
-      }
+      await onTwoInstances(options, admin);
       for (const node of nodes) expect(await denied(node)).toEqual([]);
     } finally {
       for (const node of nodes) node.disconnect();

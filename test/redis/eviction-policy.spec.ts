@@ -88,31 +88,10 @@ describe('Boot check of maxmemory-policy (evictionPolicy)', () => {
   });
 
   it('reads it from INFO memory for an ACL user without +config, and says it could not be checked when INFO is refused too', async () => {
-    await askNode(
-      lru.port,
-      'ACL',
-      'SETUSER',
-      'noconfig',
-      'on',
-      '>pw',
-      '~*',
-      '&*',
-      '+@all',
-      '-config',
-    );
-    await askNode(
-      lru.port,
-      'ACL',
-      'SETUSER',
-      'neither',
-      'on',
-      '>pw',
-      '~*',
-      '&*',
-      '+@all',
-      '-config',
-      '-info',
-    );
+    const user = (name: string, ...rules: string[]) =>
+      askNode(lru.port, 'ACL', 'SETUSER', name, 'on', '>pw', '~*', '&*', '+@all', ...rules);
+    await user('noconfig', '-config');
+    await user('neither', '-config', '-info');
     const url = (user: string) => `redis://${user}:pw@${NODE_HOST}:${lru.port}`;
     expect(aboutPolicy(await bootWarnings({ redis: url('noconfig') }))).toEqual([
       expect.stringContaining("maxmemory-policy 'allkeys-lru'"),

@@ -21,6 +21,13 @@ describe('Sentinel under an ACL user that may not run INFO (replicas cannot be c
   let app: INestApplicationContext;
   let locks: LockService;
   const warn = jest.spyOn(Logger.prototype, 'warn');
+  /** Connection options of the restricted user, through the sentinels. */
+  const asApp = () => ({
+    sentinels: sentinel.sentinels,
+    name: sentinel.name,
+    username: 'app',
+    password: 'pw',
+  });
 
   beforeAll(async () => {
     sentinel = await startRedisSentinel();
@@ -35,12 +42,7 @@ describe('Sentinel under an ACL user that may not run INFO (replicas cannot be c
     }
     expect(connectedReplicas(await master.info('replication'))).toBe(1);
     const options: RedisLockModuleOptions = {
-      redis: {
-        sentinels: sentinel.sentinels,
-        name: sentinel.name,
-        username: 'app',
-        password: 'pw',
-      },
+      redis: asApp(),
       keyPrefix: prefix,
       commandTimeoutMs: 2_000,
     };
@@ -96,12 +98,7 @@ describe('Sentinel under an ACL user that may not run INFO (replicas cannot be c
 
   it('with waitForReplicas: false (opted out) the replicas are neither counted nor waited for', async () => {
     const optedOut = await createLockApp({
-      redis: {
-        sentinels: sentinel.sentinels,
-        name: sentinel.name,
-        username: 'app',
-        password: 'pw',
-      },
+      redis: asApp(),
       keyPrefix: prefix,
       waitForReplicas: false,
     });

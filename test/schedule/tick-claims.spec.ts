@@ -1,26 +1,12 @@
 import 'reflect-metadata';
 import { execFileSync } from 'node:child_process';
 import { resolve } from 'node:path';
-import {
-  applyDecorators,
-  Injectable,
-  SetMetadata,
-  type INestApplicationContext,
-} from '@nestjs/common';
+import { Injectable, type INestApplicationContext } from '@nestjs/common';
 import type { Redis } from 'ioredis';
 import { currentTick, OncePerTick, RedisLockError, RedisLockOptionsError } from '../../lib';
 import { taggedKey } from '../../lib/redis/tagged-key';
 import { createLockApp, redisClient, redisTimeMs, uniquePrefix } from '../support/helpers';
-
-/**
- * The metadata `@Interval(ms)` of @nestjs/schedule sets (its 12.x is an ES module, which Jest
- * cannot load; the child-process test uses the real decorators).
- */
-const Interval = (ms: number) =>
-  applyDecorators(
-    SetMetadata('SCHEDULE_INTERVAL_OPTIONS', { timeout: ms }),
-    SetMetadata('SCHEDULER_TYPE', 3),
-  );
+import { Interval } from '../support/schedule-interval';
 
 @Injectable()
 class Jobs {
