@@ -1,6 +1,14 @@
 import 'reflect-metadata';
 import { Logger, type INestApplicationContext } from '@nestjs/common';
-import { RedisLockOptionsError, type RedisLockModuleOptions } from '../../lib';
+import { Redis } from 'ioredis';
+import {
+  LockService,
+  QueueService,
+  RedisLockOptionsError,
+  type RedisLockModuleOptions,
+} from '../../lib';
+import { lockRedisKeys } from '../../lib/lock/lock-keys';
+import { queueRedisKeys } from '../../lib/queue/queue-keys';
 import { createLockApp, testRedisUrl, uniquePrefix } from '../support/helpers';
 import { askNode, NODE_HOST } from '../support/redis-node';
 import { startRedisServer, stopAllRedisServers, type RedisServer } from '../support/redis-server';
@@ -106,6 +114,49 @@ describe('Boot check of maxmemory-policy (evictionPolicy)', () => {
     );
     // Not known to be wrong: not fatal either.
     await bootWarnings({ redis: url('neither'), evictionPolicy: 'fail' });
+  });
+});
+
+describe('What eviction breaks (why the check exists): maxmemory 2mb, allkeys-lru', () => {
+  let server: RedisServer;
+  beforeAll(async () => {
+    server = await startRedisServer(['--maxmemory', '2mb', '--maxmemory-policy', 'allkeys-lru']);
+  });
+  afterAll(() => server.stop());
+
+  it("a cache filling memory evicts a held lock (a second grant, the holder's signal unaborted) and queued tasks", async () => {
+    const prefix = uniquePrefix('evicted');
+    const options = { redis: server.url, keyPrefix: prefix, evictionPolicy: 'ignore' as const };
+    const [a, b] = [await createLockApp(options), await createLockApp(options)];
+    const cache = new Redis(server.url);
+    try {
+      const held = await a.get(LockService).acquire('order:1', { ttlMs: 600_000 });
+      const queues = a.get(QueueService);
+      await queues.enqueue('jobs', ['t1', 't2', 't3'], { payload: { n: 1 } });
+      const lockKey = lockRedisKeys(prefix, 'order:1').value;
+      const dueKey = queueRedisKeys(prefix, 'jobs').due;
+      // EXISTS does not touch a key's LRU clock.
+      const present = async () => (await cache.exists(lockKey)) + (await cache.exists(dueKey));
+      // Another client caches until both keys are gone (bounded: 20,000 writes of 1 KB).
+      const value = 'x'.repeat(1_000);
+      for (let i = 0; i < 20_000 && (await present()) > 0; i += 100) {
+        const batch = cache.pipeline();
+        for (let j = i; j < i + 100; j++) batch.set(`cache:${j}`, value);
+        await batch.exec();
+      }
+      expect(await present()).toBe(0);
+      const second = await b.get(LockService).tryAcquire('order:1');
+      expect(second).not.toBeNull();
+      expect(held.signal.aborted).toBe(false);
+      // The 3 tasks are gone from every state.
+      expect(await queues.stats('jobs')).toMatchObject({ ready: 0, delayed: 0, leased: 0 });
+      expect(await queues.claim('jobs', 3)).toEqual([]);
+      await second?.release();
+    } finally {
+      cache.disconnect();
+      await a.close();
+      await b.close();
+    }
   });
 });
 
