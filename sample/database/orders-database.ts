@@ -12,6 +12,7 @@ import type { PGlite } from '@electric-sql/pglite';
 import type { Pool } from 'pg';
 import { redactDatabaseUrl, SampleConfig } from '../config/sample-config';
 import { DatabaseUnreachableError } from './database.errors';
+import { EmbeddedDatabaseClaim } from './embedded-database-claim';
 
 /** The one schema of both engines (table `orders`), applied at start. */
 const SCHEMA_SQL = readFileSync(join(__dirname, 'orders.schema.sql'), 'utf8');
@@ -140,7 +141,10 @@ export class OrdersDatabase implements OnModuleInit, OnApplicationShutdown {
   }
 }
 
-/** Provides `OrdersDatabase` to every module of the sample. */
+/**
+ * Provides `OrdersDatabase` to every module of the sample; on the embedded database, refuses to
+ * start beside another instance on the same Redis (`EmbeddedDatabaseClaim`).
+ */
 @Global()
-@Module({ providers: [OrdersDatabase], exports: [OrdersDatabase] })
+@Module({ providers: [OrdersDatabase, EmbeddedDatabaseClaim], exports: [OrdersDatabase] })
 export class OrdersDatabaseModule {}

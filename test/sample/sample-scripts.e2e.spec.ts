@@ -131,6 +131,21 @@ describe('npm run sample (sample/main.ts)', () => {
         20,
       );
 
+      // A second instance on the same Redis, with an embedded database of its own, would split
+      // the orders: it refuses to start and says why.
+      const second = spawnTs('sample/main.ts', [], {
+        PORT: '0',
+        REDIS_URL: `redis://127.0.0.1:${redisPort}`,
+        KEY_PREFIX: '',
+        DATABASE_URL: '',
+      });
+      const secondOut = output(second);
+      expect(await exited(second)).toBe(1);
+      expect(secondOut.stderr()).toContain(
+        "EmbeddedDatabaseSharedError: another sample instance on this Redis (key prefix 'sample:') keeps " +
+          'its orders in its own embedded PostgreSQL',
+      );
+
       child.kill('SIGTERM');
       expect(await exited(child)).toBe(0);
       expect(out.stdout()).toContain(
@@ -143,7 +158,7 @@ describe('npm run sample (sample/main.ts)', () => {
       // SIGTERM, not SIGKILL: the sample then stops its private redis-server too.
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
     }
-  }, 150_000);
+  }, 240_000);
 });
 
 describe('npm run sample:load (sample/load/flash-sale-load.ts)', () => {
