@@ -30,3 +30,4 @@ export type { SemaphoreOptions, WithPermitOptions } from './semaphore/semaphore-
 export { WithSemaphore, type WithSemaphoreOptions } from './decorators/with-semaphore.decorator';
 export * from './observability/health';
 export * from './dashboard';
+export { createRedisLock, type RedisLock } from './standalone/create-redis-lock';

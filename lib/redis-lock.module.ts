@@ -9,9 +9,9 @@ import { LockService } from './lock/lock.service';
 import { SemaphoreService } from './semaphore/semaphore.service';
 import { FencedStore } from './fencing/fenced-store';
 import { RedisLockEvents } from './events/redis-lock-events';
-import { observeQueues, recordQueueMetrics } from './observability/metrics';
-import { queueBacklog } from './observability/queue-backlog';
+import { observeModule } from './observability/observe-module';
 import { resolveModuleOptions } from './options/resolve-options';
+import { connectOrFail } from './redis/connect-or-fail';
 import { RedisLockConnection } from './redis/redis-connection';
 import { TickClaims } from './schedule/tick-claims';
 import { REDIS_LOCK_RESOLVED_OPTIONS } from './redis-lock.constants';
@@ -69,15 +69,7 @@ export class RedisLockModule extends ConfigurableModuleClass implements OnApplic
     @Inject(QueueService) queues: QueueService,
   ) {
     super();
-    const stopEvents = recordQueueMetrics(events);
-    const stopGauges = observeQueues({
-      workerQueues: () => queues.workerQueues(),
-      backlog: (queue) => queueBacklog(queues, queue),
-    });
-    this.stopMetrics = () => {
-      stopEvents();
-      stopGauges();
-    };
+    this.stopMetrics = observeModule(events, queues);
   }
 
   /** Closes the connections the module opened (never a client passed in by the user). */
@@ -85,27 +77,4 @@ export class RedisLockModule extends ConfigurableModuleClass implements OnApplic
     this.stopMetrics();
     await this.connection.close();
   }
-}
-
-/** Bound of the boot check for a Cluster node without `connectTimeoutMs`, in ms. */
-const CLUSTER_NODE_CHECK_MS = 1_000;
-
-/**
- * With `connectTimeoutMs`: PINGs Redis before anything of the module starts, and on no answer in
- * time closes the connections and fails the start with `RedisUnavailableError`. Always: fails the
- * start with `RedisLockOptionsError` when a single-node connection reaches a Redis Cluster node
- * (checked within `connectTimeoutMs`, else 1 s; no answer is no verdict).
- */
-async function connectOrFail(connection: RedisLockConnection): Promise<RedisLockConnection> {
-  const ms = connection.options.connectTimeoutMs;
-  try {
-    if (ms !== undefined) await connection.call('PING (connectTimeoutMs)', (c) => c.ping(), ms);
-    await connection.checkNotClusterNode(
-      Math.min(ms ?? CLUSTER_NODE_CHECK_MS, connection.options.commandTimeoutMs),
-    );
-  } catch (err) {
-    await connection.close().catch(() => undefined);
-    throw err;
-  }
-  return connection;
 }
