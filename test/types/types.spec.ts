@@ -79,6 +79,27 @@ function snippetPath(snippet: DocSnippet): string {
   return join(dir, named ?? `line-${snippet.line}.ts`);
 }
 
+/**
+ * A snippet the check must refuse, compiled with the others: a handler of the wrong payload type,
+ * a listener of the wrong event type, a number for a queue, a payload of the wrong type.
+ */
+const CANARY: DocSnippet = {
+  file: 'docs/canary.md',
+  line: 1,
+  code: [
+    '@QueueWorker(ORDERS)',
+    'async create(task: RunningTask<{ amount: number }>) {}',
+    '',
+    "@OnQueueEvent(ORDERS, 'completed')",
+    'notify(event: { type: number }) {}',
+    '',
+    'await queues.stats(42);',
+    "await queues.enqueue(ORDERS, 'o-1', { payload: { amount: 1 } });",
+    '',
+  ].join('\n'),
+};
+const canaryPath = here('docs', 'snippets', 'canary.ts');
+
 const cases = readdirSync(here('cases'))
   .filter((f) => f.endsWith('.ts'))
   .map((f) => here('cases', f));
@@ -122,6 +143,7 @@ describe('type tests (test/types)', () => {
         virtual.set(path, snippetModule(snippet, exports));
         sources.set(relative(root, path), snippet);
       }
+      virtual.set(canaryPath, snippetModule(CANARY, exports));
       byFile = new Map();
       for (const d of typeCheck(root, fileNames, options, virtual, cache)) {
         byFile.set(d.file, [...(byFile.get(d.file) ?? []), d]);
@@ -130,9 +152,20 @@ describe('type tests (test/types)', () => {
 
     it('the library itself and the declarations of the docs compile', () => {
       const others = [...byFile.keys()].filter(
-        (f) => !f.startsWith('test/types/cases/') && !sources.has(f),
+        (f) =>
+          !f.startsWith('test/types/cases/') && !sources.has(f) && f !== relative(root, canaryPath),
       );
       expect(Object.fromEntries(others.map((f) => [f, byFile.get(f)]))).toEqual({});
+    });
+
+    it('a snippet of wrong usage fails (the check can fail)', () => {
+      const found = byFile.get(relative(root, canaryPath)) ?? [];
+      expect(found.map((d) => d.text.split(' ')[0])).toEqual([
+        'TS1241',
+        'TS1241',
+        'TS2345',
+        'TS2769',
+      ]);
     });
 
     it.each(files.map((f) => relative(root, f)))(
