@@ -24,6 +24,7 @@ import type {
   QueueStats,
   QueueTaskId,
   QueueTaskInfo,
+  QueueName,
   QueueTaskState,
   Task,
   TypedQueue,
@@ -68,9 +69,6 @@ import { planFlow } from './flows/flow-tree';
 
 /** Longest failure message a manual `nack` stores, in characters. */
 const MAX_ERROR_CHARS = 1_000;
-
-/** A queue name, or a `TypedQueue` that carries its payload type. */
-export type QueueName<P = unknown> = string | TypedQueue<P>;
 
 /** `EnqueueOptions` whose payload must be a `P` (optional only when `P` admits `undefined`). */
 export type TypedEnqueueOptions<P> = Omit<EnqueueOptions, 'payload'> &

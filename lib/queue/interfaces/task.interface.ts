@@ -200,14 +200,29 @@ export interface QueueTaskInfo<P = unknown> {
 
 /**
  * A queue name that carries the payload type of its tasks, from `defineQueue<P>(name)`: pass it
- * wherever a queue name goes, and `enqueue` requires a `P` payload while handlers get
- * `LeasedTask<P>`.
+ * wherever a queue name goes (a `TypedQueue<Order>` is also a `TypedQueue<unknown>`), and
+ * `enqueue` requires a `P` payload while handlers get `RunningTask<P>`.
+ * @example
+ * const ORDERS = defineQueue<Order>('orders');
+ * await queues.enqueue(ORDERS, order.id, { payload: order });
+ * const stats = await queues.stats(ORDERS);
  */
 export interface TypedQueue<P> {
   readonly name: string;
-  /** Type only: never set. */
-  readonly __payload?: (payload: P) => P;
+  /**
+   * Type only: never set. Covariant in `P` (a producer of `P`), so a typed queue goes where a
+   * queue of a wider payload type (`unknown`) is expected.
+   */
+  readonly __payload?: () => P;
 }
+
+/**
+ * A queue name, or a `TypedQueue` that carries its payload type.
+ * @example
+ * const a: QueueName = 'orders';
+ * const b: QueueName<Order> = defineQueue<Order>('orders');
+ */
+export type QueueName<P = unknown> = string | TypedQueue<P>;
 
 /**
  * What `nack` did: `'retried'` (queued again), `'dead'` (dead letter), `'cancelled'` (a cancel
