@@ -46,7 +46,7 @@ export type {
   QueueWorkerOptions,
   QueueHandler,
   QueueWorkerHandle,
-  RateLimit,
+  WorkerRateLimit,
   KeepBounds,
   BackoffFunction,
   BatchOptions,
