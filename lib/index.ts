@@ -25,6 +25,12 @@ export * from './fencing';
 export * from './schedule';
 export * from './errors';
 export { SemaphoreService } from './semaphore/semaphore.service';
+export { RateLimiterService } from './rate-limit/rate-limiter.service';
+export type {
+  RateLimitAlgorithm,
+  RateLimitOptions,
+  RateLimitResult,
+} from './rate-limit/rate-limit-options';
 export { Permit } from './semaphore/permit';
 export type { SemaphoreOptions, WithPermitOptions } from './semaphore/semaphore-options';
 export { WithSemaphore, type WithSemaphoreOptions } from './decorators/with-semaphore.decorator';

@@ -6,6 +6,7 @@ import { QueueService } from './queue/queue.service';
 import { QueueWorkerExplorer } from './queue/queue-worker.explorer';
 import { QueueEventExplorer } from './queue/queue-event.explorer';
 import { LockService } from './lock/lock.service';
+import { RateLimiterService } from './rate-limit/rate-limiter.service';
 import { SemaphoreService } from './semaphore/semaphore.service';
 import { FencedStore } from './fencing/fenced-store';
 import { RedisLockEvents } from './events/redis-lock-events';
@@ -40,6 +41,7 @@ import type { RedisLockModuleOptions } from './interfaces/redis-lock-module-opti
     },
     LockService,
     SemaphoreService,
+    RateLimiterService,
     FencedStore,
     RedisLockEvents,
     QueueService,
@@ -52,6 +54,7 @@ import type { RedisLockModuleOptions } from './interfaces/redis-lock-module-opti
   exports: [
     LockService,
     SemaphoreService,
+    RateLimiterService,
     FencedStore,
     QueueService,
     LockInterceptor,

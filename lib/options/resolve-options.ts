@@ -18,7 +18,7 @@ import type {
   BatchOptions,
   KeepBounds,
   QueueWorkerOptions,
-  RateLimit,
+  WorkerRateLimit,
 } from '../queue/interfaces/queue-options.interface';
 import {
   checkBoolean,
@@ -327,8 +327,8 @@ export type ResolvedQueueDefaults = Required<Omit<QueueDefaults, 'maxSize' | 'wa
  * undefined when none; then `backoffMs` applies).
  */
 export interface ResolvedWorkerOptions extends ResolvedQueueDefaults {
-  limiter?: RateLimit;
-  groupLimiter?: RateLimit;
+  limiter?: WorkerRateLimit;
+  groupLimiter?: WorkerRateLimit;
   timeoutMs?: number;
   backoff?: BackoffOptions | BackoffFunction;
   /** Batch worker: the handler gets up to `size` tasks at once. */
@@ -422,7 +422,7 @@ export function checkRateLimit(
   option: string,
   value: unknown,
   invalid?: InvalidValue,
-): RateLimit | undefined {
+): WorkerRateLimit | undefined {
   if (value === undefined) return undefined;
   const o = checkKnownKeys(option, value, RATE_LIMIT_KEYS, invalid);
   return {

@@ -42,7 +42,7 @@ export type {
   QueueWorkerOptions,
   QueueHandler,
   QueueWorkerHandle,
-  RateLimit,
+  WorkerRateLimit,
   KeepBounds,
   BackoffFunction,
   BatchOptions,

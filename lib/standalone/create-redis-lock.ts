@@ -5,6 +5,7 @@ import { LockService } from '../lock/lock.service';
 import { observeModule } from '../observability/observe-module';
 import { resolveModuleOptions } from '../options/resolve-options';
 import { QueueService } from '../queue/queue.service';
+import { RateLimiterService } from '../rate-limit/rate-limiter.service';
 import { connectOrFail } from '../redis/connect-or-fail';
 import { RedisLockConnection } from '../redis/redis-connection';
 import { SemaphoreService } from '../semaphore/semaphore.service';
@@ -17,6 +18,8 @@ export interface RedisLock {
   readonly queues: QueueService;
   /** Semaphores: `acquire`, `withPermit`, … (see `SemaphoreService`). */
   readonly semaphores: SemaphoreService;
+  /** Distributed rate limits: `consume` (see `RateLimiterService`). */
+  readonly rateLimiter: RateLimiterService;
   /** Fenced writes guarded by a lock's fence (see `FencedStore`). */
   readonly fenced: FencedStore;
   /** In-process events: `lock.lost`, `task.completed`, … (see `RedisLockEvents`). */
@@ -52,6 +55,7 @@ export async function createRedisLock(options: RedisLockModuleOptions): Promise<
   const queues = new QueueService(connection, events);
   const semaphores = new SemaphoreService(connection);
   const fenced = new FencedStore(connection);
+  const rateLimiter = new RateLimiterService(connection);
   // The lifecycle hooks in the order Nest calls them: init, bootstrap; destroy, before shutdown,
   // shutdown.
   locks.onModuleInit();
@@ -72,6 +76,7 @@ export async function createRedisLock(options: RedisLockModuleOptions): Promise<
     locks,
     queues,
     semaphores,
+    rateLimiter,
     fenced,
     events,
     close: () => (closing ??= close()),
