@@ -20,7 +20,8 @@ export interface QueueDefaults {
    */
   leaseMs?: number;
   /**
-   * Attempts (claims) before a failing task moves to the dead-letter set.
+   * Attempts (claims) before a failing task moves to the dead-letter set (an integer from 1 to
+   * 1,000,000).
    * @default 5
    */
   maxAttempts?: number;
