@@ -17,5 +17,6 @@ export { TaskTimeoutError } from './task-timeout.error';
 export { TaskCancelledError } from './task-cancelled.error';
 export { UnrecoverableTaskError } from './unrecoverable-task.error';
 export { QueueFullError } from './queue-full.error';
+export { PayloadTooLargeError } from './payload-too-large.error';
 export { QueueReplicationError } from './queue-replication.error';
 export { FlowError } from './flow.error';
