@@ -4,4 +4,5 @@ export {
   type MissingKeyValueResponseBody,
   type RedisUnavailableResponseBody,
   type QueueFullResponseBody,
+  type PayloadTooLargeResponseBody,
 } from './lock.interceptor';

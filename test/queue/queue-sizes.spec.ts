@@ -1,18 +1,36 @@
 import 'reflect-metadata';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { INestApplicationContext } from '@nestjs/common';
+import {
+  Body,
+  Controller,
+  Module,
+  Post,
+  UseInterceptors,
+  type INestApplication,
+  type INestApplicationContext,
+} from '@nestjs/common';
+import { Test } from '@nestjs/testing';
 import type { Redis } from 'ioredis';
+import request from 'supertest';
 import {
   FlowError,
+  LockInterceptor,
   PayloadTooLargeError,
   QueueError,
   QueueService,
+  RedisLockModule,
   RedisLockOptionsError,
   type RunningTask,
 } from '../../lib';
 import { resolveModuleOptions } from '../../lib/options/resolve-options';
-import { createLockApp, redisClient, uniquePrefix, waitFor } from '../support/helpers';
+import {
+  createLockApp,
+  redisClient,
+  testRedisUrl,
+  uniquePrefix,
+  waitFor,
+} from '../support/helpers';
 
 /** The module's `queue.maxPayloadBytes` here. */
 const LIMIT = 1_024;
@@ -342,5 +360,54 @@ describe('maxPayloadBytes option', () => {
     expect(err).toBeInstanceOf(RedisLockOptionsError);
     expect(err.option).toBe(option);
     expect(err.message).toContain(`invalid option '${option}'`);
+  });
+});
+
+describe('PayloadTooLargeError over HTTP (LockInterceptor)', () => {
+  const prefix = uniquePrefix('queue-sizes-http');
+  let app: INestApplication;
+
+  @Controller('uploads')
+  @UseInterceptors(LockInterceptor)
+  class UploadsController {
+    private n = 0;
+    constructor(private readonly queues: QueueService) {}
+    @Post()
+    async create(@Body() body: { text: string }) {
+      await this.queues.enqueue('http-uploads', `u-${++this.n}`, { payload: body.text });
+      return { queued: this.n };
+    }
+  }
+
+  @Module({
+    imports: [
+      RedisLockModule.forRoot({
+        redis: testRedisUrl(),
+        keyPrefix: prefix,
+        queue: { maxPayloadBytes: SMALL },
+      }),
+    ],
+    controllers: [UploadsController],
+  })
+  class HttpModule {}
+
+  beforeAll(async () => {
+    const ref = await Test.createTestingModule({ imports: [HttpModule] }).compile();
+    app = ref.createNestApplication({ logger: false });
+    await app.init();
+  });
+  afterAll(() => app.close());
+
+  it('answers 413 with the size and the limit; the limit itself is accepted', async () => {
+    const post = (text: string) => request(app.getHttpServer()).post('/uploads').send({ text });
+    expect((await post(sized(SMALL))).status).toBe(201);
+    const res = await post(sized(SMALL + 1));
+    expect(res.status).toBe(413);
+    expect(res.body).toEqual({
+      statusCode: 413,
+      error: 'Payload Too Large',
+      message: `payload is ${SMALL + 1} bytes (UTF-8 JSON); the limit is ${SMALL} bytes`,
+      limit: SMALL,
+    });
   });
 });
