@@ -5,6 +5,7 @@ export type {
   RedisConnectionOption,
   RedisClusterConnectionOptions,
   QueueDefaults,
+  QueueOwnOptions,
   RetryLogLevel,
 } from './interfaces/redis-lock-module-options.interface';
 export type {

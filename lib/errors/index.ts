@@ -17,6 +17,7 @@ export { TaskTimeoutError } from './task-timeout.error';
 export { TaskCancelledError } from './task-cancelled.error';
 export { UnrecoverableTaskError } from './unrecoverable-task.error';
 export { QueueFullError } from './queue-full.error';
+export { PayloadTooLargeError } from './payload-too-large.error';
 export { QueueReplicationError } from './queue-replication.error';
 export { FlowError } from './flow.error';
 export { RateLimitedError } from './rate-limited.error';

@@ -5,4 +5,5 @@ export {
   type RedisUnavailableResponseBody,
   type QueueFullResponseBody,
   type RateLimitedResponseBody,
+  type PayloadTooLargeResponseBody,
 } from './lock.interceptor';

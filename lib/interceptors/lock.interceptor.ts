@@ -12,6 +12,7 @@ import { LockKeyValueMissingError } from '../errors/lock-key-value-missing.error
 import { LockQuorumError } from '../errors/lock-quorum.error';
 import { LockReplicationError } from '../errors/lock-replication.error';
 import { LockTimeoutError } from '../errors/lock-timeout.error';
+import { PayloadTooLargeError } from '../errors/payload-too-large.error';
 import { QueueFullError } from '../errors/queue-full.error';
 import { RateLimitedError } from '../errors/rate-limited.error';
 import { RedisUnavailableError } from '../errors/redis-unavailable.error';
@@ -63,7 +64,9 @@ export interface RedisUnavailableResponseBody {
  * (`QueueFullError`, an `enqueue` past `maxSize`) is `503` with `Retry-After: 1` and
  * `{ statusCode: 503, error, message, queue }`: backpressure. A call over its rate limit
  * (`RateLimitedError`, from `@RateLimit`) is `429 Too Many Requests` with `Retry-After` (whole
- * seconds, rounded up) and `{ statusCode: 429, error, message, key, retryAfterMs }`. Every other error (an
+ * seconds, rounded up) and `{ statusCode: 429, error, message, key, retryAfterMs }`. A payload past `maxPayloadBytes`
+ * (`PayloadTooLargeError`, nothing was stored) is `413 Payload Too Large` with
+ * `{ statusCode: 413, error, message, limit }`. Every other error (an
  * invalid template or key is a `LockKeyError`, a 500), and every error in non-HTTP contexts
  * (microservices, websockets), passes through unchanged. A handler result that
  * is a Promise of an Observable is flattened, so that the stream's lifetime drives the lock.
@@ -92,6 +95,7 @@ export class LockInterceptor implements NestInterceptor {
     if (err instanceof LockTimeoutError) return locked(err, context);
     if (err instanceof QueueFullError) return queueFull(err, context);
     if (err instanceof RateLimitedError) return rateLimited(err, context);
+    if (err instanceof PayloadTooLargeError) return payloadTooLarge(err);
     if (err instanceof LockKeyValueMissingError) return missingValue(err, context);
     if (!isOutage(err)) return err;
     const request = context.switchToHttp().getRequest<{ method?: string; url?: string } | null>();
@@ -194,6 +198,26 @@ function rateLimited(err: RateLimitedError, context: ExecutionContext): HttpExce
     retryAfterMs: err.retryAfterMs,
   };
   return new HttpException(body, HttpStatus.TOO_MANY_REQUESTS, { cause: err });
+}
+
+/** The JSON body of a `413 Payload Too Large` for a value past its bound (`PayloadTooLargeError`). */
+export interface PayloadTooLargeResponseBody {
+  statusCode: 413;
+  error: 'Payload Too Large';
+  message: string;
+  /** The bound, in UTF-8 bytes of JSON text. */
+  limit: number;
+}
+
+/** Builds the 413 for a payload (progress, log line, result) past its bound; nothing was stored. */
+function payloadTooLarge(err: PayloadTooLargeError): HttpException {
+  const body: PayloadTooLargeResponseBody = {
+    statusCode: 413,
+    error: 'Payload Too Large',
+    message: `${err.argument ?? 'payload'} is ${err.bytes} bytes (UTF-8 JSON); the limit is ${err.limit} bytes`,
+    limit: err.limit,
+  };
+  return new HttpException(body, HttpStatus.PAYLOAD_TOO_LARGE, { cause: err });
 }
 
 /** Builds the 400 for a lock key value the request did not carry. */

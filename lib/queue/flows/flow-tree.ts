@@ -1,10 +1,12 @@
 import { describeValue } from '../../errors/describe-value';
 import { FlowError } from '../../errors/flow.error';
 import type { RedisLockError } from '../../errors/redis-lock.error';
+import { QUEUE_DEFAULTS, type ResolvedQueueDefaults } from '../../options/resolve-options';
 import type { FlowNode, FlowTaskIds, OnChildFailure } from '../interfaces/flow.interface';
 import {
   checkOptionKeys,
   checkOwnOptions,
+  checkPayloadBytes,
   checkTaskId,
   serializePayload,
 } from '../queue-arguments';
@@ -44,9 +46,13 @@ const MODES: readonly OnChildFailure[] = ['fail-parent', 'ignore', 'wait'];
  * Checks a whole flow before anything is written: every node an object with a valid queue name
  * and id, known keys and valid options; no `queue:id` twice and no node object inside itself; at
  * most `MAX_FLOW_NODES` nodes. Throws a `FlowError` naming the node (its `'queue:id'`, or its path
- * while it has none).
+ * while it has none), or a `PayloadTooLargeError` naming it when its payload is past the
+ * `maxPayloadBytes` of its queue (`limits`: the module's queue options, default the defaults).
  */
-export function planFlow(root: unknown): FlowPlan {
+export function planFlow(
+  root: unknown,
+  limits: Pick<ResolvedQueueDefaults, 'maxPayloadBytes' | 'queues'> = QUEUE_DEFAULTS,
+): FlowPlan {
   const nodes: PlannedNode[] = [];
   const seenNames = new Set<string>();
   const seenObjects = new Set<object>();
@@ -96,6 +102,9 @@ export function planFlow(root: unknown): FlowPlan {
       }
       const opts = naming(label, 'options', () => storedOwnOptions(checkOwnOptions(o)));
       const payload = naming(label, 'payload', () => serializePayload(n.payload));
+      if (payload !== undefined) {
+        checkPayloadBytes(limits, queue, 'payload', payload, `flow node ${label}`);
+      }
       const kids = n.children ?? [];
       if (!Array.isArray(kids)) {
         throw new FlowError(label, `'children' must be an array, got ${describeValue(kids)}`);

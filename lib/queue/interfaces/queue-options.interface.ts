@@ -92,7 +92,9 @@ export interface EnqueueOptions {
    */
   group?: string;
   /**
-   * This task's attempts before it moves to the dead letters (1 to 1,000): wins over the worker's.
+   * This task's attempts before it moves to the dead letters (an integer from 1 to 1,000,000):
+   * wins over the worker's.
+   * @default the worker's `maxAttempts`
    */
   maxAttempts?: number;
   /** This task's retry backoff: wins over the worker's `backoff` / `backoffMs`. */
@@ -171,7 +173,7 @@ export interface QueueWorkerOptions {
    */
   leaseMs?: number;
   /**
-   * Attempts before a failing task moves to the dead-letter set.
+   * Attempts before a failing task moves to the dead-letter set (an integer from 1 to 1,000,000).
    * @default 5
    */
   maxAttempts?: number;

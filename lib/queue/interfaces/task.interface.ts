@@ -83,13 +83,17 @@ export interface RunningTask<P = unknown> extends LeasedTask<P> {
   readonly signal: AbortSignal;
   /**
    * Stores `value` (any JSON value) as the task's progress (`get`, the dashboard) and writes a
-   * `progress` event. Rejects with a `QueueError` when the value is not JSON or the lease was lost.
+   * `progress` event. Rejects with a `QueueError` when the value is not JSON or the lease was lost,
+   * and with `PayloadTooLargeError` (storing nothing) when its JSON is past the queue's
+   * `maxPayloadBytes`.
    */
   progress(value: unknown): Promise<void>;
   /**
    * Appends `line` to the task's log (read with `QueueService.logs`; deleted with the task) and
    * writes a `log` event. The log keeps its last 100 lines; a line longer than 1,000 characters
-   * is cut there. Rejects with a `QueueError` when `line` is not a string or the lease was lost.
+   * is cut there. Rejects with a `QueueError` when `line` is not a string or the lease was lost,
+   * and with `PayloadTooLargeError` when the (cut) line's JSON is past the queue's
+   * `maxPayloadBytes`.
    * @example await task.log(`charged ${amount}`);
    */
   log(line: string): Promise<void>;

@@ -14,11 +14,17 @@ import type {
   QueueWorkerHandle,
 } from '../interfaces/queue-options.interface';
 import type { LeasedTask } from '../interfaces/task.interface';
-import { checkDelay, logLineJson, serializeJson, storedPayload } from '../queue-arguments';
+import {
+  checkDelay,
+  checkPayloadBytes,
+  logLineJson,
+  serializeJson,
+  storedPayload,
+} from '../queue-arguments';
 import type { QueueRedisKeys } from '../queue-keys';
 import { SETTLED, type ClaimStepResult, type QueueStore, type SettleStep } from '../queue-store';
 import type { ResolvedWorkerOptions } from '../queue-worker-options';
-import { checkInt } from '../../options/validate';
+import { checkInt, utf8BytesOver } from '../../options/validate';
 import { MAX_CONCURRENCY, MAX_IDLE_MS } from '../queue.constants';
 import { settleFailure } from './failure-policy';
 import type { ChildFailure } from '../interfaces/flow.interface';
@@ -454,9 +460,10 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
       );
     }
     const max = this.options.maxResultBytes;
-    if (json.length > max / 3 && Buffer.byteLength(json) > max) {
+    const bytes = utf8BytesOver(json, max);
+    if (bytes !== undefined) {
       throw new QueueError(
-        `queue '${this.queue}': task '${task.id}' returned a result of ${Buffer.byteLength(json)} bytes; ` +
+        `queue '${this.queue}': task '${task.id}' returned a result of ${bytes} bytes; ` +
           `the limit is ${max} (module option queue.maxResultBytes)`,
         'result',
       );
@@ -466,19 +473,26 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
 
   /** `task.progress(value)`. */
   async progress(task: WorkerTask, value: unknown): Promise<void> {
-    await this.updateTask(task, 'progress', serializeJson('progress', value));
+    const json = this.sized(task, 'progress', serializeJson('progress', value));
+    await this.updateTask(task, 'progress', json);
   }
 
   /** `task.log(line)`. */
   async log(task: WorkerTask, line: string): Promise<void> {
-    if (!(await this.backend.log(task, logLineJson(line)))) throw this.leaseLost(task);
+    const json = this.sized(task, 'line', logLineJson(line));
+    if (!(await this.backend.log(task, json))) throw this.leaseLost(task);
   }
 
   /** `task.update(payload)`. */
   async update(task: WorkerTask, payload: unknown): Promise<void> {
-    const json = serializeJson('payload', payload);
+    const json = this.sized(task, 'payload', serializeJson('payload', payload));
     await this.updateTask(task, 'payload', storedPayload(json, task.traceparent) ?? json);
     task.payload = payload;
+  }
+
+  /** `json`, unless it is past the queue's `maxPayloadBytes` (`PayloadTooLargeError`). */
+  private sized(task: WorkerTask, argument: string, json: string): string {
+    return checkPayloadBytes(this.options, this.queue, argument, json, `task '${task.id}'`);
   }
 
   private async updateTask(task: WorkerTask, what: 'progress' | 'payload', json: string) {
