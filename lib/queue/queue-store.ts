@@ -360,12 +360,17 @@ export class QueueStore {
   }
 
   /** Stores a leased task's progress (and writes its event) or its new payload. */
-  async updateTask(task: LeasedTask, what: 'progress' | 'payload', json: string): Promise<boolean> {
+  async updateTask(
+    task: LeasedTask,
+    what: 'progress' | 'payload',
+    json: string,
+    givenBack = false,
+  ): Promise<boolean> {
     const k = this.keys(task.queue);
     const done = await this.connection.run(
       QUEUE_SCRIPTS.updateTask,
-      [k.tokens, k.progress, k.payload, k.events],
-      [what, task.id, task.leaseToken, json, this.eventsMaxLen],
+      [k.tokens, k.progress, k.payload, k.events, k.due, k.pending],
+      [what, task.id, task.leaseToken, json, this.eventsMaxLen, givenBack ? '1' : '0'],
     );
     return done === 1;
   }

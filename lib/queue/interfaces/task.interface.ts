@@ -99,12 +99,18 @@ export interface RunningTask<P = unknown> extends LeasedTask<P> {
   log(line: string): Promise<void>;
   /**
    * Replaces the task's stored payload (a step job keeps its state there for its next attempt);
-   * `task.payload` shows it at once. Rejects like `progress`.
+   * `task.payload` shows it at once. Rejects like `progress`. After `task.delay()` it still
+   * applies while the task waits (BullMQ's order: delay, then update); it rejects with
+   * `QueueError` once the task was claimed again or finished.
+   * @example
+   * await task.delay(60_000);
+   * await task.update({ ...task.payload, step: 'charge' });
    */
   update(payload: P): Promise<void>;
   /**
    * Puts the task back, delayed `ms` (0 to a day), without spending an attempt: whatever the
-   * handler returns or throws afterwards is ignored. Rejects when the lease was lost.
+   * handler returns or throws afterwards is ignored. Rejects when the lease was lost. The handler
+   * may still `update` the payload (and `progress`) while the task waits.
    */
   delay(ms: number): Promise<void>;
   /**

@@ -239,6 +239,9 @@ local settles = (#ARGV - 15) / 6
 if count > 0 then freedGroups = {} end
 local result = {now, now, settles, 0}
 local freedSlot = false
+-- A task put back due later (a retry's backoff, `task.delay`): idle workers must shorten their
+-- wait to its due time, as enqueue.lua wakes them for a delayed task.
+local dueLater = false
 if settles > 0 then
   local ids = {}
   for i = 0, settles - 1 do ids[i + 1] = ARGV[17 + i * 6] end
@@ -270,16 +273,19 @@ if settles > 0 then
         else
           local delay = ARGV[at + 4]
           requeue(id, now + tonumber(delay))
+          dueLater = true
           emit(KEYS[20], eventsMaxLen, 'retrying', id, 'a', attempt, 'e', data, 'd', delay)
         end
       else
         if redis.call('HINCRBY', KEYS[4], id, -1) <= 0 then redis.call('HDEL', KEYS[4], id) end
         requeue(id, now + tonumber(ARGV[at + 4]))
+        dueLater = true
         emit(KEYS[20], eventsMaxLen, 'delayed', id, 'd', ARGV[at + 4])
       end
     end
     result[#result + 1] = settled
   end
+  if dueLater and redis.call('LLEN', KEYS[7]) == 0 then redis.call('RPUSH', KEYS[7], '1') end
   if #valid > 0 then
     variadic('ZREM', KEYS[2], valid)
     variadic('HDEL', KEYS[5], valid)

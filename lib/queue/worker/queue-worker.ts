@@ -41,6 +41,8 @@ interface Running {
   ended: boolean;
   /** Given back (shutdown, `task.delay()`): its outcome must not be acked or nacked. */
   released: boolean;
+  /** Given back by its handler with `task.delay()`: `update`/`progress` apply while it waits. */
+  delayed?: boolean;
   done?: Promise<void>;
 }
 
@@ -496,7 +498,13 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
   }
 
   private async updateTask(task: WorkerTask, what: 'progress' | 'payload', json: string) {
-    if (!(await this.backend.updateTask(task, what, json))) throw this.leaseLost(task);
+    const delayed = this.running.get(task.leaseToken)?.delayed === true;
+    if (await this.backend.updateTask(task, what, json, delayed)) return;
+    if (!delayed) throw this.leaseLost(task);
+    throw new QueueError(
+      `queue '${this.queue}': task '${task.id}' was given back with task.delay() and has been ` +
+        `claimed or has finished since; change its ${what} before task.delay(), or delay it longer`,
+    );
   }
 
   /** `task.childResults()`. */
@@ -515,6 +523,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
     const entry = this.running.get(task.leaseToken);
     if (!entry || entry.released || entry.ended) throw this.leaseLost(task);
     entry.released = true;
+    entry.delayed = true;
     const { settled } = await this.backend.claim(this.queue, 0, this.options, [
       { kind: 'release', task, delayMs },
     ]);
