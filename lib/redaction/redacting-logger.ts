@@ -9,28 +9,19 @@ import { redactCredentials } from './redact-credentials';
  * @example
  * private readonly logger = new RedactingLogger('LockService');
  */
-export class RedactingLogger extends Logger {
-  override log(message: unknown, ...rest: unknown[]): void {
-    super.log(redactCredentials(message), ...rest.map(redactCredentials));
-  }
+export class RedactingLogger extends Logger {}
 
-  override error(message: unknown, ...rest: unknown[]): void {
-    super.error(redactCredentials(message), ...rest.map(redactCredentials));
-  }
-
-  override warn(message: unknown, ...rest: unknown[]): void {
-    super.warn(redactCredentials(message), ...rest.map(redactCredentials));
-  }
-
-  override debug(message: unknown, ...rest: unknown[]): void {
-    super.debug(redactCredentials(message), ...rest.map(redactCredentials));
-  }
-
-  override verbose(message: unknown, ...rest: unknown[]): void {
-    super.verbose(redactCredentials(message), ...rest.map(redactCredentials));
-  }
-
-  override fatal(message: unknown, ...rest: unknown[]): void {
-    super.fatal(redactCredentials(message), ...rest.map(redactCredentials));
-  }
+for (const level of ['log', 'error', 'warn', 'debug', 'verbose', 'fatal'] as const) {
+  Object.defineProperty(RedactingLogger.prototype, level, {
+    // `Logger.prototype[level]` is looked up at each call, not once here, so that whatever
+    // replaces it later (a test's spy, an APM's wrapper) still sees every line.
+    value(this: Logger, ...args: unknown[]): void {
+      (Logger.prototype[level] as (...a: unknown[]) => void).apply(
+        this,
+        args.map(redactCredentials),
+      );
+    },
+    writable: true,
+    configurable: true,
+  });
 }
