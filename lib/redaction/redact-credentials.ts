@@ -110,7 +110,16 @@ export function redactText(text: string): string {
   let out = text.includes('://')
     ? text.replace(URL_PASSWORD, `$1:${REDACTED}@`).replace(QUERY_PASSWORD, `$1${REDACTED}`)
     : text;
-  for (const secret of scrubbed) if (out.includes(secret)) out = out.split(secret).join(REDACTED);
+  // Until none is left: a replacement can make another occurrence (of the same secret, e.g. one of
+  // asterisks, or of a longer one). Each shortens the text (secrets are longer than `***`).
+  for (let again = true; again;) {
+    again = false;
+    for (const secret of scrubbed) {
+      if (!out.includes(secret)) continue;
+      out = out.split(secret).join(REDACTED);
+      again = true;
+    }
+  }
   return out;
 }
 

@@ -1,5 +1,6 @@
 import 'reflect-metadata';
 import { inspect } from 'node:util';
+import fc from 'fast-check';
 import { Logger, type INestApplicationContext } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import {
@@ -12,7 +13,11 @@ import {
   RedisLockOptionsError,
   type RedisLockModuleOptions,
 } from '../../lib';
-import { redactCredentials } from '../../lib/redaction/redact-credentials';
+import {
+  redactCredentials,
+  redactText,
+  rememberSecrets,
+} from '../../lib/redaction/redact-credentials';
 import { createLockApp, uniquePrefix, waitFor } from '../support/helpers';
 import { startRedisServer, type RedisServer } from '../support/redis-server';
 
@@ -253,5 +258,46 @@ describe('redactCredentials', () => {
     expect((out.wrapped as { self?: unknown }).self).toBe(out.wrapped);
     expect(out.hello.command.args).toEqual(['3', 'AUTH', 'alice', '***', 'SETNAME', 'x']);
     expect(Object.getPrototypeOf(out.wrapped.cause)).toBe(Error.prototype);
+  });
+});
+
+describe('redactText (property)', () => {
+  it('leaves no registered secret of 4+ characters in any text, wherever it occurs', () => {
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.oneof(
+            fc.string({ minLength: 4, maxLength: 12 }),
+            // Secrets made of the redaction mark's character: replacing one can make another.
+            fc.string({ unit: fc.constantFrom('*', 'a'), minLength: 4, maxLength: 8 }),
+          ),
+          { minLength: 1, maxLength: 3 },
+        ),
+        fc.array(fc.oneof(fc.string(), fc.constantFrom('*', '**', '***')), { maxLength: 8 }),
+        (secrets, pieces) => {
+          const forget = rememberSecrets([secrets.map((password) => ({ password }))]);
+          try {
+            const text = pieces.flatMap((p, i) => [p, secrets[i % secrets.length]]).join('');
+            const out = redactText(text);
+            for (const secret of secrets) expect(out).not.toContain(secret);
+          } finally {
+            forget();
+          }
+        },
+      ),
+      // Found by this property: one pass over "********" left "******".
+      { examples: [[['****'], ['', '']]] },
+    );
+  });
+
+  it("replaces exactly the password of any URL's user info", () => {
+    const part = (chars: string) =>
+      fc.stringMatching(new RegExp(`^[${chars}]{1,16}$`)) as fc.Arbitrary<string>;
+    fc.assert(
+      fc.property(part('a-zA-Z0-9_.~-'), part('a-zA-Z0-9_.~!$&()*+,;=%-'), (user, password) => {
+        const text = `reach rediss://${user}:${password}@db.internal:6380/2 now`;
+        expect(redactText(text)).toBe(`reach rediss://${user}:***@db.internal:6380/2 now`);
+      }),
+    );
   });
 });
