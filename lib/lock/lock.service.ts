@@ -3,10 +3,10 @@
 // shared-locks.ts), lock-handles.ts releases and extends, held-locks.ts remembers what this
 // instance holds, lock-inspector.ts reads a lock for `inspect`. Starts and stops them with the
 // module.
-import { RedactingLogger } from '../redaction/redacting-logger';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
 import { BeforeApplicationShutdown, Injectable, type OnModuleInit } from '@nestjs/common';
+import { RedactingLogger } from '../redaction/redacting-logger';
 import { RedisLockEvents } from '../events/redis-lock-events';
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
 import { LockTimeoutError } from '../errors/lock-timeout.error';

@@ -91,7 +91,7 @@ export class RedisLockConnection {
       this.owned = true;
     }
     this.isCluster = (this.client as { isCluster?: boolean }).isCluster === true;
-    // Errors and logs of this library never show these (`RedisLockError`, `ThrottledWarning`):
+    // Errors and logs of this library never show these (`RedisLockError`, `RedactingLogger`):
     // the option as given, and what the client holds (a URL parsed into `password`, a Cluster's
     // `redisOptions` and startup nodes, a user's client's own options).
     this.forgetSecrets = rememberSecrets([
