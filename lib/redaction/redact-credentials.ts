@@ -166,18 +166,40 @@ function isSecretEntry(key: PropertyKey, v: unknown): boolean {
 
 /**
  * Whether `value` holds a credential anywhere. `copies`: objects being redacted, so that a cycle
- * back to one of them counts (the reference must go to the copy).
+ * back to one of them counts (the reference must go to the copy). Another class's instance (an
+ * ioredis client: `options.password`) is looked into one level deep, through its own properties
+ * and their plain objects, not into the instances it holds (a client's socket and queues).
  */
-function holdsCredential(value: unknown, copies: Map<object, object>, seen: Set<object>): boolean {
+function holdsCredential(
+  value: unknown,
+  copies: Map<object, object>,
+  seen: Set<object>,
+  intoInstances = true,
+): boolean {
   if (typeof value === 'string') return redactText(value) !== value;
   if (typeof value !== 'object' || value === null) return false;
   if (copies.has(value)) return true;
-  if (seen.has(value) || !(isError(value) || isPlain(value))) return false;
+  const copyable = isError(value) || isPlain(value);
+  if (seen.has(value) || (!copyable && !intoInstances)) return false;
   seen.add(value);
   if (isAuthCommand(value) && authArgs(value) !== value.args) return true;
   return entries(value).some(
-    ([key, v]) => isSecretEntry(key, v) || holdsCredential(v, copies, seen),
+    ([key, v]) =>
+      isSecretEntry(key, v) || holdsCredential(v, copies, seen, copyable && intoInstances),
   );
+}
+
+/**
+ * What stands for an instance of another class that holds a credential: it cannot be copied
+ * without its behaviour, so only its class is shown.
+ */
+function placeholder(value: object): string {
+  return `[${value.constructor?.name || 'object'} with credentials, redacted]`;
+}
+
+/** An object that holds a credential, without it: a copy, or a placeholder for an instance. */
+function redactedValue(value: object, copies: Map<object, object>): unknown {
+  return isError(value) || isPlain(value) ? redactedCopy(value, copies) : placeholder(value);
 }
 
 /** `value` (an error, plain object or array that holds a credential) copied without it. */
@@ -195,7 +217,7 @@ function redactedCopy(value: object, copies: Map<object, object>): object {
     else if (isSecretEntry(key, v)) redacted = REDACTED;
     else if (typeof v === 'string') redacted = redactText(v);
     else if (typeof v === 'object' && v !== null && holdsCredential(v, copies, new Set())) {
-      redacted = copies.get(v) ?? redactedCopy(v, copies);
+      redacted = copies.get(v) ?? redactedValue(v, copies);
     }
     Object.defineProperty(copy, key, {
       value: redacted,
@@ -213,7 +235,9 @@ function redactedCopy(value: object, copies: Map<object, object>): object {
  * ioredis's `command.args` of `AUTH`/`HELLO` and strings under password keys redacted. A value
  * with nothing to redact is returned as is (the same object), and nothing is changed in place:
  * an ioredis error that carried the password is replaced by a redacted copy of the same class.
- * Other class instances are returned as they are.
+ * An instance of another class that holds a credential in its own properties (an ioredis client:
+ * `options.password`) is replaced by a placeholder string naming its class; other instances are
+ * kept as they are.
  * @example
  * new RedisCommandError(op, message, { cause: redactCredentials(err) })
  */
@@ -223,5 +247,5 @@ export function redactCredentials<T>(value: T): T {
   if (typeof value !== 'object' || value === null || !holdsCredential(value, copies, new Set())) {
     return value;
   }
-  return redactedCopy(value, copies) as T;
+  return redactedValue(value, copies) as T;
 }

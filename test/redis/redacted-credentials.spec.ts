@@ -1,6 +1,7 @@
 import 'reflect-metadata';
 import { inspect } from 'node:util';
 import fc from 'fast-check';
+import { Redis } from 'ioredis';
 import { Logger, type INestApplicationContext } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import {
@@ -191,6 +192,14 @@ describe('credentials in errors and logs', () => {
     [
       'quorum nodes too few',
       { nodes: [`redis://:${SECRET}@a:1`, { host: 'b', password: SECRET }] },
+    ],
+    [
+      'quorum nodes too few, as ioredis clients',
+      {
+        nodes: [1, 2].map(
+          () => new Redis({ password: SECRET, lazyConnect: true, enableOfflineQueue: false }),
+        ),
+      },
     ],
   ])(
     'an invalid option holding a password (%s) names it without the password',
