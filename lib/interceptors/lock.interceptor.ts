@@ -4,10 +4,10 @@ import {
   HttpException,
   HttpStatus,
   Injectable,
-  Logger,
   NestInterceptor,
 } from '@nestjs/common';
 import { catchError, isObservable, mergeMap, type Observable, of, throwError } from 'rxjs';
+import { RedactingLogger } from '../redaction/redacting-logger';
 import { LockKeyValueMissingError } from '../errors/lock-key-value-missing.error';
 import { LockQuorumError } from '../errors/lock-quorum.error';
 import { LockReplicationError } from '../errors/lock-replication.error';
@@ -81,7 +81,7 @@ export interface RedisUnavailableResponseBody {
  */
 @Injectable()
 export class LockInterceptor implements NestInterceptor {
-  private readonly outageWarning = new ThrottledWarning(new Logger(LockInterceptor.name));
+  private readonly outageWarning = new ThrottledWarning(new RedactingLogger(LockInterceptor.name));
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
     const result = next

@@ -138,7 +138,9 @@ export interface RedisLockModuleOptions {
    * With `nodes` set, locks use `nodes` and only the queue uses `redis`. A Sentinel client the
    * module creates gets ioredis' `failoverDetector: true` unless you set it (it reconnects on a
    * sentinel's `+switch-master`), and on Sentinel locks wait for a replica by default (see
-   * `waitForReplicas`).
+   * `waitForReplicas`). Its passwords (URL, `password`, `sentinelPassword`, a Cluster's
+   * `redisOptions.password`) never appear in the module's errors, events or logs: they show as
+   * `***` (README, "Errors").
    * @default 'redis://127.0.0.1:6379'
    * @example
    * redis: { cluster: [{ host: '10.0.0.1', port: 7000 }], options: { redisOptions: { password } } }

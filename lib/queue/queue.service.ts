@@ -1,4 +1,5 @@
-import { BeforeApplicationShutdown, Injectable, Logger } from '@nestjs/common';
+import { BeforeApplicationShutdown, Injectable } from '@nestjs/common';
+import { RedactingLogger } from '../redaction/redacting-logger';
 import { QueueError } from '../errors/queue.error';
 import { RedisLockEvents } from '../events/redis-lock-events';
 import type { ResolvedQueueDefaults, ResolvedWorkerOptions } from '../options/resolve-options';
@@ -103,7 +104,7 @@ export function defineQueue<P>(name: string): TypedQueue<P> {
  */
 @Injectable()
 export class QueueService implements BeforeApplicationShutdown {
-  private readonly logger = new Logger('QueueService');
+  private readonly logger = new RedactingLogger('QueueService');
   private readonly defaults: ResolvedQueueDefaults;
   private readonly runners = new Set<QueueWorkerRunner>();
   private readonly tracing = new QueueTracing();

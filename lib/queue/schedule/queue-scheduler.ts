@@ -1,5 +1,5 @@
-import type { Logger } from '@nestjs/common';
 import type { Cluster } from 'ioredis';
+import type { RedactingLogger } from '../../redaction/redacting-logger';
 import { MAX_TIMER_MS } from '../../options/validate';
 import type { RedisLockConnection } from '../../redis/redis-connection';
 import { ThrottledWarning } from '../../redis/throttled-warning';
@@ -56,7 +56,7 @@ export class QueueScheduler {
 
   constructor(
     private readonly connection: RedisLockConnection,
-    logger: Logger,
+    logger: RedactingLogger,
   ) {
     this.failures = new ThrottledWarning(logger);
     this.index = scheduleIndexKey(connection.options.keyPrefix);

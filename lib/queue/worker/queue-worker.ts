@@ -1,5 +1,6 @@
-import type { Logger } from '@nestjs/common';
 import type { Cluster, Redis } from 'ioredis';
+import { redactCredentials } from '../../redaction/redact-credentials';
+import type { RedactingLogger } from '../../redaction/redacting-logger';
 import { QueueError } from '../../errors/queue.error';
 import { TaskCancelledError } from '../../errors/task-cancelled.error';
 import { TaskTimeoutError } from '../../errors/task-timeout.error';
@@ -101,7 +102,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
     private readonly options: ResolvedWorkerOptions,
     private readonly backend: QueueStore,
     private readonly connection: RedisLockConnection,
-    private readonly logger: Logger,
+    private readonly logger: RedactingLogger,
     private readonly events: RedisLockEvents,
     private readonly onClosed: () => void,
   ) {
@@ -626,7 +627,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
       return;
     }
     if (this.events.hasListeners('task.failed')) {
-      this.events.emit('task.failed', { ...base(), error: failure.error });
+      this.events.emit('task.failed', { ...base(), error: redactCredentials(failure.error) });
     }
     const maxAttempts = task.options?.maxAttempts ?? this.options.maxAttempts;
     if (settled === SETTLED.dead) {
@@ -638,7 +639,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
               `${maxAttempts} and moved to dead letter: ${reason}`,
       );
       if (this.events.hasListeners('task.dead')) {
-        this.events.emit('task.dead', { ...base(), error: failure.error });
+        this.events.emit('task.dead', { ...base(), error: redactCredentials(failure.error) });
       }
     } else if (settled === 1) {
       const level = this.options.retryLogLevel;
