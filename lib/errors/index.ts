@@ -19,3 +19,4 @@ export { UnrecoverableTaskError } from './unrecoverable-task.error';
 export { QueueFullError } from './queue-full.error';
 export { QueueReplicationError } from './queue-replication.error';
 export { FlowError } from './flow.error';
+export { DashboardBusyError } from './dashboard-busy.error';
