@@ -76,10 +76,10 @@ const QUALIFIED_PREFIX = 'nestjs-redis-lock:';
  * `active` (with its progress), completed (kept by `keepCompleted`) → `completed` with its result,
  * dead then cancelled → `failed` with their error. Actions: retry of a dead job = `requeueDead`,
  * of a cancelled one = `enqueue` again, remove/clean = `remove`, pause/resume, add = `enqueue`,
- * empty = remove every ready and delayed task — once `readOnlyMode: false` opts in: by default the
- * adapter is read-only, and bull-board refuses every action with 405. Promote, retry of a completed job, obliterate and
- * metrics answer 405 (logs are empty); removing a running (leased) task answers 409. All of it:
- * docs/bull-board.md.
+ * empty = remove every ready and delayed task, once `readOnlyMode: false` opts in: by default the
+ * adapter is read-only, and bull-board refuses every action with 405. Promote, retry of a
+ * completed job, obliterate and metrics answer 405 (logs are empty); removing a running (leased)
+ * task answers 409. All of it: docs/bull-board.md.
  * @param queues the module's `QueueService`
  * @param queue the queue's name, or its `defineQueue` handle
  * @param options bull-board's queue options

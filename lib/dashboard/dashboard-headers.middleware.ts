@@ -17,7 +17,8 @@ export const DASHBOARD_CSP = [
  * Sets the dashboard's security headers on every response of its routes, before the guards run,
  * so that refusals and errors carry them too: `X-Frame-Options: DENY` and `DASHBOARD_CSP` (no
  * click-jacking of its buttons in a frame), `X-Content-Type-Options: nosniff`. A Nest functional
- * middleware: `res` is Node's response under Express and under Fastify alike.
+ * middleware that only calls Node's `ServerResponse.setHeader` (Express's response extends it;
+ * Fastify's middleware gets the raw one).
  */
 export function dashboardHeaders(_req: unknown, res: ServerResponse, next: () => void): void {
   res.setHeader('X-Frame-Options', 'DENY');

@@ -48,8 +48,8 @@ export interface RedisLockDashboardOptions {
    * The overview the page polls (`GET <path>/api/overview`, two key scans) is computed at most
    * once per this many ms, whatever the number of clients: callers with the same search share
    * one computation (running, or finished less than this long ago), and computations for
-   * different searches start at least this far apart. At most 8 searches wait at once; a ninth
-   * answers `429 Too Many Requests`.
+   * different searches start at least this far apart. At most 8 searches hold a turn at once
+   * (computed within the last interval, or waiting); a ninth answers `429 Too Many Requests`.
    * @default 500
    * @example overviewIntervalMs: 2000
    */
