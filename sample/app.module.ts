@@ -46,8 +46,9 @@ export class SampleAppModule implements NestModule {
           useFactory: redisLockOptionsFactory,
           isGlobal: true,
         }),
-        // The live page of locks and queues at /redis-lock. The sample listens on 127.0.0.1; an
-        // app reachable by others passes `guards: [AdminGuard]` (see docs/dashboard.md).
+        // The live page of locks and queues at /redis-lock: without guards it is read-only and
+        // warns at start. An app reachable by others passes `guards: [AdminGuard]`, which also
+        // turns the actions on (see docs/dashboard.md).
         RedisLockDashboardModule.forRoot({ path: '/redis-lock' }),
         SampleRedisModule,
         OrdersDatabaseModule,

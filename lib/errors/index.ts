@@ -21,3 +21,4 @@ export { PayloadTooLargeError } from './payload-too-large.error';
 export { QueueReplicationError } from './queue-replication.error';
 export { FlowError } from './flow.error';
 export { RateLimitedError } from './rate-limited.error';
+export { DashboardBusyError } from './dashboard-busy.error';
