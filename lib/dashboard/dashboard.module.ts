@@ -1,13 +1,13 @@
 import {
   type DynamicModule,
   Inject,
-  Logger,
   type MiddlewareConsumer,
   Module,
   type NestModule,
   type OnModuleInit,
   type Type,
 } from '@nestjs/common';
+import { RedactingLogger } from '../redaction/redacting-logger';
 import {
   type RedisLockDashboardOptions,
   type ResolvedDashboardOptions,
@@ -77,7 +77,7 @@ export class RedisLockDashboardModule implements NestModule, OnModuleInit {
   /** Warns, once at start, when no guard stands in front of the page. */
   onModuleInit(): void {
     const warning = unguardedWarning(this.options);
-    if (warning) new Logger('RedisLockDashboard').warn(warning);
+    if (warning) new RedactingLogger('RedisLockDashboard').warn(warning);
   }
 }
 
