@@ -11,6 +11,12 @@ declare const semaphores: import('nestjs-redis-lock').SemaphoreService;
 declare const fenced: import('nestjs-redis-lock').FencedStore;
 declare const events: import('nestjs-redis-lock').RedisLockEvents;
 declare const logger: import('@nestjs/common').Logger;
+/** docs/bull-board.md: the Basic-auth middleware its first snippet writes. */
+declare function opsBasicAuth(
+  req: import('node:http').IncomingMessage,
+  res: import('node:http').ServerResponse,
+  next: () => void,
+): void;
 /** The Redis the module connects to (`RedisLockModule.forRoot({ redis })`). */
 declare const redis: string;
 
