@@ -22,3 +22,4 @@ export { QueueReplicationError } from './queue-replication.error';
 export { FlowError } from './flow.error';
 export { RateLimitedError } from './rate-limited.error';
 export { DashboardBusyError } from './dashboard-busy.error';
+export { QueueRateLimitError } from './queue-rate-limit.error';

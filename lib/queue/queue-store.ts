@@ -450,6 +450,17 @@ export class QueueStore {
     };
   }
 
+  /** Ms left of the queue's rate limit (`limitedUntil` against Redis TIME), 0 when none. */
+  async rateLimitTtl(k: QueueRedisKeys): Promise<number> {
+    const [until, [s, us]] = await this.connection.call('queue rate limit TTL', async (c) => {
+      const results = (await c.pipeline().hget(k.config, 'limitedUntil').time().exec()) ?? [];
+      for (const [err] of results) if (err) throw err;
+      return results.map(([, v]) => v) as [string | null, [string, string]];
+    });
+    if (until === null) return 0;
+    return Math.max(0, Math.ceil(Number(until) - (Number(s) * 1000 + Number(us) / 1000)));
+  }
+
   async setConfig(k: QueueRedisKeys, field: string, value: string): Promise<void> {
     await this.connection.run(
       QUEUE_SCRIPTS.config,

@@ -1,6 +1,7 @@
 import { BeforeApplicationShutdown, Injectable } from '@nestjs/common';
 import { RedactingLogger } from '../redaction/redacting-logger';
 import { QueueError } from '../errors/queue.error';
+import { MAX_QUEUE_RATE_LIMIT_MS } from '../errors/queue-rate-limit.error';
 import { RedisLockEvents } from '../events/redis-lock-events';
 import type { ResolvedQueueDefaults, ResolvedWorkerOptions } from '../options/resolve-options';
 import { checkMaxSize, checkWaitForReplicas } from '../options/resolve-options';
@@ -465,6 +466,26 @@ export class QueueService implements BeforeApplicationShutdown {
     const limit =
       n === null ? '' : String(checkInt('n', n, 1, MAX_CONCURRENCY, QueueError.invalid));
     await this.setConfig(queue, 'concurrency', limit);
+  }
+
+  /**
+   * Rate-limits `queue` for `ms` on every instance: no worker takes a task of it until then
+   * (running tasks go on; nothing is spent). The same as a handler throwing
+   * `QueueRateLimitError(ms)`, but from anywhere. `0` lifts it. BullMQ's `queue.rateLimit(ms)`.
+   * @throws QueueError unless `ms` is an integer from 0 to 86,400,000 (a day)
+   * @example await queues.rateLimit('payments', 30_000); // the provider asked for 30 s of quiet
+   */
+  async rateLimit(queue: QueueName, ms: number): Promise<void> {
+    const limit = checkInt('ms', ms, 0, MAX_QUEUE_RATE_LIMIT_MS, QueueError.invalid);
+    await this.setConfig(queue, 'limitedUntil', limit === 0 ? '' : String(limit));
+  }
+
+  /**
+   * How long `queue` stays rate-limited (`rateLimit`, `QueueRateLimitError`), in ms on the Redis
+   * clock; `0` when it is not. BullMQ's `getRateLimitTtl`.
+   */
+  async rateLimitTtl(queue: QueueName): Promise<number> {
+    return this.store.rateLimitTtl(this.keys(queue));
   }
 
   /**

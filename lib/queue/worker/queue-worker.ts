@@ -615,6 +615,13 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
       }
       return;
     }
+    if (step.kind === 'release') {
+      // A QueueRateLimitError: the task is back, unspent; the queue waits (claim.lua).
+      this.logger.debug(
+        `queue '${this.queue}': task '${task.id}' given back, queue rate-limited for ${step.data} ms`,
+      );
+      return;
+    }
     if (!failure) {
       if (settled === 0) {
         this.logger.warn(
