@@ -126,12 +126,24 @@ describe('Objects whose names look like other objects’ keys', () => {
     redis.disconnect();
   });
 
+  /** Takes `first`, then `second` while `first` is held (both must be granted), frees both. */
+  async function holdBoth<H extends { release(): Promise<unknown> }>(
+    tryTake: (name: string) => Promise<H | null>,
+    first: string,
+    second: string,
+  ): Promise<H> {
+    const held = await tryTake(first);
+    const other = await tryTake(second);
+    expect([held === null, other === null]).toEqual([false, false]);
+    await other!.release();
+    await held!.release();
+    return other!;
+  }
+  const tryLock = (name: string) => locks.tryAcquire(name, { ttlMs: 10_000 });
+  const trySemaphore = (name: string) => semaphores.tryAcquire(name, { limit: 1 });
+
   it("lock 'y' is acquired while lock '{y}:fence' is held", async () => {
-    const other = await locks.acquire('{y}:fence', { ttlMs: 10_000 });
-    const y = await locks.acquire('y', { ttlMs: 10_000 });
-    expect(y.fence).toBeGreaterThan(0);
-    expect(await y.release()).toBe(true);
-    expect(await other.release()).toBe(true);
+    expect((await holdBoth(tryLock, '{y}:fence', 'y')).fence).toBeGreaterThan(0);
   });
 
   it("a waiter on lock 'z' times out cleanly while lock '{z}:line' is held", async () => {
@@ -147,23 +159,12 @@ describe('Objects whose names look like other objects’ keys', () => {
   });
 
   it("lock 'x' and lock '{x}' are two locks", async () => {
-    const x = await locks.acquire('x', { ttlMs: 10_000 });
-    const braced = await locks.tryAcquire('{x}', { ttlMs: 10_000 });
-    expect(braced).not.toBeNull();
-    await braced!.release();
-    await x.release();
+    await holdBoth(tryLock, 'x', '{x}');
   });
 
   it("semaphore 's' is acquired while semaphore '{s}:meta' is held; 't' and '{t}' are two", async () => {
-    const other = await semaphores.acquire('{s}:meta', { limit: 1 });
-    const s = await semaphores.acquire('s', { limit: 1 });
-    await s.release();
-    await other.release();
-    const t = await semaphores.acquire('t', { limit: 1 });
-    const braced = await semaphores.tryAcquire('{t}', { limit: 1 });
-    expect(braced).not.toBeNull();
-    await braced!.release();
-    await t.release();
+    await holdBoth(trySemaphore, '{s}:meta', 's');
+    await holdBoth(trySemaphore, 't', '{t}');
   });
 
   it("queue 'q' and queue '{q}' are two queues", async () => {
