@@ -124,6 +124,28 @@ describe('planFlow (the checks of enqueueFlow before anything is written)', () =
     }
   });
 
+  it("refuses an id with NUL, which would let one parent's child outcomes be another's", () => {
+    // Unrefused, parents 'a' (child c:'x\0c:2') and 'a\0c:x' (child c:'2') of one queue
+    // shared the outcome field 'a\0c:x\0c:2': the second parent waited for its children forever.
+    for (const flow of [
+      { queue: 'P', id: 'a\0c:x', children: [{ queue: 'c', id: '2' }] },
+      { queue: 'P', id: 'a', children: [{ queue: 'c', id: 'x\0c:2' }] },
+    ]) {
+      const err = (() => {
+        try {
+          planFlow(flow);
+        } catch (e) {
+          return e as FlowError;
+        }
+        return undefined;
+      })();
+      expect(err).toBeInstanceOf(FlowError);
+      expect(err?.argument).toBe('id');
+      expect(err?.node).toBe(flow.id === 'a' ? "'P:a'.children[0]" : 'root');
+      expect(err?.message).toContain('a flow task id without NUL');
+    }
+  });
+
   it(`counts every level against MAX_FLOW_NODES (${MAX_FLOW_NODES})`, () => {
     const chain = (depth: number, width: number): FlowNode => ({
       queue: 'a',
