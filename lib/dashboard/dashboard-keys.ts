@@ -28,11 +28,10 @@ export function throughputKey(prefix: string, queue: string): string {
 
 /**
  * The lock name whose value key is `key` (`<prefix>lock:<encodeKeyName(name)>`); `undefined` for
- * the lock's other string key (`...:fence`): only a value key ends in `}`.
+ * the lock's other string key (`...:fence`) and for keys no lock name has.
  */
 export function lockNameOf(prefix: string, key: string): string | undefined {
-  const rest = key.slice(prefix.length + 'lock:'.length);
-  return rest.endsWith('}') ? decodeKeyName(rest) : undefined;
+  return decodeKeyName(key.slice(prefix.length + 'lock:'.length));
 }
 
 /**
@@ -46,8 +45,6 @@ export function queueNameOf(
 ): string | undefined {
   const rest = key.slice(prefix.length + 'queue:'.length);
   const colon = rest.lastIndexOf(':');
-  if (colon < 1 || rest[colon - 1] !== '}' || !parts.includes(rest.slice(colon + 1))) {
-    return undefined;
-  }
+  if (colon < 0 || !parts.includes(rest.slice(colon + 1))) return undefined;
   return decodeKeyName(rest.slice(0, colon));
 }

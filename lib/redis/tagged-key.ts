@@ -47,16 +47,21 @@ export function encodeKeyName(name: string): string {
 }
 
 /**
- * The inverse of `encodeKeyName`: the name whose key part is `part`.
+ * The inverse of `encodeKeyName`: the name whose key part is `part`, or `undefined` when no name
+ * has that key part (a key this library did not write, or a suffixed one such as `…:fence`).
  * @example
  * ```ts
  * decodeKeyName('{order:42}:stock{}'); // '{order:42}:stock'
+ * decodeKeyName('{order:42}:fence'); // undefined
  * ```
  */
-export function decodeKeyName(part: string): string {
-  if (part.endsWith('{}')) return part.slice(0, -2);
-  if (part.endsWith('}}')) return part.slice((part.length - 4) / 2 + 2, -2);
-  return part.slice(1, -1);
+export function decodeKeyName(part: string): string | undefined {
+  const name = part.endsWith('{}')
+    ? part.slice(0, -2)
+    : part.endsWith('}}')
+      ? part.slice(part.length / 2, -2)
+      : part.slice(1, -1);
+  return name.length > 0 && encodeKeyName(name) === part ? name : undefined;
 }
 
 /**

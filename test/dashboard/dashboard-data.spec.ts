@@ -97,6 +97,16 @@ describe('dashboard key names', () => {
     expect(lockNameOf('', lockRedisKeys('', 'order:1').fence)).toBeUndefined();
   });
 
+  it('skips keys under lock: and queue: that no name has (written by something else)', () => {
+    for (const part of ['}}', '{}', 'x', '{x', '{a}b}', '{a}}', '{ab}a}b}}']) {
+      expect([part, lockNameOf('p:', `p:lock:${part}`)]).toEqual([part, undefined]);
+      expect([part, queueNameOf('p:', `p:queue:${part}:dead`, ['dead'])]).toEqual([
+        part,
+        undefined,
+      ]);
+    }
+  });
+
   it('finds the queue of a scanned queue key', () => {
     fc.assert(
       fc.property(fc.constantFrom('', 'p:', 'x{y}:'), names, (prefix, name) => {
