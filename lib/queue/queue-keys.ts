@@ -121,8 +121,9 @@ export function checkNameBytes(
 }
 
 /**
- * Keys of queue `name`: `<prefix>queue:{<name>}:<part>`. A name that already has a `{tag}` keeps
- * it, so that queues sharing a tag share a Cluster slot.
+ * Keys of queue `name`: `<prefix>queue:{<name>}:<part>` (`encodeKeyName`). A name that already has
+ * a `{tag}` keeps it (`<prefix>queue:<name>{}:<part>`), so that queues sharing a tag share a
+ * Cluster slot; no name's keys can be another name's keys.
  */
 export function queueRedisKeys(prefix: string, name: string): QueueRedisKeys {
   const base = taggedKey(prefix, 'queue', name);

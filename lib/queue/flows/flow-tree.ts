@@ -1,5 +1,6 @@
 import { describeValue } from '../../errors/describe-value';
 import { FlowError } from '../../errors/flow.error';
+import { QueueError } from '../../errors/queue.error';
 import type { RedisLockError } from '../../errors/redis-lock.error';
 import { QUEUE_DEFAULTS, type ResolvedQueueDefaults } from '../../options/resolve-options';
 import type { FlowNode, FlowTaskIds, OnChildFailure } from '../interfaces/flow.interface';
@@ -85,7 +86,7 @@ export function planFlow(
       seenObjects.add(node);
       const n = node as Partial<FlowNode>;
       const queue = naming(path, 'queue', () => checkQueueName(n.queue));
-      const id = naming(path, 'id', () => checkTaskId(n.id));
+      const id = naming(path, 'id', () => checkFlowTaskId(n.id));
       const name = `${queue}:${id}`;
       const label = `'${name}'`;
       naming(label, 'node', () => checkOptionKeys(node, NODE_KEYS));
@@ -136,6 +137,23 @@ export function planFlow(
     level = next;
   }
   return { nodes, ids: rootIds[0] };
+}
+
+/**
+ * A flow node's id: a task id without NUL. A parent's queue keeps its children's outcomes under
+ * `'<parent id> NUL <queue>:<child id>'`; a NUL in an id would let one parent's field name be
+ * another parent's, and that parent would wait for its children forever.
+ */
+function checkFlowTaskId(value: unknown): string {
+  const id = checkTaskId(value);
+  if (id.includes('\0')) {
+    throw QueueError.invalid(
+      'id',
+      JSON.stringify(id).slice(1, -1),
+      "a flow task id without NUL ('\\0' separates a parent's id from its children's names)",
+    );
+  }
+  return id;
 }
 
 /** Runs `check`; an error it throws becomes a `FlowError` naming the node. */
