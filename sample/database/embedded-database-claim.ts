@@ -1,9 +1,4 @@
-import {
-  Injectable,
-  Logger,
-  type OnApplicationBootstrap,
-  type OnApplicationShutdown,
-} from '@nestjs/common';
+import { Injectable, Logger, type OnApplicationShutdown } from '@nestjs/common';
 import { LockService, LockTimeoutError } from '../../lib';
 import { SampleConfig } from '../config/sample-config';
 import { EmbeddedDatabaseSharedError } from './database.errors';
@@ -13,15 +8,16 @@ const CLAIM_KEY = 'sample:embedded-orders-database';
 const CLAIM_TTL_MS = 10_000;
 
 /**
- * On the embedded database (no `DATABASE_URL`), holds a lock for the app's whole life, so that a
- * second instance on the same Redis and key prefix fails to start with
- * `EmbeddedDatabaseSharedError` instead of silently keeping half of the orders in a database of
- * its own. `withLock` extends the lock while the app runs; a crashed instance's claim lapses after
- * `CLAIM_TTL_MS`.
+ * Taken when the embedded database opens (no `DATABASE_URL`; `npm run sample` opens it before it
+ * listens), and held for the app's whole life, so that a second instance on the same Redis and key
+ * prefix fails with `EmbeddedDatabaseSharedError` instead of silently keeping half of the orders
+ * in a database of its own. `withLock` extends the lock while the app runs; a crashed instance's
+ * claim lapses after `CLAIM_TTL_MS`. An app that never writes an order never takes it.
  */
 @Injectable()
-export class EmbeddedDatabaseClaim implements OnApplicationBootstrap, OnApplicationShutdown {
+export class EmbeddedDatabaseClaim implements OnApplicationShutdown {
   private readonly logger = new Logger('OrdersDatabase');
+  private taking?: Promise<void>;
   private holding?: Promise<void>;
   private release?: () => void;
 
@@ -30,8 +26,13 @@ export class EmbeddedDatabaseClaim implements OnApplicationBootstrap, OnApplicat
     private readonly locks: LockService,
   ) {}
 
-  async onApplicationBootstrap(): Promise<void> {
-    if (this.config.databaseUrl) return;
+  /** Takes the claim (once); rejects with `EmbeddedDatabaseSharedError` when another holds it. */
+  take(): Promise<void> {
+    this.taking ??= this.claim();
+    return this.taking;
+  }
+
+  private async claim(): Promise<void> {
     let taken!: () => void;
     const claimed = new Promise<void>((resolve) => (taken = resolve));
     this.holding = this.locks.withLock(

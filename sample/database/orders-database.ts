@@ -7,6 +7,7 @@ import {
   Module,
   type OnApplicationShutdown,
   type OnModuleInit,
+  Optional,
 } from '@nestjs/common';
 import type { PGlite } from '@electric-sql/pglite';
 import type { Pool } from 'pg';
@@ -42,7 +43,11 @@ export class OrdersDatabase implements OnModuleInit, OnApplicationShutdown {
   private opening?: Promise<PGlite>;
   private lastErrorLog = 0;
 
-  constructor(private readonly config: SampleConfig) {}
+  constructor(
+    private readonly config: SampleConfig,
+    /** Always provided by `OrdersDatabaseModule`; absent only for a database made by hand. */
+    @Optional() private readonly claim?: EmbeddedDatabaseClaim,
+  ) {}
 
   /** `'embedded'` or `DATABASE_URL` with its password hidden. */
   get description(): string {
@@ -125,8 +130,12 @@ export class OrdersDatabase implements OnModuleInit, OnApplicationShutdown {
     }
   }
 
-  /** Starts the embedded engine (in memory) and applies the schema. */
+  /**
+   * Starts the embedded engine (in memory) and applies the schema, once this instance holds the
+   * embedded database's claim (`EmbeddedDatabaseClaim`).
+   */
   private async openEmbedded(): Promise<PGlite> {
+    await this.claim?.take();
     const { PGlite } = await import('@electric-sql/pglite');
     const db = await PGlite.create();
     await db.query(SCHEMA_SQL);
