@@ -1,3 +1,4 @@
+import type { Order } from './flash-sale.dto';
 import { SampleError } from '../common/sample.error';
 
 /** No sale has this sku (HTTP 404). */
@@ -53,6 +54,32 @@ export class OrderNotFoundError extends SampleError {
 
   constructor(readonly orderId: string) {
     super(`no order '${orderId}'`, { orderId });
+  }
+}
+
+/**
+ * A unit was taken from the stock for this buyer, but the purchase could not be confirmed (the
+ * sale's write or its order's enqueue did not reach a replica, Redis timed out…): HTTP 503 +
+ * `Retry-After`, naming the order so the buyer can follow it. Within `holdMs` of the purchase
+ * (plus the time Redis takes to recover) the order either is written (`GET /orders/:id` says
+ * `created`) or its unit goes back on sale (`released`); the buyer is never charged unseen.
+ */
+export class OrderUnconfirmedError extends SampleError {
+  readonly kind = 'unavailable';
+
+  constructor(
+    readonly order: Order,
+    holdMs: number,
+    /** Why it is not confirmed, e.g. the message of the Redis error. */
+    readonly reason: string,
+  ) {
+    const orderUrl = `/orders/${order.orderId}`;
+    super(
+      `order ${order.orderId} of user '${order.userId}' for '${order.sku}' is not confirmed ` +
+        `(${reason}); follow ${orderUrl}: it is written or its unit goes back on sale ` +
+        `within ${holdMs} ms once Redis is back`,
+      { sku: order.sku, userId: order.userId, orderId: order.orderId, orderUrl },
+    );
   }
 }
 
