@@ -48,7 +48,7 @@ export class AlreadyBoughtError extends SampleError {
   }
 }
 
-/** No order has this id (HTTP 404): never sold, or its unit went back to the stock. */
+/** No order has this id (HTTP 404): never sold (an order whose unit went back on sale is `released`). */
 export class OrderNotFoundError extends SampleError {
   readonly kind = 'not-found';
 

@@ -100,13 +100,17 @@ export class FlashSaleService {
    * Backpressure: when the `orders` queue is full (`maxSize`), the unit goes back to the stock
    * under the same lock and the buyer gets `QueueFullError` (503 + Retry-After).
    *
+   * When the enqueue failed after the sale for another reason (Redis trouble), the unit stays
+   * taken and held, and the buyer gets `OrderUnconfirmedError` (503 naming the order):
+   * `SaleSettler` writes it or puts it back on sale within `saleHoldMs`, retry or not.
+   *
    * A user who bought already is refused; if their order was never written, it is enqueued
-   * again first. So when the enqueue failed after the sale for another reason (Redis trouble:
-   * the buyer got a 503), the buyer's retry repairs it: enqueueing an id twice adds it once, and
-   * the worker writes a row once.
+   * again first, so a retry settles the order sooner: enqueueing an id twice adds it once, and
+   * the worker writes a row once (none if the unit went back on sale meanwhile).
    * @returns the order id and where to follow it
    * @throws SaleNotFoundError, AlreadyBoughtError (one unit per buyer), SoldOutError,
-   *   QueueFullError (503), LockTimeoutError (the stock lock could not be had within 2 s: 423)
+   *   QueueFullError (503), OrderUnconfirmedError (503), LockTimeoutError (the stock lock could
+   *   not be had within 2 s: 423)
    */
   async buy(sku: string, userId: string): Promise<BuyAccepted> {
     const { order, repeated } = await this.locks.withLockBatch(
@@ -168,9 +172,10 @@ export class FlashSaleService {
 
   /**
    * Where the order `orderId` of the sale of `sku` is: `created` (its row), `failed` (its task
-   * went to the dead letters) or `pending`. A pending order is waited for up to `waitMs` through
-   * `QueueService.waitFor` (no polling), then looked up again.
-   * @throws OrderNotFoundError for an id never sold (or whose unit went back to the stock)
+   * went to the dead letters), `released` (never confirmed: its unit went back on sale) or
+   * `pending`. A pending order is waited for up to `waitMs` through `QueueService.waitFor` (no
+   * polling), then looked up again.
+   * @throws OrderNotFoundError for an id never sold
    */
   async order(orderId: string, sku: string, waitMs: number): Promise<OrderView> {
     const view = await this.lookUp(orderId, sku);
@@ -178,7 +183,7 @@ export class FlashSaleService {
     try {
       await this.queues.waitFor(ORDERS_QUEUE, orderId, { timeoutMs: waitMs });
     } catch (err) {
-      // Timed out, or no task (its enqueue failed: the buyer's retry enqueues it): still pending.
+      // Timed out, or no task (its enqueue failed: `SaleSettler` settles it): still pending.
       if (!(err instanceof QueueError)) throw err;
       return view;
     }
@@ -329,8 +334,8 @@ export class FlashSaleService {
   }
 
   /**
-   * Enqueues the order (task id = order id); on a Cluster, waits for a replica to have it
-   * (`QueueReplicationError` otherwise: 503, and the buyer's retry enqueues it again).
+   * Enqueues the order (task id = order id); on a Cluster or Sentinel, waits for a replica to have
+   * it (`QueueReplicationError` otherwise: the buyer gets a 503 naming the order).
    */
   private enqueue(order: Order): Promise<number> {
     return this.queues.enqueue(ORDERS_QUEUE, order.orderId, {

@@ -1,4 +1,4 @@
-import type { Agent } from 'node:http';
+import { Agent } from 'node:http';
 import type { OrderView } from '../../../sample/flash-sale/flash-sale.dto';
 import { saleKeys } from '../../../sample/flash-sale/flash-sale-keys';
 import type { SampleRedis } from '../../../sample/redis/sample-redis';
@@ -9,7 +9,6 @@ import { mapConcurrently, sendJson } from './sample-app';
 
 /** A flash sale with a Redis master killed mid-sale, as `runFailoverRound` runs it. */
 export interface FailoverRoundSetup {
-  agent: Agent;
   /** The sample instances; buyer i buys at `urls[i % urls.length]`. */
   urls: readonly string[];
   /** The sample's own Redis client (any instance's), to read the sale's keys. */
@@ -42,6 +41,8 @@ export interface FailoverRoundReport {
   settledMs?: number;
   /** HTTP statuses of the buys (0: no answer). */
   statuses: Record<string, number>;
+  /** Buys that got no HTTP answer, by the client's error message. */
+  noAnswer: Record<string, number>;
   /** Buyers answered 202 whose order is not `created`. */
   acceptedNotCreated: number;
   /** Buyers answered 503 naming their order, by where that order ended (`created`, `released`). */
@@ -52,10 +53,21 @@ export interface FailoverRoundReport {
  * Opens a sale, sends one buy per buyer (buyers who do NOT retry: whatever the answer, they are
  * done), kills a Redis master once a quarter of the stock is sold (`fail`), and after the
  * recovery waits until every unit taken is settled: stock + rows = the initial stock, nothing
- * held. Then counts what ended where.
+ * held. Then counts what ended where. Every buy has a connection of its own (no keep-alive): a
+ * kept socket left idle past the server's keep-alive timeout can be closed by the server just as
+ * a buyer sends on it, and a buyer who does not retry would count that as no answer.
  */
 export async function runFailoverRound(setup: FailoverRoundSetup): Promise<FailoverRoundReport> {
-  const { agent, urls, redis, databaseUrl, sku, stock } = setup;
+  const agent = new Agent({ keepAlive: false, maxSockets: 100 });
+  try {
+    return await round(setup, agent);
+  } finally {
+    agent.destroy();
+  }
+}
+
+async function round(setup: FailoverRoundSetup, agent: Agent): Promise<FailoverRoundReport> {
+  const { urls, redis, databaseUrl, sku, stock } = setup;
   const k = saleKeys(redis.prefix, sku);
   await waitFor(
     `sale '${sku}' opened`,
@@ -71,8 +83,12 @@ export async function runFailoverRound(setup: FailoverRoundSetup): Promise<Failo
   const ids = Array.from({ length: setup.buyers }, (_, i) => `${sku}-buyer-${i}`);
   const selling = mapConcurrently(ids, 100, async (userId, i) => {
     const url = `${urls[i % urls.length]}/flash-sales/${sku}/buy`;
-    const answer = await sendJson(agent, 'POST', url, { userId }).catch(() => undefined);
-    return { status: answer?.status ?? 0, orderId: answer?.body?.orderId as string | undefined };
+    try {
+      const answer = await sendJson(agent, 'POST', url, { userId });
+      return { status: answer.status, orderId: answer.body?.orderId as string | undefined };
+    } catch (err) {
+      return { status: 0, orderId: undefined, error: (err as Error).message };
+    }
   });
   await waitFor('a quarter sold', async () => (await sold()) >= stock / 4, 60_000, 10);
   await setup.fail();
@@ -139,6 +155,7 @@ export async function runFailoverRound(setup: FailoverRoundSetup): Promise<Failo
       rowsOfReleased,
     settledMs,
     statuses: countBy(answers.map((a) => a.status)),
+    noAnswer: countBy(answers.flatMap((a) => (a.error === undefined ? [] : [a.error]))),
     acceptedNotCreated: acceptedStates.filter((s) => s !== 'created').length,
     unconfirmed: countBy(toldStates),
   };
