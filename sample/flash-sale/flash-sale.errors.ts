@@ -19,7 +19,10 @@ export class SaleExistsError extends SampleError {
   }
 }
 
-/** The stock is 0 (HTTP 410 Gone: it will not come back). */
+/**
+ * The stock is 0 (HTTP 410 Gone; a unit whose purchase was never confirmed may still go back on
+ * sale, see `SaleSettler`).
+ */
 export class SoldOutError extends SampleError {
   readonly kind = 'gone';
 
