@@ -8,11 +8,13 @@ const STATUS: Record<SampleErrorKind, [status: number, error: string]> = {
   'not-found': [HttpStatus.NOT_FOUND, 'Not Found'],
   conflict: [HttpStatus.CONFLICT, 'Conflict'],
   gone: [HttpStatus.GONE, 'Gone'],
+  unavailable: [HttpStatus.SERVICE_UNAVAILABLE, 'Service Unavailable'],
 };
 
 /**
  * Answers the sample's `SampleError`s over HTTP: 400 invalid, 404 not found, 409 conflict,
- * 410 gone, with a JSON body `{ statusCode, error, message, ...details }` shaped like Nest's own.
+ * 410 gone, 503 unavailable (with `Retry-After: 1`), with a JSON body
+ * `{ statusCode, error, message, ...details }` shaped like Nest's own.
  * An error that says Redis or the database is out of reach (`outageOf`: a failover's MOVED or
  * CLUSTERDOWN, a timeout, a refused connection) is `503` with `Retry-After: 1`, never a 500.
  * A client error raised before the handler (body-parser's 413 for a body over its limit, 400
@@ -34,6 +36,7 @@ export class SampleErrorFilter extends BaseExceptionFilter {
     if (err instanceof SampleError) {
       const [statusCode, error] = STATUS[err.kind];
       const body = { statusCode, error, message: err.message, ...err.details };
+      if (statusCode === 503) this.retryAfter(host);
       this.reply(host, body, statusCode);
       return;
     }
@@ -55,8 +58,12 @@ export class SampleErrorFilter extends BaseExceptionFilter {
       this.lastLog = Date.now();
       this.logger.warn(`answered 503: ${message}`);
     }
-    this.adapterHost.httpAdapter.setHeader(host.switchToHttp().getResponse(), 'Retry-After', '1');
+    this.retryAfter(host);
     this.reply(host, { statusCode: 503, error: 'Service Unavailable', message }, 503);
+  }
+
+  private retryAfter(host: ArgumentsHost): void {
+    this.adapterHost.httpAdapter.setHeader(host.switchToHttp().getResponse(), 'Retry-After', '1');
   }
 
   private reply(host: ArgumentsHost, body: object, status: number): void {

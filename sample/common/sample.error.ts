@@ -1,5 +1,5 @@
 /** What went wrong, in words the HTTP layer maps to a status (see `SampleErrorFilter`). */
-export type SampleErrorKind = 'invalid' | 'not-found' | 'conflict' | 'gone';
+export type SampleErrorKind = 'invalid' | 'not-found' | 'conflict' | 'gone' | 'unavailable';
 
 /**
  * Base of the sample's own errors. Services throw these (never an `HttpException`); the

@@ -25,7 +25,7 @@ const STATEMENT_TIMEOUT_MS = 5_000;
 const SCHEMA_LOCK_KEY = 7_350_001;
 
 /** Values a query binds to `$1`, `$2`, … */
-export type SqlParam = string | number | Date | null;
+export type SqlParam = string | number | Date | null | string[];
 
 /**
  * The sample's PostgreSQL: through `pg` (a pool of 10) when `DATABASE_URL` is set, else an
@@ -138,7 +138,7 @@ export class OrdersDatabase implements OnModuleInit, OnApplicationShutdown {
     await this.claim?.take();
     const { PGlite } = await import('@electric-sql/pglite');
     const db = await PGlite.create();
-    await db.query(SCHEMA_SQL);
+    await db.exec(SCHEMA_SQL);
     return db;
   }
 
