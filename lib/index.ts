@@ -6,6 +6,7 @@ export type {
   EvictionPolicyMode,
   RedisClusterConnectionOptions,
   QueueDefaults,
+  QueueOwnOptions,
   RetryLogLevel,
 } from './interfaces/redis-lock-module-options.interface';
 export type {
@@ -26,8 +27,15 @@ export * from './fencing';
 export * from './schedule';
 export * from './errors';
 export { SemaphoreService } from './semaphore/semaphore.service';
+export { RateLimiterService } from './rate-limit/rate-limiter.service';
+export type {
+  RateLimitAlgorithm,
+  RateLimitOptions,
+  RateLimitResult,
+} from './rate-limit/rate-limit-options';
 export { Permit } from './semaphore/permit';
 export type { SemaphoreOptions, WithPermitOptions } from './semaphore/semaphore-options';
 export { WithSemaphore, type WithSemaphoreOptions } from './decorators/with-semaphore.decorator';
 export * from './observability/health';
 export * from './dashboard';
+export { createRedisLock, type RedisLock } from './standalone/create-redis-lock';

@@ -6,12 +6,13 @@ import { QueueService } from './queue/queue.service';
 import { QueueWorkerExplorer } from './queue/queue-worker.explorer';
 import { QueueEventExplorer } from './queue/queue-event.explorer';
 import { LockService } from './lock/lock.service';
+import { RateLimiterService } from './rate-limit/rate-limiter.service';
 import { SemaphoreService } from './semaphore/semaphore.service';
 import { FencedStore } from './fencing/fenced-store';
 import { RedisLockEvents } from './events/redis-lock-events';
-import { observeQueues, recordQueueMetrics } from './observability/metrics';
-import { queueBacklog } from './observability/queue-backlog';
+import { observeModule } from './observability/observe-module';
 import { resolveModuleOptions } from './options/resolve-options';
+import { connectOrFail } from './redis/connect-or-fail';
 import { RedisLockConnection } from './redis/redis-connection';
 import { TickClaims } from './schedule/tick-claims';
 import { REDIS_LOCK_RESOLVED_OPTIONS } from './redis-lock.constants';
@@ -40,6 +41,7 @@ import type { RedisLockModuleOptions } from './interfaces/redis-lock-module-opti
     },
     LockService,
     SemaphoreService,
+    RateLimiterService,
     FencedStore,
     RedisLockEvents,
     QueueService,
@@ -52,6 +54,7 @@ import type { RedisLockModuleOptions } from './interfaces/redis-lock-module-opti
   exports: [
     LockService,
     SemaphoreService,
+    RateLimiterService,
     FencedStore,
     QueueService,
     LockInterceptor,
@@ -69,15 +72,7 @@ export class RedisLockModule extends ConfigurableModuleClass implements OnApplic
     @Inject(QueueService) queues: QueueService,
   ) {
     super();
-    const stopEvents = recordQueueMetrics(events);
-    const stopGauges = observeQueues({
-      workerQueues: () => queues.workerQueues(),
-      backlog: (queue) => queueBacklog(queues, queue),
-    });
-    this.stopMetrics = () => {
-      stopEvents();
-      stopGauges();
-    };
+    this.stopMetrics = observeModule(events, queues);
   }
 
   /** Closes the connections the module opened (never a client passed in by the user). */
@@ -85,32 +80,4 @@ export class RedisLockModule extends ConfigurableModuleClass implements OnApplic
     this.stopMetrics();
     await this.connection.close();
   }
-}
-
-/** Bound of the boot checks (Cluster node, eviction policy) without `connectTimeoutMs`, in ms. */
-const BOOT_CHECK_MS = 1_000;
-
-/**
- * With `connectTimeoutMs`: PINGs Redis before anything of the module starts, and on no answer in
- * time closes the connections and fails the start with `RedisUnavailableError`. Always: fails the
- * start with `RedisLockOptionsError` when a single-node connection reaches a Redis Cluster node,
- * and checks every master's `maxmemory-policy` (`evictionPolicy`: a warning per master, or with
- * `'fail'` `RedisLockOptionsError`). Both checks run side by side, each call bounded by
- * `connectTimeoutMs` (else 1 s) and `commandTimeoutMs`; no answer is no verdict.
- */
-async function connectOrFail(connection: RedisLockConnection): Promise<RedisLockConnection> {
-  const { connectTimeoutMs: ms, commandTimeoutMs, evictionPolicy } = connection.options;
-  try {
-    if (ms !== undefined) await connection.call('PING (connectTimeoutMs)', (c) => c.ping(), ms);
-    const bound = Math.min(ms ?? BOOT_CHECK_MS, commandTimeoutMs);
-    const checks = await Promise.allSettled([
-      connection.checkNotClusterNode(bound),
-      connection.checkEvictionPolicy(bound, evictionPolicy),
-    ]);
-    for (const check of checks) if (check.status === 'rejected') throw check.reason;
-  } catch (err) {
-    await connection.close().catch(() => undefined);
-    throw err;
-  }
-  return connection;
 }

@@ -12,7 +12,7 @@ import { tryItText } from './try-it';
 async function main(): Promise<void> {
   const env = { ...process.env };
   let server: RedisServer | undefined;
-  if (!env.REDIS_URL && !env.REDIS_CLUSTER_NODES) {
+  if (!env.REDIS_URL && !env.REDIS_CLUSTER_NODES && !env.REDIS_SENTINELS) {
     server = await startRedisServer();
     env.REDIS_URL = server.url;
     // startRedisServer kills its server when this process exits: after the app has closed.
@@ -34,7 +34,9 @@ async function main(): Promise<void> {
     ? `a private redis-server at ${config.redisUrl} (set REDIS_URL to use yours)`
     : config.redisClusterNodes
       ? `Cluster ${config.redisClusterNodes.map((n) => `${n.host}:${n.port}`).join(',')}`
-      : redactRedisUrl(config.redisUrl);
+      : config.redisSentinels
+        ? `Sentinel ${config.redisSentinelName} at ${config.redisSentinels.map((n) => `${n.host}:${n.port}`).join(',')}`
+        : redactRedisUrl(config.redisUrl);
   const orders = config.databaseUrl
     ? database.description
     : `${database.description} (set DATABASE_URL to use your PostgreSQL)`;

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { tsBlocks } from './doc-snippets';
 
 /** The README section whose code is the users' quick start (and what `smoke:quickstart` builds). */
 export const QUICKSTART_HEADING = '## Use it in your app';
@@ -18,7 +19,7 @@ export function extractQuickstart(readme: string): Map<string, string> {
   const end = rest.search(/^## /m);
   const section = end < 0 ? rest : rest.slice(0, end);
   const files = new Map<string, string>();
-  for (const [, code] of section.matchAll(/^```ts\n([\s\S]*?)^```$/gm)) {
+  for (const { code } of tsBlocks(section)) {
     const path = /^\/\/ (src\/[\w./-]+\.ts)\n/.exec(code)?.[1];
     if (!path) continue;
     if (files.has(path)) throw new Error(`README: '${QUICKSTART_HEADING}' shows ${path} twice`);

@@ -29,13 +29,17 @@ import {
 /** Options of a {@link RedisLockQueueAdapter}: bull-board's own queue options. */
 export interface RedisLockQueueAdapterOptions {
   /**
-   * Shows the queue without any action (no retry, remove, clean, pause, add).
-   * @default false
+   * Shows the queue without any action (no retry, remove, clean, pause, add): bull-board hides
+   * the buttons and answers every action on the queue, its `POST …/add` included, `405`. On by
+   * default, unlike bull-board's own adapters: the board's routes have no authentication of their
+   * own, so set it to `false` only once something in front of the board admits operators alone.
+   * @default true
+   * @example readOnlyMode: false // the board is mounted behind an auth middleware
    */
   readOnlyMode?: boolean;
   /**
    * Offers "retry" on failed (dead or cancelled) jobs.
-   * @default true (false in `readOnlyMode`)
+   * @default true with `readOnlyMode: false` (false in `readOnlyMode`)
    */
   allowRetries?: boolean;
   /**
@@ -72,14 +76,16 @@ const QUALIFIED_PREFIX = 'nestjs-redis-lock:';
  * `active` (with its progress), completed (kept by `keepCompleted`) → `completed` with its result,
  * dead then cancelled → `failed` with their error. Actions: retry of a dead job = `requeueDead`,
  * of a cancelled one = `enqueue` again, remove/clean = `remove`, pause/resume, add = `enqueue`,
- * empty = remove every ready and delayed task. Promote, retry of a completed job, obliterate and
- * metrics answer 405 (logs are empty); removing a running (leased) task answers 409. All of it:
- * docs/bull-board.md.
+ * empty = remove every ready and delayed task, once `readOnlyMode: false` opts in: by default the
+ * adapter is read-only, and bull-board refuses every action with 405. Promote, retry of a
+ * completed job, obliterate and metrics answer 405 (logs are empty); removing a running (leased)
+ * task answers 409. All of it: docs/bull-board.md.
  * @param queues the module's `QueueService`
  * @param queue the queue's name, or its `defineQueue` handle
  * @param options bull-board's queue options
  * @example
- * board.addQueue(new RedisLockQueueAdapter(queues, 'orders', { readOnlyMode: true }));
+ * board.addQueue(new RedisLockQueueAdapter(queues, 'orders')); // read-only
+ * board.addQueue(new RedisLockQueueAdapter(queues, 'mail', { readOnlyMode: false })); // behind auth
  */
 export class RedisLockQueueAdapter extends BaseAdapter {
   private readonly queueName: string;
@@ -90,7 +96,13 @@ export class RedisLockQueueAdapter extends BaseAdapter {
     options: RedisLockQueueAdapterOptions = {},
   ) {
     // A completed task's id stays taken while it is kept: bull-board hides its "retry".
-    super('bullmq', { ...checkAdapterOptions(options), allowCompletedRetries: false });
+    const checked = checkAdapterOptions(options);
+    super('bullmq', {
+      ...checked,
+      // Actions are opt-in (see RedisLockQueueAdapterOptions.readOnlyMode).
+      readOnlyMode: checked.readOnlyMode ?? true,
+      allowCompletedRetries: false,
+    });
     if (!(queues instanceof QueueService)) {
       throw new RedisLockOptionsError('queues', queues, 'the QueueService of RedisLockModule');
     }

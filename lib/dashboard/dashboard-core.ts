@@ -1,5 +1,6 @@
-import { Injectable, Logger, type OnModuleInit } from '@nestjs/common';
+import { Injectable, type OnModuleInit } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
+import { RedactingLogger } from '../redaction/redacting-logger';
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
 import { RedisLockEvents } from '../events/redis-lock-events';
 import { LockService } from '../lock/lock.service';
@@ -57,7 +58,7 @@ export class DashboardCore implements OnModuleInit {
     if (connections.length > 1) {
       // Each `forRoot` with other options is a module instance of its own (another Redis, another
       // prefix); Nest's own lookup (the last one) decides, and the page says which it is.
-      new Logger('RedisLockDashboard').warn(
+      new RedactingLogger('RedisLockDashboard').warn(
         `${connections.length} RedisLockModule instances in this application: the dashboard ` +
           `shows the one of instanceId '${connections.at(-1)!.options.instanceId}'`,
       );

@@ -1,4 +1,4 @@
-import { hasHashTag, taggedKey } from '../redis/tagged-key';
+import { decodeKeyName, taggedKey } from '../redis/tagged-key';
 
 /** LIST of the recent lock timeouts and lost locks, shared by every instance of the app. */
 export function recentEventsKey(prefix: string): string {
@@ -27,16 +27,17 @@ export function throughputKey(prefix: string, queue: string): string {
 }
 
 /**
- * The lock name whose value key is `key` (`<prefix>lock:{<name>}`, or `<prefix>lock:<name>` for a
- * name with its own `{tag}`); `undefined` for the lock's other string key (`...:fence`).
+ * The lock name whose value key is `key` (`<prefix>lock:<encodeKeyName(name)>`); `undefined` for
+ * the lock's other string key (`...:fence`) and for keys no lock name has.
  */
 export function lockNameOf(prefix: string, key: string): string | undefined {
-  const rest = key.slice(prefix.length + 'lock:'.length);
-  if (rest.endsWith(':fence')) return undefined;
-  return nameOfBase(rest);
+  return decodeKeyName(key.slice(prefix.length + 'lock:'.length));
 }
 
-/** The queue name of a queue key (`<prefix>queue:{<name>}:<part>`), for the parts listed. */
+/**
+ * The queue name of a queue key (`<prefix>queue:<encodeKeyName(name)>:<part>`), for the parts
+ * listed.
+ */
 export function queueNameOf(
   prefix: string,
   key: string,
@@ -45,11 +46,5 @@ export function queueNameOf(
   const rest = key.slice(prefix.length + 'queue:'.length);
   const colon = rest.lastIndexOf(':');
   if (colon < 0 || !parts.includes(rest.slice(colon + 1))) return undefined;
-  return nameOfBase(rest.slice(0, colon));
-}
-
-/** The inverse of `taggedKey` after its `<prefix><kind>:`: `{name}` for an untagged name. */
-function nameOfBase(base: string): string {
-  const inner = base.slice(1, -1);
-  return base.startsWith('{') && base.endsWith('}') && !hasHashTag(inner) ? inner : base;
+  return decodeKeyName(rest.slice(0, colon));
 }

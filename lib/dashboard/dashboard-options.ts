@@ -12,14 +12,18 @@ export interface RedisLockDashboardOptions {
    */
   path?: string;
   /**
-   * Hides the requeue / delete / pause / resume buttons, and every mutation endpoint answers
-   * `403 Forbidden`.
-   * @default false
+   * Hides the requeue / cancel / delete / pause / resume buttons, and every mutation endpoint
+   * answers `403 Forbidden` with a JSON body saying so. Read-only still shows every lock key and
+   * every task's payload, result and error: only `guards` protect the data.
+   * @default true without `guards`, false with them (the app opts in to actions by giving
+   * guards, or by setting `readOnly: false` explicitly)
+   * @example readOnly: false // with guards: [AdminGuard], or behind a proxy that authenticates
    */
   readOnly?: boolean;
   /**
    * Nest guards (classes, resolved by the module's injector, or instances) applied to the page,
-   * its assets and every data endpoint, as `@UseGuards(...guards)` would.
+   * its assets and every data endpoint, as `@UseGuards(...guards)` would. Without any, the module
+   * logs a warning at start: the page is open to anyone who can reach the app.
    * @default []
    * @example guards: [AdminGuard]
    */
@@ -40,6 +44,16 @@ export interface RedisLockDashboardOptions {
    * @default 100
    */
   maxLocks?: number;
+  /**
+   * The overview the page polls (`GET <path>/api/overview`, two key scans) is computed at most
+   * once per this many ms, whatever the number of clients: callers with the same search share
+   * one computation (running, or finished less than this long ago), and computations for
+   * different searches start at least this far apart. At most 8 searches hold a turn at once
+   * (computed within the last interval, or waiting); a ninth answers `429 Too Many Requests`.
+   * @default 500
+   * @example overviewIntervalMs: 2000
+   */
+  overviewIntervalMs?: number;
 }
 
 /** `RedisLockDashboardOptions` with every default applied. */
@@ -51,6 +65,7 @@ export interface ResolvedDashboardOptions {
   queues: string[];
   maxScanKeys: number;
   maxLocks: number;
+  overviewIntervalMs: number;
 }
 
 const PATH = /^[A-Za-z0-9._~\-/]+$/;
@@ -67,6 +82,7 @@ export function resolveDashboardOptions(options: unknown): ResolvedDashboardOpti
     'queues',
     'maxScanKeys',
     'maxLocks',
+    'overviewIntervalMs',
   ]) as RedisLockDashboardOptions;
   const path = o.path ?? '/redis-lock';
   const trimmed = typeof path === 'string' ? path.replace(/^\/+|\/+$/g, '') : '';
@@ -108,11 +124,16 @@ export function resolveDashboardOptions(options: unknown): ResolvedDashboardOpti
   });
   return {
     path: trimmed,
-    readOnly: o.readOnly === undefined ? false : checkBoolean('readOnly', o.readOnly),
+    // Actions are opt-in: guards in front of the page, or `readOnly: false` said explicitly.
+    readOnly: o.readOnly === undefined ? guards.length === 0 : checkBoolean('readOnly', o.readOnly),
     guards: [...guards],
     queues: [...new Set(queues)],
     maxScanKeys:
       o.maxScanKeys === undefined ? 10_000 : checkInt('maxScanKeys', o.maxScanKeys, 100, 1_000_000),
     maxLocks: o.maxLocks === undefined ? 100 : checkInt('maxLocks', o.maxLocks, 1, 1_000),
+    overviewIntervalMs:
+      o.overviewIntervalMs === undefined
+        ? 500
+        : checkInt('overviewIntervalMs', o.overviewIntervalMs, 50, 60_000),
   };
 }

@@ -1,4 +1,5 @@
-import { BeforeApplicationShutdown, Injectable, Logger, OnModuleInit } from '@nestjs/common';
+import { BeforeApplicationShutdown, Injectable, OnModuleInit } from '@nestjs/common';
+import { RedactingLogger } from '../redaction/redacting-logger';
 import type { LockLostEvent, LockTimeoutEvent } from '../events/redis-lock-event-map';
 import type { RedisLockConnection } from '../redis/redis-connection';
 import { ThrottledWarning } from '../redis/throttled-warning';
@@ -28,7 +29,7 @@ export const LOCAL_REPORT_STALE_MS = 5_000;
  */
 @Injectable()
 export class DashboardRecorder implements OnModuleInit, BeforeApplicationShutdown {
-  private readonly logger = new Logger('RedisLockDashboard');
+  private readonly logger = new RedactingLogger('RedisLockDashboard');
   private readonly warning = new ThrottledWarning(this.logger);
   private readonly completed = new Map<string, number>();
   /** Lock events of the last second, as JSON; the newest `RECENT_EVENTS_MAX` at most. */

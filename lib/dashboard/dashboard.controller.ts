@@ -7,6 +7,8 @@ import {
   Get,
   Header,
   HttpCode,
+  HttpException,
+  HttpStatus,
   Inject,
   NotFoundException,
   Param,
@@ -17,10 +19,12 @@ import {
   UseGuards,
   type Type,
 } from '@nestjs/common';
+import { DashboardBusyError } from '../errors/dashboard-busy.error';
 import { QueueError } from '../errors/queue.error';
 import type { QueueTaskInfo, QueueTaskState } from '../queue/interfaces/task.interface';
 import { dashboardAsset } from './dashboard-assets';
 import type { ResolvedDashboardOptions } from './dashboard-options';
+import { DashboardOverviewThrottle } from './dashboard-overview-throttle';
 import {
   DashboardService,
   type DashboardCancelReply,
@@ -40,15 +44,19 @@ export function createDashboardController(options: ResolvedDashboardOptions): Ty
   @Controller(options.path)
   @UseGuards(...options.guards)
   class RedisLockDashboardController {
-    constructor(@Inject(DashboardService) private readonly dashboard: DashboardService) {}
+    constructor(
+      @Inject(DashboardService) private readonly dashboard: DashboardService,
+      @Inject(DashboardOverviewThrottle) private readonly throttle: DashboardOverviewThrottle,
+    ) {}
 
     @Get()
     @Header('Cache-Control', 'no-store')
     page(@Req() req: { originalUrl?: string; url: string }): StreamableFile {
       // Relative asset and API URLs resolve against the page's own path, global prefix included.
-      const path = (req.originalUrl ?? req.url).split('?')[0].replace(/\/*$/, '/');
       const html = dashboardAsset('index.html')!;
-      const body = html.body.toString('utf8').replace('__BASE__', escapeHtml(path));
+      const body = html.body
+        .toString('utf8')
+        .replace('__BASE__', escapeHtml(basePath(req.originalUrl ?? req.url)));
       return new StreamableFile(Buffer.from(body), { type: html.type });
     }
 
@@ -62,8 +70,18 @@ export function createDashboardController(options: ResolvedDashboardOptions): Ty
 
     @Get('api/overview')
     @Header('Cache-Control', 'no-store')
-    overview(@Query('q') q?: string): Promise<DashboardOverview> {
-      return this.dashboard.overview(typeof q === 'string' ? q.slice(0, MAX_SEARCH) : '');
+    async overview(@Query('q') q?: string): Promise<DashboardOverview> {
+      try {
+        return await this.throttle.overview(typeof q === 'string' ? q.slice(0, MAX_SEARCH) : '');
+      } catch (err) {
+        if (err instanceof DashboardBusyError) {
+          const status = err.shuttingDown
+            ? HttpStatus.SERVICE_UNAVAILABLE
+            : HttpStatus.TOO_MANY_REQUESTS;
+          throw new HttpException(err.message, status);
+        }
+        throw err;
+      }
     }
 
     @Get('api/queues/:queue/dead')
@@ -157,7 +175,11 @@ export function createDashboardController(options: ResolvedDashboardOptions): Ty
      * neither header (curl, scripts) are let through to the guards.
      */
     private writable(headers: RequestHeaders): void {
-      if (options.readOnly) throw new ForbiddenException('the dashboard is read-only');
+      if (options.readOnly) {
+        throw new ForbiddenException(
+          'the dashboard is read-only: actions need guards in its options, or readOnly: false',
+        );
+      }
       const site = headers['sec-fetch-site'];
       if (site !== undefined && site !== 'same-origin' && site !== 'none') {
         throw new ForbiddenException(`dashboard actions are refused from another site (${site})`);
@@ -194,6 +216,16 @@ async function mapErrors<T>(fn: () => Promise<T>): Promise<T> {
     if (err instanceof QueueError) throw new BadRequestException(err.message);
     throw err;
   }
+}
+
+/**
+ * The page's `<base href>`: the path of the request target only, with one leading slash and a
+ * trailing one. An absolute-form target (`GET http://evil.example/redis-lock`) or one starting
+ * with `//` must not put another host in the base, where every asset and API URL would follow it.
+ */
+function basePath(target: string): string {
+  const path = new URL(target, 'http://dashboard.invalid').pathname;
+  return path.replace(/^\/+/, '/').replace(/\/*$/, '/');
 }
 
 function escapeHtml(text: string): string {

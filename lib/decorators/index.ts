@@ -5,3 +5,4 @@ export {
   type WithLockDecoratorOptions,
 } from './with-lock.decorator';
 export type { LockKeyFunction, WithLockKey } from './with-lock-key';
+export { RateLimit } from './rate-limit.decorator';

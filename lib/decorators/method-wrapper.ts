@@ -1,6 +1,6 @@
 import { RedisLockError } from '../errors/redis-lock.error';
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
-import { WITH_LOCK_METHODS } from './with-lock.constants';
+import { RATE_LIMITED, WITH_LOCK_METHODS } from './with-lock.constants';
 
 /** @internal The method a decorator is applied to. */
 export interface DecoratedMethod {
@@ -27,6 +27,12 @@ export function decoratedMethod(
   const original = descriptor.value;
   if (typeof original !== 'function') {
     throw new RedisLockError(`${decorator} on ${where}: only methods can be decorated`);
+  }
+  if (decorator !== '@RateLimit' && (original as { [RATE_LIMITED]?: true })[RATE_LIMITED]) {
+    throw new RedisLockError(
+      `${decorator} on ${where}: write @RateLimit above ${decorator}, so that the limit is ` +
+        'checked before anything is taken (decorators below run first)',
+    );
   }
   return { original: original as DecoratedMethod['original'], where, className };
 }

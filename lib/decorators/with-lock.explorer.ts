@@ -3,7 +3,9 @@ import { DiscoveryService } from '@nestjs/core';
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
 import { wrappersServedBy } from '../discovery/served-wrappers';
 import { LockService } from '../lock/lock.service';
+import { RateLimiterService } from '../rate-limit/rate-limiter.service';
 import { SemaphoreService } from '../semaphore/semaphore.service';
+import { rateLimiterServices } from './rate-limit.decorator';
 import { semaphoreServices } from './with-semaphore.decorator';
 import { lockServiceRegistry, type LockServiceSource } from './lock-service.registry';
 import { WITH_LOCK_METHODS } from './with-lock.constants';
@@ -22,10 +24,12 @@ export class WithLockExplorer implements LockServiceSource, OnModuleInit, OnAppl
     private readonly discovery: DiscoveryService,
     readonly lockService: LockService,
     semaphoreService: SemaphoreService,
+    rateLimiter: RateLimiterService,
   ) {
     lockServiceRegistry.join(this);
-    // @WithSemaphore finds its module's SemaphoreService through the LockService beside it.
+    // @WithSemaphore and @RateLimit find their module's services through the LockService beside it.
     semaphoreServices.set(lockService, semaphoreService);
+    rateLimiterServices.set(lockService, rateLimiter);
   }
 
   get bound(): boolean {

@@ -1,6 +1,6 @@
-import type { Logger } from '@nestjs/common';
 import type { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
+import type { RedactingLogger } from '../redaction/redacting-logger';
 import type { Module } from '@nestjs/core/injector/module';
 
 /**
@@ -72,7 +72,7 @@ export function decoratedMethods<M>(
   explorer: object,
   metadataKey: string,
   decorator: string,
-  logger: Logger,
+  logger: RedactingLogger,
 ): DecoratedMethod<M>[] {
   const found: DecoratedMethod<M>[] = [];
   for (const wrapper of wrappersServedBy(discovery, explorerType, explorer)) {

@@ -1,4 +1,5 @@
-import { Injectable, Logger } from '@nestjs/common';
+import { Injectable } from '@nestjs/common';
+import { RedactingLogger } from '../redaction/redacting-logger';
 import type { RedisLockEventMap, RedisLockEventName } from './redis-lock-event-map';
 
 /** A listener of event `E`. */
@@ -20,7 +21,7 @@ export type RedisLockListener<E extends RedisLockEventName> = (
  */
 @Injectable()
 export class RedisLockEvents {
-  private readonly logger = new Logger('RedisLockEvents');
+  private readonly logger = new RedactingLogger('RedisLockEvents');
   private readonly listeners = new Map<string, Set<(payload: never) => void>>();
   private readonly anyListeners = new Set<
     (name: RedisLockEventName, payload: RedisLockEventMap[RedisLockEventName]) => void

@@ -4,8 +4,8 @@ import { taggedKey } from '../redis/tagged-key';
 
 /**
  * The Redis key of fenced resource `name`: `<prefix>fenced:{<name>}`, a hash of `fence` and
- * `value`. A name that already has a `{tag}` keeps it, so `'{order:42}'` shares the Cluster slot
- * of the lock `'{order:42}'`.
+ * `value` (`encodeKeyName`). A name that already has a `{tag}` keeps it, so `'{order:42}'` shares
+ * the Cluster slot of the lock `'{order:42}'`.
  */
 export function fencedRedisKey(prefix: string, name: string): string {
   return taggedKey(prefix, 'fenced', name);

@@ -23,9 +23,10 @@ import type { FencedWriter } from './interfaces/fenced-writer.interface';
  * is the anonymous writer: an equal fence is accepted from it only where the last write was also
  * anonymous, as before tokens were remembered.
  *
- * One hash per resource (`<keyPrefix>fenced:{<resource>}`, fields `fence`, `value` and `token`);
- * the keys never expire. A resource named like its lock (`'{order:42}'`) shares the lock's Cluster
- * slot. Every call is bounded by `commandTimeoutMs` (`RedisUnavailableError`).
+ * One hash per resource (`<keyPrefix>fenced:{<resource>}`, the name encoded like a lock name),
+ * fields `fence`, `value` and `token`; the keys never expire. A resource named like its lock
+ * (`'{order:42}'`) shares the lock's Cluster slot. Every call is bounded by `commandTimeoutMs`
+ * (`RedisUnavailableError`).
  * @example
  * ```ts
  * await locks.withLock('stock:42', async (lock) => {

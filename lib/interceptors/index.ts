@@ -4,4 +4,6 @@ export {
   type MissingKeyValueResponseBody,
   type RedisUnavailableResponseBody,
   type QueueFullResponseBody,
+  type RateLimitedResponseBody,
+  type PayloadTooLargeResponseBody,
 } from './lock.interceptor';

@@ -4,15 +4,17 @@ import {
   HttpException,
   HttpStatus,
   Injectable,
-  Logger,
   NestInterceptor,
 } from '@nestjs/common';
 import { catchError, isObservable, mergeMap, type Observable, of, throwError } from 'rxjs';
+import { RedactingLogger } from '../redaction/redacting-logger';
 import { LockKeyValueMissingError } from '../errors/lock-key-value-missing.error';
 import { LockQuorumError } from '../errors/lock-quorum.error';
 import { LockReplicationError } from '../errors/lock-replication.error';
 import { LockTimeoutError } from '../errors/lock-timeout.error';
+import { PayloadTooLargeError } from '../errors/payload-too-large.error';
 import { QueueFullError } from '../errors/queue-full.error';
+import { RateLimitedError } from '../errors/rate-limited.error';
 import { RedisUnavailableError } from '../errors/redis-unavailable.error';
 import { ThrottledWarning } from '../redis/throttled-warning';
 
@@ -60,7 +62,11 @@ export interface RedisUnavailableResponseBody {
  * once per 5 s). A key value missing from the request (`LockKeyValueMissingError`) is
  * `400 Bad Request` with `{ statusCode: 400, error, message, missing }`. A full queue
  * (`QueueFullError`, an `enqueue` past `maxSize`) is `503` with `Retry-After: 1` and
- * `{ statusCode: 503, error, message, queue }`: backpressure. Every other error (an
+ * `{ statusCode: 503, error, message, queue }`: backpressure. A call over its rate limit
+ * (`RateLimitedError`, from `@RateLimit`) is `429 Too Many Requests` with `Retry-After` (whole
+ * seconds, rounded up) and `{ statusCode: 429, error, message, key, retryAfterMs }`. A payload past `maxPayloadBytes`
+ * (`PayloadTooLargeError`, nothing was stored) is `413 Payload Too Large` with
+ * `{ statusCode: 413, error, message, limit }`. Every other error (an
  * invalid template or key is a `LockKeyError`, a 500), and every error in non-HTTP contexts
  * (microservices, websockets), passes through unchanged. A handler result that
  * is a Promise of an Observable is flattened, so that the stream's lifetime drives the lock.
@@ -75,7 +81,7 @@ export interface RedisUnavailableResponseBody {
  */
 @Injectable()
 export class LockInterceptor implements NestInterceptor {
-  private readonly outageWarning = new ThrottledWarning(new Logger(LockInterceptor.name));
+  private readonly outageWarning = new ThrottledWarning(new RedactingLogger(LockInterceptor.name));
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
     const result = next
@@ -88,6 +94,8 @@ export class LockInterceptor implements NestInterceptor {
   private toHttp(err: unknown, context: ExecutionContext): unknown {
     if (err instanceof LockTimeoutError) return locked(err, context);
     if (err instanceof QueueFullError) return queueFull(err, context);
+    if (err instanceof RateLimitedError) return rateLimited(err, context);
+    if (err instanceof PayloadTooLargeError) return payloadTooLarge(err);
     if (err instanceof LockKeyValueMissingError) return missingValue(err, context);
     if (!isOutage(err)) return err;
     const request = context.switchToHttp().getRequest<{ method?: string; url?: string } | null>();
@@ -162,6 +170,54 @@ function queueFull(err: QueueFullError, context: ExecutionContext): HttpExceptio
     queue: err.queue,
   };
   return new HttpException(body, HttpStatus.SERVICE_UNAVAILABLE, { cause: err });
+}
+
+/** The JSON body of a `429 Too Many Requests` (`RateLimitedError`). */
+export interface RateLimitedResponseBody {
+  statusCode: 429;
+  error: 'Too Many Requests';
+  message: string;
+  /** The rate limit's key (its template filled in). */
+  key: string;
+  /** Ms until a call would be admitted. */
+  retryAfterMs: number;
+}
+
+/** Sets `Retry-After` (whole seconds, rounded up) and builds the 429 of a rate limit. */
+function rateLimited(err: RateLimitedError, context: ExecutionContext): HttpException {
+  setHeader(
+    context.switchToHttp().getResponse(),
+    'Retry-After',
+    String(Math.max(1, Math.ceil(err.retryAfterMs / 1000))),
+  );
+  const body: RateLimitedResponseBody = {
+    statusCode: 429,
+    error: 'Too Many Requests',
+    message: err.message,
+    key: err.key,
+    retryAfterMs: err.retryAfterMs,
+  };
+  return new HttpException(body, HttpStatus.TOO_MANY_REQUESTS, { cause: err });
+}
+
+/** The JSON body of a `413 Payload Too Large` for a value past its bound (`PayloadTooLargeError`). */
+export interface PayloadTooLargeResponseBody {
+  statusCode: 413;
+  error: 'Payload Too Large';
+  message: string;
+  /** The bound, in UTF-8 bytes of JSON text. */
+  limit: number;
+}
+
+/** Builds the 413 for a payload (progress, log line, result) past its bound; nothing was stored. */
+function payloadTooLarge(err: PayloadTooLargeError): HttpException {
+  const body: PayloadTooLargeResponseBody = {
+    statusCode: 413,
+    error: 'Payload Too Large',
+    message: `${err.argument ?? 'payload'} is ${err.bytes} bytes (UTF-8 JSON); the limit is ${err.limit} bytes`,
+    limit: err.limit,
+  };
+  return new HttpException(body, HttpStatus.PAYLOAD_TOO_LARGE, { cause: err });
 }
 
 /** Builds the 400 for a lock key value the request did not carry. */

@@ -18,6 +18,17 @@ export type EvictionPolicyMode = 'warn' | 'fail' | 'ignore';
 export type RedisConnectionOption =
   string | RedisOptions | Redis | Cluster | RedisClusterConnectionOptions;
 
+/** Options of one queue (module option `queue.queues[name]`); unset ones are the module's. */
+export interface QueueOwnOptions {
+  /**
+   * Largest payload, progress value or log line of this queue, in UTF-8 bytes of its JSON text
+   * (1 to 536,870,912).
+   * @default the module's `queue.maxPayloadBytes` (1048576)
+   * @example queues: { thumbnails: { maxPayloadBytes: 16_384 } }
+   */
+  maxPayloadBytes?: number;
+}
+
 /** Defaults of `QueueService` and its workers. */
 export interface QueueDefaults {
   /**
@@ -26,7 +37,8 @@ export interface QueueDefaults {
    */
   leaseMs?: number;
   /**
-   * Attempts (claims) before a failing task moves to the dead-letter set.
+   * Attempts (claims) before a failing task moves to the dead-letter set (an integer from 1 to
+   * 1,000,000).
    * @default 5
    */
   maxAttempts?: number;
@@ -86,6 +98,23 @@ export interface QueueDefaults {
    */
   maxResultBytes?: number;
   /**
+   * Largest value one call may store, in UTF-8 bytes of its JSON text (1 to 536,870,912, Redis's
+   * string limit): a task's payload (`enqueue`, `enqueueFlow`, `schedule`, `task.update`), a
+   * progress value (`task.progress`) and a log line (`task.log`). Past it the call throws
+   * `PayloadTooLargeError` naming the size and the limit, and writes nothing. A queue's own bound
+   * under `queues` wins.
+   * @default 1048576 (1 MiB)
+   * @example queue: { maxPayloadBytes: 65_536 }
+   */
+  maxPayloadBytes?: number;
+  /**
+   * Options of single queues, by queue name, that win over the module-wide ones above (today:
+   * `maxPayloadBytes`). Read by every call of this instance on that queue (producers and workers).
+   * @default {}
+   * @example queue: { queues: { thumbnails: { maxPayloadBytes: 16_384 } } }
+   */
+  queues?: Record<string, QueueOwnOptions>;
+  /**
    * Every queue's bound of tasks queued and running (1 to 1,000,000,000), counted inside the
    * enqueue script: past it `enqueue` throws `QueueFullError` (HTTP: 503 with `Retry-After`) and
    * adds nothing. A queue's own bound (`QueueService.setMaxSize`) wins.
@@ -115,7 +144,9 @@ export interface RedisLockModuleOptions {
    * With `nodes` set, locks use `nodes` and only the queue uses `redis`. A Sentinel client the
    * module creates gets ioredis' `failoverDetector: true` unless you set it (it reconnects on a
    * sentinel's `+switch-master`), and on Sentinel locks wait for a replica by default (see
-   * `waitForReplicas`).
+   * `waitForReplicas`). Its passwords (URL, `password`, `sentinelPassword`, a Cluster's
+   * `redisOptions.password`) never appear in the module's errors, events or logs: they show as
+   * `***` (README, "Errors").
    * @default 'redis://127.0.0.1:6379'
    * @example
    * redis: { cluster: [{ host: '10.0.0.1', port: 7000 }], options: { redisOptions: { password } } }

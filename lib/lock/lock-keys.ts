@@ -60,8 +60,9 @@ export function checkLockNames(key: unknown): string[] {
 }
 
 /**
- * Keys of lock `name`: `<prefix>lock:{<name>}` and suffixes of it. A name that already has a
- * `{tag}` keeps it, so that locks sharing a tag share a Cluster slot (needed for multi-key locks).
+ * Keys of lock `name`: `<prefix>lock:{<name>}` and suffixes of it (`encodeKeyName`). A name that
+ * already has a `{tag}` keeps it (`<prefix>lock:<name>{}`), so that locks sharing a tag share a
+ * Cluster slot (needed for multi-key locks); no name's keys can be another name's keys.
  */
 export function lockRedisKeys(prefix: string, name: string): LockRedisKeys {
   const id = `${prefix}\0${name}`;

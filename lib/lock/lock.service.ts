@@ -5,7 +5,8 @@
 // module.
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
-import { BeforeApplicationShutdown, Injectable, Logger, type OnModuleInit } from '@nestjs/common';
+import { BeforeApplicationShutdown, Injectable, type OnModuleInit } from '@nestjs/common';
+import { RedactingLogger } from '../redaction/redacting-logger';
 import { RedisLockEvents } from '../events/redis-lock-events';
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
 import { LockTimeoutError } from '../errors/lock-timeout.error';
@@ -43,7 +44,7 @@ import { SingleNodeLockStore } from './single-node-lock-store';
  */
 @Injectable()
 export class LockService implements OnModuleInit, BeforeApplicationShutdown {
-  private readonly logger = new Logger('LockService');
+  private readonly logger = new RedactingLogger('LockService');
   /** Every lock this instance holds (held-locks.ts). */
   private readonly held = new HeldLocks();
   private readonly context = new AsyncLocalStorage<ReadonlyMap<string, Lock>>();

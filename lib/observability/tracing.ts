@@ -1,6 +1,7 @@
 import type { Attributes, Span, Tracer } from '@opentelemetry/api';
 import type { AcquireOutcome } from './metrics';
 import { libraryTracer, otelApi } from './otel';
+import { redactCredentials } from '../redaction/redact-credentials';
 
 /** `messaging.system` of the queue spans (OpenTelemetry messaging semantic conventions). */
 export const MESSAGING_SYSTEM = 'redis-lock';
@@ -18,8 +19,10 @@ class LibraryTracer {
   }
 }
 
-function failed(span: Span, err: unknown): void {
+/** Marks a span failed with `err`, without its credentials (`redactCredentials`). */
+function failed(span: Span, failure: unknown): void {
   const api = otelApi!;
+  const err = redactCredentials(failure);
   if (err instanceof Error) span.recordException(err);
   span.setStatus({ code: api.SpanStatusCode.ERROR, message: (err as Error)?.message });
 }

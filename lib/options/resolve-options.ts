@@ -7,19 +7,26 @@ import type {
 import type {
   EvictionPolicyMode,
   QueueDefaults,
+  QueueOwnOptions,
   RedisConnectionOption,
   RedisLockModuleOptions,
   RetryLogLevel,
 } from '../interfaces/redis-lock-module-options.interface';
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
-import { MAX_ATTEMPTS, MAX_CONCURRENCY, MAX_QUEUE_BATCH } from '../queue/queue.constants';
+import {
+  MAX_ATTEMPTS,
+  MAX_CONCURRENCY,
+  MAX_QUEUE_BATCH,
+  MAX_QUEUE_NAME_BYTES,
+} from '../queue/queue.constants';
+import { checkQueueName } from '../queue/queue-keys';
 import type {
   BackoffFunction,
   BackoffOptions,
   BatchOptions,
   KeepBounds,
   QueueWorkerOptions,
-  RateLimit,
+  WorkerRateLimit,
 } from '../queue/interfaces/queue-options.interface';
 import {
   checkBoolean,
@@ -104,9 +111,12 @@ const MODULE_QUEUE_KEYS = [
   ...QUEUE_KEYS,
   'eventsMaxLen',
   'maxResultBytes',
+  'maxPayloadBytes',
+  'queues',
   'maxSize',
   'waitForReplicas',
 ] as const;
+const QUEUE_OWN_KEYS = ['maxPayloadBytes'] as const;
 const WORKER_KEYS = [
   ...QUEUE_KEYS,
   'limiter',
@@ -320,20 +330,27 @@ export function resolveLockOptions(
 }
 
 /** Queue defaults with every default applied. */
-export type ResolvedQueueDefaults = Required<Omit<QueueDefaults, 'maxSize' | 'waitForReplicas'>> & {
+export type ResolvedQueueDefaults = Required<
+  Omit<QueueDefaults, 'maxSize' | 'waitForReplicas' | 'queues'>
+> & {
+  /** The queues with options of their own (`queue.queues`), by name, each fully resolved. */
+  queues: ReadonlyMap<string, ResolvedQueueOwnOptions>;
   /** Unset: no bound. */
   maxSize?: number;
   /** Unset: queue writes do not wait for replicas. */
   waitForReplicas?: WaitForReplicasOptions;
 };
 
+/** A queue's own options (`queue.queues[name]`), unset ones filled from the module's. */
+export type ResolvedQueueOwnOptions = Required<QueueOwnOptions>;
+
 /**
  * Worker options with every default applied (`limiter`, `groupLimiter`, `timeoutMs`, `backoff`:
  * undefined when none; then `backoffMs` applies).
  */
 export interface ResolvedWorkerOptions extends ResolvedQueueDefaults {
-  limiter?: RateLimit;
-  groupLimiter?: RateLimit;
+  limiter?: WorkerRateLimit;
+  groupLimiter?: WorkerRateLimit;
   timeoutMs?: number;
   backoff?: BackoffOptions | BackoffFunction;
   /** Batch worker: the handler gets up to `size` tasks at once. */
@@ -353,7 +370,12 @@ export const QUEUE_DEFAULTS: ResolvedQueueDefaults = {
   retryLogLevel: 'warn',
   eventsMaxLen: 10_000,
   maxResultBytes: 65_536,
+  maxPayloadBytes: 1_048_576,
+  queues: new Map(),
 };
+
+/** Largest `maxPayloadBytes`: 512 MiB, the longest string Redis stores. */
+const MAX_PAYLOAD_BYTES = 536_870_912;
 
 /** Longest run timeout and backoff delay: a day. */
 const MAX_TASK_MS = 86_400_000;
@@ -427,7 +449,7 @@ export function checkRateLimit(
   option: string,
   value: unknown,
   invalid?: InvalidValue,
-): RateLimit | undefined {
+): WorkerRateLimit | undefined {
   if (value === undefined) return undefined;
   const o = checkKnownKeys(option, value, RATE_LIMIT_KEYS, invalid);
   return {
@@ -466,6 +488,7 @@ export function resolveQueueOptions(
       o.maxResultBytes === undefined
         ? defaults.maxResultBytes
         : checkInt(name('maxResultBytes'), o.maxResultBytes, 1, 16 * 1024 * 1024),
+    ...resolveQueueOwn(defaults, o, name),
     ...(o.maxSize === undefined ? {} : { maxSize: checkMaxSize(name('maxSize'), o.maxSize) }),
     ...(o.waitForReplicas
       ? {
@@ -476,6 +499,42 @@ export function resolveQueueOptions(
         }
       : {}),
   };
+}
+
+/** `maxPayloadBytes` and `queues` of the module's `queue` options (`name` prefixes the option). */
+function resolveQueueOwn(
+  defaults: ResolvedQueueDefaults,
+  o: QueueDefaults,
+  name: (key: string) => string,
+): Pick<ResolvedQueueDefaults, 'maxPayloadBytes' | 'queues'> {
+  const maxPayloadBytes =
+    o.maxPayloadBytes === undefined
+      ? defaults.maxPayloadBytes
+      : checkInt(name('maxPayloadBytes'), o.maxPayloadBytes, 1, MAX_PAYLOAD_BYTES);
+  if (o.queues === undefined) return { maxPayloadBytes, queues: defaults.queues };
+  // Any key is known here: each is checked as a queue name below.
+  const own = checkKnownKeys(name('queues'), o.queues, Object.keys(o.queues ?? {}));
+  const queues = new Map<string, ResolvedQueueOwnOptions>();
+  for (const [queue, options] of Object.entries(own)) {
+    const option = `${name('queues')}.${queue}`;
+    try {
+      checkQueueName(queue);
+    } catch {
+      throw new RedisLockOptionsError(
+        name('queues'),
+        queue,
+        `queue names as keys (non-empty, at most ${MAX_QUEUE_NAME_BYTES} bytes)`,
+      );
+    }
+    const q = checkKnownKeys(option, options, QUEUE_OWN_KEYS) as QueueOwnOptions;
+    queues.set(queue, {
+      maxPayloadBytes:
+        q.maxPayloadBytes === undefined
+          ? maxPayloadBytes
+          : checkInt(`${option}.maxPayloadBytes`, q.maxPayloadBytes, 1, MAX_PAYLOAD_BYTES),
+    });
+  }
+  return { maxPayloadBytes, queues };
 }
 
 /**
@@ -511,6 +570,8 @@ function resolveQueueKeys(
   return {
     eventsMaxLen: defaults.eventsMaxLen,
     maxResultBytes: defaults.maxResultBytes,
+    maxPayloadBytes: defaults.maxPayloadBytes,
+    queues: defaults.queues,
     ...(defaults.maxSize === undefined ? {} : { maxSize: defaults.maxSize }),
     ...(defaults.waitForReplicas ? { waitForReplicas: defaults.waitForReplicas } : {}),
     leaseMs:

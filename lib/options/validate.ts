@@ -16,6 +16,18 @@ function isIntIn(value: unknown, min: number, max: number): value is number {
   return typeof value === 'number' && Number.isInteger(value) && value >= min && value <= max;
 }
 
+/**
+ * The UTF-8 length of `text` when it is over `limit` bytes, else `undefined`. Cheap for short
+ * text: a UTF-16 unit is at most 3 UTF-8 bytes, so text of at most `limit / 3` units is not
+ * counted.
+ * @example utf8BytesOver('é'.repeat(257), 512) // 514
+ */
+export function utf8BytesOver(text: string, limit: number): number | undefined {
+  if (text.length * 3 <= limit) return undefined;
+  const bytes = Buffer.byteLength(text);
+  return bytes > limit ? bytes : undefined;
+}
+
 /** Throws unless `value` is an integer number of ms in [min, MAX_TIMER_MS]. */
 export function checkMs(
   option: string,

@@ -1,10 +1,5 @@
-export {
-  QueueService,
-  defineQueue,
-  type QueueName,
-  type TypedEnqueueOptions,
-} from './queue.service';
-export { QueueWorker } from './queue-worker.decorator';
+export { QueueService, defineQueue, type TypedEnqueueOptions } from './queue.service';
+export { QueueWorker, type QueueWorkerDecorator } from './queue-worker.decorator';
 export { OnQueueEvent } from './on-queue-event.decorator';
 export { MAX_QUEUE_BATCH, MAX_FLOW_NODES } from './queue.constants';
 export type {
@@ -26,6 +21,7 @@ export type {
   QueueTaskInfo,
   QueueTaskState,
   TypedQueue,
+  QueueName,
   RunningTask,
   TaskOwnOptions,
   BackoffOptions,
@@ -46,7 +42,7 @@ export type {
   QueueWorkerOptions,
   QueueHandler,
   QueueWorkerHandle,
-  RateLimit,
+  WorkerRateLimit,
   KeepBounds,
   BackoffFunction,
   BatchOptions,

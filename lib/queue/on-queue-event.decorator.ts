@@ -4,7 +4,7 @@ import {
   type QueueEvent,
   type QueueEventType,
 } from './interfaces/queue-event.interface';
-import type { TypedQueue } from './interfaces/task.interface';
+import type { QueueName } from './interfaces/task.interface';
 import { checkQueueName } from './queue-keys';
 
 /** Metadata key under which `@OnQueueEvent` stores its registrations on a method. */
@@ -49,7 +49,7 @@ function checkTypes(types: unknown): QueueEventType[] {
  * }
  */
 export function OnQueueEvent(
-  queue: string | TypedQueue<unknown>,
+  queue: QueueName,
   type: QueueEventType | readonly QueueEventType[],
 ): <H extends (event: QueueEvent) => unknown>(
   target: object,

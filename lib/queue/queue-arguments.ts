@@ -1,46 +1,55 @@
 import { describeValue } from '../errors/describe-value';
 import { QueueError } from '../errors/queue.error';
 import { checkBackoff, checkTimeoutMs } from '../options/resolve-options';
-import { checkInt, checkKnownKeys, checkMs } from '../options/validate';
+import { PayloadTooLargeError } from '../errors/payload-too-large.error';
+import type { ResolvedQueueDefaults } from '../options/resolve-options';
+import { checkInt, checkKnownKeys, checkMs, utf8BytesOver } from '../options/validate';
 import type { LeasedTask, TaskOwnOptions } from './interfaces/task.interface';
-import { checkQueueName } from './queue-keys';
+import { checkNameBytes, checkQueueName } from './queue-keys';
 import {
   MAX_ATTEMPTS,
   MAX_DELAY_MS,
   MAX_PRIORITY,
   MAX_QUEUE_BATCH,
+  MAX_QUEUE_NAME_BYTES,
   MAX_TASK_LOG_LINE,
 } from './queue.constants';
 
 const ID_EXPECTED = 'a non-empty string or a finite number';
 
-function toId(id: unknown): string | undefined {
-  if (typeof id === 'string' && id.length > 0) return id;
+/**
+ * An id as a string: a non-empty string of at most `limit` UTF-8 bytes, or a finite number; a
+ * `QueueError` naming `argument` otherwise (`at`: where it is, ` at index 3`).
+ */
+function toId(argument: string, id: unknown, limit: number, at = ''): string {
   if (typeof id === 'number' && Number.isFinite(id)) return String(id);
-  return undefined;
+  if (typeof id !== 'string' || id.length === 0) {
+    throw new QueueError(
+      `invalid argument '${argument}': expected ${ID_EXPECTED}${at}, got ${describeValue(id)}`,
+      argument,
+    );
+  }
+  return checkNameBytes(argument, id, limit, at);
 }
 
-/** Validates `id | id[]` (at most `MAX_QUEUE_BATCH`) and returns the ids as strings. */
+/**
+ * Validates `id | id[]` (at most `MAX_QUEUE_BATCH`, each at most 512 bytes) and returns the ids as
+ * strings; one bad id refuses the whole call.
+ */
 export function checkIds(ids: unknown): string[] {
   if (!Array.isArray(ids)) return [checkTaskId(ids)];
   if (ids.length === 0 || ids.length > MAX_QUEUE_BATCH) {
     throw QueueError.invalid('ids', ids, `an array of 1 to ${MAX_QUEUE_BATCH} ids`);
   }
-  return ids.map((id: unknown, i) => {
-    const valid = toId(id);
-    if (valid !== undefined) return valid;
-    throw new QueueError(
-      `invalid argument 'ids': expected ${ID_EXPECTED} at index ${i}, got ${describeValue(id)}`,
-      'ids',
-    );
-  });
+  return ids.map((id: unknown, i) => toId('ids', id, MAX_QUEUE_NAME_BYTES, ` at index ${i}`));
 }
 
-/** Validates one id and returns it as a string. */
-export function checkTaskId(id: unknown): string {
-  const valid = toId(id);
-  if (valid === undefined) throw QueueError.invalid('id', id, ID_EXPECTED);
-  return valid;
+/**
+ * Validates one id (a non-empty string of at most `limit` bytes, default 512, or a finite number)
+ * and returns it as a string; `argument` names it in the `QueueError`.
+ */
+export function checkTaskId(id: unknown, argument = 'id', limit = MAX_QUEUE_NAME_BYTES): string {
+  return toId(argument, id, limit);
 }
 
 /** A batch size: an integer from 1 to `MAX_QUEUE_BATCH`. */
@@ -71,7 +80,6 @@ export function checkScore(value: unknown): number {
   return value;
 }
 
-/** Throws a `QueueError` unless `value` is `undefined` or an object with only `known` keys. */
 /**
  * A log line as stored (JSON text: no raw newline), cut to 1,000 characters; a `QueueError`
  * naming `line` when it is not a string.
@@ -81,6 +89,7 @@ export function logLineJson(line: unknown): string {
   return JSON.stringify(line.length > MAX_TASK_LOG_LINE ? line.slice(0, MAX_TASK_LOG_LINE) : line);
 }
 
+/** Throws a `QueueError` unless `value` is `undefined` or an object with only `known` keys. */
 export function checkOptionKeys(value: unknown, known: readonly string[]): Record<string, unknown> {
   if (
     value !== undefined &&
@@ -89,6 +98,27 @@ export function checkOptionKeys(value: unknown, known: readonly string[]): Recor
     throw QueueError.invalid('options', value, 'an options object');
   }
   return checkKnownKeys('', value, known, QueueError.invalid);
+}
+
+/**
+ * Throws `PayloadTooLargeError` when `json` (a payload, progress value or log line as it would be
+ * stored) is longer than the `maxPayloadBytes` of `queue` in UTF-8 bytes (its own under
+ * `queue.queues`, else the module's); returns it. Short text is not counted (`utf8BytesOver`).
+ * @param subject whose value it is, for the message (`task 'a'`, `flow node 'q:a'`)
+ */
+export function checkPayloadBytes(
+  defaults: Pick<ResolvedQueueDefaults, 'maxPayloadBytes' | 'queues'>,
+  queue: string,
+  argument: string,
+  json: string,
+  subject?: string,
+): string {
+  const own = defaults.queues.size === 0 ? undefined : defaults.queues.get(queue);
+  const limit = own ? own.maxPayloadBytes : defaults.maxPayloadBytes;
+  const bytes = utf8BytesOver(json, limit);
+  if (bytes === undefined) return json;
+  const option = own ? `queue.queues.${queue}.maxPayloadBytes` : 'queue.maxPayloadBytes';
+  throw new PayloadTooLargeError(queue, argument, bytes, limit, option, subject);
 }
 
 /**
@@ -178,9 +208,6 @@ export function checkLeasedTask(task: unknown): LeasedTask {
   return t as LeasedTask;
 }
 
-/** Longest group name accepted, in bytes (UTF-8). */
-const MAX_GROUP_BYTES = 512;
-
 /** A priority: an integer from -1000 (soonest) to 1000. */
 export function checkPriority(value: unknown): number {
   return checkInt('priority', value, -MAX_PRIORITY, MAX_PRIORITY, QueueError.invalid);
@@ -188,19 +215,14 @@ export function checkPriority(value: unknown): number {
 
 /** A group name: a non-empty string without NUL, at most 512 bytes. */
 export function checkGroup(value: unknown): string {
-  if (
-    typeof value !== 'string' ||
-    value.length === 0 ||
-    value.includes('\0') ||
-    Buffer.byteLength(value) > MAX_GROUP_BYTES
-  ) {
+  if (typeof value !== 'string' || value.length === 0 || value.includes('\0')) {
     throw QueueError.invalid(
       'group',
       value,
-      `a non-empty string without NUL of at most ${MAX_GROUP_BYTES} bytes`,
+      `a non-empty string without NUL of at most ${MAX_QUEUE_NAME_BYTES} bytes`,
     );
   }
-  return value;
+  return checkNameBytes('group', value);
 }
 
 /** A page of `list`: `offset` from 0, `limit` from 1 to `MAX_QUEUE_BATCH`. */

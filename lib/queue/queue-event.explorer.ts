@@ -1,11 +1,11 @@
 import {
   Injectable,
-  Logger,
   type OnApplicationBootstrap,
   type OnApplicationShutdown,
 } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import type { Observable, Subscription } from 'rxjs';
+import { RedactingLogger } from '../redaction/redacting-logger';
 import { QueueError } from '../errors/queue.error';
 import { decoratedMethods } from '../discovery/served-wrappers';
 import type { QueueEvent, QueueEventType } from './interfaces/queue-event.interface';
@@ -27,7 +27,7 @@ interface EventHandler {
  */
 @Injectable()
 export class QueueEventExplorer implements OnApplicationBootstrap, OnApplicationShutdown {
-  private readonly logger = new Logger('QueueService');
+  private readonly logger = new RedactingLogger('QueueService');
   private readonly handlers = new Map<string, EventHandler[]>();
   private readonly subscriptions: Subscription[] = [];
   private readonly registered = new WeakMap<object, Set<string>>();

@@ -1,5 +1,5 @@
-import { Logger } from '@nestjs/common';
 import { Observable } from 'rxjs';
+import { RedactingLogger } from '../redaction/redacting-logger';
 import { QueueError } from '../errors/queue.error';
 import { QueueWaitTimeoutError } from '../errors/queue-wait-timeout.error';
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
@@ -97,7 +97,7 @@ export class QueueEventReaders {
     private readonly connection: RedisLockConnection,
     private readonly keysOf: (queue: string) => QueueRedisKeys,
     getInfo: TaskInfoLookup,
-    logger: Logger = new Logger('QueueService'),
+    logger: RedactingLogger = new RedactingLogger('QueueService'),
   ) {
     this.warning = new ThrottledWarning(logger);
     this.ctx = {

@@ -1,5 +1,6 @@
 import { describeValue } from '../errors/describe-value';
 import { QueueError } from '../errors/queue.error';
+import { utf8BytesOver } from '../options/validate';
 import { taggedKey } from '../redis/tagged-key';
 import { MAX_QUEUE_NAME_BYTES } from './queue.constants';
 
@@ -95,19 +96,34 @@ export function checkQueueName(name: unknown): string {
   if (typeof name !== 'string' || name.length === 0) {
     throw QueueError.invalid('queue', name, 'a non-empty string');
   }
-  const bytes = Buffer.byteLength(name);
-  if (bytes > MAX_QUEUE_NAME_BYTES) {
+  return checkNameBytes('queue', name);
+}
+
+/**
+ * Throws a `QueueError` naming `argument` (its size and the limit) when `name` is longer than
+ * `limit` UTF-8 bytes (default `MAX_QUEUE_NAME_BYTES`, 512: queue names, task, group and
+ * deduplication ids); `at` says where it is (` at index 3`).
+ */
+export function checkNameBytes(
+  argument: string,
+  name: string,
+  limit = MAX_QUEUE_NAME_BYTES,
+  at = '',
+): string {
+  const bytes = utf8BytesOver(name, limit);
+  if (bytes !== undefined) {
     throw new QueueError(
-      `invalid argument 'queue': ${describeValue(name)} is ${bytes} bytes long; the limit is ${MAX_QUEUE_NAME_BYTES}`,
-      'queue',
+      `invalid argument '${argument}': ${describeValue(name)}${at} is ${bytes} bytes long; the limit is ${limit}`,
+      argument,
     );
   }
   return name;
 }
 
 /**
- * Keys of queue `name`: `<prefix>queue:{<name>}:<part>`. A name that already has a `{tag}` keeps
- * it, so that queues sharing a tag share a Cluster slot.
+ * Keys of queue `name`: `<prefix>queue:{<name>}:<part>` (`encodeKeyName`). A name that already has
+ * a `{tag}` keeps it (`<prefix>queue:<name>{}:<part>`), so that queues sharing a tag share a
+ * Cluster slot; no name's keys can be another name's keys.
  */
 export function queueRedisKeys(prefix: string, name: string): QueueRedisKeys {
   const base = taggedKey(prefix, 'queue', name);

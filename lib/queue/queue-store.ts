@@ -372,12 +372,17 @@ export class QueueStore {
   }
 
   /** Stores a leased task's progress (and writes its event) or its new payload. */
-  async updateTask(task: LeasedTask, what: 'progress' | 'payload', json: string): Promise<boolean> {
+  async updateTask(
+    task: LeasedTask,
+    what: 'progress' | 'payload',
+    json: string,
+    givenBack = false,
+  ): Promise<boolean> {
     const k = this.keys(task.queue);
     const done = await this.connection.run(
       QUEUE_SCRIPTS.updateTask,
-      [k.tokens, k.progress, k.payload, k.events],
-      [what, task.id, task.leaseToken, json, this.eventsMaxLen],
+      [k.tokens, k.progress, k.payload, k.events, k.due, k.pending],
+      [what, task.id, task.leaseToken, json, this.eventsMaxLen, givenBack ? '1' : '0'],
     );
     return done === 1;
   }
@@ -455,6 +460,17 @@ export class QueueStore {
       cancelled,
       waitingChildren,
     };
+  }
+
+  /** Ms left of the queue's rate limit (`limitedUntil` against Redis TIME), 0 when none. */
+  async rateLimitTtl(k: QueueRedisKeys): Promise<number> {
+    const [until, [s, us]] = await this.connection.call('queue rate limit TTL', async (c) => {
+      const results = (await c.pipeline().hget(k.config, 'limitedUntil').time().exec()) ?? [];
+      for (const [err] of results) if (err) throw err;
+      return results.map(([, v]) => v) as [string | null, [string, string]];
+    });
+    if (until === null) return 0;
+    return Math.max(0, Math.ceil(Number(until) - (Number(s) * 1000 + Number(us) / 1000)));
   }
 
   async setConfig(k: QueueRedisKeys, field: string, value: string): Promise<void> {

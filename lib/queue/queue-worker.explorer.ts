@@ -1,5 +1,6 @@
-import { Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
+import { Injectable, type OnApplicationBootstrap } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
+import { RedactingLogger } from '../redaction/redacting-logger';
 import { decoratedMethods } from '../discovery/served-wrappers';
 import type { LeasedTask } from './interfaces/task.interface';
 import type { QueueWorkerMetadata } from './queue-worker.decorator';
@@ -14,7 +15,7 @@ import { QueueService } from './queue.service';
  */
 @Injectable()
 export class QueueWorkerExplorer implements OnApplicationBootstrap {
-  private readonly logger = new Logger('QueueService');
+  private readonly logger = new RedactingLogger('QueueService');
   private readonly started = new WeakMap<object, Set<string>>();
 
   constructor(

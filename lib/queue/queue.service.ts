@@ -1,10 +1,13 @@
-import { BeforeApplicationShutdown, Injectable, Logger } from '@nestjs/common';
+import { BeforeApplicationShutdown, Injectable } from '@nestjs/common';
+import { RedactingLogger } from '../redaction/redacting-logger';
 import { QueueError } from '../errors/queue.error';
+import { MAX_QUEUE_RATE_LIMIT_MS } from '../errors/queue-rate-limit.error';
 import { RedisLockEvents } from '../events/redis-lock-events';
 import type { ResolvedQueueDefaults, ResolvedWorkerOptions } from '../options/resolve-options';
 import { checkMaxSize, checkWaitForReplicas } from '../options/resolve-options';
 import type { WaitForReplicasOptions } from '../interfaces/lock-options.interface';
-import { checkInt, checkKnownKeys } from '../options/validate';
+import { checkInt, checkKnownKeys, utf8BytesOver } from '../options/validate';
+import { PayloadTooLargeError } from '../errors/payload-too-large.error';
 import { RedisLockConnection } from '../redis/redis-connection';
 import { QueueTracing } from '../observability/tracing';
 import type {
@@ -24,6 +27,7 @@ import type {
   QueueStats,
   QueueTaskId,
   QueueTaskInfo,
+  QueueName,
   QueueTaskState,
   Task,
   TypedQueue,
@@ -39,6 +43,7 @@ import {
   checkOptionKeys,
   checkOwnOptions,
   checkPage,
+  checkPayloadBytes,
   checkPriority,
   checkScore,
   checkTaskId,
@@ -46,12 +51,12 @@ import {
   serializePayload,
   storedPayload,
 } from './queue-arguments';
-import { checkQueueName, type QueueRedisKeys } from './queue-keys';
+import { checkNameBytes, checkQueueName, type QueueRedisKeys } from './queue-keys';
 import { storedOwnOptions } from './queue-replies';
 import { QueueStore, SETTLED, type ClaimStepResult, type SettleStep } from './queue-store';
 import { resolveWorkerOptions } from './queue-worker-options';
 import { QueueWorkerRunner } from './worker/queue-worker';
-import { MAX_CONCURRENCY, MAX_DELAY_MS, MAX_QUEUE_NAME_BYTES } from './queue.constants';
+import { MAX_CONCURRENCY, MAX_DELAY_MS } from './queue.constants';
 import { QueueScheduler } from './schedule/queue-scheduler';
 import type { QueueSchedule, QueueScheduleOptions } from './schedule/schedule.interface';
 import { encodeTaskError } from './task-errors';
@@ -68,9 +73,6 @@ import { planFlow } from './flows/flow-tree';
 
 /** Longest failure message a manual `nack` stores, in characters. */
 const MAX_ERROR_CHARS = 1_000;
-
-/** A queue name, or a `TypedQueue` that carries its payload type. */
-export type QueueName<P = unknown> = string | TypedQueue<P>;
 
 /** `EnqueueOptions` whose payload must be a `P` (optional only when `P` admits `undefined`). */
 export type TypedEnqueueOptions<P> = Omit<EnqueueOptions, 'payload'> &
@@ -103,7 +105,7 @@ export function defineQueue<P>(name: string): TypedQueue<P> {
  */
 @Injectable()
 export class QueueService implements BeforeApplicationShutdown {
-  private readonly logger = new Logger('QueueService');
+  private readonly logger = new RedactingLogger('QueueService');
   private readonly defaults: ResolvedQueueDefaults;
   private readonly runners = new Set<QueueWorkerRunner>();
   private readonly tracing = new QueueTracing();
@@ -169,6 +171,9 @@ export class QueueService implements BeforeApplicationShutdown {
    * dead id is added again as a new task; an id acked within its `keepCompleted` window is
    * refused.
    * @returns how many ids were newly added
+   * @throws QueueError for a bad argument (an id over 512 bytes: the whole call);
+   *   PayloadTooLargeError when the payload's JSON is past the queue's `maxPayloadBytes` (nothing
+   *   is written); QueueFullError past `maxSize`
    * @example
    * await queues.enqueue('orders', order.id, { payload: { sku, userId } });
    * await queues.enqueue('reminders', [1, 2, 3], { delayMs: 60_000 });
@@ -217,6 +222,7 @@ export class QueueService implements BeforeApplicationShutdown {
     const opts = storedOwnOptions(checkOwnOptions(o));
     const waitForReplicas = checkWaitForReplicas('waitForReplicas', o.waitForReplicas);
     const json = serializePayload(o.payload);
+    if (json !== undefined) checkPayloadBytes(this.defaults, k.name, 'payload', json);
     return this.tracing.enqueue(k.name, ids, (traceparent) =>
       this.store.enqueue(k, ids, {
         delayMs,
@@ -242,7 +248,8 @@ export class QueueService implements BeforeApplicationShutdown {
    * "Flows"). Each task counts against its own queue's `maxSize`.
    * @returns the tree's queues and ids, in its shape
    * @throws FlowError naming the node (malformed, duplicate `queue:id`, a cycle, too many nodes,
-   *   or a task that exists already); QueueFullError when a queue would pass its `maxSize`
+   *   or a task that exists already); PayloadTooLargeError naming the node when its payload is past
+   *   its queue's `maxPayloadBytes`; QueueFullError when a queue would pass its `maxSize`
    * @example
    * await queues.enqueueFlow({ queue: 'orders', id: order.id, payload: order, children: [
    *   { queue: 'payments', id: `charge-${order.id}`, payload: { amount: order.total } },
@@ -250,7 +257,7 @@ export class QueueService implements BeforeApplicationShutdown {
    * ] });
    */
   async enqueueFlow(flow: FlowNode, options?: EnqueueFlowOptions): Promise<FlowTaskIds> {
-    const plan = planFlow(flow);
+    const plan = planFlow(flow, this.defaults);
     const o = checkOptionKeys(options, ['waitForReplicas']);
     const wait = checkWaitForReplicas('waitForReplicas', o.waitForReplicas);
     return this.store.flows.add(plan, wait);
@@ -332,6 +339,8 @@ export class QueueService implements BeforeApplicationShutdown {
    * module's `queue.waitForReplicas`) waits for replicas: fewer throw `QueueReplicationError`. Resolves `false` (and changes
    * nothing) when the lease is stale: it expired and the task was returned or claimed by someone
    * else.
+   * @throws PayloadTooLargeError when the result's JSON is past `queue.maxResultBytes` (the lease
+   *   is kept: ack again)
    */
   async ack(
     task: LeasedTask,
@@ -342,6 +351,11 @@ export class QueueService implements BeforeApplicationShutdown {
     const o = checkOptionKeys(options, ['waitForReplicas']);
     const wait = checkWaitForReplicas('waitForReplicas', o.waitForReplicas);
     const data = result === undefined ? '' : serializeJson('result', result);
+    const bytes = utf8BytesOver(data, this.defaults.maxResultBytes);
+    if (bytes !== undefined) {
+      const limit = this.defaults.maxResultBytes;
+      throw new PayloadTooLargeError(t.queue, 'result', bytes, limit, 'queue.maxResultBytes');
+    }
     const step: SettleStep = { kind: 'ack', task: t, data };
     const { settled } = await this.store.claim(t.queue, 0, this.defaults, [step], wait);
     return settled[0] === SETTLED.done;
@@ -452,6 +466,26 @@ export class QueueService implements BeforeApplicationShutdown {
     const limit =
       n === null ? '' : String(checkInt('n', n, 1, MAX_CONCURRENCY, QueueError.invalid));
     await this.setConfig(queue, 'concurrency', limit);
+  }
+
+  /**
+   * Rate-limits `queue` for `ms` on every instance: no worker takes a task of it until then
+   * (running tasks go on; nothing is spent). The same as a handler throwing
+   * `QueueRateLimitError(ms)`, but from anywhere. `0` lifts it. BullMQ's `queue.rateLimit(ms)`.
+   * @throws QueueError unless `ms` is an integer from 0 to 86,400,000 (a day)
+   * @example await queues.rateLimit('payments', 30_000); // the provider asked for 30 s of quiet
+   */
+  async rateLimit(queue: QueueName, ms: number): Promise<void> {
+    const limit = checkInt('ms', ms, 0, MAX_QUEUE_RATE_LIMIT_MS, QueueError.invalid);
+    await this.setConfig(queue, 'limitedUntil', limit === 0 ? '' : String(limit));
+  }
+
+  /**
+   * How long `queue` stays rate-limited (`rateLimit`, `QueueRateLimitError`), in ms on the Redis
+   * clock; `0` when it is not. BullMQ's `getRateLimitTtl`.
+   */
+  async rateLimitTtl(queue: QueueName): Promise<number> {
+    return this.store.rateLimitTtl(this.keys(queue));
   }
 
   /**
@@ -698,7 +732,9 @@ export class QueueService implements BeforeApplicationShutdown {
    * instance with the module fires the ticks. Upserting the same definition again changes
    * nothing; a changed one takes effect from its next tick, and no tick is enqueued twice.
    * After downtime, only the latest missed tick is enqueued (at once).
-   * @throws QueueError naming the offending option
+   * @throws QueueError naming the offending option (a `scheduleId` over 495 bytes: its ticks' task
+   *   ids must fit in 512); PayloadTooLargeError when `payload` is past the queue's
+   *   `maxPayloadBytes`
    * @example
    * await queues.schedule('reports', 'daily', { cron: '0 6 * * *', tz: 'Europe/Berlin' });
    * await queues.schedule('sync', 'every-5s', { everyMs: 5_000, payload: { full: false } });
@@ -770,13 +806,10 @@ function checkDedup(
   if (keep !== undefined && typeof keep !== 'boolean') {
     throw QueueError.invalid('deduplication.keepLastIfActive', keep, 'true or false');
   }
-  if (
-    typeof d.id !== 'string' ||
-    d.id.length === 0 ||
-    Buffer.byteLength(d.id) > MAX_QUEUE_NAME_BYTES
-  ) {
+  if (typeof d.id !== 'string' || d.id.length === 0) {
     throw QueueError.invalid('deduplication.id', d.id, 'a non-empty string of at most 512 bytes');
   }
+  checkNameBytes('deduplication.id', d.id);
   const ttlMs =
     d.ttlMs === undefined
       ? 0

@@ -1,4 +1,5 @@
 import type { TaskError } from './interfaces/queue-event.interface';
+import { redactText } from '../redaction/redact-credentials';
 
 /** Longest failure message stored with a task, in characters. */
 const MAX_MESSAGE_CHARS = 1_000;
@@ -7,17 +8,18 @@ const MAX_STACK_CHARS = 4_000;
 
 /**
  * How a failure is stored (errors hash, event stream): the JSON of `{ name, message, stack? }`,
- * message and stack cut to a bounded length.
+ * message and stack without credentials (`redactText`: they are shown by `get`, the dashboard and
+ * queue events) and cut to a bounded length.
  */
 export function encodeTaskError(err: unknown): string {
   const e: TaskError =
     err instanceof Error
       ? {
           name: err.name,
-          message: err.message.slice(0, MAX_MESSAGE_CHARS),
-          ...(err.stack ? { stack: err.stack.slice(0, MAX_STACK_CHARS) } : {}),
+          message: redactText(err.message).slice(0, MAX_MESSAGE_CHARS),
+          ...(err.stack ? { stack: redactText(err.stack).slice(0, MAX_STACK_CHARS) } : {}),
         }
-      : { name: 'Error', message: String(err).slice(0, MAX_MESSAGE_CHARS) };
+      : { name: 'Error', message: redactText(String(err)).slice(0, MAX_MESSAGE_CHARS) };
   return JSON.stringify(e);
 }
 

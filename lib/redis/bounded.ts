@@ -5,7 +5,10 @@ import { RedisUnavailableError } from '../errors/redis-unavailable.error';
 const CONNECTION_FAILURE =
   /Connection is closed|ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|EHOSTUNREACH|Stream isn't writeable|enableOfflineQueue|max retries per request|MaxRetriesPerRequest|CLUSTERDOWN|TRYAGAIN|LOADING|READONLY|MASTERDOWN|Failed to refresh slots cache|None of startup nodes|Too many Cluster redirections/i;
 
-/** Turns whatever a Redis call rejected with into a typed error of this library. */
+/**
+ * Turns whatever a Redis call rejected with into a typed error of this library (whose message and
+ * `cause` carry no credential: `RedisLockError` redacts them).
+ */
 export function toRedisError(operation: string, err: unknown): RedisLockError {
   if (err instanceof RedisLockError) return err;
   const message = err instanceof Error ? err.message : String(err);

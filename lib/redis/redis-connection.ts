@@ -1,11 +1,12 @@
-import { Logger } from '@nestjs/common';
 import { Cluster, Redis, type ClusterOptions } from 'ioredis';
+import { RedactingLogger } from '../redaction/redacting-logger';
 import type { ResolvedModuleOptions } from '../options/resolve-options';
 import type {
   EvictionPolicyMode,
   RedisClusterConnectionOptions,
 } from '../interfaces/redis-lock-module-options.interface';
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
+import { rememberSecrets } from '../redaction/redact-credentials';
 import { bounded } from './bounded';
 import {
   EVICTION_POLICY_FIX,
@@ -67,7 +68,7 @@ export class RedisLockConnection {
    * `waitForReplicas`). Unset for a plain Redis or a Cluster.
    */
   readonly replicaWatch?: ReplicaWatch;
-  private readonly logger = new Logger('RedisLockModule');
+  private readonly logger = new RedactingLogger('RedisLockModule');
   private readonly errors = new ThrottledWarning(this.logger);
   private readonly extra = new Set<Client>();
   private wasReady: boolean;
@@ -75,6 +76,8 @@ export class RedisLockConnection {
   private closing = false;
   /** Cluster: the client refreshed its slot map; so does the subscriber. */
   private readonly onRefresh = () => this.hub.refreshTopology();
+  /** Unregisters this connection's credentials from the redaction of errors and logs. */
+  private readonly forgetSecrets: () => void;
 
   constructor(readonly options: ResolvedModuleOptions) {
     const redis = options.redis;
@@ -100,6 +103,14 @@ export class RedisLockConnection {
       this.owned = true;
     }
     this.isCluster = (this.client as { isCluster?: boolean }).isCluster === true;
+    // Errors and logs of this library never show these (`RedisLockError`, `RedactingLogger`):
+    // the option as given, and what the client holds (a URL parsed into `password`, a Cluster's
+    // `redisOptions` and startup nodes, a user's client's own options).
+    this.forgetSecrets = rememberSecrets([
+      redis,
+      this.client.options,
+      (this.client as unknown as { startupNodes?: unknown }).startupNodes,
+    ]);
     if (this.owned) this.client.on('error', (err: Error) => this.logError('connection', err));
     if (this.owned) this.keepAlive(this.client);
     this.wasReady = this.client.status === 'ready';
@@ -322,6 +333,7 @@ export class RedisLockConnection {
     this.hub.close();
     for (const c of this.extra) c.disconnect();
     this.extra.clear();
+    this.forgetSecrets();
     if (!this.owned) return;
     // Not connected (e.g. a failed start with connectTimeoutMs): QUIT would only wait its bound.
     if (this.client.status !== 'ready') return void this.client.disconnect();

@@ -1,5 +1,4 @@
-import type { Logger } from '@nestjs/common';
-
+import type { RedactingLogger } from '../redaction/redacting-logger';
 /**
  * Logs a warning at most once per `everyMs`: a Redis outage makes reconnect loops and retries fail
  * many times a second, and one line per interval is enough to see it.
@@ -8,7 +7,7 @@ export class ThrottledWarning {
   private last = 0;
 
   constructor(
-    private readonly logger: Logger,
+    private readonly logger: RedactingLogger,
     private readonly everyMs = 5_000,
   ) {}
 

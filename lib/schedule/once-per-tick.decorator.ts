@@ -10,7 +10,8 @@ import { tickPlan, type TickPlan, type TickSettings } from './tick-plan';
 /** Options of `@OncePerTick`. */
 export interface OncePerTickOptions {
   /**
-   * The job's name: instances share ticks by it (keys `<keyPrefix>tick:{<name>}`).
+   * The job's name: instances share ticks by it (keys `<keyPrefix>tick:{<name>}`; a name with
+   * braces is encoded like a lock name, see docs/locks.md).
    * @default 'Class.method'
    */
   name?: string;

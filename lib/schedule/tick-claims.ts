@@ -1,6 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomUUID } from 'node:crypto';
-import { Injectable, Logger, type BeforeApplicationShutdown } from '@nestjs/common';
+import { Injectable, type BeforeApplicationShutdown } from '@nestjs/common';
+import { RedactingLogger } from '../redaction/redacting-logger';
 import { LockService } from '../lock/lock.service';
 import { RedisLockConnection } from '../redis/redis-connection';
 import { taggedKey } from '../redis/tagged-key';
@@ -37,7 +38,7 @@ export function currentTick(): TickInfo | undefined {
  */
 @Injectable()
 export class TickClaims implements BeforeApplicationShutdown {
-  private readonly logger = new Logger('OncePerTick');
+  private readonly logger = new RedactingLogger('OncePerTick');
   private readonly waits = new Set<() => void>();
   private closed = false;
 

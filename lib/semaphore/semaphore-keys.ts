@@ -18,8 +18,8 @@ export interface SemaphoreRedisKeys {
 }
 
 /**
- * Keys of semaphore `name`: `<prefix>sem:{<name>}` and suffixes of it (a name with a `{tag}`
- * keeps it). Throws `LockKeyError` for an empty or too long name.
+ * Keys of semaphore `name`: `<prefix>sem:{<name>}` and suffixes of it (`encodeKeyName`: a
+ * name with a `{tag}` keeps it). Throws `LockKeyError` for an empty or too long name.
  */
 export function semaphoreRedisKeys(prefix: string, name: string): SemaphoreRedisKeys {
   const holders = taggedKey(prefix, 'sem', checkKeyName(name, 'semaphore key'));

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { BeforeApplicationShutdown, Injectable, Logger } from '@nestjs/common';
+import { BeforeApplicationShutdown, Injectable } from '@nestjs/common';
+import { RedactingLogger } from '../redaction/redacting-logger';
 import { RedisLockError } from '../errors/redis-lock.error';
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
 import { SemaphoreLimitError } from '../errors/semaphore-limit.error';
@@ -33,7 +34,7 @@ const newToken = () => randomUUID().replace(/-/g, '');
  */
 @Injectable()
 export class SemaphoreService implements PermitOwner, BeforeApplicationShutdown {
-  private readonly logger = new Logger('SemaphoreService');
+  private readonly logger = new RedactingLogger('SemaphoreService');
   private readonly store: SemaphoreStore;
   private readonly renewal: LineRenewal<PermitEntry, PermitEntryStatus>;
   private readonly lines = new Map<string, SemaphoreLine>();

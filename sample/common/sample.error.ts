@@ -1,5 +1,5 @@
 /** What went wrong, in words the HTTP layer maps to a status (see `SampleErrorFilter`). */
-export type SampleErrorKind = 'invalid' | 'not-found' | 'conflict' | 'gone';
+export type SampleErrorKind = 'invalid' | 'not-found' | 'conflict' | 'gone' | 'unavailable';
 
 /**
  * Base of the sample's own errors. Services throw these (never an `HttpException`); the
@@ -36,12 +36,25 @@ export class InvalidInputError extends SampleError {
   }
 }
 
+/** At most this many characters of a value go into a message. */
+const SHOWN_CHARS = 80;
+
+/**
+ * The value as the client sent it, cut to `SHOWN_CHARS`; never throws (a body nested thousands
+ * deep overflows `JSON.stringify`'s stack: it is described, not shown).
+ */
 function describe(value: unknown): string {
   if (value === undefined) return 'nothing';
-  if (typeof value === 'string') return `'${value.length > 80 ? `${value.slice(0, 80)}…` : value}'`;
+  if (typeof value === 'string') return `'${cut(value)}'`;
   try {
-    return JSON.stringify(value) ?? String(value);
+    return cut(JSON.stringify(value) ?? typeof value);
   } catch {
-    return String(value);
+    return Array.isArray(value)
+      ? 'an array nested too deeply to show'
+      : 'a value that cannot be shown';
   }
+}
+
+function cut(text: string): string {
+  return text.length > SHOWN_CHARS ? `${text.slice(0, SHOWN_CHARS)}…` : text;
 }

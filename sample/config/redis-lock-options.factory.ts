@@ -13,7 +13,13 @@ export function redisLockOptionsFactory(config: SampleConfig): RedisLockModuleOp
     // share a hash tag).
     redis: config.redisClusterNodes
       ? { cluster: config.redisClusterNodes.map((n) => ({ ...n })) }
-      : config.redisUrl,
+      : config.redisSentinels
+        ? // Sentinel: the library follows the master's failovers itself.
+          {
+            sentinels: config.redisSentinels.map((n) => ({ ...n })),
+            name: config.redisSentinelName,
+          }
+        : config.redisUrl,
     keyPrefix: config.keyPrefix,
     // The TTL of every lock of the sample (stock, editor): each is held for a few round trips
     // and auto-extended while its handler runs, so a short one; no default wait.

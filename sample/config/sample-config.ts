@@ -13,6 +13,18 @@ export interface SampleConfigValues {
    */
   redisClusterNodes?: ReadonlyArray<{ host: string; port: number }>;
   /**
+   * Redis Sentinels (`REDIS_SENTINELS=host1:26379,host2:26379`) watching the master named
+   * `redisSentinelName`: when set (and no Cluster), the app asks them for the master and follows
+   * its failovers, and `redisUrl` is not used.
+   * @default undefined (no Sentinel)
+   */
+  redisSentinels?: ReadonlyArray<{ host: string; port: number }>;
+  /**
+   * The master's name at the sentinels (`REDIS_SENTINEL_NAME`).
+   * @default 'mymaster'
+   */
+  redisSentinelName: string;
+  /**
    * The PostgreSQL the orders are written to (`postgres://user:password@host:5432/db`); unset: an
    * embedded PostgreSQL in this process (`@electric-sql/pglite`, in memory, one instance only).
    * @default undefined (embedded)
@@ -49,6 +61,14 @@ export interface SampleConfigValues {
    * @default 5
    */
   deskMaxAttempts: number;
+  /**
+   * How long a unit taken from a sale's stock may stay unsettled (neither its order row written,
+   * nor an order on its way in the `orders` queue) before `SaleSettler` puts it back on sale, in
+   * ms. Longer than a purchase may take after it took the unit (its replica wait and enqueue,
+   * each bounded by a few seconds), so a purchase still in flight is never undone.
+   * @default 10000
+   */
+  saleHoldMs: number;
 }
 
 /**
@@ -59,6 +79,8 @@ export interface SampleConfigValues {
 export class SampleConfig implements SampleConfigValues {
   readonly redisUrl: string;
   readonly redisClusterNodes?: ReadonlyArray<{ host: string; port: number }>;
+  readonly redisSentinels?: ReadonlyArray<{ host: string; port: number }>;
+  readonly redisSentinelName: string;
   readonly databaseUrl?: string;
   readonly ordersMaxSize: number;
   readonly port: number;
@@ -66,19 +88,13 @@ export class SampleConfig implements SampleConfigValues {
   readonly keyPrefix: string;
   readonly deskLeaseMs: number;
   readonly deskMaxAttempts: number;
+  readonly saleHoldMs: number;
 
   constructor(values: Partial<SampleConfigValues> = {}) {
     this.redisUrl = values.redisUrl ?? 'redis://127.0.0.1:6379';
-    this.redisClusterNodes =
-      values.redisClusterNodes && values.redisClusterNodes.length > 0
-        ? values.redisClusterNodes.map((n) => ({ ...n }))
-        : undefined;
-    for (const node of this.redisClusterNodes ?? []) {
-      if (typeof node.host !== 'string' || node.host === '') {
-        throw new Error(`sample config: a Cluster node needs a host, got ${JSON.stringify(node)}`);
-      }
-      checkInteger('Cluster node port', node.port, 1, 65_535);
-    }
+    this.redisClusterNodes = checkNodes('Cluster node', values.redisClusterNodes);
+    this.redisSentinels = checkNodes('Sentinel', values.redisSentinels);
+    this.redisSentinelName = values.redisSentinelName ?? 'mymaster';
     this.databaseUrl = values.databaseUrl || undefined;
     this.ordersMaxSize = checkInteger('ordersMaxSize', values.ordersMaxSize ?? 10_000, 1, 1e9);
     this.port = checkInteger('port', values.port ?? 3000, 0, 65_535);
@@ -86,6 +102,7 @@ export class SampleConfig implements SampleConfigValues {
     this.keyPrefix = values.keyPrefix ?? 'sample:';
     this.deskLeaseMs = checkInteger('deskLeaseMs', values.deskLeaseMs ?? 30_000, 1, 86_400_000);
     this.deskMaxAttempts = checkInteger('deskMaxAttempts', values.deskMaxAttempts ?? 5, 1, 1_000);
+    this.saleHoldMs = checkInteger('saleHoldMs', values.saleHoldMs ?? 10_000, 1_000, 3_600_000);
     if (!/^rediss?:\/\//.test(this.redisUrl)) {
       throw new Error(
         `sample config: redisUrl must be a redis:// or rediss:// URL, got '${this.redisUrl}'`,
@@ -101,8 +118,9 @@ export class SampleConfig implements SampleConfigValues {
 }
 
 /**
- * Reads the configuration from environment variables: `REDIS_URL`, `REDIS_CLUSTER_NODES`, `DATABASE_URL`,
- * `ORDERS_MAX_SIZE`, `PORT`, `HOST`, `KEY_PREFIX`, `DESK_LEASE_MS`, `DESK_MAX_ATTEMPTS`. An unset or empty variable takes the default.
+ * Reads the configuration from environment variables: `REDIS_URL`, `REDIS_CLUSTER_NODES`, `REDIS_SENTINELS`,
+ * `REDIS_SENTINEL_NAME`, `DATABASE_URL`,
+ * `ORDERS_MAX_SIZE`, `PORT`, `HOST`, `KEY_PREFIX`, `DESK_LEASE_MS`, `DESK_MAX_ATTEMPTS`, `SALE_HOLD_MS`. An unset or empty variable takes the default.
  * @example
  * const config = loadSampleConfig(process.env);
  */
@@ -118,7 +136,9 @@ export function loadSampleConfig(env: NodeJS.ProcessEnv): SampleConfig {
   };
   return new SampleConfig({
     redisUrl: text('REDIS_URL'),
-    redisClusterNodes: clusterNodes(text('REDIS_CLUSTER_NODES')),
+    redisClusterNodes: hostPorts('REDIS_CLUSTER_NODES', text('REDIS_CLUSTER_NODES')),
+    redisSentinels: hostPorts('REDIS_SENTINELS', text('REDIS_SENTINELS')),
+    redisSentinelName: text('REDIS_SENTINEL_NAME'),
     databaseUrl: text('DATABASE_URL'),
     ordersMaxSize: number('ORDERS_MAX_SIZE'),
     port: number('PORT'),
@@ -126,22 +146,37 @@ export function loadSampleConfig(env: NodeJS.ProcessEnv): SampleConfig {
     keyPrefix: text('KEY_PREFIX'),
     deskLeaseMs: number('DESK_LEASE_MS'),
     deskMaxAttempts: number('DESK_MAX_ATTEMPTS'),
+    saleHoldMs: number('SALE_HOLD_MS'),
   });
 }
 
-/** `host1:7000,host2:7001` → `[{ host, port }, …]`; throws naming `REDIS_CLUSTER_NODES`. */
-function clusterNodes(
+/** `host1:7000,host2:7001` → `[{ host, port }, …]`; throws naming the variable `name`. */
+function hostPorts(
+  name: string,
   value: string | undefined,
 ): Array<{ host: string; port: number }> | undefined {
   if (value === undefined) return undefined;
   return value.split(',').map((entry) => {
     const match = /^\s*(\[[^\]]+\]|[^:\s]+):(\d{1,5})\s*$/.exec(entry);
     if (!match) {
-      throw new Error(
-        `sample config: REDIS_CLUSTER_NODES must be host:port[,host:port…], got '${value}'`,
-      );
+      throw new Error(`sample config: ${name} must be host:port[,host:port…], got '${value}'`);
     }
     return { host: match[1].replace(/^\[|\]$/g, ''), port: Number(match[2]) };
+  });
+}
+
+/** A copy of `nodes` (undefined when empty), each with a host and a port (`what` in errors). */
+function checkNodes(
+  what: string,
+  nodes: ReadonlyArray<{ host: string; port: number }> | undefined,
+): Array<{ host: string; port: number }> | undefined {
+  if (!nodes || nodes.length === 0) return undefined;
+  return nodes.map((node) => {
+    if (typeof node.host !== 'string' || node.host === '') {
+      throw new Error(`sample config: a ${what} needs a host, got ${JSON.stringify(node)}`);
+    }
+    checkInteger(`${what} port`, node.port, 1, 65_535);
+    return { ...node };
   });
 }
 

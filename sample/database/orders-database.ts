@@ -7,11 +7,13 @@ import {
   Module,
   type OnApplicationShutdown,
   type OnModuleInit,
+  Optional,
 } from '@nestjs/common';
 import type { PGlite } from '@electric-sql/pglite';
 import type { Pool } from 'pg';
 import { redactDatabaseUrl, SampleConfig } from '../config/sample-config';
 import { DatabaseUnreachableError } from './database.errors';
+import { EmbeddedDatabaseClaim } from './embedded-database-claim';
 
 /** The one schema of both engines (table `orders`), applied at start. */
 const SCHEMA_SQL = readFileSync(join(__dirname, 'orders.schema.sql'), 'utf8');
@@ -23,7 +25,7 @@ const STATEMENT_TIMEOUT_MS = 5_000;
 const SCHEMA_LOCK_KEY = 7_350_001;
 
 /** Values a query binds to `$1`, `$2`, … */
-export type SqlParam = string | number | Date | null;
+export type SqlParam = string | number | Date | null | string[];
 
 /**
  * The sample's PostgreSQL: through `pg` (a pool of 10) when `DATABASE_URL` is set, else an
@@ -41,7 +43,11 @@ export class OrdersDatabase implements OnModuleInit, OnApplicationShutdown {
   private opening?: Promise<PGlite>;
   private lastErrorLog = 0;
 
-  constructor(private readonly config: SampleConfig) {}
+  constructor(
+    private readonly config: SampleConfig,
+    /** Always provided by `OrdersDatabaseModule`; absent only for a database made by hand. */
+    @Optional() private readonly claim?: EmbeddedDatabaseClaim,
+  ) {}
 
   /** `'embedded'` or `DATABASE_URL` with its password hidden. */
   get description(): string {
@@ -124,11 +130,15 @@ export class OrdersDatabase implements OnModuleInit, OnApplicationShutdown {
     }
   }
 
-  /** Starts the embedded engine (in memory) and applies the schema. */
+  /**
+   * Starts the embedded engine (in memory) and applies the schema, once this instance holds the
+   * embedded database's claim (`EmbeddedDatabaseClaim`).
+   */
   private async openEmbedded(): Promise<PGlite> {
+    await this.claim?.take();
     const { PGlite } = await import('@electric-sql/pglite');
     const db = await PGlite.create();
-    await db.query(SCHEMA_SQL);
+    await db.exec(SCHEMA_SQL);
     return db;
   }
 
@@ -140,7 +150,10 @@ export class OrdersDatabase implements OnModuleInit, OnApplicationShutdown {
   }
 }
 
-/** Provides `OrdersDatabase` to every module of the sample. */
+/**
+ * Provides `OrdersDatabase` to every module of the sample; on the embedded database, refuses to
+ * start beside another instance on the same Redis (`EmbeddedDatabaseClaim`).
+ */
 @Global()
-@Module({ providers: [OrdersDatabase], exports: [OrdersDatabase] })
+@Module({ providers: [OrdersDatabase, EmbeddedDatabaseClaim], exports: [OrdersDatabase] })
 export class OrdersDatabaseModule {}

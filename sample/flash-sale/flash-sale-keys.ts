@@ -30,10 +30,29 @@ export interface SaleKeys {
    * is written yet or not): how `GET /orders/:orderId` tells a pending order from an unknown id.
    */
   orders: string;
+  /**
+   * ZSET: orderId → when its unit was taken (epoch ms): every unit taken and not settled yet,
+   * i.e. neither its row written nor the unit back in stock. `SaleSettler` settles those older
+   * than `saleHoldMs`.
+   */
+  holds: string;
+  /** HASH: orderId → order JSON of every unit that went back on sale (`state: 'released'`). */
+  released: string;
 }
 
 /** The keys of the sale of `sku` under `prefix`. */
 export function saleKeys(prefix: string, sku: string): SaleKeys {
   const base = `${prefix}sale:{${sku}}`;
-  return { sale: base, buyers: `${base}:buyers`, orders: `${base}:orders` };
+  return {
+    sale: base,
+    buyers: `${base}:buyers`,
+    orders: `${base}:orders`,
+    holds: `${base}:holds`,
+    released: `${base}:released`,
+  };
+}
+
+/** SET of the skus of every sale opened under `prefix`: the sales `SaleSettler` looks at. */
+export function salesIndexKey(prefix: string): string {
+  return `${prefix}sales`;
 }

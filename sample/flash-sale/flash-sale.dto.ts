@@ -56,8 +56,11 @@ export interface OrderRow extends Order {
   createdAt: string;
 }
 
-/** Where an order is: queued (`pending`), written to the database, or given up on (dead task). */
-export type OrderState = 'pending' | 'created' | 'failed';
+/**
+ * Where an order is: queued or not settled yet (`pending`), written to the database (`created`),
+ * given up on (`failed`: dead task), or never confirmed and its unit back on sale (`released`).
+ */
+export type OrderState = 'pending' | 'created' | 'failed' | 'released';
 
 /** Answer of `GET /orders/:orderId`. */
 export interface OrderView extends Order {

@@ -1,3 +1,4 @@
+import type { Order } from './flash-sale.dto';
 import { SampleError } from '../common/sample.error';
 
 /** No sale has this sku (HTTP 404). */
@@ -18,7 +19,10 @@ export class SaleExistsError extends SampleError {
   }
 }
 
-/** The stock is 0 (HTTP 410 Gone: it will not come back). */
+/**
+ * The stock is 0 (HTTP 410 Gone; a unit whose purchase was never confirmed may still go back on
+ * sale, see `SaleSettler`).
+ */
 export class SoldOutError extends SampleError {
   readonly kind = 'gone';
 
@@ -47,12 +51,38 @@ export class AlreadyBoughtError extends SampleError {
   }
 }
 
-/** No order has this id (HTTP 404): never sold, or its unit went back to the stock. */
+/** No order has this id (HTTP 404): never sold (an order whose unit went back on sale is `released`). */
 export class OrderNotFoundError extends SampleError {
   readonly kind = 'not-found';
 
   constructor(readonly orderId: string) {
     super(`no order '${orderId}'`, { orderId });
+  }
+}
+
+/**
+ * A unit was taken from the stock for this buyer, but the purchase could not be confirmed (the
+ * sale's write or its order's enqueue did not reach a replica, Redis timed out…): HTTP 503 +
+ * `Retry-After`, naming the order so the buyer can follow it. Within `holdMs` of the purchase
+ * (plus the time Redis takes to recover) the order either is written (`GET /orders/:id` says
+ * `created`) or its unit goes back on sale (`released`); the buyer is never charged unseen.
+ */
+export class OrderUnconfirmedError extends SampleError {
+  readonly kind = 'unavailable';
+
+  constructor(
+    readonly order: Order,
+    holdMs: number,
+    /** Why it is not confirmed, e.g. the message of the Redis error. */
+    readonly reason: string,
+  ) {
+    const orderUrl = `/orders/${order.orderId}`;
+    super(
+      `order ${order.orderId} of user '${order.userId}' for '${order.sku}' is not confirmed ` +
+        `(${reason}); follow ${orderUrl}: it is written or its unit goes back on sale ` +
+        `within ${holdMs} ms once Redis is back`,
+      { sku: order.sku, userId: order.userId, orderId: order.orderId, orderUrl },
+    );
   }
 }
 

@@ -4,10 +4,15 @@ import { FlashSaleService } from './flash-sale.service';
 import { OrdersController } from './orders.controller';
 import { OrdersRepository } from './orders.repository';
 import { OrdersWorker } from './orders.worker';
+import { SaleSettler } from './sale-settler';
 import { SaleEvents } from './sale-events';
 import { SaleExistsGuard, SoldOutGuard } from './sale.guards';
+import { UnitReleaser } from './unit-releaser';
 
-/** The flash sale: `/flash-sales` and `/orders` endpoints, the `orders` worker and its table. */
+/**
+ * The flash sale: `/flash-sales` and `/orders` endpoints, the `orders` worker and its table, and
+ * the sweeper that settles every unit taken (`SaleSettler`).
+ */
 @Module({
   controllers: [FlashSaleController, OrdersController],
   providers: [
@@ -16,7 +21,9 @@ import { SaleExistsGuard, SoldOutGuard } from './sale.guards';
     OrdersWorker,
     SaleEvents,
     SaleExistsGuard,
+    SaleSettler,
     SoldOutGuard,
+    UnitReleaser,
   ],
 })
 export class FlashSaleModule {}

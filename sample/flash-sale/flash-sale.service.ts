@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { type Lock, LockService, QueueError, QueueFullError, QueueService } from '../../lib';
 import { outageOf } from '../common/outage';
+import { SampleConfig } from '../config/sample-config';
 import { requireLock } from '../common/require-lock';
 import { SampleRedis } from '../redis/sample-redis';
 import type {
@@ -14,6 +15,7 @@ import type {
 import {
   AlreadyBoughtError,
   OrderNotFoundError,
+  OrderUnconfirmedError,
   ReplicaLagError,
   SaleExistsError,
   SaleNotFoundError,
@@ -22,11 +24,13 @@ import {
 import {
   ORDERS_QUEUE,
   saleKeys,
+  salesIndexKey,
   STOCK_LOCK_TEMPLATE,
   stockLockKey,
   type SaleKeys,
 } from './flash-sale-keys';
 import { OrdersRepository } from './orders.repository';
+import { UnitReleaser } from './unit-releaser';
 
 /**
  * The stock lock of a purchase: buyers wait up to 2 s in a first-come-first-served line (then
@@ -34,7 +38,9 @@ import { OrdersRepository } from './orders.repository';
  */
 const STOCK_LOCK = { waitMs: 2_000, label: STOCK_LOCK_TEMPLATE } as const;
 
-/** On a Cluster: the replicas a sale and its order must reach before the buyer gets 202. */
+/**
+ * On a Cluster or Sentinel: the replicas a sale and its order must reach before the buyer gets 202.
+ */
 const REPLICA_WAIT = { replicas: 1, timeoutMs: 1_000 } as const;
 
 /** One buyer's purchase, an item of a sale batch. */
@@ -63,6 +69,8 @@ export class FlashSaleService {
     private readonly queues: QueueService,
     private readonly locks: LockService,
     private readonly rows: OrdersRepository,
+    private readonly releaser: UnitReleaser,
+    private readonly config: SampleConfig,
   ) {}
 
   /**
@@ -74,6 +82,8 @@ export class FlashSaleService {
     const k = this.keys(sku);
     requireLock(this.locks, stockLockKey(sku), 'FlashSaleService.create');
     if (await this.redis.client.exists(k.sale)) throw new SaleExistsError(sku);
+    // Indexed first, so that `SaleSettler` finds every sale that can have units to settle.
+    await this.redis.client.sadd(salesIndexKey(this.redis.prefix), sku);
     await this.redis.client.hset(k.sale, { stock, sold: 0, price, seq: 0 });
     return { sku, stock, sold: 0, orders: 0, pending: 0 };
   }
@@ -90,13 +100,17 @@ export class FlashSaleService {
    * Backpressure: when the `orders` queue is full (`maxSize`), the unit goes back to the stock
    * under the same lock and the buyer gets `QueueFullError` (503 + Retry-After).
    *
+   * When the enqueue failed after the sale for another reason (Redis trouble), the unit stays
+   * taken and held, and the buyer gets `OrderUnconfirmedError` (503 naming the order):
+   * `SaleSettler` writes it or puts it back on sale within `saleHoldMs`, retry or not.
+   *
    * A user who bought already is refused; if their order was never written, it is enqueued
-   * again first. So when the enqueue failed after the sale for another reason (Redis trouble:
-   * the buyer got a 503), the buyer's retry repairs it: enqueueing an id twice adds it once, and
-   * the worker writes a row once.
+   * again first, so a retry settles the order sooner: enqueueing an id twice adds it once, and
+   * the worker writes a row once (none if the unit went back on sale meanwhile).
    * @returns the order id and where to follow it
    * @throws SaleNotFoundError, AlreadyBoughtError (one unit per buyer), SoldOutError,
-   *   QueueFullError (503), LockTimeoutError (the stock lock could not be had within 2 s: 423)
+   *   QueueFullError (503), OrderUnconfirmedError (503), LockTimeoutError (the stock lock could
+   *   not be had within 2 s: 423)
    */
   async buy(sku: string, userId: string): Promise<BuyAccepted> {
     const { order, repeated } = await this.locks.withLockBatch(
@@ -158,9 +172,10 @@ export class FlashSaleService {
 
   /**
    * Where the order `orderId` of the sale of `sku` is: `created` (its row), `failed` (its task
-   * went to the dead letters) or `pending`. A pending order is waited for up to `waitMs` through
-   * `QueueService.waitFor` (no polling), then looked up again.
-   * @throws OrderNotFoundError for an id never sold (or whose unit went back to the stock)
+   * went to the dead letters), `released` (never confirmed: its unit went back on sale) or
+   * `pending`. A pending order is waited for up to `waitMs` through `QueueService.waitFor` (no
+   * polling), then looked up again.
+   * @throws OrderNotFoundError for an id never sold
    */
   async order(orderId: string, sku: string, waitMs: number): Promise<OrderView> {
     const view = await this.lookUp(orderId, sku);
@@ -168,7 +183,7 @@ export class FlashSaleService {
     try {
       await this.queues.waitFor(ORDERS_QUEUE, orderId, { timeoutMs: waitMs });
     } catch (err) {
-      // Timed out, or no task (its enqueue failed: the buyer's retry enqueues it): still pending.
+      // Timed out, or no task (its enqueue failed: `SaleSettler` settles it): still pending.
       if (!(err instanceof QueueError)) throw err;
       return view;
     }
@@ -183,7 +198,18 @@ export class FlashSaleService {
       return undefined;
     });
     if (row) return { ...row, state: 'created' };
-    const json = await this.redis.client.hget(this.keys(sku).orders, orderId);
+    const k = this.keys(sku);
+    const [json, released] = (await this.redis.exec(
+      this.redis.client.pipeline().hget(k.orders, orderId).hget(k.released, orderId),
+    )) as [string | null, string | null];
+    if (json === null && released !== null) {
+      return {
+        ...(JSON.parse(released) as Order),
+        state: 'released',
+        fence: null,
+        createdAt: null,
+      };
+    }
     if (json === null) throw new OrderNotFoundError(orderId);
     const task = await this.queues.get(ORDERS_QUEUE, orderId);
     // A task completed since `find` ran has its row now.
@@ -249,37 +275,48 @@ export class FlashSaleService {
         .hincrby(k.sale, 'sold', units.length)
         .hincrby(k.sale, 'seq', units.length)
         .hset(k.buyers, Object.fromEntries(units.map((o) => [o.userId, JSON.stringify(o)])))
-        .hset(k.orders, Object.fromEntries(units.map((o) => [o.orderId, JSON.stringify(o)]))),
+        .hset(k.orders, Object.fromEntries(units.map((o) => [o.orderId, JSON.stringify(o)])))
+        // Every unit taken is held until it is settled: its row written, or back on sale.
+        .zadd(k.holds, ...units.flatMap((o) => [Date.parse(o.boughtAt), o.orderId])),
     );
-    // On a Cluster, a sale a failover could still lose (its master not yet replicated) is not
-    // answered 202: the buyers get 503 and their retry finds their unit (409, order enqueued)
-    // or, if the write was lost, buys again. Without it, a promoted replica would sell the same
-    // units a second time.
-    if (this.redis.cluster) await this.waitForReplica(k.sale);
-    // Still under the lock: an order the full queue refuses gives its unit back before anyone
-    // else can see the stock. Any other enqueue failure leaves the unit sold and recorded; the
-    // buyer's retry enqueues it (see `buy`).
-    const enqueued = await Promise.allSettled(units.map((order) => this.enqueue(order)));
     const refused = new Map<string, Error>();
-    enqueued.forEach((outcome, i) => {
-      if (outcome.status === 'rejected') refused.set(units[i].userId, outcome.reason as Error);
-    });
-    const returned = units.filter((o) => refused.get(o.userId) instanceof QueueFullError);
-    if (returned.length > 0) {
-      await this.redis.exec(
-        this.redis.client
-          .multi()
-          .hincrby(k.sale, 'stock', returned.length)
-          .hincrby(k.sale, 'sold', -returned.length)
-          .hdel(k.buyers, ...returned.map((o) => o.userId))
-          .hdel(k.orders, ...returned.map((o) => o.orderId)),
+    try {
+      // On a Cluster or Sentinel, a sale a failover could still lose (its master not yet
+      // replicated) is not answered 202: the buyers get 503. Without it, a promoted replica would
+      // sell the same units a second time.
+      if (this.redis.replicated) await this.waitForReplica(k.sale);
+      // Still under the lock: an order the full queue refuses gives its unit back before anyone
+      // else can see the stock.
+      const enqueued = await Promise.allSettled(units.map((order) => this.enqueue(order)));
+      enqueued.forEach((outcome, i) => {
+        if (outcome.status === 'rejected') refused.set(units[i].userId, outcome.reason as Error);
+      });
+      const full = units.filter((o) => refused.get(o.userId) instanceof QueueFullError);
+      await this.releaser.release(
+        sku,
+        full.map((o) => o.orderId),
       );
+    } catch (err) {
+      for (const o of units) refused.set(o.userId, err as Error);
     }
-    // A refused unit's buyer gets the refusal, also for a second press in this same batch (whose
-    // `repeated` answer names the unit that just went back to the stock).
-    return results.map((result) =>
-      result instanceof Error ? result : (refused.get(result.order.userId) ?? result),
-    );
+    // A 202 promises the order: only while `SaleSettler` cannot have given the unit back yet (it
+    // waits `saleHoldMs`), so a purchase that took longer than half of it is not confirmed.
+    const tookMs = Date.now() - Date.parse(units[0].boughtAt);
+    const late = tookMs > this.config.saleHoldMs / 2;
+    // Any other failure leaves the unit taken and held, and its buyer is told which order to
+    // follow (503 naming it): `SaleSettler` settles it within the hold, whether or not the buyer
+    // retries (a retry meanwhile enqueues it again, see `buy`). A refused unit's buyer gets the
+    // refusal, also for a second press in this same batch.
+    return results.map((result) => {
+      if (result instanceof Error) return result;
+      const err = refused.get(result.order.userId);
+      if (err instanceof QueueFullError) return err;
+      if (err === undefined && !(late && boughtNow.get(result.order.userId) === result.order)) {
+        return result;
+      }
+      const reason = err?.message ?? `confirmed ${tookMs} ms after the sale, too late`;
+      return new OrderUnconfirmedError(result.order, this.config.saleHoldMs, reason);
+    });
   }
 
   private keys(sku: string): SaleKeys {
@@ -297,13 +334,13 @@ export class FlashSaleService {
   }
 
   /**
-   * Enqueues the order (task id = order id); on a Cluster, waits for a replica to have it
-   * (`QueueReplicationError` otherwise: 503, and the buyer's retry enqueues it again).
+   * Enqueues the order (task id = order id); on a Cluster or Sentinel, waits for a replica to have
+   * it (`QueueReplicationError` otherwise: the buyer gets a 503 naming the order).
    */
   private enqueue(order: Order): Promise<number> {
     return this.queues.enqueue(ORDERS_QUEUE, order.orderId, {
       payload: order,
-      ...(this.redis.cluster && { waitForReplicas: REPLICA_WAIT }),
+      ...(this.redis.replicated && { waitForReplicas: REPLICA_WAIT }),
     });
   }
 

@@ -9,6 +9,7 @@ export function salePage(sku: string): string {
 <html lang="en">
 <head>
 <meta charset="utf-8">
+<link rel="icon" href="data:,">
 <title>flash sale ${sku}</title>
 <style>
   body { font: 14px/1.4 system-ui, sans-serif; margin: 2rem; max-width: 48rem; }
@@ -21,7 +22,7 @@ export function salePage(sku: string): string {
 <h1>Flash sale <code>${sku}</code></h1>
 <div id="counts">connecting…</div>
 <form id="buy">
-  <input id="user" placeholder="userId" required pattern="[A-Za-z0-9][A-Za-z0-9._:-]{0,63}">
+  <input id="user" placeholder="userId" required pattern="[A-Za-z0-9][A-Za-z0-9._:\\-]{0,63}">
   <button>Buy</button> <span id="order"></span>
 </form>
 <h2>Events</h2>

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { constants } from 'node:os';
 import { join } from 'node:path';
 import { startPostgresServer, type PostgresServer } from '../../scripts/postgres-server';
 import { startRedisServer, type RedisServer } from '../../scripts/redis-server';
@@ -22,7 +23,9 @@ const START_TIMEOUT_MS = 120_000;
  * Starts `count` instances of the sample (`sample/main.ts`, each its own process on a free port)
  * on one Redis — `REDIS_URL`, else a private redis-server — with their orders in one PostgreSQL
  * (`database: 'postgres'`: `DATABASE_URL`, else a private server, see `ensure-postgres`) or, for
- * one instance, the embedded one.
+ * one instance, the embedded one. Until `stop`, a SIGINT or SIGTERM to this process stops them
+ * all (and removes the database folder) before it exits: `kill` of `npm run sample:load` leaves
+ * no process behind.
  */
 export async function startSampleInstances(
   count: number,
@@ -31,7 +34,13 @@ export async function startSampleInstances(
   let redis: RedisServer | undefined;
   let postgres: PostgresServer | undefined;
   const children: ChildProcess[] = [];
-  const stop = async () => {
+  let stopping: Promise<void> | undefined;
+  const stop = () => {
+    stopping ??= stopAll();
+    return stopping;
+  };
+  const stopAll = async () => {
+    process.off('SIGINT', onSignal).off('SIGTERM', onSignal);
     await Promise.all(
       children.map(
         (child) =>
@@ -49,6 +58,12 @@ export async function startSampleInstances(
     await postgres?.destroy();
     await redis?.stop();
   };
+  // Node's default for these signals ends the process at once, 'exit' handlers unrun.
+  const onSignal = (signal: NodeJS.Signals) => {
+    console.error(`${signal}: stopping the sample instances and the servers started for them…`);
+    void stop().finally(() => process.exit(128 + (constants.signals[signal] ?? 0)));
+  };
+  process.once('SIGINT', onSignal).once('SIGTERM', onSignal);
   try {
     let redisUrl = process.env.REDIS_URL;
     if (!redisUrl) {

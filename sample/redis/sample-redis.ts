@@ -7,7 +7,7 @@ const COMMAND_TIMEOUT_MS = 2_000;
 
 /**
  * The sample's own Redis client, for its data (sales, buyers, orders, desk holders): a `Redis`
- * on `redisUrl`, or a `Cluster` on `redisClusterNodes` (each sale's keys share the hash tag
+ * on `redisUrl` or through `redisSentinels`, or a `Cluster` on `redisClusterNodes` (each sale's keys share the hash tag
  * `{sku}`, the desk's `{desk}`, so every MULTI stays in one slot). The library keeps its own
  * connection for locks and queues; both use the same Redis and key prefix. Every command is
  * bounded (`commandTimeout`); the client is closed on application shutdown, after the queue
@@ -16,8 +16,11 @@ const COMMAND_TIMEOUT_MS = 2_000;
 @Injectable()
 export class SampleRedis implements OnApplicationShutdown {
   readonly client: Redis | Cluster;
-  /** Whether `client` is a Cluster client (the sale then waits for a replica after a sale). */
-  readonly cluster: boolean;
+  /**
+   * Whether a failover can promote a replica (a Cluster or Sentinel client): a sale then waits
+   * for a replica to have its writes before its buyers get 202.
+   */
+  readonly replicated: boolean;
   /** The configured `keyPrefix`, put before every key of the sample. */
   readonly prefix: string;
   private readonly logger = new Logger('SampleRedis');
@@ -27,16 +30,26 @@ export class SampleRedis implements OnApplicationShutdown {
     this.prefix = config.keyPrefix;
     const bounded = { commandTimeout: COMMAND_TIMEOUT_MS, maxRetriesPerRequest: 1 };
     const nodes = config.redisClusterNodes;
-    this.cluster = nodes !== undefined;
-    this.client = nodes
-      ? new Cluster(
-          nodes.map((n) => ({ ...n })),
-          { redisOptions: bounded },
-        )
-      : new Redis(config.redisUrl, bounded);
+    const sentinels = config.redisSentinels;
+    this.replicated = nodes !== undefined || sentinels !== undefined;
+    const list = (of: ReadonlyArray<{ host: string; port: number }>) =>
+      of.map((n) => `${n.host}:${n.port}`).join(',');
+    if (nodes) {
+      this.client = new Cluster(
+        nodes.map((n) => ({ ...n })),
+        { redisOptions: bounded },
+      );
+    } else if (sentinels) {
+      const name = config.redisSentinelName;
+      this.client = new Redis({ sentinels: sentinels.map((n) => ({ ...n })), name, ...bounded });
+    } else {
+      this.client = new Redis(config.redisUrl, bounded);
+    }
     const where = nodes
-      ? `Cluster ${nodes.map((n) => `${n.host}:${n.port}`).join(',')}`
-      : redactRedisUrl(config.redisUrl);
+      ? `Cluster ${list(nodes)}`
+      : sentinels
+        ? `Sentinel ${config.redisSentinelName} at ${list(sentinels)}`
+        : redactRedisUrl(config.redisUrl);
     this.client.on('error', (err: Error) => {
       // One line per 5 s at most: a Redis that is down makes ioredis report every retry.
       if (Date.now() - this.lastErrorLog < 5_000) return;

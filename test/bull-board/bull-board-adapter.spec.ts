@@ -43,6 +43,18 @@ describe('RedisLockQueueAdapter', () => {
     expect(new RedisLockQueueAdapter(queues, typed, { prefix: 'eu:' }).getName()).toBe('eu:typed');
   });
 
+  it('is read-only unless readOnlyMode: false is given (then it offers retries)', () => {
+    const unset = new RedisLockQueueAdapter(queues, 'orders');
+    expect([unset.readOnlyMode, unset.allowRetries]).toEqual([true, false]);
+    const opted = new RedisLockQueueAdapter(queues, 'orders', { readOnlyMode: false });
+    expect([opted.readOnlyMode, opted.allowRetries]).toEqual([false, true]);
+    const noRetries = new RedisLockQueueAdapter(queues, 'orders', {
+      readOnlyMode: false,
+      allowRetries: false,
+    });
+    expect([noRetries.readOnlyMode, noRetries.allowRetries]).toEqual([false, false]);
+  });
+
   it('shows the displayName and description it is given', () => {
     const adapter = new RedisLockQueueAdapter(queues, 'orders', {
       displayName: 'Orders',

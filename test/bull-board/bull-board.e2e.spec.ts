@@ -40,9 +40,11 @@ class BoardQueues implements OnModuleInit {
       'page',
       'parents',
     ]) {
-      this.board.addQueue(new RedisLockQueueAdapter(this.queues, name));
+      this.board.addQueue(new RedisLockQueueAdapter(this.queues, name, { readOnlyMode: false }));
     }
     this.board.addQueue(new RedisLockQueueAdapter(this.queues, 'audit', { readOnlyMode: true }));
+    // No options: read-only by default, as the app has not opted in to actions.
+    this.board.addQueue(new RedisLockQueueAdapter(this.queues, 'unset'));
   }
 }
 
@@ -475,5 +477,33 @@ describe('RedisLockQueueAdapter in bull-board (@bull-board/nestjs, Express)', ()
     expect((await api().put('/board/api/queues/audit/z1/retry')).status).toBe(405);
     expect((await api().put('/board/api/queues/audit/pause')).status).toBe(405);
     expect(await queues.stats('audit')).toMatchObject({ dead: 1, paused: false });
+  });
+
+  it('is read-only unless the app opts in: bull-board refuses add, retry, clean, empty and pause with 405', async () => {
+    await killTasks(queues, 'unset', ['u1']);
+    await queues.enqueue('unset', 'u2');
+    const q = await board('unset');
+    expect(q.readOnlyMode).toBe(true);
+    expect(q.counts).toMatchObject({ failed: 1, waiting: 1 });
+    const refused: Array<[string, Promise<{ status: number }>]> = [
+      [
+        'add',
+        api()
+          .post('/board/api/queues/unset/add')
+          .send({ name: 'x', data: { evil: 1 } }),
+      ],
+      ['retry', api().put('/board/api/queues/unset/u1/retry')],
+      ['clean job', api().put('/board/api/queues/unset/u2/clean')],
+      ['clean failed', api().put('/board/api/queues/unset/clean/failed')],
+      ['pause', api().put('/board/api/queues/unset/pause')],
+      ['empty', api().put('/board/api/queues/unset/empty')],
+    ];
+    for (const [action, res] of refused) {
+      expect([action, (await res).status]).toEqual([action, 405]);
+    }
+    expect(await queues.stats('unset')).toMatchObject({ dead: 1, ready: 1, paused: false });
+    expect(
+      (await queues.list('unset', 'ready', { offset: 0, limit: 10 })).map((t) => t.id),
+    ).toEqual(['u2']);
   });
 });

@@ -19,6 +19,7 @@ import {
   queueNameOf,
   recentEventsKey,
 } from '../../lib/dashboard/dashboard-keys';
+import { resolveDashboardOptions } from '../../lib/dashboard/dashboard-options';
 import { LOCAL_REPORT_STALE_MS, RECENT_EVENTS_MAX } from '../../lib/dashboard/dashboard-recorder';
 import {
   DashboardService,
@@ -52,6 +53,8 @@ describe('RedisLockDashboardModule.forRoot options', () => {
     ['maxScanKeys', 10],
     ['maxLocks', 0],
     ['maxLocks', 1.5],
+    ['overviewIntervalMs', 10],
+    ['overviewIntervalMs', '500'],
     ['colour', 'blue'],
   ])("names '%s' when it is %p", (option, value) => {
     const key = option.replace(/\[\d+\]$/, '') as keyof RedisLockDashboardOptions;
@@ -76,8 +79,21 @@ describe('RedisLockDashboardModule.forRoot options', () => {
         queues: ['orders'],
         maxScanKeys: 100,
         maxLocks: 1_000,
+        overviewIntervalMs: 60_000,
       }),
     ).not.toThrow();
+  });
+
+  it('is read-only unless the app opts in: with guards, or with readOnly: false', () => {
+    const guard = { canActivate: () => true };
+    const readOnly = (options: RedisLockDashboardOptions) =>
+      resolveDashboardOptions(options).readOnly;
+    expect(readOnly({})).toBe(true);
+    expect(readOnly({ guards: [] })).toBe(true);
+    expect(readOnly({ guards: [guard] })).toBe(false);
+    expect(readOnly({ readOnly: false })).toBe(false);
+    expect(readOnly({ guards: [guard], readOnly: true })).toBe(true);
+    expect(resolveDashboardOptions({}).overviewIntervalMs).toBe(500);
   });
 });
 
@@ -87,24 +103,30 @@ describe('dashboard key names', () => {
   it('finds the lock whose value key it scanned (never one of its other keys)', () => {
     fc.assert(
       fc.property(fc.constantFrom('', 'app:', 'x{y}:'), names, (prefix, name) => {
+        // Every name has keys of its own (`a` and `{a}` too): the name found is the name.
         const keys = lockRedisKeys(prefix, name);
-        const found = lockNameOf(prefix, keys.value);
-        if (keys.value.endsWith(':fence')) return found === undefined;
-        // `a` and `{a}` share their keys: the name found must lead back to the same key.
-        return found !== undefined && lockRedisKeys(prefix, found).value === keys.value;
+        return (
+          lockNameOf(prefix, keys.value) === name && lockNameOf(prefix, keys.fence) === undefined
+        );
       }),
     );
     expect(lockNameOf('', lockRedisKeys('', 'order:1').fence)).toBeUndefined();
   });
 
+  it('skips keys under lock: and queue: that no name has (written by something else)', () => {
+    for (const part of ['}}', '{}', 'x', '{x', '{a}b}', '{a}}', '{ab}a}b}}']) {
+      expect([part, lockNameOf('p:', `p:lock:${part}`)]).toEqual([part, undefined]);
+      expect([part, queueNameOf('p:', `p:queue:${part}:dead`, ['dead'])]).toEqual([
+        part,
+        undefined,
+      ]);
+    }
+  });
+
   it('finds the queue of a scanned queue key', () => {
     fc.assert(
       fc.property(fc.constantFrom('', 'p:', 'x{y}:'), names, (prefix, name) => {
-        const found = queueNameOf(prefix, queueRedisKeys(prefix, name).dead, ['dead']);
-        return (
-          found !== undefined &&
-          queueRedisKeys(prefix, found).dead === queueRedisKeys(prefix, name).dead
-        );
+        return queueNameOf(prefix, queueRedisKeys(prefix, name).dead, ['dead']) === name;
       }),
     );
     expect(queueNameOf('p:', queueRedisKeys('p:', 'q').wake, ['dead'])).toBeUndefined();
@@ -275,7 +297,8 @@ describe('GET api/overview: callers waiting inside each instance', () => {
     });
     await holder.release();
     await Promise.all(waiters);
-    expect(await shown('order:7')).toBeUndefined();
+    // The overview is shared for overviewIntervalMs (500 ms): a later poll drops it.
+    await waitFor('order:7 no longer held', async () => (await shown('order:7')) === undefined);
   });
 
   it('shows 2 waiting on another process while two of its callers wait behind its holder, and drops them once served', async () => {
@@ -389,7 +412,7 @@ describe('GET api/queues/:queue/tasks: outcomes of tasks, and cancel from the pa
 
   it('lists completed tasks with their result and progress, a running one with its progress, cancelled ones with their error', async () => {
     const prefix = uniquePrefix('dash-outcomes');
-    const { app, url } = await startHttp(prefix);
+    const { app, url } = await startHttp(prefix, { readOnly: false });
     const queues = app.get(QueueService);
     const big = 'x'.repeat(5_000);
     const worker = queues.process('reports', async (task: RunningTask) => {
@@ -497,7 +520,7 @@ describe('GET api/queues/:queue/tasks: outcomes of tasks, and cancel from the pa
 
   it('refuses actions a browser sent from another site or origin (403), and lets same-origin and header-less clients through', async () => {
     const prefix = uniquePrefix('dash-cross-site');
-    const { app, url } = await startHttp(prefix);
+    const { app, url } = await startHttp(prefix, { readOnly: false });
     const queues = app.get(QueueService);
     await queues.enqueue('reports', ['c-1', 'c-2', 'c-3']);
     const cancel = (id: string, headers: Record<string, string>) =>

@@ -87,7 +87,8 @@ describe('RedisLockDashboardModule wiring', () => {
 
     const { instanceId } = await overview();
     expect(['orders', 'billing']).toContain(instanceId);
-    expect(warnings).toEqual([
+    // The other warning is that of a dashboard without guards (dashboard-hardening.spec.ts).
+    expect(warnings.filter((w) => !w.includes('has no guards'))).toEqual([
       `2 RedisLockModule instances in this application: the dashboard shows the one of instanceId '${instanceId}'`,
     ]);
   });

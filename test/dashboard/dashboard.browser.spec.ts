@@ -1,4 +1,6 @@
 import 'reflect-metadata';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import {
   type CanActivate,
   type ExecutionContext,
@@ -178,7 +180,7 @@ suite('RedisLockDashboardModule in Chromium', () => {
     'requeues a dead task on a click, and a worker process then runs it',
     async () => {
       const prefix = uniquePrefix('dash-queue');
-      const { app, url } = await startApp(prefix);
+      const { app, url } = await startApp(prefix, { readOnly: false });
       await deadTask(app.get(QueueService), 'mail', 'm-1');
       const worker = spawnTs('test/fixtures/dashboard-child.ts', [], {
         REDIS_URL: testRedisUrl(),
@@ -213,7 +215,7 @@ suite('RedisLockDashboardModule in Chromium', () => {
 
   it('shows completed tasks with their result and progress as text, cut, and cancels a delayed task on a click', async () => {
     const prefix = uniquePrefix('dash-outcome');
-    const { app, url } = await startApp(prefix);
+    const { app, url } = await startApp(prefix, { readOnly: false });
     const queues = app.get(QueueService);
     const worker = queues.process('reports', async (task: RunningTask) => {
       await task.progress({ done: 3, of: 3 });
@@ -344,5 +346,67 @@ suite('RedisLockDashboardModule in Chromium', () => {
       headers: { 'x-ops-token': 'let-me-in' },
     });
     expect(admitted.status).toBe(200);
+  });
+
+  it('renders under its CSP with no violation: read-only by default, no action button, sparkline drawn', async () => {
+    const prefix = uniquePrefix('dash-csp');
+    const { app, url } = await startApp(prefix);
+    await deadTask(app.get(QueueService), 'mail', 'm-9');
+    const page = await browser.newPage({ viewport: { width: 1200, height: 800 } });
+    page.setDefaultTimeout(UI_MS);
+    const problems: string[] = [];
+    page.on('console', (msg) => {
+      if (/Content Security Policy|Refused to/i.test(msg.text())) problems.push(msg.text());
+    });
+    page.on('pageerror', (err) => problems.push(`pageerror: ${err.message}`));
+    page.on('requestfailed', (req) => problems.push(`failed: ${req.url()}`));
+    // Chromium asks for /favicon.ico, which the app does not serve; every file of the page loads.
+    page.on('response', (res) => {
+      if (res.status() >= 400 && !res.url().endsWith('/favicon.ico')) {
+        problems.push(`${res.status()}: ${res.url()}`);
+      }
+    });
+    const response = await page.goto(`${url}#queues`);
+    expect(response?.status()).toBe(200);
+    expect(response?.headers()['content-security-policy']).toContain("frame-ancestors 'none'");
+    await page.locator('tr[data-testid="dead-row"][data-id="m-9"]').waitFor();
+    await page.getByTestId('read-only').waitFor();
+    // uPlot drew the queue's sparkline (a script and a style sheet of the page, under the CSP).
+    await page.locator('tr[data-testid="queue-row"][data-queue="mail"] canvas').waitFor();
+    expect(await page.getByTestId('requeue').count()).toBe(0);
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
+  it('is not rendered in a frame of a page on another origin', async () => {
+    const prefix = uniquePrefix('dash-frame');
+    const { url } = await startApp(prefix, { readOnly: false });
+    // The attacker's page: another port of 127.0.0.1, so another origin.
+    const evil: Server = createServer((_req, res) => {
+      res.setHeader('content-type', 'text/html');
+      res.end(`<!doctype html><iframe id="victim" src="${url}" width="800" height="600"></iframe>`);
+    });
+    await new Promise<void>((resolve) => evil.listen(0, '127.0.0.1', resolve));
+    try {
+      const page = await browser.newPage();
+      page.setDefaultTimeout(UI_MS);
+      const refusals: string[] = [];
+      page.on('console', (msg) => {
+        if (/frame/i.test(msg.text())) refusals.push(msg.text());
+      });
+      const { port } = evil.address() as AddressInfo;
+      // 'load' waits for the iframe's own load (or its error page).
+      expect((await page.goto(`http://127.0.0.1:${port}/`))?.status()).toBe(200);
+      const frame = page.frames().find((f) => f !== page.mainFrame());
+      expect(frame).toBeDefined();
+      expect(await frame!.locator('main#app').count()).toBe(0);
+      expect(frame!.url()).not.toBe(url);
+      expect(refusals.join('\n')).toContain(
+        `violates the following Content Security Policy directive: "frame-ancestors 'none'"`,
+      );
+      await page.close();
+    } finally {
+      await new Promise((resolve) => evil.close(resolve));
+    }
   });
 });

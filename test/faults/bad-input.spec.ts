@@ -9,6 +9,7 @@ import {
   LockKeyError,
   LockKeyValueMissingError,
   LockService,
+  PayloadTooLargeError,
   QueueError,
   QueueService,
   RedisLockError,
@@ -50,7 +51,8 @@ type ErrorClass =
   | typeof LockKeyError
   | typeof LockKeyValueMissingError
   | typeof RedisLockOptionsError
-  | typeof QueueError;
+  | typeof QueueError
+  | typeof PayloadTooLargeError;
 
 /** One invalid call and what it must reject with. */
 interface BadCall {
@@ -290,6 +292,13 @@ describe(`Fault: bad input fuzz (fast-check, ${RUNS} runs per call family, profi
         what: `enqueue('q', 'a', { payload: ${describeValue(payload)} })`,
         call: () => queues.enqueue('q', 'a', { payload }),
         expected: QueueError,
+        names: 'payload',
+      })),
+      // JSON text past the default maxPayloadBytes (1 MiB): from one byte over to 4 MiB.
+      fc.integer({ min: 1_048_575, max: 4_194_304 }).map((chars) => ({
+        what: `enqueue('q', 'a', { payload: <a string of ${chars} characters> })`,
+        call: () => queues.enqueue('q', 'a', { payload: 'x'.repeat(chars) }),
+        expected: PayloadTooLargeError,
         names: 'payload',
       })),
       fc.tuple(unknownOption(enqueueKeys), fc.anything()).map(([k, v]) => ({

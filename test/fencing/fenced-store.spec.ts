@@ -100,7 +100,7 @@ describe('FencedStore', () => {
 
     it("keeps a resource's own {tag}, so it shares the Cluster slot of the lock with that tag", async () => {
       expect(await store.write('{order:42}', 1, 'x')).toBe(true);
-      expect(await redis.exists(`${prefix}fenced:{order:42}`)).toBe(1);
+      expect(await redis.exists(`${prefix}fenced:{order:42}{}`)).toBe(1);
       // The keys the library builds for both hash to one Cluster slot.
       expect(clusterKeySlot(taggedKey(prefix, 'fenced', '{order:42}'))).toBe(
         clusterKeySlot(lockRedisKeys(prefix, '{order:42}').value),

@@ -52,7 +52,7 @@ describe('OpenTelemetry: handoffs, waiters and queue gauges (in-memory reader)',
       CALLERS: '1',
     });
     await lineFrom(other, /^parked$/, 60_000);
-    await waitForLine(redis, prefix, key, 1, 15_000);
+    await waitForLine(redis, prefix, key, 1, 30_000);
     // Three callers of ours wait in the local cohort.
     const order: number[] = [];
     const callers = [1, 2, 3].map((n) => locks.withLock(key, () => void order.push(n), o));

@@ -3,6 +3,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join, posix, relative, resolve } from 'node:path';
 import ts from 'typescript';
 import { extractQuickstart, readmeQuickstart } from '../../scripts/quickstart';
+import { typeCheck } from '../support/type-check';
 
 const root = resolve(__dirname, '../..');
 const fixture = (name: string) => join(__dirname, 'fixtures', name);
@@ -51,23 +52,9 @@ function compileAgainstDist(
     paths: { 'nestjs-redis-lock': ['dist/index.d.ts'] },
     ...extra,
   };
-  const host = ts.createCompilerHost(options);
-  const { getSourceFile, fileExists, readFile } = host;
-  host.fileExists = (f) => virtual.has(f) || fileExists(f);
-  host.directoryExists = (d) =>
-    [...virtual.keys()].some((f) => f.startsWith(`${d}/`)) || ts.sys.directoryExists(d);
-  host.readFile = (f) => virtual.get(f) ?? readFile(f);
-  host.getSourceFile = (f, language, ...rest) =>
-    virtual.has(f)
-      ? ts.createSourceFile(f, virtual.get(f)!, language)
-      : getSourceFile(f, language, ...rest);
-  const program = ts.createProgram([...files, ...virtual.keys()], options, host);
   const byFile = new Map<string, string[]>();
-  for (const d of ts.getPreEmitDiagnostics(program)) {
-    const where = d.file ? relative(root, d.file.fileName) : '(global)';
-    if (where.startsWith('node_modules/')) continue; // third-party declarations are not ours
-    const line = `TS${d.code} ${ts.flattenDiagnosticMessageText(d.messageText, ' ')}`;
-    byFile.set(where, [...(byFile.get(where) ?? []), line]);
+  for (const d of typeCheck(root, files, options, virtual)) {
+    byFile.set(d.file, [...(byFile.get(d.file) ?? []), d.text]);
   }
   return byFile;
 }

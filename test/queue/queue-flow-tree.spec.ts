@@ -39,6 +39,16 @@ const shapeOf = (node: FlowNode): FlowTaskIds => ({
   ...(node.children?.length ? { children: node.children.map(shapeOf) } : {}),
 });
 
+/** The `FlowError` `planFlow(flow)` refuses `flow` with (undefined when it plans it). */
+function refusal(flow: unknown): FlowError | undefined {
+  try {
+    planFlow(flow);
+  } catch (e) {
+    return e as FlowError;
+  }
+  return undefined;
+}
+
 describe('planFlow (the checks of enqueueFlow before anything is written)', () => {
   it('plans every node once, parents before their children, and returns the ids in the tree’s shape', () => {
     fc.assert(
@@ -93,14 +103,7 @@ describe('planFlow (the checks of enqueueFlow before anything is written)', () =
             ...tree,
             children: [...(tree.children ?? []), { ...copied, children: [] }],
           };
-          const err = (() => {
-            try {
-              planFlow(twice);
-            } catch (e) {
-              return e as FlowError;
-            }
-            return undefined;
-          })();
+          const err = refusal(twice);
           expect(err).toBeInstanceOf(FlowError);
           expect(err?.node).toBe(`'${copied.queue}:${copied.id}'`);
         },
@@ -111,16 +114,28 @@ describe('planFlow (the checks of enqueueFlow before anything is written)', () =
   it('refuses bad nodes anywhere, naming their path', () => {
     const bad = [null, 7, 'x', [], { queue: '', id: 1 }, { queue: 'a' }, { queue: 'a', id: {} }];
     for (const node of bad) {
-      const err = (() => {
-        try {
-          planFlow({ queue: 'a', id: 'r', children: [{ queue: 'b', id: 'k', children: [node] }] });
-        } catch (e) {
-          return e as FlowError;
-        }
-        return undefined;
-      })();
+      const err = refusal({
+        queue: 'a',
+        id: 'r',
+        children: [{ queue: 'b', id: 'k', children: [node] }],
+      });
       expect(err).toBeInstanceOf(FlowError);
       expect(err?.node).toBe("'b:k'.children[0]");
+    }
+  });
+
+  it("refuses an id with NUL, which would let one parent's child outcomes be another's", () => {
+    // Unrefused, parents 'a' (child c:'x\0c:2') and 'a\0c:x' (child c:'2') of one queue
+    // shared the outcome field 'a\0c:x\0c:2': the second parent waited for its children forever.
+    for (const flow of [
+      { queue: 'P', id: 'a\0c:x', children: [{ queue: 'c', id: '2' }] },
+      { queue: 'P', id: 'a', children: [{ queue: 'c', id: 'x\0c:2' }] },
+    ]) {
+      const err = refusal(flow);
+      expect(err).toBeInstanceOf(FlowError);
+      expect(err?.argument).toBe('id');
+      expect(err?.node).toBe(flow.id === 'a' ? "'P:a'.children[0]" : 'root');
+      expect(err?.message).toContain('a flow task id without NUL');
     }
   });
 

@@ -110,5 +110,5 @@ describe('QueueService groups across 3 worker processes × concurrency 8', () =>
       const once = ran.filter((id, i) => id !== ran[i - 1]);
       expect(once).toEqual(groupIds(q, g));
     }
-  });
+  }, 150_000); // two worker processes start again (ts-node) and three waits of up to 30 s each
 });

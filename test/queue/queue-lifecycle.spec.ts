@@ -458,6 +458,51 @@ describe('A task’s life in a worker', () => {
       ]);
     });
 
+    it("step jobs in BullMQ's order: task.delay(ms), then task.update({ step }) applies while the task waits; refused once it was claimed again", async () => {
+      const q = fresh();
+      const steps: string[] = [];
+      const refused = deferred<unknown>();
+      work(
+        q,
+        async (task: RunningTask<{ step: string }>) => {
+          steps.push(`${task.id}:${task.payload!.step}`);
+          if (task.id === 'order' && task.payload!.step === 'reserve') {
+            await task.delay(20);
+            await task.update({ step: 'charge' });
+            await task.progress('reserved');
+          } else if (task.id === 'order' && task.payload!.step === 'charge') {
+            await task.delay(20);
+            await task.update({ step: 'ship' });
+          } else if (task.id === 'late') {
+            if (steps.filter((s) => s.startsWith('late')).length > 1) return 'second run';
+            await task.delay(0);
+            // Claimed again (due at once) before this update: refused, naming the fix.
+            await waitState(q, 'late', 'completed');
+            refused.resolve(await task.update({ step: 'never' }).catch((err: unknown) => err));
+          }
+          return task.payload!.step;
+        },
+        { concurrency: 2 },
+      );
+      await queues.enqueue(q, 'order', { payload: { step: 'reserve' }, maxAttempts: 1 });
+      await waitState(q, 'order', 'completed');
+      expect(steps.filter((s) => s.startsWith('order'))).toEqual([
+        'order:reserve',
+        'order:charge',
+        'order:ship',
+      ]);
+      expect(await queues.get(q, 'order')).toMatchObject({ attempts: 1, result: 'ship' });
+
+      await queues.enqueue(q, 'late', { payload: { step: 'first' } });
+      const err = await refused.promise;
+      expect(err).toBeInstanceOf(QueueError);
+      expect((err as Error).message).toBe(
+        `queue '${q}': task 'late' was given back with task.delay() and has been claimed or has ` +
+          'finished since; change its payload before task.delay(), or delay it longer',
+      );
+      expect(await queues.get(q, 'late')).toMatchObject({ payload: { step: 'first' } });
+    });
+
     it('task.progress(v) is stored for get() and written to the stream; a non-JSON value (BigInt, circular) rejects with QueueError', async () => {
       const q = fresh();
       const inside = deferred();

@@ -4,6 +4,7 @@ import type { INestApplicationContext } from '@nestjs/common';
 import type { Redis } from 'ioredis';
 import { QueueError, QueueService } from '../../lib';
 import { queueRedisKeys } from '../../lib/queue/queue-keys';
+import { scheduleRedisKeys } from '../../lib/queue/schedule/schedule-keys';
 import { scheduleTicks } from '../../lib/queue/schedule/schedule-ticks';
 import { exited, lineFrom, spawnTs } from '../support/child';
 import {
@@ -152,6 +153,26 @@ describe('Queue schedules', () => {
     expect(new Set(gaps(later))).toEqual(new Set([100]));
     expect((later[0] - last) % 100).toBe(0);
   }, 30_000);
+
+  it("a task enqueued under a tick's id is not overwritten by the tick: it keeps its priority and stays one task", async () => {
+    const prefix = uniquePrefix('queue-schedule-taken');
+    const queue = 'taken';
+    const app = await createLockApp({ keyPrefix: prefix });
+    try {
+      const queues = app.get(QueueService);
+      const startAt = (await redisTimeMs(redis)) + 200;
+      const id = `s:${startAt}`;
+      await queues.enqueue(queue, id, { priority: 5, payload: 'mine' });
+      await queues.schedule(queue, 's', { everyMs: 60_000, startAt, payload: 'tick' });
+      const { state } = scheduleRedisKeys(prefix, queue);
+      await waitFor('the tick fired', async () => (await redis.hget(state, 's')) !== null, 10_000);
+      expect(await queues.get(queue, id)).toMatchObject({ priority: 5, payload: 'mine' });
+      expect((await queues.stats(queue)).ready).toBe(1);
+      expect(await redis.zscore(queueRedisKeys(prefix, queue).due, id)).toBeNull();
+    } finally {
+      await app.close();
+    }
+  });
 
   describe('ticks (croner in a time zone)', () => {
     const utc = (iso: string) => Date.parse(iso);

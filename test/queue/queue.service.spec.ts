@@ -414,7 +414,7 @@ describe('QueueService', () => {
   });
 
   describe('keys', () => {
-    it('keeps every key of a queue under one hash tag: {name}, or the tag the name already has', async () => {
+    it('keeps every key of a queue under one hash tag: {name}, or the tag the name already has (then ending in {})', async () => {
       await queues.enqueue('plain', 'a', { payload: 1 });
       await queues.claim('plain');
       await queues.enqueue('plain', 'b', { payload: 1 });
@@ -434,11 +434,11 @@ describe('QueueService', () => {
           `${prefix}queue:{plain}:ties`,
           `${prefix}queue:{plain}:tokens`,
           `${prefix}queue:{plain}:wake`,
-          `${prefix}queue:orders:{eu}:due`,
-          `${prefix}queue:orders:{eu}:events`,
-          `${prefix}queue:orders:{eu}:info`,
-          `${prefix}queue:orders:{eu}:ties`,
-          `${prefix}queue:orders:{eu}:wake`,
+          `${prefix}queue:orders:{eu}{}:due`,
+          `${prefix}queue:orders:{eu}{}:events`,
+          `${prefix}queue:orders:{eu}{}:info`,
+          `${prefix}queue:orders:{eu}{}:ties`,
+          `${prefix}queue:orders:{eu}{}:wake`,
         ].sort(),
       );
     });

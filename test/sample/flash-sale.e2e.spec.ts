@@ -4,10 +4,18 @@ import { Logger } from '@nestjs/common';
 import request from 'supertest';
 import { LockService, QueueService } from '../../lib';
 import type { PostgresServer } from '../../scripts/postgres-server';
-import type { BuyAccepted, OrderRow, SaleStatus } from '../../sample/flash-sale/flash-sale.dto';
+import type {
+  BuyAccepted,
+  Order,
+  OrderRow,
+  SaleStatus,
+} from '../../sample/flash-sale/flash-sale.dto';
 import { uniquePrefix, waitFor } from '../support/helpers';
 import { createDatabase, describeWithPostgres, startTestPostgres } from './support/postgres';
 import { mapConcurrently, sendJson, startSample, type RunningSample } from './support/sample-app';
+
+/** `saleHoldMs` of the instances: an unconfirmed unit goes back on sale this long after. */
+const HOLD_MS = 3_000;
 
 /** Answers a buyer may get besides 202: bought already, sold out, lock wait ran out. */
 const REFUSALS = new Set([409, 410, 423]);
@@ -25,8 +33,8 @@ describeWithPostgres(
       const databaseUrl = await createDatabase(postgres, 'flash_sale');
       const keyPrefix = uniquePrefix('sample-flash');
       [a, b] = await Promise.all([
-        startSample({ keyPrefix, databaseUrl }),
-        startSample({ keyPrefix, databaseUrl }),
+        startSample({ keyPrefix, databaseUrl, saleHoldMs: HOLD_MS }),
+        startSample({ keyPrefix, databaseUrl, saleHoldMs: HOLD_MS }),
       ]);
       agent = new Agent({ keepAlive: true, maxSockets: 50 });
     });
@@ -178,6 +186,55 @@ describeWithPostgres(
       expect(enqueueOnB).not.toHaveBeenCalled();
       expect(await statusOf(a, 'camera')).toMatchObject({ sold: 1, orders: 1, pending: 0 });
     });
+
+    it('puts the unit of a buyer answered 503 who never retries back on sale after the hold, tells them so, and a late enqueue of that order writes no row', async () => {
+      await createSale('lens', 1);
+      jest
+        .spyOn(a.app.get(QueueService), 'enqueue')
+        .mockRejectedValueOnce(new Error('Command timed out'));
+      const failed = await request(a.url).post('/flash-sales/lens/buy').send({ userId: 'gina' });
+      // The 503 names the order, so the buyer can follow it.
+      expect(failed.status).toBe(503);
+      expect(failed.headers['retry-after']).toBe('1');
+      expect(failed.body).toMatchObject({
+        error: 'Service Unavailable',
+        orderId: 'lens-1',
+        orderUrl: '/orders/lens-1',
+        userId: 'gina',
+      });
+      // Gina never retries: within the hold (plus one sweep) the unit is back on sale.
+      await waitFor(
+        'the unit back on sale',
+        async () => (await statusOf(b, 'lens')).stock === 1,
+        HOLD_MS + 10_000,
+        50,
+      );
+      expect(await statusOf(b, 'lens')).toEqual({
+        sku: 'lens',
+        stock: 1,
+        sold: 0,
+        orders: 0,
+        pending: 0,
+      });
+      const released = await request(b.url).get('/orders/lens-1').expect(200);
+      expect(released.body).toMatchObject({ orderId: 'lens-1', userId: 'gina', state: 'released' });
+
+      // The order enqueued late anyway (say a retry read gina's record just before the release):
+      // the worker runs it and writes no row, since the outcome 'released' was recorded first.
+      const queues = b.app.get(QueueService);
+      const { orderId, sku, userId, price, boughtAt } = released.body as Order;
+      await queues.enqueue('orders', orderId, {
+        payload: { orderId, sku, userId, price, boughtAt },
+      });
+      await queues.waitFor('orders', 'lens-1', { timeoutMs: 10_000 });
+      expect(await statusOf(a, 'lens')).toMatchObject({ stock: 1, sold: 0, orders: 0 });
+      await request(a.url).get('/flash-sales/lens/orders').expect(200, []);
+      // The unit sells again, to someone else, under a new order id.
+      const again = await request(b.url).post('/flash-sales/lens/buy').send({ userId: 'hal' });
+      expect(again.status).toBe(202);
+      expect(again.body).toMatchObject({ orderId: 'lens-2' });
+      expect(await settledStatus('lens')).toMatchObject({ stock: 0, sold: 1, orders: 1 });
+    }, 30_000);
 
     it('answers 423 Locked with Retry-After when the stock lock stays taken past the 2 s wait', async () => {
       await createSale('watch', 3);

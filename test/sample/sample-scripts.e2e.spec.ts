@@ -1,8 +1,9 @@
 import 'reflect-metadata';
 import { Agent } from 'node:http';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import type { ChildProcess } from 'node:child_process';
-import { exited, spawnTs } from '../support/child';
+import { exited, lineFrom, spawnTs } from '../support/child';
 import { uniquePrefix, waitFor } from '../support/helpers';
 import { createDatabase, HAVE_POSTGRES, startTestPostgres } from './support/postgres';
 import { sendJson, startSample } from './support/sample-app';
@@ -26,6 +27,41 @@ function listening(port: number): Promise<boolean> {
     });
     socket.once('error', () => resolve(false));
   });
+}
+
+/** The pids of every live descendant of `pid` (read from /proc). */
+function descendants(pid: number): number[] {
+  const parents = new Map<number, number>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      // Field 4 of /proc/<pid>/stat, after the command name in parentheses, is the parent's pid.
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      parents.set(Number(entry), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
+    } catch {
+      // exited meanwhile
+    }
+  }
+  const found: number[] = [];
+  const walk = (parent: number) => {
+    for (const [child, ppid] of parents) {
+      if (ppid === parent) {
+        found.push(child);
+        walk(child);
+      }
+    }
+  };
+  walk(pid);
+  return found;
+}
+
+/** Whether `pid` is a live process (not a zombie). */
+function alive(pid: number): boolean {
+  try {
+    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false;
+  }
 }
 
 /** A printed `curl` line as a request: method, URL, JSON body. */
@@ -95,6 +131,21 @@ describe('npm run sample (sample/main.ts)', () => {
         20,
       );
 
+      // A second instance on the same Redis, with an embedded database of its own, would split
+      // the orders: it refuses to start and says why.
+      const second = spawnTs('sample/main.ts', [], {
+        PORT: '0',
+        REDIS_URL: `redis://127.0.0.1:${redisPort}`,
+        KEY_PREFIX: '',
+        DATABASE_URL: '',
+      });
+      const secondOut = output(second);
+      expect(await exited(second)).toBe(1);
+      expect(secondOut.stderr()).toContain(
+        "EmbeddedDatabaseSharedError: another sample instance on this Redis (key prefix 'sample:') keeps " +
+          'its orders in its own embedded PostgreSQL',
+      );
+
       child.kill('SIGTERM');
       expect(await exited(child)).toBe(0);
       expect(out.stdout()).toContain(
@@ -107,7 +158,7 @@ describe('npm run sample (sample/main.ts)', () => {
       // SIGTERM, not SIGKILL: the sample then stops its private redis-server too.
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
     }
-  }, 150_000);
+  }, 240_000);
 });
 
 describe('npm run sample:load (sample/load/flash-sale-load.ts)', () => {
@@ -142,6 +193,33 @@ describe('npm run sample:load (sample/load/flash-sale-load.ts)', () => {
         await postgres.destroy();
       }
     },
+  );
+
+  (HAVE_POSTGRES ? it : it.skip)(
+    'stops the instances and servers it started, and removes their database folder, when killed with SIGTERM',
+    async () => {
+      const child = spawnTs('sample/load/flash-sale-load.ts', [
+        ...['--instances', '1', '--database', 'postgres'],
+        // Enough buyers that the load is still running when the signal comes.
+        ...['--stock', '100', '--buyers', '1000000', '--connections', '10'],
+      ]);
+      const out = output(child);
+      await lineFrom(child, /^flash sale 'load-/, 120_000);
+      const started = descendants(child.pid!);
+      const folders = started
+        .map((pid) => /-D\0([^\0]+)/.exec(readFileSync(`/proc/${pid}/cmdline`, 'utf8'))?.[1])
+        .filter((dir): dir is string => dir !== undefined);
+      // redis-server, postgres (and its workers), the sample instance.
+      expect(started.length).toBeGreaterThanOrEqual(3);
+      expect(folders).toHaveLength(1);
+
+      child.kill('SIGTERM');
+      expect(await exited(child)).toBe(128 + 15);
+      expect(out.stderr()).toContain('SIGTERM: stopping the sample instances');
+      await waitFor('the processes it started to exit', () => !started.some(alive), 20_000);
+      expect(existsSync(folders[0])).toBe(false);
+    },
+    180_000,
   );
 
   it('exits 1 with a hint when no sample is running at SAMPLE_URL', async () => {

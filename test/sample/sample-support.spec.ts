@@ -22,11 +22,14 @@ describe('sample configuration from the environment', () => {
       port: 3000,
       host: '127.0.0.1',
       redisClusterNodes: undefined,
+      redisSentinels: undefined,
+      redisSentinelName: 'mymaster',
       databaseUrl: undefined,
       ordersMaxSize: 10_000,
       keyPrefix: 'sample:',
       deskLeaseMs: 30_000,
       deskMaxAttempts: 5,
+      saleHoldMs: 10_000,
     });
   });
 
@@ -45,6 +48,8 @@ describe('sample configuration from the environment', () => {
     }).toEqual({
       redisUrl: 'rediss://cache:6380/2',
       redisClusterNodes: undefined,
+      redisSentinels: undefined,
+      redisSentinelName: 'mymaster',
       databaseUrl: 'postgres://shop:pw@db:5432/shop',
       ordersMaxSize: 500,
       port: 0,
@@ -52,6 +57,7 @@ describe('sample configuration from the environment', () => {
       keyPrefix: 'shop:',
       deskLeaseMs: 500,
       deskMaxAttempts: 3,
+      saleHoldMs: 10_000,
     });
   });
 
@@ -86,6 +92,26 @@ describe('sample configuration from the environment', () => {
       "sample config: REDIS_CLUSTER_NODES must be host:port[,host:port…], got 'redis://a:7000'",
     );
     expect(() => loadSampleConfig({ REDIS_CLUSTER_NODES: 'a:70000' })).toThrow(/port/);
+  });
+
+  it('reads REDIS_SENTINELS, REDIS_SENTINEL_NAME and SALE_HOLD_MS, naming the variable when malformed', () => {
+    const config = loadSampleConfig({
+      REDIS_SENTINELS: 's1:26379,s2:26380',
+      REDIS_SENTINEL_NAME: 'shop',
+      SALE_HOLD_MS: '2500',
+    });
+    expect(config.redisSentinels).toEqual([
+      { host: 's1', port: 26379 },
+      { host: 's2', port: 26380 },
+    ]);
+    expect(config.redisSentinelName).toBe('shop');
+    expect(config.saleHoldMs).toBe(2_500);
+    expect(() => loadSampleConfig({ REDIS_SENTINELS: 's1' })).toThrow(
+      "sample config: REDIS_SENTINELS must be host:port[,host:port…], got 's1'",
+    );
+    expect(() => loadSampleConfig({ SALE_HOLD_MS: '999' })).toThrow(
+      'sample config: saleHoldMs must be an integer from 1000 to 3600000, got 999',
+    );
   });
 
   it('hides the password of a database URL', () => {

@@ -129,7 +129,7 @@ describe('Redis Cluster: 3 masters + 3 replicas, real redis-server processes', (
 
       const lock = await locks.acquire(['{order:1}:cart', '{order:1}:stock']);
       expect(lock.fences.every((f) => f > 0)).toBe(true);
-      expect(await direct.get(`${prefix}lock:{order:1}:stock`)).toBe(lock.token);
+      expect(await direct.get(`${prefix}lock:{order:1}:stock{}`)).toBe(lock.token);
       expect(await lock.release()).toBe(true);
     });
   });

@@ -77,7 +77,7 @@ describe('SemaphoreService', () => {
       'the semaphore keys gone',
       async () => (await redis.keys(`${prefix}*sem*`)).length === 0,
     );
-  }, 60_000);
+  }, 180_000); // six child processes start (ts-node) and wait up to 60 s each: slow on a loaded machine
 
   it("a SIGKILLed holder's permit comes back after its TTL", async () => {
     const holder = child({ MODE: 'hold', LIMIT: '1', TTL_MS: '1500' });

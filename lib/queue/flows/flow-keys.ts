@@ -1,19 +1,22 @@
 import type { ChildFailure, TaskChildren } from '../interfaces/flow.interface';
 import type { QueueRedisKeys } from '../queue-keys';
+import { encodeKeyName, hashTagOf } from '../../redis/tagged-key';
 import { decodeTaskError } from '../task-errors';
 import type { FlowPlan, PlannedNode } from './flow-tree';
 
 /**
  * The hash tag that decides a queue's Cluster slot: the `{tag}` its name has, else the name (its
- * keys are `queue:{<name>}:...`). Queues with one tag share a slot.
+ * keys are `queue:<encodeKeyName(name)>:...`). Queues with one tag share a slot.
  */
 export function slotTag(queue: string): string {
-  const open = queue.indexOf('{');
-  const close = open < 0 ? -1 : queue.indexOf('}', open + 1);
-  return close > open + 1 ? queue.slice(open + 1, close) : queue;
+  // encodeKeyName always gives a tag; `?? queue` only satisfies the type.
+  return hashTagOf(encodeKeyName(queue)) ?? queue;
 }
 
-/** The key base of a queue (`<prefix>queue:{<name>}`): its keys are this plus `:<part>`. */
+/**
+ * The key base of a queue (`<prefix>queue:<encodeKeyName(name)>`): its keys are this plus
+ * `:<part>`.
+ */
 export function keyBase(k: QueueRedisKeys): string {
   return k.due.slice(0, -':due'.length);
 }

@@ -1,5 +1,5 @@
-import { Logger } from '@nestjs/common';
 import type { Redis } from 'ioredis';
+import { RedactingLogger } from '../../redaction/redacting-logger';
 import { FlowError } from '../../errors/flow.error';
 import { QueueFullError } from '../../errors/queue-full.error';
 import type { ChildFailure, FlowTaskIds, TaskChildren } from '../interfaces/flow.interface';
@@ -35,7 +35,7 @@ export type FlowStoreHost = Pick<
  * passes them the keys and calls `applyOutboxes` / `ended` after them.
  */
 export class FlowStore {
-  private readonly warning = new ThrottledWarning(new Logger('QueueService'));
+  private readonly warning = new ThrottledWarning(new RedactingLogger('QueueService'));
 
   constructor(private readonly host: FlowStoreHost) {}
 

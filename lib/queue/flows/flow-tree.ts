@@ -1,10 +1,13 @@
 import { describeValue } from '../../errors/describe-value';
 import { FlowError } from '../../errors/flow.error';
+import { QueueError } from '../../errors/queue.error';
 import type { RedisLockError } from '../../errors/redis-lock.error';
+import { QUEUE_DEFAULTS, type ResolvedQueueDefaults } from '../../options/resolve-options';
 import type { FlowNode, FlowTaskIds, OnChildFailure } from '../interfaces/flow.interface';
 import {
   checkOptionKeys,
   checkOwnOptions,
+  checkPayloadBytes,
   checkTaskId,
   serializePayload,
 } from '../queue-arguments';
@@ -44,9 +47,13 @@ const MODES: readonly OnChildFailure[] = ['fail-parent', 'ignore', 'wait'];
  * Checks a whole flow before anything is written: every node an object with a valid queue name
  * and id, known keys and valid options; no `queue:id` twice and no node object inside itself; at
  * most `MAX_FLOW_NODES` nodes. Throws a `FlowError` naming the node (its `'queue:id'`, or its path
- * while it has none).
+ * while it has none), or a `PayloadTooLargeError` naming it when its payload is past the
+ * `maxPayloadBytes` of its queue (`limits`: the module's queue options, default the defaults).
  */
-export function planFlow(root: unknown): FlowPlan {
+export function planFlow(
+  root: unknown,
+  limits: Pick<ResolvedQueueDefaults, 'maxPayloadBytes' | 'queues'> = QUEUE_DEFAULTS,
+): FlowPlan {
   const nodes: PlannedNode[] = [];
   const seenNames = new Set<string>();
   const seenObjects = new Set<object>();
@@ -79,7 +86,7 @@ export function planFlow(root: unknown): FlowPlan {
       seenObjects.add(node);
       const n = node as Partial<FlowNode>;
       const queue = naming(path, 'queue', () => checkQueueName(n.queue));
-      const id = naming(path, 'id', () => checkTaskId(n.id));
+      const id = naming(path, 'id', () => checkFlowTaskId(n.id));
       const name = `${queue}:${id}`;
       const label = `'${name}'`;
       naming(label, 'node', () => checkOptionKeys(node, NODE_KEYS));
@@ -96,6 +103,9 @@ export function planFlow(root: unknown): FlowPlan {
       }
       const opts = naming(label, 'options', () => storedOwnOptions(checkOwnOptions(o)));
       const payload = naming(label, 'payload', () => serializePayload(n.payload));
+      if (payload !== undefined) {
+        checkPayloadBytes(limits, queue, 'payload', payload, `flow node ${label}`);
+      }
       const kids = n.children ?? [];
       if (!Array.isArray(kids)) {
         throw new FlowError(label, `'children' must be an array, got ${describeValue(kids)}`);
@@ -127,6 +137,23 @@ export function planFlow(root: unknown): FlowPlan {
     level = next;
   }
   return { nodes, ids: rootIds[0] };
+}
+
+/**
+ * A flow node's id: a task id without NUL. A parent's queue keeps its children's outcomes under
+ * `'<parent id> NUL <queue>:<child id>'`; a NUL in an id would let one parent's field name be
+ * another parent's, and that parent would wait for its children forever.
+ */
+function checkFlowTaskId(value: unknown): string {
+  const id = checkTaskId(value);
+  if (id.includes('\0')) {
+    throw QueueError.invalid(
+      'id',
+      JSON.stringify(id).slice(1, -1),
+      "a flow task id without NUL ('\\0' separates a parent's id from its children's names)",
+    );
+  }
+  return id;
 }
 
 /** Runs `check`; an error it throws becomes a `FlowError` naming the node. */

@@ -12,8 +12,8 @@ export type RetryLogLevel = 'error' | 'warn' | 'log' | 'debug' | 'verbose' | 'of
  */
 export type BackoffFunction = (attempt: number, error: unknown, task: LeasedTask) => number;
 
-/** A rate limit: at most `max` tasks started in any `durationMs` window. */
-export interface RateLimit {
+/** A worker's rate limit (`limiter`, `groupLimiter`): at most `max` tasks started in any `durationMs` window. */
+export interface WorkerRateLimit {
   /** Tasks started per window at most: an integer from 1 to 1,000,000. */
   max: number;
   /** Length of the window in ms: an integer from 1 to 86,400,000 (a day). */
@@ -92,7 +92,9 @@ export interface EnqueueOptions {
    */
   group?: string;
   /**
-   * This task's attempts before it moves to the dead letters (1 to 1,000): wins over the worker's.
+   * This task's attempts before it moves to the dead letters (an integer from 1 to 1,000,000):
+   * wins over the worker's.
+   * @default the worker's `maxAttempts`
    */
   maxAttempts?: number;
   /** This task's retry backoff: wins over the worker's `backoff` / `backoffMs`. */
@@ -134,9 +136,9 @@ export interface ClaimOptions {
   /** @see QueueWorkerOptions.groupConcurrency */
   groupConcurrency?: number;
   /** @see QueueWorkerOptions.limiter */
-  limiter?: RateLimit;
+  limiter?: WorkerRateLimit;
   /** @see QueueWorkerOptions.groupLimiter */
-  groupLimiter?: RateLimit;
+  groupLimiter?: WorkerRateLimit;
 }
 
 /** Options of `QueueService.nack`. */
@@ -171,7 +173,7 @@ export interface QueueWorkerOptions {
    */
   leaseMs?: number;
   /**
-   * Attempts before a failing task moves to the dead-letter set.
+   * Attempts before a failing task moves to the dead-letter set (an integer from 1 to 1,000,000).
    * @default 5
    */
   maxAttempts?: number;
@@ -200,14 +202,14 @@ export interface QueueWorkerOptions {
    * the same limit.
    * @default undefined (no limit)
    */
-  limiter?: RateLimit;
+  limiter?: WorkerRateLimit;
   /**
    * Rate limit of each group: at most `max` tasks of one group start per `durationMs` window
    * (fixed windows, beginning at the group's first start); a group over its limit waits for its
    * next window while other groups run.
    * @default undefined (no limit)
    */
-  groupLimiter?: RateLimit;
+  groupLimiter?: WorkerRateLimit;
   /**
    * Keep completed tasks, with their result, for `ageMs`, at most `count` of them (`get`,
    * `waitFor`); meanwhile `enqueue` of such an id is refused (an idempotency window).

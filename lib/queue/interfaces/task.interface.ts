@@ -83,24 +83,34 @@ export interface RunningTask<P = unknown> extends LeasedTask<P> {
   readonly signal: AbortSignal;
   /**
    * Stores `value` (any JSON value) as the task's progress (`get`, the dashboard) and writes a
-   * `progress` event. Rejects with a `QueueError` when the value is not JSON or the lease was lost.
+   * `progress` event. Rejects with a `QueueError` when the value is not JSON or the lease was lost,
+   * and with `PayloadTooLargeError` (storing nothing) when its JSON is past the queue's
+   * `maxPayloadBytes`.
    */
   progress(value: unknown): Promise<void>;
   /**
    * Appends `line` to the task's log (read with `QueueService.logs`; deleted with the task) and
    * writes a `log` event. The log keeps its last 100 lines; a line longer than 1,000 characters
-   * is cut there. Rejects with a `QueueError` when `line` is not a string or the lease was lost.
+   * is cut there. Rejects with a `QueueError` when `line` is not a string or the lease was lost,
+   * and with `PayloadTooLargeError` when the (cut) line's JSON is past the queue's
+   * `maxPayloadBytes`.
    * @example await task.log(`charged ${amount}`);
    */
   log(line: string): Promise<void>;
   /**
    * Replaces the task's stored payload (a step job keeps its state there for its next attempt);
-   * `task.payload` shows it at once. Rejects like `progress`.
+   * `task.payload` shows it at once. Rejects like `progress`. After `task.delay()` it still
+   * applies while the task waits (BullMQ's order: delay, then update); it rejects with
+   * `QueueError` once the task was claimed again or finished.
+   * @example
+   * await task.delay(60_000);
+   * await task.update({ ...task.payload, step: 'charge' });
    */
   update(payload: P): Promise<void>;
   /**
    * Puts the task back, delayed `ms` (0 to a day), without spending an attempt: whatever the
-   * handler returns or throws afterwards is ignored. Rejects when the lease was lost.
+   * handler returns or throws afterwards is ignored. Rejects when the lease was lost. The handler
+   * may still `update` the payload (and `progress`) while the task waits.
    */
   delay(ms: number): Promise<void>;
   /**
@@ -200,14 +210,29 @@ export interface QueueTaskInfo<P = unknown> {
 
 /**
  * A queue name that carries the payload type of its tasks, from `defineQueue<P>(name)`: pass it
- * wherever a queue name goes, and `enqueue` requires a `P` payload while handlers get
- * `LeasedTask<P>`.
+ * wherever a queue name goes (a `TypedQueue<Order>` is also a `TypedQueue<unknown>`), and
+ * `enqueue` requires a `P` payload while handlers get `RunningTask<P>`.
+ * @example
+ * const ORDERS = defineQueue<Order>('orders');
+ * await queues.enqueue(ORDERS, order.id, { payload: order });
+ * const stats = await queues.stats(ORDERS);
  */
 export interface TypedQueue<P> {
   readonly name: string;
-  /** Type only: never set. */
-  readonly __payload?: (payload: P) => P;
+  /**
+   * Type only: never set. Covariant in `P` (a producer of `P`), so a typed queue goes where a
+   * queue of a wider payload type (`unknown`) is expected.
+   */
+  readonly __payload?: () => P;
 }
+
+/**
+ * A queue name, or a `TypedQueue` that carries its payload type.
+ * @example
+ * const a: QueueName = 'orders';
+ * const b: QueueName<Order> = defineQueue<Order>('orders');
+ */
+export type QueueName<P = unknown> = string | TypedQueue<P>;
 
 /**
  * What `nack` did: `'retried'` (queued again), `'dead'` (dead letter), `'cancelled'` (a cancel

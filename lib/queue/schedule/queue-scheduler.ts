@@ -1,11 +1,12 @@
-import type { Logger } from '@nestjs/common';
 import type { Cluster } from 'ioredis';
+import type { RedactingLogger } from '../../redaction/redacting-logger';
 import { MAX_TIMER_MS } from '../../options/validate';
 import type { RedisLockConnection } from '../../redis/redis-connection';
 import { ThrottledWarning } from '../../redis/throttled-warning';
-import { checkTaskId, parsePayload } from '../queue-arguments';
+import { checkPayloadBytes, checkTaskId, parsePayload } from '../queue-arguments';
 import { checkQueueName, queueRedisKeys } from '../queue-keys';
-import { checkScheduleOptions, type ScheduleSpec } from './schedule-options';
+import { MAX_QUEUE_NAME_BYTES } from '../queue.constants';
+import { checkScheduleOptions, MAX_TIME_MS, type ScheduleSpec } from './schedule-options';
 import { scheduleIndexKey, scheduleRedisKeys } from './schedule-keys';
 import { QUEUE_SCHEDULE_SCRIPTS } from './schedule-scripts';
 import { scheduleTicks, type ScheduleTicks } from './schedule-ticks';
@@ -15,6 +16,17 @@ import type { QueueSchedule, QueueScheduleOptions } from './schedule.interface';
 const RESYNC_MS = 60_000;
 /** Wait before trying again after Redis failed a scheduler call, in ms. */
 const RETRY_MS = 1_000;
+
+/** Digits of a tick time in ms at most. */
+const MAX_TICK_DIGITS = String(MAX_TIME_MS).length;
+
+/**
+ * A schedule id: a task id short enough that its ticks' task ids (`<scheduleId>:<tick ms>`) stay
+ * within the 512 bytes of task ids (495 bytes).
+ */
+function checkScheduleId(id: unknown): string {
+  return checkTaskId(id, 'scheduleId', MAX_QUEUE_NAME_BYTES - 1 - MAX_TICK_DIGITS);
+}
 
 /** One schedule as read from Redis. */
 interface StoredSchedule {
@@ -44,7 +56,7 @@ export class QueueScheduler {
 
   constructor(
     private readonly connection: RedisLockConnection,
-    logger: Logger,
+    logger: RedactingLogger,
   ) {
     this.failures = new ThrottledWarning(logger);
     this.index = scheduleIndexKey(connection.options.keyPrefix);
@@ -56,8 +68,17 @@ export class QueueScheduler {
     options: QueueScheduleOptions,
   ): Promise<QueueSchedule> {
     const name = checkQueueName(queue);
-    const id = checkTaskId(scheduleId);
+    const id = checkScheduleId(scheduleId);
     const spec = checkScheduleOptions(options);
+    if (spec.payload !== undefined) {
+      checkPayloadBytes(
+        this.connection.options.queue,
+        name,
+        'payload',
+        spec.payload,
+        `schedule '${id}'`,
+      );
+    }
     const k = scheduleRedisKeys(this.connection.options.keyPrefix, name);
     // Indexed first: a crash after it leaves a queue without schedules in the index (harmless),
     // never a schedule no instance knows of.
@@ -74,7 +95,7 @@ export class QueueScheduler {
 
   async unschedule(queue: unknown, scheduleId: unknown): Promise<boolean> {
     const name = checkQueueName(queue);
-    const id = checkTaskId(scheduleId);
+    const id = checkScheduleId(scheduleId);
     const k = scheduleRedisKeys(this.connection.options.keyPrefix, name);
     const [removed, left] = (await this.connection.run(
       QUEUE_SCHEDULE_SCRIPTS.remove,

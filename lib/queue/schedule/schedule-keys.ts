@@ -8,7 +8,7 @@ export interface ScheduleRedisKeys {
   state: string;
 }
 
-/** Keys of queue `name`'s schedules: `<prefix>queue:{<name>}:schedules` and `…:schedule-state`. */
+/** Keys of queue `name`'s schedules: `<queue base>:schedules` and `…:schedule-state`. */
 export function scheduleRedisKeys(prefix: string, name: string): ScheduleRedisKeys {
   const base = taggedKey(prefix, 'queue', name);
   return { definitions: `${base}:schedules`, state: `${base}:schedule-state` };

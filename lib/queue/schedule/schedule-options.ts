@@ -20,7 +20,7 @@ const KEYS = ['cron', 'everyMs', 'tz', 'payload', 'startAt', 'endAt', 'limit'] a
 /** Shortest `everyMs`: a schedule is not a busy loop. */
 const MIN_EVERY_MS = 10;
 /** Latest time a JavaScript `Date` can hold, in ms. */
-const MAX_TIME_MS = 8_640_000_000_000_000;
+export const MAX_TIME_MS = 8_640_000_000_000_000;
 
 function toTime(argument: string, value: unknown): number | undefined {
   if (value === undefined) return undefined;

@@ -27,7 +27,8 @@
 -- KEYS[15] gpark     zset: group -> time its next task may start (retry backoff, group limiter)
 -- KEYS[16] glimit    hash: group -> 'windowEnd|count' of the group limiter's current window
 -- KEYS[17] limiter   zset: lease -> time it was granted (the queue limiter's sliding log)
--- KEYS[18] config    hash: 'paused' -> '1', 'concurrency' -> global limit of leased tasks
+-- KEYS[18] config    hash: 'paused' -> '1', 'concurrency' -> global limit of leased tasks,
+--                    'limitedUntil' -> ms (Redis clock) before which no task is taken
 -- KEYS[19] done      zset: id -> end of its keepCompleted window (ms)
 -- KEYS[20] events    stream: the queue's events (includes/events.lua)
 -- KEYS[21] results   hash: id -> 'finishedAt|result JSON' of kept completed tasks
@@ -66,7 +67,8 @@
 -- ARGV[16..] settles, 6 values each: kind, id, lease token, the attempt it was leased as, delay
 --            (ms), data. kind: 'ack' (data: result JSON or ''), 'nack' (failed: due again
 --            `delay` later, or dead once out of attempts; data: error JSON), 'fail' (dead at once,
---            no retry; data: error JSON), 'release' (given back unattempted, due `delay` later).
+--            no retry; data: error JSON), 'release' (given back unattempted, due `delay` later;
+--            data: '' or, for a QueueRateLimitError, the ms no task of the queue is taken).
 --            A task a cancel was asked for ends cancelled on anything but an ack.
 --
 -- Returns {nowMs, nextMs, settles, outbox, settled_1..settled_settles, id_1, score_1, attempt_1,
@@ -239,6 +241,15 @@ local settles = (#ARGV - 15) / 6
 if count > 0 then freedGroups = {} end
 local result = {now, now, settles, 0}
 local freedSlot = false
+-- `queues.rateLimit` / `QueueRateLimitError`: no task is taken before `untilMs` (a later limit
+-- already set stays).
+local function rateLimitQueue(untilMs)
+  local current = tonumber(redis.call('HGET', KEYS[18], 'limitedUntil') or '0')
+  if untilMs > current then redis.call('HSET', KEYS[18], 'limitedUntil', untilMs) end
+end
+-- A task put back due later (a retry's backoff, `task.delay`): idle workers must shorten their
+-- wait to its due time, as enqueue.lua wakes them for a delayed task.
+local dueLater = false
 if settles > 0 then
   local ids = {}
   for i = 0, settles - 1 do ids[i + 1] = ARGV[17 + i * 6] end
@@ -270,16 +281,24 @@ if settles > 0 then
         else
           local delay = ARGV[at + 4]
           requeue(id, now + tonumber(delay))
+          dueLater = true
           emit(KEYS[20], eventsMaxLen, 'retrying', id, 'a', attempt, 'e', data, 'd', delay)
         end
       else
         if redis.call('HINCRBY', KEYS[4], id, -1) <= 0 then redis.call('HDEL', KEYS[4], id) end
         requeue(id, now + tonumber(ARGV[at + 4]))
-        emit(KEYS[20], eventsMaxLen, 'delayed', id, 'd', ARGV[at + 4])
+        if data ~= '' then
+          -- QueueRateLimitError: no task is taken until then, on any instance.
+          rateLimitQueue(now + tonumber(data))
+        else
+          dueLater = true
+          emit(KEYS[20], eventsMaxLen, 'delayed', id, 'd', ARGV[at + 4])
+        end
       end
     end
     result[#result + 1] = settled
   end
+  if dueLater and redis.call('LLEN', KEYS[7]) == 0 then redis.call('RPUSH', KEYS[7], '1') end
   if #valid > 0 then
     variadic('ZREM', KEYS[2], valid)
     variadic('HDEL', KEYS[5], valid)
@@ -384,10 +403,13 @@ end
 -- 4. How many this call may lease: paused, global concurrency, queue limiter.
 local n = count
 local blockedUntil = nil -- set when a limit (not a lack of tasks) stops this caller
-local config = redis.call('HMGET', KEYS[18], 'paused', 'concurrency')
+local config = redis.call('HMGET', KEYS[18], 'paused', 'concurrency', 'limitedUntil')
 if config[1] == '1' then
   n = 0
   blockedUntil = -1
+elseif config[3] and tonumber(config[3]) > now then
+  n = 0
+  blockedUntil = tonumber(config[3])
 end
 if n > 0 and config[2] then
   local room = tonumber(config[2]) - redis.call('ZCARD', KEYS[2])

@@ -2,21 +2,28 @@
 -- sees the change at once.
 --
 -- KEYS[1] config  hash: 'paused' -> '1', 'concurrency' -> global limit of leased tasks,
---                 'maxSize' -> bound of tasks queued and running (enqueue.lua)
+--                 'maxSize' -> bound of tasks queued and running (enqueue.lua),
+--                 'limitedUntil' -> ms (Redis clock) before which no task is taken (claim.lua)
 -- KEYS[2] wake    list: wake-up marker for idle workers (at most one element)
 -- KEYS[3] events  stream: the queue's events (includes/events.lua)
--- ARGV[1] field   'paused', 'concurrency' or 'maxSize'
--- ARGV[2] value   the new value; '' deletes the field (resume, no global limit)
+-- ARGV[1] field   'paused', 'concurrency', 'maxSize' or 'limitedUntil'
+-- ARGV[2] value   the new value; '' deletes the field (resume, no global limit); for
+--                 'limitedUntil', ms from now (Redis TIME)
 -- ARGV[3] eventsMaxLen
 --
 -- Returns 1.
 
+local value = ARGV[2]
+if ARGV[1] == 'limitedUntil' and value ~= '' then
+  local t = redis.call('TIME')
+  value = tostring(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(value))
+end
 local changed
-if ARGV[2] == '' then
+if value == '' then
   changed = redis.call('HDEL', KEYS[1], ARGV[1]) == 1
 else
-  changed = redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2]
-  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+  changed = redis.call('HGET', KEYS[1], ARGV[1]) ~= value
+  redis.call('HSET', KEYS[1], ARGV[1], value)
 end
 if changed and ARGV[1] == 'paused' then
   emit(KEYS[3], tonumber(ARGV[3]), ARGV[2] == '' and 'resumed' or 'paused')

@@ -1,20 +1,30 @@
 -- Changes what is stored about a leased task, from its handler, if the lease token is still
 -- current: `task.progress(value)` (stored, and a `progress` event) or `task.update(payload)`.
+-- After the handler gave its task back with `task.delay()` (ARGV[6] = '1'), the change applies
+-- while nobody holds the task and it still waits (in `due` or `pending`): the step-job pattern
+-- `task.delay(ms)`, then `task.update({ step })`, written in BullMQ's order.
 --
 -- KEYS[1] tokens    hash: id -> lease token of the current lease
 -- KEYS[2] progress  hash: id -> JSON of the last progress value
 -- KEYS[3] payload   hash: id -> JSON payload
 -- KEYS[4] events    stream: the queue's events (includes/events.lua)
+-- KEYS[5] due       zset: id -> due time (plain tasks, ready or delayed)
+-- KEYS[6] pending   zset: id -> due time (delayed tasks with a priority or a group)
 -- ARGV[1] what      'progress' or 'payload'
 -- ARGV[2] id
 -- ARGV[3] token     the lease token of the caller
 -- ARGV[4] value     JSON text
 -- ARGV[5] eventsMaxLen
+-- ARGV[6] '1' when the caller's handler gave the task back with `task.delay()`, else '0'
 --
 -- Returns 1, or 0 when the token is stale (nothing changes).
 
 local id = ARGV[2]
-if redis.call('HGET', KEYS[1], id) ~= ARGV[3] then return 0 end
+local holder = redis.call('HGET', KEYS[1], id)
+if holder ~= ARGV[3] then
+  if ARGV[6] ~= '1' or holder then return 0 end
+  if not (redis.call('ZSCORE', KEYS[5], id) or redis.call('ZSCORE', KEYS[6], id)) then return 0 end
+end
 if ARGV[1] == 'progress' then
   redis.call('HSET', KEYS[2], id, ARGV[4])
   emit(KEYS[4], tonumber(ARGV[5]), 'progress', id, 'p', ARGV[4])

@@ -1,3 +1,4 @@
+import { QueueRateLimitError } from '../../errors/queue-rate-limit.error';
 import { UnrecoverableTaskError } from '../../errors/unrecoverable-task.error';
 import type { ResolvedWorkerOptions } from '../../options/resolve-options';
 import type { BackoffOptions, LeasedTask } from '../interfaces/task.interface';
@@ -35,7 +36,8 @@ export function backoffDelayMs(b: BackoffOptions, attempt: number, random = Math
 
 /**
  * What a failed attempt becomes (the failure policy, docs/queue.md "Failures"):
- * `UnrecoverableTaskError` → dead at once; else a retry after the task's own `backoff`, else the
+ * `QueueRateLimitError` → back unspent, the queue rate-limited; `UnrecoverableTaskError` → dead
+ * at once; else a retry after the task's own `backoff`, else the
  * worker's `backoff` (options or function), else the worker's exponential `backoffMs` — or dead,
  * decided by claim.lua, once the task's `maxAttempts` (its own, else the worker's) are used.
  * A backoff function that throws or returns no finite number falls back to `backoffMs`.
@@ -45,6 +47,9 @@ export function settleFailure(
   error: unknown,
   options: ResolvedWorkerOptions,
 ): SettleStep {
+  // Not a failure: back to the queue unspent, and the queue paused for `ms` (claim.lua).
+  if (error instanceof QueueRateLimitError)
+    return { kind: 'release', task, data: String(error.ms) };
   const data = encodeTaskError(error);
   if (error instanceof UnrecoverableTaskError) return { kind: 'fail', task, data };
   return { kind: 'nack', task, data, delayMs: failureDelayMs(task, error, options) };

@@ -1,5 +1,6 @@
-import type { Logger } from '@nestjs/common';
 import type { Cluster, Redis } from 'ioredis';
+import { redactCredentials } from '../../redaction/redact-credentials';
+import type { RedactingLogger } from '../../redaction/redacting-logger';
 import { QueueError } from '../../errors/queue.error';
 import { TaskCancelledError } from '../../errors/task-cancelled.error';
 import { TaskTimeoutError } from '../../errors/task-timeout.error';
@@ -14,11 +15,17 @@ import type {
   QueueWorkerHandle,
 } from '../interfaces/queue-options.interface';
 import type { LeasedTask } from '../interfaces/task.interface';
-import { checkDelay, logLineJson, serializeJson, storedPayload } from '../queue-arguments';
+import {
+  checkDelay,
+  checkPayloadBytes,
+  logLineJson,
+  serializeJson,
+  storedPayload,
+} from '../queue-arguments';
 import type { QueueRedisKeys } from '../queue-keys';
 import { SETTLED, type ClaimStepResult, type QueueStore, type SettleStep } from '../queue-store';
 import type { ResolvedWorkerOptions } from '../queue-worker-options';
-import { checkInt } from '../../options/validate';
+import { checkInt, utf8BytesOver } from '../../options/validate';
 import { MAX_CONCURRENCY, MAX_IDLE_MS } from '../queue.constants';
 import { settleFailure } from './failure-policy';
 import type { ChildFailure } from '../interfaces/flow.interface';
@@ -35,6 +42,8 @@ interface Running {
   ended: boolean;
   /** Given back (shutdown, `task.delay()`): its outcome must not be acked or nacked. */
   released: boolean;
+  /** Given back by its handler with `task.delay()`: `update`/`progress` apply while it waits. */
+  delayed?: boolean;
   done?: Promise<void>;
 }
 
@@ -93,7 +102,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
     private readonly options: ResolvedWorkerOptions,
     private readonly backend: QueueStore,
     private readonly connection: RedisLockConnection,
-    private readonly logger: Logger,
+    private readonly logger: RedactingLogger,
     private readonly events: RedisLockEvents,
     private readonly onClosed: () => void,
   ) {
@@ -454,9 +463,10 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
       );
     }
     const max = this.options.maxResultBytes;
-    if (json.length > max / 3 && Buffer.byteLength(json) > max) {
+    const bytes = utf8BytesOver(json, max);
+    if (bytes !== undefined) {
       throw new QueueError(
-        `queue '${this.queue}': task '${task.id}' returned a result of ${Buffer.byteLength(json)} bytes; ` +
+        `queue '${this.queue}': task '${task.id}' returned a result of ${bytes} bytes; ` +
           `the limit is ${max} (module option queue.maxResultBytes)`,
         'result',
       );
@@ -466,23 +476,36 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
 
   /** `task.progress(value)`. */
   async progress(task: WorkerTask, value: unknown): Promise<void> {
-    await this.updateTask(task, 'progress', serializeJson('progress', value));
+    const json = this.sized(task, 'progress', serializeJson('progress', value));
+    await this.updateTask(task, 'progress', json);
   }
 
   /** `task.log(line)`. */
   async log(task: WorkerTask, line: string): Promise<void> {
-    if (!(await this.backend.log(task, logLineJson(line)))) throw this.leaseLost(task);
+    const json = this.sized(task, 'line', logLineJson(line));
+    if (!(await this.backend.log(task, json))) throw this.leaseLost(task);
   }
 
   /** `task.update(payload)`. */
   async update(task: WorkerTask, payload: unknown): Promise<void> {
-    const json = serializeJson('payload', payload);
+    const json = this.sized(task, 'payload', serializeJson('payload', payload));
     await this.updateTask(task, 'payload', storedPayload(json, task.traceparent) ?? json);
     task.payload = payload;
   }
 
+  /** `json`, unless it is past the queue's `maxPayloadBytes` (`PayloadTooLargeError`). */
+  private sized(task: WorkerTask, argument: string, json: string): string {
+    return checkPayloadBytes(this.options, this.queue, argument, json, `task '${task.id}'`);
+  }
+
   private async updateTask(task: WorkerTask, what: 'progress' | 'payload', json: string) {
-    if (!(await this.backend.updateTask(task, what, json))) throw this.leaseLost(task);
+    const delayed = this.running.get(task.leaseToken)?.delayed === true;
+    if (await this.backend.updateTask(task, what, json, delayed)) return;
+    if (!delayed) throw this.leaseLost(task);
+    throw new QueueError(
+      `queue '${this.queue}': task '${task.id}' was given back with task.delay() and has been ` +
+        `claimed or has finished since; change its ${what} before task.delay(), or delay it longer`,
+    );
   }
 
   /** `task.childResults()`. */
@@ -501,6 +524,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
     const entry = this.running.get(task.leaseToken);
     if (!entry || entry.released || entry.ended) throw this.leaseLost(task);
     entry.released = true;
+    entry.delayed = true;
     const { settled } = await this.backend.claim(this.queue, 0, this.options, [
       { kind: 'release', task, delayMs },
     ]);
@@ -591,6 +615,13 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
       }
       return;
     }
+    if (step.kind === 'release') {
+      // A QueueRateLimitError: the task is back, unspent; the queue waits (claim.lua).
+      this.logger.debug(
+        `queue '${this.queue}': task '${task.id}' given back, queue rate-limited for ${step.data} ms`,
+      );
+      return;
+    }
     if (!failure) {
       if (settled === 0) {
         this.logger.warn(
@@ -603,7 +634,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
       return;
     }
     if (this.events.hasListeners('task.failed')) {
-      this.events.emit('task.failed', { ...base(), error: failure.error });
+      this.events.emit('task.failed', { ...base(), error: redactCredentials(failure.error) });
     }
     const maxAttempts = task.options?.maxAttempts ?? this.options.maxAttempts;
     if (settled === SETTLED.dead) {
@@ -615,7 +646,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
               `${maxAttempts} and moved to dead letter: ${reason}`,
       );
       if (this.events.hasListeners('task.dead')) {
-        this.events.emit('task.dead', { ...base(), error: failure.error });
+        this.events.emit('task.dead', { ...base(), error: redactCredentials(failure.error) });
       }
     } else if (settled === 1) {
       const level = this.options.retryLogLevel;

@@ -8,17 +8,18 @@ import { testRedisUrl } from '../../support/helpers';
 
 /**
  * A compiled testing module with the lock module (global, keys under `prefix`, named
- * `instanceId`) on the test server and the dashboard with `options`.
+ * `instanceId`) on the test server (or on `redis`) and the dashboard with `options`.
  */
 export function compileDashboardModule(
   prefix: string,
   instanceId: string,
   options: RedisLockDashboardOptions = {},
+  redis = testRedisUrl(),
 ): Promise<TestingModule> {
   return Test.createTestingModule({
     imports: [
       RedisLockModule.forRoot({
-        redis: testRedisUrl(),
+        redis,
         keyPrefix: prefix,
         instanceId,
         isGlobal: true,

@@ -137,9 +137,12 @@ export const badPayload: fc.Arbitrary<unknown> = fc.oneof(
   })),
 );
 
-/** Invalid task ids (valid ones: non-empty strings and finite numbers). */
+/** Invalid task ids (valid ones: non-empty strings of at most 512 bytes and finite numbers). */
 export const badTaskId: fc.Arbitrary<unknown> = fc.oneof(
   fc.constant(''),
+  // Over the 512 bytes of names: long, or few multi-byte characters.
+  fc.string({ minLength: 513, maxLength: 700 }),
+  fc.constant('é'.repeat(257)),
   fc.constantFrom(NaN, Infinity, -Infinity, null, undefined, true),
   fc.object({ maxDepth: 1 }),
   fc.constant(Symbol('id')),

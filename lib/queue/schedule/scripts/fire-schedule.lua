@@ -4,7 +4,8 @@
 --
 -- Writes the task exactly like enqueue.lua does for a task without priority or group (due zset at
 -- Redis TIME, payload hash, enqueue time, attempts, last error and dead reset, wake-up marker):
--- keep the two in step when the queue's layout changes.
+-- keep the two in step when the queue's layout changes. A task that exists under the tick's id
+-- (the info hash has it) and is not dead is kept unchanged: the tick counts as enqueued.
 --
 -- KEYS[1] definitions  hash: schedule id -> JSON { spec, rev, anchor }
 -- KEYS[2] state        hash: schedule id -> '<last tick> <count>'
@@ -48,7 +49,11 @@ if last and tick <= last then return { 0, now } end
 if ARGV[5] ~= '' and count >= tonumber(ARGV[5]) then return { 2, now } end
 
 local id = ARGV[4]
-if not redis.call('ZSCORE', KEYS[4], id) and not redis.call('ZSCORE', KEYS[3], id) then
+-- A caller may enqueue any id, a tick's too: a task that exists under it (queued in any way,
+-- leased, waiting for children, or finished and kept) is left as it is, as enqueue.lua keeps a
+-- repeated id; only a dead one is enqueued again. Checking the due and leased sets alone let a
+-- tick overwrite a task with a priority or a group, which then sat in two sets.
+if redis.call('HEXISTS', KEYS[9], id) == 0 or redis.call('ZSCORE', KEYS[7], id) then
   redis.call('ZREM', KEYS[7], id)
   redis.call('HDEL', KEYS[6], id)
   redis.call('HDEL', KEYS[10], id)

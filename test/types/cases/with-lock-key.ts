@@ -1,9 +1,9 @@
-// Type tests of @WithLock's key functions, compiled by `npm run lint` (tsc --noEmit): every
+// Type tests of @WithLock's key functions (run by test/types/types.spec.ts): every
 // `@ts-expect-error` line must be an error, so a key function that is not checked against the
-// decorated method's parameters fails the lint. Nothing here runs.
+// decorated method's parameters fails. Nothing here runs.
 import { applyDecorators, Body, Controller, Param, Post } from '@nestjs/common';
 import { Observable } from 'rxjs';
-import { WithLock, type LockKeyFunction } from '../../lib';
+import { WithLock, type LockKeyFunction } from 'nestjs-redis-lock';
 
 interface PaymentDto {
   orderId: string;

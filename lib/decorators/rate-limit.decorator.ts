@@ -1,0 +1,90 @@
+import { defer, mergeMap, type Observable } from 'rxjs';
+import { LockKeyError } from '../errors/lock-key.error';
+import { RateLimitedError } from '../errors/rate-limited.error';
+import { RedisLockError } from '../errors/redis-lock.error';
+import type { LockService } from '../lock/lock.service';
+import { resolveRateLimitOptions, type RateLimitOptions } from '../rate-limit/rate-limit-options';
+import type { RateLimiterService } from '../rate-limit/rate-limiter.service';
+import { lockServiceRegistry } from './lock-service.registry';
+import { decoratedMethod, replaceMethod } from './method-wrapper';
+import { compileLockKey, type LockKeyFunction } from './with-lock-key';
+import { RATE_LIMITED } from './with-lock.constants';
+import { isObservableType } from './with-lock.decorator';
+
+/** @internal The RateLimiterService of each running module, by the LockService beside it. */
+export const rateLimiterServices = new WeakMap<LockService, RateLimiterService>();
+
+/**
+ * Counts each call of the method against a distributed rate limit whose key is built from its
+ * arguments (`RateLimiterService.consume`); a call over the limit rejects with `RateLimitedError`
+ * before the method runs (`429 Too Many Requests` with `Retry-After` over HTTP with
+ * `LockInterceptor`). `key` follows the rules of `@WithLock` (template `'buy:<0>'`, `<N.a.b>`, or a
+ * function of the arguments) and names one limit; templates and options are checked when the
+ * class is defined. With `@WithLock` or `@WithSemaphore` on the same method, write `@RateLimit`
+ * above them: the limit is checked first, so a refused call never waits for the lock (written
+ * below them, the class definition throws `RedisLockError` saying so). An Observable result is
+ * counted on each subscription.
+ * @param key template or `(...args) => string`
+ * @param options `limit`, `windowMs`, `algorithm` (`'sliding-window'` by default), `cost`
+ * @example
+ * ```ts
+ * @Post(':sku/buy')
+ * @RateLimit('buy:<1.userId>', { limit: 5, windowMs: 10_000 })
+ * @WithLock('stock:<0>', { waitMs: 2_000 })
+ * async buy(@Param('sku') sku: string, @Body() body: BuyDto) { … }
+ * ```
+ */
+export function RateLimit(
+  key: string | LockKeyFunction,
+  options: RateLimitOptions,
+): MethodDecorator {
+  const limits = Object.freeze(resolveRateLimitOptions(options));
+  if (Array.isArray(key)) {
+    throw new LockKeyError('@RateLimit takes one key template, not an array', key);
+  }
+  return <T>(
+    target: object,
+    propertyKey: string | symbol,
+    descriptor: TypedPropertyDescriptor<T>,
+  ): TypedPropertyDescriptor<T> => {
+    const { original, where } = decoratedMethod('@RateLimit', target, propertyKey, descriptor);
+    const paramtypes: unknown = Reflect.getMetadata('design:paramtypes', target, propertyKey);
+    const declared = Math.max(original.length, Array.isArray(paramtypes) ? paramtypes.length : 0);
+    const keys = compileLockKey(key, where, declared, '@RateLimit');
+    const check = async (self: unknown, args: unknown[]): Promise<void> => {
+      const names = keys(self, args);
+      if (names.length !== 1) {
+        throw new LockKeyError(
+          `@RateLimit on ${where}: the key function returned ${names.length} keys; a rate limit has one`,
+          names,
+        );
+      }
+      const result = await rateLimiterOf(where, self).consume(names[0], limits);
+      if (!result.allowed) {
+        throw new RateLimitedError(names[0], limits.limit, limits.windowMs, result.retryAfterMs);
+      }
+    };
+    const wrapper = isObservableType(Reflect.getMetadata('design:returntype', target, propertyKey))
+      ? function (this: unknown, ...args: unknown[]): Observable<unknown> {
+          return defer(() => check(this, args)).pipe(
+            mergeMap(() => original.apply(this, args) as Observable<unknown>),
+          );
+        }
+      : async function (this: unknown, ...args: unknown[]) {
+          await check(this, args);
+          return original.apply(this, args);
+        };
+    Object.defineProperty(wrapper, RATE_LIMITED, { value: true });
+    return replaceMethod(target, propertyKey, descriptor, original, wrapper);
+  };
+}
+
+function rateLimiterOf(where: string, self: unknown): RateLimiterService {
+  const locks = lockServiceRegistry.find(self);
+  const found = locks && rateLimiterServices.get(locks);
+  if (found) return found;
+  throw new RedisLockError(
+    `@RateLimit on ${where}: no RateLimiterService — import RedisLockModule.forRoot() in the ` +
+      'module that provides this class',
+  );
+}

@@ -1,0 +1,29 @@
+import type { RedisLockConnection } from './redis-connection';
+
+/** Bound of the boot checks (Cluster node, eviction policy) without `connectTimeoutMs`, in ms. */
+const BOOT_CHECK_MS = 1_000;
+
+/**
+ * With `connectTimeoutMs`: PINGs Redis before anything of the module starts, and on no answer in
+ * time closes the connections and fails the start with `RedisUnavailableError`. Always: fails the
+ * start with `RedisLockOptionsError` when a single-node connection reaches a Redis Cluster node,
+ * and checks every master's `maxmemory-policy` (`evictionPolicy`: a warning per master, or with
+ * `'fail'` `RedisLockOptionsError`). Both checks run side by side, each call bounded by
+ * `connectTimeoutMs` (else 1 s) and `commandTimeoutMs`; no answer is no verdict.
+ */
+export async function connectOrFail(connection: RedisLockConnection): Promise<RedisLockConnection> {
+  const { connectTimeoutMs: ms, commandTimeoutMs, evictionPolicy } = connection.options;
+  try {
+    if (ms !== undefined) await connection.call('PING (connectTimeoutMs)', (c) => c.ping(), ms);
+    const bound = Math.min(ms ?? BOOT_CHECK_MS, commandTimeoutMs);
+    const checks = await Promise.allSettled([
+      connection.checkNotClusterNode(bound),
+      connection.checkEvictionPolicy(bound, evictionPolicy),
+    ]);
+    for (const check of checks) if (check.status === 'rejected') throw check.reason;
+  } catch (err) {
+    await connection.close().catch(() => undefined);
+    throw err;
+  }
+  return connection;
+}

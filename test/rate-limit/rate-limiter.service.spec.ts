@@ -1,0 +1,199 @@
+import 'reflect-metadata';
+import type { INestApplicationContext } from '@nestjs/common';
+import type { Redis } from 'ioredis';
+import {
+  LockKeyError,
+  RateLimiterService,
+  RedisLockOptionsError,
+  type RateLimitOptions,
+} from '../../lib';
+import { commandCalls, createLockApp, redisClient, uniquePrefix } from '../support/helpers';
+
+describe('RateLimiterService.consume', () => {
+  const prefix = uniquePrefix('rate');
+  let apps: INestApplicationContext[];
+  let limiters: RateLimiterService[];
+  let redis: Redis;
+
+  beforeAll(async () => {
+    // Four instances of the app on one Redis.
+    apps = await Promise.all([0, 1, 2, 3].map(() => createLockApp({ keyPrefix: prefix })));
+    limiters = apps.map((app) => app.get(RateLimiterService));
+    redis = redisClient();
+  });
+  afterAll(async () => {
+    await Promise.all(apps.map((app) => app.close()));
+    redis.disconnect();
+  });
+
+  const limiter = () => limiters[0];
+
+  it('sliding window: admits `limit` units, then refuses with the wait until one fits, counting nothing', async () => {
+    const o: RateLimitOptions = { limit: 5, windowMs: 60_000 };
+    const results = [];
+    for (let i = 0; i < 7; i++) results.push(await limiter().consume('login:ann', o));
+    expect(results.map((r) => r.allowed)).toEqual([true, true, true, true, true, false, false]);
+    expect(results.map((r) => r.remaining)).toEqual([4, 3, 2, 1, 0, 0, 0]);
+    expect(results[4]).toMatchObject({ retryAfterMs: 0, resetMs: 60_000 });
+    for (const refused of results.slice(5)) {
+      expect(refused.retryAfterMs).toBeGreaterThan(55_000);
+      expect(refused.retryAfterMs).toBeLessThanOrEqual(60_000);
+    }
+    // The log holds the five admitted units only, and expires with the window.
+    const key = `${prefix}rate:{login:ann}`;
+    expect(await redis.zcard(key)).toBe(5);
+    expect(await redis.pttl(key)).toBeGreaterThan(55_000);
+  });
+
+  it('sliding window: a cost takes that many units, and one over what is left is refused whole', async () => {
+    const o = { limit: 10, windowMs: 60_000 };
+    expect(await limiter().consume('export:1', { ...o, cost: 7 })).toMatchObject({
+      allowed: true,
+      remaining: 3,
+    });
+    expect(await limiter().consume('export:1', { ...o, cost: 4 })).toMatchObject({
+      allowed: false,
+      remaining: 3,
+    });
+    expect(await limiter().consume('export:1', { ...o, cost: 3 })).toMatchObject({
+      allowed: true,
+      remaining: 0,
+    });
+  });
+
+  it('token bucket: a burst of `limit`, then refusals saying when a token is back; two fields per key', async () => {
+    const o: RateLimitOptions = { limit: 10, windowMs: 10_000, algorithm: 'token-bucket' };
+    const results = [];
+    for (let i = 0; i < 11; i++) results.push(await limiter().consume('api:c1', o));
+    expect(results.filter((r) => r.allowed)).toHaveLength(10);
+    const refused = results[10];
+    expect(refused.allowed).toBe(false);
+    // One token refills per 1,000 ms.
+    expect(refused.retryAfterMs).toBeGreaterThan(900);
+    expect(refused.retryAfterMs).toBeLessThanOrEqual(1_000);
+    const key = `${prefix}bucket:{api:c1}`;
+    expect(await redis.hkeys(key)).toEqual(['tokens', 'at']);
+    const ttl = await redis.pttl(key);
+    expect(ttl).toBeGreaterThan(9_000); // until full again
+    expect(ttl).toBeLessThanOrEqual(10_000);
+  });
+
+  it('takes a changed limit at once, on every instance, without resetting what was counted', async () => {
+    const windowMs = 60_000;
+    for (let i = 0; i < 5; i++) await limiters[i % 4].consume('plan:acme', { limit: 10, windowMs });
+    // Lowered to 6: one more fits.
+    expect(await limiters[1].consume('plan:acme', { limit: 6, windowMs })).toMatchObject({
+      allowed: true,
+      remaining: 0,
+    });
+    expect((await limiters[2].consume('plan:acme', { limit: 6, windowMs })).allowed).toBe(false);
+    // Raised to 20: 6 are counted.
+    expect(await limiters[3].consume('plan:acme', { limit: 20, windowMs })).toMatchObject({
+      allowed: true,
+      remaining: 13,
+    });
+    // The token bucket alike: a lowered limit caps the tokens, nothing is refilled.
+    const bucket: RateLimitOptions = { limit: 10, windowMs, algorithm: 'token-bucket' };
+    for (let i = 0; i < 8; i++) await limiters[i % 4].consume('plan:b', bucket);
+    expect(await limiters[0].consume('plan:b', { ...bucket, limit: 3 })).toMatchObject({
+      allowed: true,
+      remaining: 1,
+    });
+  });
+
+  it('never admits more than `limit` in any window across 4 instances x 8 concurrent callers', async () => {
+    const o = { limit: 20, windowMs: 300 };
+    const key = 'crowd';
+    const log = `${prefix}rate:{${key}}`;
+    // Every admitted unit stays in the log for at least windowMs (only a later consume trims
+    // it): reading the log every 25 ms sees each one with its admission time.
+    const seen = new Map<string, number>();
+    let reading = true;
+    const reader = (async () => {
+      while (reading) {
+        const entries = await redis.zrange(log, 0, -1, 'WITHSCORES');
+        for (let i = 0; i < entries.length; i += 2) seen.set(entries[i], Number(entries[i + 1]));
+        await new Promise((r) => setTimeout(r, 25));
+      }
+    })();
+    let admitted = 0;
+    let refused = 0;
+    const deadline = Date.now() + 2_000;
+    await Promise.all(
+      Array.from({ length: 32 }, async (_, caller) => {
+        while (Date.now() < deadline) {
+          const r = await limiters[caller % 4].consume(key, o);
+          if (r.allowed) admitted++;
+          else refused++;
+        }
+      }),
+    );
+    reading = false;
+    await reader;
+    const times = [...seen.values()].sort((a, b) => a - b);
+    expect(times).toHaveLength(admitted);
+    let worst = 0;
+    for (let i = 0, j = 0; i < times.length; i++) {
+      while (times[j] <= times[i] - o.windowMs) j++;
+      worst = Math.max(worst, i - j + 1);
+    }
+    expect(worst).toBeLessThanOrEqual(o.limit);
+    // The crowd did reach the limit, and slid past it: more than one window's worth admitted.
+    expect(worst).toBe(o.limit);
+    expect(admitted).toBeGreaterThan(2 * o.limit);
+    expect(refused).toBeGreaterThan(0);
+  });
+
+  it('costs one script call per consume, and nothing else', async () => {
+    const before = await commandCalls(redis);
+    for (let i = 0; i < 20; i++) await limiter().consume('cost:sw', { limit: 10, windowMs: 1_000 });
+    for (let i = 0; i < 20; i++) {
+      await limiter().consume('cost:tb', { limit: 10, windowMs: 1_000, algorithm: 'token-bucket' });
+    }
+    const after = await commandCalls(redis);
+    const delta = new Map([...after].map(([c, n]) => [c, n - (before.get(c) ?? 0)]));
+    expect(delta.get('evalsha')).toBe(40);
+    // Besides the scripts' own commands and the two INFOs, no other command ran.
+    const others = [...delta].filter(
+      ([c, n]) =>
+        n > 0 &&
+        ![
+          'evalsha',
+          'info',
+          'time',
+          'zremrangebyscore',
+          'zcard',
+          'zadd',
+          'pexpire',
+          'zrange',
+          'hmget',
+          'hset',
+        ].includes(c),
+    );
+    expect(others).toEqual([]);
+  });
+
+  it('refuses bad options and keys with typed errors naming them', async () => {
+    const bad: Array<[unknown, string]> = [
+      [{ limit: 0, windowMs: 1_000 }, 'limit'],
+      [{ limit: 100_001, windowMs: 1_000 }, 'limit'],
+      [{ limit: 1.5, windowMs: 1_000 }, 'limit'],
+      [{ limit: 5, windowMs: 0 }, 'windowMs'],
+      [{ limit: 5, windowMs: 86_400_001 }, 'windowMs'],
+      [{ limit: 5, windowMs: 1_000, cost: 6 }, 'cost'],
+      [{ limit: 5, windowMs: 1_000, algorithm: 'fixed' }, 'algorithm'],
+      [{ limit: 5, windowMs: 1_000, burst: 2 }, 'burst'],
+    ];
+    for (const [options, option] of bad) {
+      const err = await limiter()
+        .consume('k', options as RateLimitOptions)
+        .catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(RedisLockOptionsError);
+      expect((err as Error).message).toContain(option);
+    }
+    await expect(limiter().consume('', { limit: 1, windowMs: 1 })).rejects.toThrow(LockKeyError);
+    await expect(limiter().consume('x'.repeat(600), { limit: 1, windowMs: 1 })).rejects.toThrow(
+      LockKeyError,
+    );
+  });
+});
