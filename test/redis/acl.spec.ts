@@ -6,6 +6,7 @@ import {
   LockService,
   OncePerTick,
   QueueService,
+  RateLimiterService,
   SemaphoreService,
   type QueueEventType,
   type RedisLockModuleOptions,
@@ -34,7 +35,7 @@ class Jobs {
  * Every feature, on two application instances `a` and `b`: locks (fencing, waiting, handoff
  * between instances and within one, multi-key, inspect, extend), FencedStore, read-write locks,
  * semaphores, the queue (enqueue, claim/ack, workers, progress and logs, events, waitFor, flows,
- * schedules, cancel, stats), @OncePerTick.
+ * schedules, cancel, stats), rate limits, @OncePerTick.
  */
 async function exerciseEverything(
   a: INestApplicationContext,
@@ -150,6 +151,14 @@ async function exerciseEverything(
   expect(await queues.waitFor('parents', 'p', { timeoutMs: 5_000 })).toMatchObject({
     state: 'completed',
   });
+
+  // Rate limits, both algorithms, counted across instances.
+  for (const algorithm of ['sliding-window', 'token-bucket'] as const) {
+    const limit = { limit: 2, windowMs: 60_000, algorithm };
+    expect((await a.get(RateLimiterService).consume('login', limit)).allowed).toBe(true);
+    expect((await b.get(RateLimiterService).consume('login', limit)).allowed).toBe(true);
+    expect((await a.get(RateLimiterService).consume('login', limit)).allowed).toBe(false);
+  }
 
   // @OncePerTick: one run per window across instances.
   expect(await a.get(Jobs).report()).toBe('ran');
