@@ -7,7 +7,7 @@ import { resolveRateLimitOptions, type RateLimitOptions } from '../rate-limit/ra
 import type { RateLimiterService } from '../rate-limit/rate-limiter.service';
 import { lockServiceRegistry } from './lock-service.registry';
 import { decoratedMethod, replaceMethod } from './method-wrapper';
-import { compileLockKey, type LockKeyFunction } from './with-lock-key';
+import { compileSingleKey, type LockKeyFunction } from './with-lock-key';
 import { RATE_LIMITED } from './with-lock.constants';
 import { isObservableType } from './with-lock.decorator';
 
@@ -47,21 +47,14 @@ export function RateLimit(
     propertyKey: string | symbol,
     descriptor: TypedPropertyDescriptor<T>,
   ): TypedPropertyDescriptor<T> => {
-    const { original, where } = decoratedMethod('@RateLimit', target, propertyKey, descriptor);
-    const paramtypes: unknown = Reflect.getMetadata('design:paramtypes', target, propertyKey);
-    const declared = Math.max(original.length, Array.isArray(paramtypes) ? paramtypes.length : 0);
-    const keys = compileLockKey(key, where, declared, '@RateLimit');
+    const method = decoratedMethod('@RateLimit', target, propertyKey, descriptor);
+    const { original, where } = method;
+    const nameOf = compileSingleKey(key, '@RateLimit', 'a rate limit', method, target, propertyKey);
     const check = async (self: unknown, args: unknown[]): Promise<void> => {
-      const names = keys(self, args);
-      if (names.length !== 1) {
-        throw new LockKeyError(
-          `@RateLimit on ${where}: the key function returned ${names.length} keys; a rate limit has one`,
-          names,
-        );
-      }
-      const result = await rateLimiterOf(where, self).consume(names[0], limits);
+      const name = nameOf(self, args);
+      const result = await rateLimiterOf(where, self).consume(name, limits);
       if (!result.allowed) {
-        throw new RateLimitedError(names[0], limits.limit, limits.windowMs, result.retryAfterMs);
+        throw new RateLimitedError(name, limits.limit, limits.windowMs, result.retryAfterMs);
       }
     };
     const wrapper = isObservableType(Reflect.getMetadata('design:returntype', target, propertyKey))

@@ -92,3 +92,36 @@ function named<T>(on: string, where: string, fn: () => T): T {
     throw err;
   }
 }
+
+/**
+ * @internal For decorators of one key (`@WithSemaphore`, `@RateLimit`): compiles `key` (one
+ * template or a function) for the decorated method (`declaredParams` from its
+ * `design:paramtypes` or `length`), and returns the builder of each call's one name, which throws
+ * `LockKeyError` when a key function returns another number of keys.
+ * @param what what the key names, for messages (`'a semaphore'`)
+ */
+export function compileSingleKey(
+  key: string | LockKeyFunction,
+  decorator: string,
+  what: string,
+  method: { original: (...args: unknown[]) => unknown; where: string },
+  target: object,
+  propertyKey: string | symbol,
+): (self: unknown, args: readonly unknown[]) => string {
+  const paramtypes: unknown = Reflect.getMetadata('design:paramtypes', target, propertyKey);
+  const declared = Math.max(
+    method.original.length,
+    Array.isArray(paramtypes) ? paramtypes.length : 0,
+  );
+  const keys = compileLockKey(key, method.where, declared, decorator);
+  return (self, args) => {
+    const names = keys(self, args);
+    if (names.length !== 1) {
+      throw new LockKeyError(
+        `${decorator} on ${method.where}: the key function returned ${names.length} keys; ${what} has one`,
+        names,
+      );
+    }
+    return names[0];
+  };
+}

@@ -8,7 +8,7 @@ import type { SemaphoreService } from '../semaphore/semaphore.service';
 import { lockServiceRegistry } from './lock-service.registry';
 import { heldCall, runLockedStream, type HoldGrant } from './locked-stream';
 import { decoratedMethod, rejectSignalOption, replaceMethod } from './method-wrapper';
-import { compileLockKey, type LockKeyFunction } from './with-lock-key';
+import { compileSingleKey, type LockKeyFunction } from './with-lock-key';
 import { isObservableType, VALIDATION_BASE } from './with-lock.decorator';
 /** @internal The SemaphoreService of each running module, by the LockService beside it. */
 export const semaphoreServices = new WeakMap<LockService, SemaphoreService>();
@@ -50,21 +50,21 @@ export function WithSemaphore(
     propertyKey: string | symbol,
     descriptor: TypedPropertyDescriptor<T>,
   ): TypedPropertyDescriptor<T> => {
-    const { original, where } = decoratedMethod('@WithSemaphore', target, propertyKey, descriptor);
-    const paramtypes: unknown = Reflect.getMetadata('design:paramtypes', target, propertyKey);
-    const declared = Math.max(original.length, Array.isArray(paramtypes) ? paramtypes.length : 0);
-    const keys = compileLockKey(key, where, declared, '@WithSemaphore');
+    const method = decoratedMethod('@WithSemaphore', target, propertyKey, descriptor);
+    const { original, where } = method;
+    const nameOf = compileSingleKey(
+      key,
+      '@WithSemaphore',
+      'a semaphore',
+      method,
+      target,
+      propertyKey,
+    );
     const holder = (self: unknown, args: unknown[]): HoldGrant<Permit> => {
-      const names = keys(self, args);
-      if (names.length !== 1) {
-        throw new LockKeyError(
-          `@WithSemaphore on ${where}: the key function returned ${names.length} keys; a semaphore has one`,
-          names,
-        );
-      }
+      const name = nameOf(self, args);
       const semaphores = semaphoreServiceOf(where, self);
       return (fn, signal) =>
-        semaphores.withPermit(names[0], fn, signal ? { ...frozen, signal } : frozen);
+        semaphores.withPermit(name, fn, signal ? { ...frozen, signal } : frozen);
     };
     const run = (self: unknown, args: unknown[]) => () => original.apply(self, args);
     const wrapper = isObservableType(Reflect.getMetadata('design:returntype', target, propertyKey))
