@@ -168,7 +168,14 @@ describe('Redlock quorum mode (nodes): 3 independent redis-server masters', () =
     });
     await held.release();
     const lock: Lock = await waiter;
-    expect(await values('w')).toEqual([lock.token, lock.token, lock.token]);
+    // Granted by a majority; a node whose release arrived after the waiter's try there may not
+    // be one of them (a loaded machine: CI saw the rival's marked value on one node once). The
+    // rival's value leaves every node all the same.
+    const granted = (await values('w')).filter((v) => v === lock.token || v === `${lock.token}*`);
+    expect(granted.length).toBeGreaterThanOrEqual(2);
+    await waitFor('the rival released on every node', async () =>
+      (await values('w')).every((v) => v === null || !v.startsWith(held.token)),
+    );
     await lock.release();
   });
 
