@@ -42,6 +42,12 @@ const RESYNC_RETRY_MS = 1_000;
 
 /** Least time between two slot map refreshes of the subscriber that `refreshTopology` asks for. */
 const REFRESH_MIN_INTERVAL_MS = 500;
+/**
+ * Refreshes of the subscriber's map after one `refreshTopology` while it still disagrees with the
+ * command client's on a subscribed channel's master (the node it asked had not yet heard of the
+ * failover): with `REFRESH_MIN_INTERVAL_MS`, about 5 s of trying.
+ */
+const REFRESH_FOLLOW_UPS = 10;
 
 /**
  * One subscriber connection shared by every waiter of a module: channels are subscribed on first
@@ -69,16 +75,21 @@ export class PubSubHub {
   private wasReady = false;
   private lastRefresh = 0;
   private refreshTimer?: NodeJS.Timeout;
+  /** Refreshes left while the two maps disagree (see `REFRESH_FOLLOW_UPS`). */
+  private followUps = 0;
 
   /**
    * @param createSubscriber opens the dedicated subscriber connection (called once, lazily)
    * @param sharded use SSUBSCRIBE/`smessage` instead of SUBSCRIBE/`message`
    * @param timeoutMs bound of a SUBSCRIBE
+   * @param commandOwnerOf Cluster: the master of a slot in the command client's map (which
+   *   follows `MOVED`), to tell when the subscriber's map is still behind it
    */
   constructor(
     private readonly createSubscriber: () => Redis | Cluster,
     private readonly sharded: boolean,
     private readonly timeoutMs: number,
+    private readonly commandOwnerOf?: (slot: number) => string | undefined,
   ) {}
 
   /**
@@ -146,6 +157,34 @@ export class PubSubHub {
    * 16,384 slots), which, every second, was most of an idle module's CPU.
    */
   refreshTopology(): void {
+    this.followUps = REFRESH_FOLLOW_UPS;
+    this.scheduleRefresh();
+  }
+
+  /**
+   * The subscriber's map refreshed: channels whose master changed are subscribed again; while it
+   * still disagrees with the command client's map on a subscribed channel (it asked a node that
+   * had not heard of the failover yet), it is refreshed again, a bounded number of times.
+   */
+  private onSubscriberRefresh(): void {
+    this.checkOwners();
+    if (this.followUps > 0 && this.behindCommandClient()) {
+      this.followUps--;
+      this.scheduleRefresh();
+    }
+  }
+
+  private behindCommandClient(): boolean {
+    if (!this.commandOwnerOf) return false;
+    for (const entry of this.channels.values()) {
+      if (entry.slot === undefined || !entry.subscribed) continue;
+      const expected = this.commandOwnerOf(entry.slot);
+      if (expected !== undefined && expected !== this.ownerOf(entry.slot)) return true;
+    }
+    return false;
+  }
+
+  private scheduleRefresh(): void {
     const sub = this.subscriber as Cluster | undefined;
     if (!this.sharded || !sub || this.closed || this.refreshTimer) return;
     const wait = this.lastRefresh + REFRESH_MIN_INTERVAL_MS - Date.now();
@@ -219,7 +258,7 @@ export class PubSubHub {
         // channel is subscribed again, whatever ioredis did (its own resubscription forgets a
         // channel whose unsubscription it retried, and the order of its retries is not ours).
         for (const event of ['-node', 'subscribersReady']) sub.on(event, () => this.resyncAll());
-        sub.on('refresh', () => this.checkOwners());
+        sub.on('refresh', () => this.onSubscriberRefresh());
       }
       // ioredis subscribes again on reconnect; what was published meanwhile is lost.
       sub.on('ready', () => {

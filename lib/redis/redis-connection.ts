@@ -119,6 +119,7 @@ export class RedisLockConnection {
       () => this.duplicate(this.isCluster ? CLUSTER_SUBSCRIBER_OPTIONS : undefined),
       this.isCluster,
       options.commandTimeoutMs,
+      this.isCluster ? (slot) => (this.client as Cluster).slots?.[slot]?.[0] : undefined,
     );
     if (this.isCluster) this.client.on('refresh', this.onRefresh);
     // Only the default (`waitForReplicas` unset) depends on the count: with it set, or opted out,
