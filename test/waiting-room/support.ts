@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import type { WaitingRoomService } from '../../lib';
 import { waitingRoomKeys } from '../../lib/waiting-room/waiting-room-store';
 
@@ -13,7 +13,7 @@ export function roomKeys(prefix: string, room: string) {
  * order; `undefined` for one without a pass.
  */
 export async function admissionTimes(
-  redis: Redis,
+  redis: Redis | Cluster,
   prefix: string,
   room: string,
   visitors: string[],
