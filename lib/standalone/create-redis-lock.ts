@@ -68,8 +68,8 @@ export async function createRedisLock(options: RedisLockModuleOptions): Promise<
   let closing: Promise<void> | undefined;
   const close = async () => {
     queues.onModuleDestroy();
-    waitingRoom.beforeApplicationShutdown();
     await Promise.all([
+      waitingRoom.beforeApplicationShutdown(),
       queues.beforeApplicationShutdown(),
       locks.beforeApplicationShutdown(),
       semaphores.beforeApplicationShutdown(),

@@ -4,6 +4,7 @@ import { WaitingRoomTimeoutError } from '../errors/waiting-room-timeout.error';
 import type { PubSubHub } from '../redis/pubsub-hub';
 import type { WaitingRoomStatus } from './waiting-room-options';
 import {
+  CHANNEL,
   messageClock,
   type Presence,
   type RoomClock,
@@ -39,14 +40,16 @@ interface Waiter {
  * waits: the room's channel says who was admitted; one timer, set from the room's clock in Redis
  * (next admission, rate) and the first local visitor's position, calls for the admissions when
  * that visitor's turn comes (whoever is due, on any instance, is admitted by that call); one
- * presence call every `absentMs / 3` keeps every local visitor's place (and corrects the
- * positions, in batches of 1,000 visitors per call).
+ * lease call every `absentMs / 3` keeps every local visitor's place (the lease stands for all of
+ * them; when it had run out, they are parked again, 1,000 per call, and their positions read).
  */
 export class RoomWatch {
   private readonly waiters = new Map<string, Set<Waiter>>();
   private clock?: RoomClock;
   /** Local ms minus Redis ms, from the last reply or message. */
   private offset = 0;
+  /** Visitors that stopped waiting unadmitted, to unpark in one call. */
+  private unparking: string[] = [];
   /** `wait` calls between `listen` and `park` (or their end): the channel stays subscribed. */
   private pending = 0;
   private unlisten?: () => void;
@@ -61,9 +64,13 @@ export class RoomWatch {
   /**
    * @param onEmpty called when the last local visitor left
    */
+  /**
+   * @param instance this instance's id in the room's leases
+   */
   constructor(
     private readonly room: string,
     private readonly keys: string[],
+    private readonly instance: string,
     private readonly store: WaitingRoomStore,
     private readonly hub: PubSubHub,
     private readonly onEmpty: () => void,
@@ -77,7 +84,7 @@ export class RoomWatch {
     this.pending++;
     this.listening ??= this.hub
       .listen(
-        this.keys[4],
+        this.keys[CHANNEL],
         (message) => this.onMessage(message),
         () => void this.sync(),
       )
@@ -132,6 +139,7 @@ export class RoomWatch {
         },
         reject: (err) => {
           waiter.end();
+          this.unpark(visitor);
           reject(err);
         },
         end: () => {
@@ -141,6 +149,7 @@ export class RoomWatch {
         },
       };
       signal?.addEventListener('abort', onAbort, { once: true });
+      if (signal?.aborted) return waiter.reject(signal.reason);
       let same = this.waiters.get(visitor);
       if (!same) this.waiters.set(visitor, (same = new Set()));
       same.add(waiter);
@@ -157,11 +166,26 @@ export class RoomWatch {
     return Math.max(0, Math.round(wait));
   }
 
-  /** Rejects every local visitor (the module shuts down). */
-  close(): void {
+  /** Rejects every local visitor (the module shuts down); they keep their places for `absentMs`. */
+  async close(): Promise<void> {
     const err = new RedisLockError(`waiting room '${this.room}': the module is shutting down`);
     for (const same of [...this.waiters.values()]) for (const w of [...same]) w.reject(err);
     this.stop();
+    await this.flushUnpark();
+  }
+
+  /** A visitor stopped waiting here unadmitted: unparked with the others of this tick. */
+  private unpark(visitor: string): void {
+    if (this.unparking.push(visitor) === 1) setImmediate(() => void this.flushUnpark());
+  }
+
+  private async flushUnpark(): Promise<void> {
+    const visitors = this.unparking;
+    this.unparking = [];
+    if (visitors.length === 0) return;
+    // Not unparked (Redis out of reach): the visitor stays parked under this instance's lease
+    // until it is admitted, or this instance stops renewing the lease.
+    await this.store.unpark(this.keys, this.instance, visitors).catch(() => undefined);
   }
 
   private start(): void {
@@ -200,7 +224,7 @@ export class RoomWatch {
     const every = Math.floor(clock.absent / 3);
     if (this.waiters.size > 0 && (!this.presenceTimer || this.clock?.absent !== clock.absent)) {
       clearInterval(this.presenceTimer);
-      this.presenceTimer = setInterval(() => void this.sync(), every);
+      this.presenceTimer = setInterval(() => void this.renewLease(), every);
       this.presenceTimer.unref();
     }
     this.clock = clock;
@@ -268,15 +292,28 @@ export class RoomWatch {
     this.schedule();
   }
 
+  /** Renews this instance's lease, which keeps every local visitor's place. */
+  private async renewLease(): Promise<void> {
+    if (this.waiters.size === 0) return;
+    try {
+      const { clock, held } = await this.store.lease(this.room, this.keys, this.instance);
+      this.setClock(clock);
+      if (!held) await this.sync();
+    } catch (err) {
+      this.failAll(err);
+    }
+  }
+
   /**
-   * Marks every local visitor seen and sets each one's position from Redis (also run after the
-   * channel was subscribed again: admissions published meanwhile were lost).
+   * Parks every local visitor again and sets each one's position from Redis: after the channel
+   * was subscribed again (admissions published meanwhile were lost), or when the lease had run
+   * out (this instance could not reach Redis for `absentMs`).
    */
   private async sync(): Promise<void> {
     if (this.syncing || this.waiters.size === 0) return;
     this.syncing = true;
     try {
-      const { clock, presence } = await this.store.presence(this.room, this.keys, [
+      const { clock, presence } = await this.store.presence(this.room, this.keys, this.instance, [
         ...this.waiters.keys(),
       ]);
       this.setClock(clock);

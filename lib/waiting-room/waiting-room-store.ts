@@ -22,6 +22,8 @@ const SCRIPTS = {
   join: script('join'),
   advance: script('advance'),
   presence: script('presence'),
+  lease: script('lease'),
+  unpark: script('unpark'),
   pass: script('pass'),
 };
 
@@ -75,11 +77,17 @@ export interface RoomMessage {
   x: number;
 }
 
-/** The Redis keys of one room (and its channel), all under one hash tag: one Cluster slot. */
+/**
+ * The Redis keys of one room (and its channel, the fifth), all under one hash tag: one Cluster
+ * slot. Their roles: scripts/includes/room.lua.
+ */
 export function waitingRoomKeys(prefix: string, room: string): string[] {
   const base = taggedKey(prefix, 'room', room);
-  return [base, `${base}:line`, `${base}:seen`, `${base}:passes`, `${base}:ch`];
+  return ['', ':line', ':seen', ':passes', ':ch', ':leases', ':parkedby'].map((s) => base + s);
 }
+
+/** The channel among a room's keys. */
+export const CHANNEL = 4;
 
 /** The only user of the waiting room's scripts: keys, ARGV order, replies. */
 export class WaitingRoomStore {
@@ -105,11 +113,13 @@ export class WaitingRoomStore {
   }
 
   async close(keys: string[]): Promise<void> {
-    await this.connection.call('DEL (waiting room)', (c) => c.del(...keys.slice(0, 4)));
+    const stored = keys.filter((_, i) => i !== CHANNEL);
+    await this.connection.call('DEL (waiting room)', (c) => c.del(...stored));
   }
 
-  async join(room: string, keys: string[], visitor: string): Promise<JoinReply> {
-    const r = await this.run(room, SCRIPTS.join, keys, [visitor]);
+  /** Joins; with `instance`, parks the visitor on that instance (it waits there). */
+  async join(room: string, keys: string[], visitor: string, instance = ''): Promise<JoinReply> {
+    const r = await this.run(room, SCRIPTS.join, keys, [visitor, instance]);
     return { ...clockOf(r), admitted: r[5] === 1, value: Number(r[6]), ticket: Number(r[7]) };
   }
 
@@ -117,20 +127,39 @@ export class WaitingRoomStore {
     return clockOf(await this.run(room, SCRIPTS.advance, keys, []));
   }
 
+  /** Renews `instance`'s lease; `held: false` when it had run out (park its visitors again). */
+  async lease(
+    room: string,
+    keys: string[],
+    instance: string,
+  ): Promise<{ clock: RoomClock; held: boolean }> {
+    const r = await this.run(room, SCRIPTS.lease, keys, [instance]);
+    return { clock: clockOf(r), held: r[5] === 1 };
+  }
+
+  /** Visitors that stopped waiting on `instance` unadmitted: seen now, no longer parked. */
+  async unpark(keys: string[], instance: string, visitors: string[]): Promise<void> {
+    for (let i = 0; i < visitors.length; i += PRESENCE_BATCH) {
+      const batch = visitors.slice(i, i + PRESENCE_BATCH);
+      await this.connection.run(SCRIPTS.unpark, keys, [this.sharded, instance, ...batch]);
+    }
+  }
+
   /**
-   * Marks `visitors` seen and says where each stands, in batches of 1,000 visitors per script
-   * call; resolves with the last reply's clock.
+   * Parks `visitors` on `instance` again and says where each stands, in batches of 1,000 visitors
+   * per script call; resolves with the last reply's clock.
    */
   async presence(
     room: string,
     keys: string[],
+    instance: string,
     visitors: string[],
   ): Promise<{ clock: RoomClock; presence: Map<string, Presence> }> {
     const presence = new Map<string, Presence>();
     let clock: RoomClock | undefined;
     for (let i = 0; i === 0 || i < visitors.length; i += PRESENCE_BATCH) {
       const batch = visitors.slice(i, i + PRESENCE_BATCH);
-      const r = await this.run(room, SCRIPTS.presence, keys, batch);
+      const r = await this.run(room, SCRIPTS.presence, keys, [instance, ...batch]);
       clock = clockOf(r);
       batch.forEach((visitor, j) => {
         const kind = r[5 + j * 2];

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { BeforeApplicationShutdown, Injectable } from '@nestjs/common';
 import { checkKeyName } from '../lock/lock-keys';
 import { RedisLockConnection } from '../redis/redis-connection';
@@ -27,6 +28,8 @@ import { type JoinReply, WaitingRoomStore } from './waiting-room-store';
 export class WaitingRoomService implements BeforeApplicationShutdown {
   private readonly store: WaitingRoomStore;
   private readonly watches = new Map<string, RoomWatch>();
+  /** This instance's id in the rooms' leases. */
+  private readonly instance = randomBytes(9).toString('base64url');
 
   constructor(private readonly connection: RedisLockConnection) {
     this.store = new WaitingRoomStore(connection);
@@ -100,7 +103,7 @@ export class WaitingRoomService implements BeforeApplicationShutdown {
     const name = keys[0];
     let watch = this.watches.get(name);
     if (!watch) {
-      watch = new RoomWatch(room, keys, this.store, this.connection.hub, () =>
+      watch = new RoomWatch(room, keys, this.instance, this.store, this.connection.hub, () =>
         this.watches.delete(name),
       );
       this.watches.set(name, watch);
@@ -108,14 +111,13 @@ export class WaitingRoomService implements BeforeApplicationShutdown {
     let reply: JoinReply;
     try {
       await watch.listen();
-      reply = await this.store.join(room, keys, visitor);
+      reply = await this.store.join(room, keys, visitor, this.instance);
     } catch (err) {
       watch.done();
       throw err;
     }
-    if (reply.admitted || o.signal?.aborted) {
+    if (reply.admitted) {
       watch.done();
-      o.signal?.throwIfAborted();
       return statusOf(reply);
     }
     return watch.park(visitor, reply.value, reply, o.waitMs, o.signal, o.onProgress);
@@ -134,10 +136,14 @@ export class WaitingRoomService implements BeforeApplicationShutdown {
     return this.watches.get(this.store.keys(room)[0])?.size ?? 0;
   }
 
-  /** Ends the waits parked on this instance (their visitors keep their places). */
-  beforeApplicationShutdown(): void {
-    for (const watch of [...this.watches.values()]) watch.close();
+  /**
+   * Ends the waits parked on this instance: they reject, and their visitors keep their places
+   * for `absentMs` (a page that reconnects to another instance finds its place).
+   */
+  async beforeApplicationShutdown(): Promise<void> {
+    const watches = [...this.watches.values()];
     this.watches.clear();
+    await Promise.all(watches.map((watch) => watch.close()));
   }
 }
 

@@ -2,10 +2,10 @@ import type { Cluster, Redis } from 'ioredis';
 import type { WaitingRoomService } from '../../lib';
 import { waitingRoomKeys } from '../../lib/waiting-room/waiting-room-store';
 
-/** The keys of room `room` under `prefix`: room, line, seen, passes, channel. */
+/** The keys of room `room` under `prefix` (their roles: lib/waiting-room/scripts/includes/room.lua). */
 export function roomKeys(prefix: string, room: string) {
-  const [settings, line, seen, passes, channel] = waitingRoomKeys(prefix, room);
-  return { settings, line, seen, passes, channel };
+  const [settings, line, seen, passes, channel, leases, parkedBy] = waitingRoomKeys(prefix, room);
+  return { settings, line, seen, passes, channel, leases, parkedBy };
 }
 
 /**

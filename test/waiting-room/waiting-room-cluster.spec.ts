@@ -33,7 +33,10 @@ describe('WaitingRoomService on a Redis Cluster (3 masters)', () => {
   it.each(['sale', '{shop}:sale', 'a}b'])(
     "room '%s': keys in one slot; 30 visitors on 3 instances admitted in join order (sharded pub/sub)",
     async (room) => {
-      const keys = Object.values(roomKeys(prefix, room));
+      const keys = [
+        ...Object.values(roomKeys(prefix, room)),
+        `${roomKeys(prefix, room).settings}:parked:x`,
+      ];
       expect(new Set(keys.map(clusterKeySlot)).size).toBe(1);
       const passTtlMs = 60_000;
       await rooms[0].open(room, { admitPerSecond: 0, passTtlMs });

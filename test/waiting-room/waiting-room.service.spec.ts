@@ -5,6 +5,7 @@ import {
   LockKeyError,
   RedisLockOptionsError,
   WaitingRoomNotOpenError,
+  WaitingRoomPlaceLostError,
   WaitingRoomService,
   WaitingRoomTimeoutError,
   type WaitingRoomStatus,
@@ -137,6 +138,25 @@ describe('WaitingRoomService', () => {
     expect((await rooms[0].join('absent', 'gone')).position).toBe(3);
     controller.abort();
     await Promise.all(parked);
+  });
+
+  it('drops the visitors of an instance whose lease ran out (crashed); their waits end with WaitingRoomPlaceLostError', async () => {
+    await rooms[0].open('crash', { admitPerSecond: 0, passTtlMs: 60_000, absentMs: 3_000 });
+    await rooms[0].join('crash', 'elsewhere');
+    const lost = ['c1', 'c2'].map((v) =>
+      rooms[1].wait('crash', v, { waitMs: 30_000 }).catch((e) => e),
+    );
+    await waitFor('2 parked visitors', () => rooms[1].localWaiters('crash') === 2);
+    const { leases, line } = roomKeys(prefix, 'crash');
+    // The instance stops renewing as if it had crashed: its lease is found expired.
+    const [instance] = await redis.zrange(leases, 0, -1);
+    await redis.zadd(leases, 1, instance);
+    await rooms[2].join('crash', 'later');
+    expect(await redis.zrange(line, 0, -1)).toEqual(['elsewhere', 'later']);
+    for (const err of await Promise.all(lost)) {
+      expect(err).toBeInstanceOf(WaitingRoomPlaceLostError);
+      expect(err.message).toMatch(/lost its place/);
+    }
   });
 
   it('gives passes valid passTtlMs; an expired pass is gone and its visitor joins again at the end', async () => {

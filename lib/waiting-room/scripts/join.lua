@@ -1,6 +1,7 @@
 -- Puts a visitor in line (or keeps its place: a visitor already in line is only marked seen),
 -- admits whoever's turn has come, and says where the visitor stands.
--- KEYS: see includes/room.lua. ARGV[1] sharded, ARGV[2] visitor.
+-- KEYS: see includes/room.lua. ARGV[1] sharded, ARGV[2] visitor, ARGV[3] instance id ('' for a
+-- plain join; else the visitor is parked on that instance, which then waits for it).
 -- Returns {0} when the room is not open; else {now, next, rate, head ticket, absent, admitted (1/0),
 -- pass ms left (admitted) or position (1 = next in line), ticket (0 when admitted)}.
 
@@ -16,7 +17,11 @@ if not pass then
     ticket = redis.call('HINCRBY', room, 'seq', 1)
     redis.call('ZADD', line, ticket, visitor)
   end
-  redis.call('ZADD', seen, now, visitor)
+  if ARGV[3] ~= '' then
+    park(s, visitor, ARGV[3])
+  elseif not redis.call('HGET', parkedBy, visitor) then
+    redis.call('ZADD', seen, now, visitor)
+  end
   keepFor(s)
   admit(s)
   pass = tonumber(redis.call('ZSCORE', passes, visitor))

@@ -1,9 +1,9 @@
--- Marks visitors waiting on one instance as seen (they keep their place) and says where each
--- stands; admits whoever's turn has come first.
--- KEYS: see includes/room.lua. ARGV[1] sharded, ARGV[2..] visitors.
--- Returns {0} when the room is not open; else {now, next, rate, head ticket, absent}, then two entries
--- per visitor, in ARGV order: 1, position (in line); 2, pass ms left (admitted); or 0, 0 (neither:
--- it lost its place).
+-- Parks again every visitor waiting on one instance (after its channel was subscribed again, or
+-- its lease was found gone) and says where each stands; admits whoever's turn has come first.
+-- KEYS: see includes/room.lua. ARGV[1] sharded, ARGV[2] instance id, ARGV[3..] visitors.
+-- Returns {0} when the room is not open; else {now, next, rate, head ticket, absent}, then two
+-- entries per visitor, in ARGV order: 1, position (in line); 2, pass ms left (admitted); or 0, 0
+-- (neither: it lost its place).
 
 local s = settings()
 if not s then return { 0 } end
@@ -11,11 +11,11 @@ local now = clock()
 prune(s)
 admit(s)
 local reply = state(s)
-for i = 2, #ARGV do
+for i = 3, #ARGV do
   local visitor = ARGV[i]
   local rank = redis.call('ZRANK', line, visitor)
   if rank then
-    redis.call('ZADD', seen, now, visitor)
+    park(s, visitor, ARGV[2])
     reply[#reply + 1] = 1
     reply[#reply + 1] = rank + 1
   else
@@ -29,5 +29,5 @@ for i = 2, #ARGV do
     end
   end
 end
-if #ARGV > 1 then keepFor(s) end
+keepFor(s)
 return reply
