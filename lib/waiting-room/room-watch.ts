@@ -13,11 +13,12 @@ import {
 } from './waiting-room-store';
 
 /**
- * Least time between two admission calls of one instance for one room, in ms: above 10 visitors
- * a second, admissions come in batches (the Redis clock counts them: a late call admits all that
- * are due), so a room costs at most 10 such calls a second, whatever its rate.
+ * Least time between two admission calls for one room, in ms (after its own call or an admission
+ * message from any instance): above 5 visitors a second, admissions come in batches (the Redis
+ * clock counts them: a late call admits all that are due), so a room costs about 5 such calls a
+ * second, whatever its rate and number of instances.
  */
-const MIN_ADVANCE_GAP_MS = 100;
+const MIN_ADVANCE_GAP_MS = 200;
 /** Least time between two `onProgress` calls of one waiter, in ms. */
 const PROGRESS_EVERY_MS = 1_000;
 
@@ -250,6 +251,8 @@ export class RoomWatch {
     }
     // Everyone admitted stood ahead of every visitor still in line.
     if (admitted.length > 0) {
+      // Another instance's call admits for this one too: the gap between calls is the room's.
+      this.lastAdvance = Date.now();
       for (const same of this.waiters.values()) {
         for (const w of same) {
           if (m.t > w.asOf) w.position = Math.max(1, w.position - admitted.length);

@@ -11,11 +11,17 @@ if not s then return { 0 } end
 local now = clock()
 prune(s)
 local pass = tonumber(redis.call('ZSCORE', passes, visitor))
+if pass and pass <= now then
+  -- Its pass expired: it joins again, at the end.
+  redis.call('ZREM', passes, visitor)
+  pass = nil
+end
 if not pass then
   local ticket = redis.call('ZSCORE', line, visitor)
   if not ticket then
     ticket = redis.call('HINCRBY', room, 'seq', 1)
     redis.call('ZADD', line, ticket, visitor)
+    lineChanged()
   end
   if ARGV[3] ~= '' then
     park(s, visitor, ARGV[3])

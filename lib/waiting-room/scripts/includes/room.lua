@@ -43,10 +43,17 @@ local function settings()
   }
 end
 
--- Ticket of the first visitor in line, or 0 when nobody waits.
+-- Ticket of the first visitor in line, or 0 when nobody waits; read once per script, after the
+-- line last changed (`lineChanged`).
+local headCache = nil
 local function headTicket()
-  local head = redis.call('ZRANGE', line, 0, 0, 'WITHSCORES')[2]
-  return tonumber(head) or 0
+  if not headCache then
+    headCache = tonumber(redis.call('ZRANGE', line, 0, 0, 'WITHSCORES')[2]) or 0
+  end
+  return headCache
+end
+local function lineChanged()
+  headCache = nil
 end
 
 local function fmt(ms)
@@ -89,8 +96,15 @@ end
 local function unparkAll(visitors)
   if #visitors == 0 then return end
   local by = redis.call('HMGET', parkedBy, unpack(visitors))
+  local sets = {}
   for i, instance in ipairs(by) do
-    if instance then redis.call('SREM', parkedSet(instance), visitors[i]) end
+    if instance then
+      sets[instance] = sets[instance] or {}
+      table.insert(sets[instance], visitors[i])
+    end
+  end
+  for instance, members in pairs(sets) do
+    redis.call('SREM', parkedSet(instance), unpack(members))
   end
   redis.call('HDEL', parkedBy, unpack(visitors))
 end
@@ -113,17 +127,17 @@ local function recoverLeases(s)
   end
 end
 
--- Drops the visitors not seen for `absent` ms (at most MAX_BATCH per call) and expired passes.
+-- Drops the visitors not seen for `absent` ms (at most MAX_BATCH per call).
 local function prune(s)
   local now = clock()
   recoverLeases(s)
   local gone = redis.call('ZRANGEBYSCORE', seen, '-inf', now - s.absent, 'LIMIT', 0, MAX_BATCH)
   if #gone > 0 then
+    lineChanged()
     redis.call('ZREM', line, unpack(gone))
     redis.call('ZREM', seen, unpack(gone))
     unparkAll(gone)
   end
-  redis.call('ZREMRANGEBYSCORE', passes, '-inf', now)
 end
 
 -- Admits the visitors whose turn has come, first in line first: one per 1000 / rate ms of Redis
@@ -136,6 +150,7 @@ local function admit(s)
   local interval = 1000 / s.rate
   local due = math.min(math.floor((now - s.next) / interval) + 1, MAX_BATCH)
   local popped = redis.call('ZPOPMIN', line, due)
+  lineChanged()
   local admitted, passArgs = {}, {}
   for i = 1, #popped, 2 do
     admitted[#admitted + 1] = popped[i]
@@ -156,6 +171,8 @@ local function admit(s)
   end
   redis.call('HSET', room, 'next', fmt(s.next), 'cursor', s.cursor)
   if n > 0 then
+    -- Expired passes go as new ones come (`hasPass` reads the expiry; the key expires whole).
+    redis.call('ZREMRANGEBYSCORE', passes, '-inf', now)
     local ttl = redis.call('PTTL', passes)
     if ttl < s.passTtl then redis.call('PEXPIRE', passes, s.passTtl) end
     publish(s, admitted)
