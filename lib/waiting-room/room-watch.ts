@@ -14,11 +14,11 @@ import {
 
 /**
  * Least time between two admission calls for one room, in ms (after its own call or an admission
- * message from any instance): above 5 visitors a second, admissions come in batches (the Redis
- * clock counts them: a late call admits all that are due), so a room costs about 5 such calls a
+ * message from any instance): above 2.5 visitors a second, admissions come in batches (the Redis
+ * clock counts them: a late call admits all that are due), so a room costs about 2.5 such calls a
  * second, whatever its rate and number of instances.
  */
-const MIN_ADVANCE_GAP_MS = 200;
+const MIN_ADVANCE_GAP_MS = 400;
 /** Least time between two `onProgress` calls of one waiter, in ms. */
 const PROGRESS_EVERY_MS = 1_000;
 
@@ -160,10 +160,15 @@ export class RoomWatch {
     });
   }
 
-  /** The ETA of a visitor at `position`, in ms, by `clock` (read at local `at`). */
+  /**
+   * The ETA of a visitor at `position`, in ms, by `clock` (read `sinceMs` ago): its turn on the
+   * room's clock, plus half the gap between admission calls when admissions come in batches.
+   */
   static eta(clock: RoomClock, position: number, sinceMs = 0): number | null {
     if (clock.rate <= 0) return null;
-    const wait = clock.next - clock.redisNow - sinceMs + ((position - 1) * 1000) / clock.rate;
+    const interval = 1000 / clock.rate;
+    const batching = interval < MIN_ADVANCE_GAP_MS ? MIN_ADVANCE_GAP_MS / 2 : 0;
+    const wait = clock.next - clock.redisNow - sinceMs + (position - 1) * interval + batching;
     return Math.max(0, Math.round(wait));
   }
 
