@@ -64,10 +64,12 @@ async function main(): Promise<void> {
         waitingRoom: { admitPerSecond: 0, passTtlMs: PASS_TTL_MS },
       });
       const users = Array.from({ length: PAGES }, (_, i) => `buyer-${round}-${i}`);
-      const context = await browser.newContext();
+      // A context per page: a browser keeps at most 6 connections per host and context, and
+      // each page holds one open for its events.
+      const contexts = await Promise.all(users.map(() => browser.newContext()));
       const pages = await Promise.all(
-        users.map(async (user) => {
-          const page = await context.newPage();
+        users.map(async (user, i) => {
+          const page = await contexts[i].newPage();
           page.setDefaultTimeout(120_000);
           await page.goto(`${base}/flash-sales/${sku}/wait?userId=${user}`);
           await page.locator('#place', { hasText: 'You are number' }).waitFor();
@@ -88,7 +90,7 @@ async function main(): Promise<void> {
       const passes = waitingRoomKeys(PREFIX, `sale:${sku}`)[3];
       const scores = await probe.zmscore(passes, ...users);
       scores.forEach((score, i) => latencies.push(shownAt[i] - (Number(score) - PASS_TTL_MS)));
-      await context.close();
+      await Promise.all(contexts.map((c) => c.close()));
       console.log(`round ${round + 1}: ${PAGES} pages admitted at ${RATE}/s`);
     }
     console.log(

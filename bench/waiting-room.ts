@@ -190,9 +190,12 @@ async function main(): Promise<void> {
     for (const a of asked) {
       const truthAt = admittedAt.get(a.visitor);
       if (truthAt === undefined) continue;
-      // Admitted ahead of it after the call (fewest) or after the moment before it (most).
-      const fewest = times.filter((t) => t > a.until && t < truthAt).length;
-      const most = times.filter((t) => t >= a.at && t < truthAt).length;
+      // Admitted ahead of it (an earlier ticket: a batch admits several in one instant) after
+      // the call (fewest) or after the moment before it (most).
+      const mine = tickets.get(a.visitor)!;
+      const ahead = byTicket.filter(([v]) => tickets.get(v)! < mine).map(([, t]) => t);
+      const fewest = ahead.filter((t) => t > a.until).length;
+      const most = ahead.filter((t) => t >= a.at).length;
       positionErrors.push(error(a.position, fewest + 1, most + 1));
       etaErrors.push(error(a.etaMs, truthAt - a.until, truthAt - a.at));
     }

@@ -149,14 +149,15 @@ export class RoomWatch {
           this.remove(waiter);
         },
       };
-      signal?.addEventListener('abort', onAbort, { once: true });
-      if (signal?.aborted) return waiter.reject(signal.reason);
       let same = this.waiters.get(visitor);
       if (!same) this.waiters.set(visitor, (same = new Set()));
       same.add(waiter);
       this.pending--;
       this.setClock(clock);
       this.start();
+      // Aborted while it joined: it ends now, unparked (and the room's watch, if it was the last).
+      if (signal?.aborted) waiter.reject(signal.reason);
+      else signal?.addEventListener('abort', onAbort, { once: true });
     });
   }
 
