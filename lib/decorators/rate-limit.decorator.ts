@@ -1,6 +1,5 @@
 import { LockKeyError } from '../errors/lock-key.error';
 import { RateLimitedError } from '../errors/rate-limited.error';
-import { RedisLockError } from '../errors/redis-lock.error';
 import type { LockService } from '../lock/lock.service';
 import { resolveRateLimitOptions, type RateLimitOptions } from '../rate-limit/rate-limit-options';
 import type { RateLimiterService } from '../rate-limit/rate-limiter.service';

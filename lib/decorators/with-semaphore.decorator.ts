@@ -1,6 +1,5 @@
 import { throwError } from 'rxjs';
 import { LockKeyError } from '../errors/lock-key.error';
-import { RedisLockError } from '../errors/redis-lock.error';
 import type { LockService } from '../lock/lock.service';
 import type { Permit } from '../semaphore/permit';
 import { resolveSemaphoreOptions, type WithPermitOptions } from '../semaphore/semaphore-options';
