@@ -204,8 +204,8 @@ export class RedisLockQueueAdapter extends BaseAdapter {
 
   /**
    * Removes the tasks of `status` that were enqueued (completed, dead and cancelled tasks: that
-   * finished) more than `graceTimeMs` ago by this process's clock; `failed` is dead and cancelled
-   * tasks. `active` answers 409 (running tasks cannot be taken away).
+   * finished) more than `graceTimeMs` ago by this process's clock; `failed` is dead, cancelled and
+   * expired tasks. `active` answers 409 (running tasks cannot be taken away).
    */
   async clean(status: JobCleanStatus, graceTimeMs: number): Promise<void> {
     if (status === 'active') {
@@ -213,7 +213,11 @@ export class RedisLockQueueAdapter extends BaseAdapter {
     }
     const before = Date.now() - graceTimeMs;
     const states: QueueTaskState[] =
-      status === 'wait' ? ['ready'] : status === 'failed' ? ['dead', 'cancelled'] : [status];
+      status === 'wait'
+        ? ['ready']
+        : status === 'failed'
+          ? [...statesOfStatus('failed', false)]
+          : [status];
     for (const state of states) await this.removeAll(state, before);
   }
 

@@ -39,6 +39,7 @@ const QUEUE_PARTS = [
   'pending',
   'done',
   'cancelled',
+  'expired',
   'throughput',
 ];
 /** How long a queue found once stays listed after its keys are gone (it was emptied), in ms. */
@@ -119,7 +120,7 @@ export interface DashboardTask {
   state: QueueTaskState;
   /**
    * Epoch ms on the Redis clock: the due time (ready, delayed), the lease expiry (leased), the
-   * finish time (completed) or the time of death or cancel (dead, cancelled).
+   * finish time (completed) or the time of death, cancel or expiry (dead, cancelled, expired).
    */
   time: number;
   /** Claims so far. */
@@ -130,7 +131,7 @@ export interface DashboardTask {
   priority?: number;
   /** Its group; absent when none. */
   group?: string;
-  /** `completed`, `dead`, `cancelled`: when it finished (epoch ms). */
+  /** `completed`, `dead`, `cancelled`, `expired`: when it finished (epoch ms). */
   finishedAt?: number;
   /** The last failure, or a cancel's reason: name and message (the stack is left out). */
   error?: { name: string; message: string };

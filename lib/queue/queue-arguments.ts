@@ -241,6 +241,25 @@ export function checkPage(options: unknown): { offset: number; limit: number } {
 }
 
 /**
+ * The deadline of `expiresInMs` (from now, on this process's clock: 1 ms to `MAX_DELAY_MS`) or
+ * `expiresAt` (a `Date` or epoch ms, a safe integer from 1; a past one expires the task at its
+ * first claim), at most one of them; `undefined` for neither (`QueueError` naming the option).
+ */
+export function checkExpiry(expiresInMs: unknown, expiresAt: unknown): number | undefined {
+  if (expiresInMs !== undefined && expiresAt !== undefined) {
+    throw QueueError.invalid('expiresAt', expiresAt, 'no expiresInMs beside it');
+  }
+  if (expiresInMs !== undefined) {
+    return Date.now() + checkInt('expiresInMs', expiresInMs, 1, MAX_DELAY_MS, QueueError.invalid);
+  }
+  if (expiresAt === undefined) return undefined;
+  const ms = expiresAt instanceof Date ? expiresAt.getTime() : expiresAt;
+  return checkInt('expiresAt', ms, 1, Number.MAX_SAFE_INTEGER, (argument, _v, expected) =>
+    QueueError.invalid(argument, expiresAt, expected),
+  );
+}
+
+/**
  * A task's own failure policy and timeout from enqueue (or flow node) options
  * (`RedisLockOptionsError`).
  */
@@ -248,8 +267,12 @@ export function checkOwnOptions(o: {
   maxAttempts?: unknown;
   backoff?: unknown;
   timeoutMs?: unknown;
+  expiresInMs?: unknown;
+  expiresAt?: unknown;
 }): TaskOwnOptions {
+  const expiresAt = checkExpiry(o.expiresInMs, o.expiresAt);
   return {
+    ...(expiresAt === undefined ? {} : { expiresAt }),
     ...(o.maxAttempts === undefined
       ? {}
       : { maxAttempts: checkInt('maxAttempts', o.maxAttempts, 1, MAX_ATTEMPTS) }),

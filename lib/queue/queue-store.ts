@@ -423,6 +423,7 @@ export class QueueStore {
         k.logs,
         k.dnext,
         ...flowKeys(k),
+        k.expired,
       ],
       [id, reason, this.eventsMaxLen, keep.ageMs, keep.count, this.connection.isCluster ? 1 : 0],
     )) as 'cancelled' | 'signalled' | 'finished' | 'not-found';
@@ -433,7 +434,7 @@ export class QueueStore {
   }
 
   async stats(k: QueueRedisKeys): Promise<QueueStats> {
-    const [ready, delayed, leased, dead, paused, completed, cancelled, waitingChildren] =
+    const [ready, delayed, leased, dead, paused, completed, cancelled, waitingChildren, expired] =
       (await this.connection.run(
         QUEUE_SCRIPTS.stats,
         [
@@ -447,6 +448,7 @@ export class QueueStore {
           k.done,
           k.cancelled,
           k.wchildren,
+          k.expired,
         ],
         [],
       )) as number[];
@@ -459,6 +461,7 @@ export class QueueStore {
       completed,
       cancelled,
       waitingChildren,
+      expired,
     };
   }
 
@@ -489,7 +492,7 @@ export class QueueStore {
   ): Promise<QueueTaskInfo<P>[]> {
     const reply = await this.connection.run(
       QUEUE_SCRIPTS.inspect,
-      [...inspectKeys(k), k.wchildren],
+      [...inspectKeys(k), k.wchildren, k.expired],
       ['list', state, offset, limit],
     );
     return toTaskInfos<P>(k.name, reply as (string | number | null)[]);
@@ -498,7 +501,7 @@ export class QueueStore {
   async get<P>(k: QueueRedisKeys, id: string): Promise<QueueTaskInfo<P> | undefined> {
     const reply = await this.connection.run(
       QUEUE_SCRIPTS.inspect,
-      [...inspectKeys(k), k.wchildren],
+      [...inspectKeys(k), k.wchildren, k.expired],
       ['get', id],
     );
     const info = toTaskInfos<P>(k.name, reply as (string | number | null)[])[0];
@@ -511,7 +514,7 @@ export class QueueStore {
     const record = await this.flows.record(k, id);
     const removed = await this.connection.run(
       QUEUE_SCRIPTS.remove,
-      [...inspectKeys(k), k.opts, k.events, k.logs, k.dnext, ...flowKeys(k)],
+      [...inspectKeys(k), k.opts, k.events, k.logs, k.dnext, ...flowKeys(k), k.expired],
       [id, this.eventsMaxLen],
     );
     if (removed !== 1) return false;
@@ -529,11 +532,13 @@ export class QueueStore {
    */
   async clean(
     k: QueueRedisKeys,
-    state: 'completed' | 'dead' | 'cancelled',
+    state: 'completed' | 'dead' | 'cancelled' | 'expired',
     olderThanMs: number,
     limit: number,
   ): Promise<number> {
-    const set = state === 'completed' ? k.done : state === 'dead' ? k.dead : k.cancelled;
+    const set = { completed: k.done, dead: k.dead, cancelled: k.cancelled, expired: k.expired }[
+      state
+    ];
     let deleted = 0;
     let offset = 0;
     while (deleted < limit) {
@@ -641,7 +646,7 @@ function cached(
 
 /**
  * The KEYS of enqueue.lua, in its order; `plain` (no replace, priority or group): only the first
- * 17, the only ones the script reads then.
+ * 19, the only ones the script reads then.
  */
 function enqueueKeys(k: QueueRedisKeys, plain: boolean): string[] {
   const all = cached(ENQUEUE_KEYS, k, () => [
@@ -662,6 +667,8 @@ function enqueueKeys(k: QueueRedisKeys, plain: boolean): string[] {
     k.ties,
     k.config,
     k.logs,
+    k.expired,
+    k.expiries,
     k.pending,
     k.prio,
     k.gtasks,
@@ -671,7 +678,7 @@ function enqueueKeys(k: QueueRedisKeys, plain: boolean): string[] {
     k.dedup,
     k.dnext,
   ]);
-  return plain ? cached(PLAIN_ENQUEUE_KEYS, k, () => all.slice(0, 17)) : all;
+  return plain ? cached(PLAIN_ENQUEUE_KEYS, k, () => all.slice(0, 19)) : all;
 }
 
 /**
@@ -719,6 +726,8 @@ function claimKeys(k: QueueRedisKeys): string[] {
     k.parents,
     k.outbox,
     k.flow,
+    k.expired,
+    k.expiries,
   ]);
 }
 

@@ -540,8 +540,8 @@ export class QueueService implements BeforeApplicationShutdown {
   }
 
   /**
-   * Deletes tasks of a finished state (`'completed'`, `'dead'` or `'cancelled'`) that finished at
-   * least `olderThanMs` ago (default 0: all), at most `limit` (default: no limit), with everything
+   * Deletes tasks of a finished state (`'completed'`, `'dead'`, `'cancelled'` or `'expired'`) that
+   * finished at least `olderThanMs` ago (default 0: all), at most `limit` (default: no limit), with everything
    * stored about them; each writes a `removed` event. Runs 1,000 tasks per script call, so Redis
    * serves other clients between chunks.
    * @returns how many tasks were deleted
@@ -549,7 +549,7 @@ export class QueueService implements BeforeApplicationShutdown {
    */
   async clean(
     queue: QueueName,
-    state: 'completed' | 'dead' | 'cancelled',
+    state: 'completed' | 'dead' | 'cancelled' | 'expired',
     options?: { olderThanMs?: number; limit?: number },
   ): Promise<number> {
     const k = this.keys(queue);
@@ -841,12 +841,14 @@ const ENQUEUE_OPTIONS = [
   'waitForReplicas',
   'lifo',
   'deduplication',
+  'expiresInMs',
+  'expiresAt',
 ];
 /** The worker options `claim` takes (the rest concern a running worker). */
 const CLAIM_OPTIONS = ['leaseMs', 'maxAttempts', 'groupConcurrency', 'limiter', 'groupLimiter'];
 /** The states `list` reads. */
 /** The states `clean` deletes from. */
-const CLEAN_STATES: readonly string[] = ['completed', 'dead', 'cancelled'];
+const CLEAN_STATES: readonly string[] = ['completed', 'dead', 'cancelled', 'expired'];
 
 const TASK_STATES: readonly QueueTaskState[] = [
   'ready',
@@ -855,5 +857,6 @@ const TASK_STATES: readonly QueueTaskState[] = [
   'completed',
   'dead',
   'cancelled',
+  'expired',
   'waiting-children',
 ];

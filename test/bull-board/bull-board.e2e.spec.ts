@@ -300,6 +300,7 @@ describe('RedisLockQueueAdapter in bull-board (@bull-board/nestjs, Express)', ()
       ...queueStats({ leased: 1, dead: 2 }),
       completed: 0,
       cancelled: 0,
+      expired: 0,
     });
   });
 

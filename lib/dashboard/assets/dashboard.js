@@ -235,9 +235,10 @@ const STATES = [
   { state: 'completed', label: 'Completed', time: 'Finished', detail: 'Result' },
   { state: 'dead', label: 'Dead', time: 'Died', detail: 'Error' },
   { state: 'cancelled', label: 'Cancelled', time: 'Cancelled', detail: 'Error' },
+  { state: 'expired', label: 'Expired', time: 'Expired' },
 ];
 const CANCELLABLE = ['ready', 'delayed', 'leased'];
-const REMOVABLE = ['ready', 'delayed', 'completed', 'dead', 'cancelled'];
+const REMOVABLE = ['ready', 'delayed', 'completed', 'dead', 'cancelled', 'expired'];
 
 function taskPath(queue, id) {
   return `queues/${encodeURIComponent(queue)}/tasks/${encodeURIComponent(id)}`;
@@ -359,7 +360,7 @@ function TaskList({ queue, state, readOnly, act, now }) {
     if (state === 'completed') return html`<${JsonCell} value=${t.result} testid="result" />`;
     return html`<${ErrorText} error=${t.error} lastError=${t.lastError} />`;
   };
-  const finished = state === 'completed' || state === 'dead' || state === 'cancelled';
+  const finished = ['completed', 'dead', 'cancelled', 'expired'].includes(state);
   const headers = ['Id', spec.time, 'Attempts'];
   if (spec.detail) headers.push(spec.detail);
   if (finished) headers.push('Progress');
@@ -425,7 +426,7 @@ function QueuesView({ data, selected, setSelected, act }) {
       <h2>Queues <span class="count">${queues.length}</span></h2>
       ${data.queuesTruncated && html`<p class="note">More queues exist than are shown.</p>`}
       <${Table}
-        headers=${['Queue', 'Ready', 'Delayed', 'Leased', 'Completed', 'Dead', 'Cancelled', 'Next ready waited', 'Completed / s (60 s)', '']}
+        headers=${['Queue', 'Ready', 'Delayed', 'Leased', 'Completed', 'Dead', 'Cancelled', 'Expired', 'Next ready waited', 'Completed / s (60 s)', '']}
         empty="No queue found."
         rows=${queues.map(
           (q) =>
@@ -446,6 +447,7 @@ function QueuesView({ data, selected, setSelected, act }) {
               <td data-testid="completed">${q.completed}</td>
               <td data-testid="dead" class=${q.dead > 0 ? 'bad' : ''}>${q.dead}</td>
               <td data-testid="cancelled">${q.cancelled}</td>
+              <td data-testid="expired">${q.expired}</td>
               <td>${q.nextReadyEnqueuedAt ? duration(now - q.nextReadyEnqueuedAt) : '–'}</td>
               <td>
                 <div class="sparkcell">

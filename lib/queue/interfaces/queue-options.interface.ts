@@ -105,6 +105,21 @@ export interface EnqueueOptions {
    */
   timeoutMs?: number;
   /**
+   * The task expires unless a worker starts it within this many ms (1 ms to 10 years, from now on
+   * this process's clock): past its deadline it is never run (nor retried) and ends `expired`
+   * (an `expired` event, `stats().expired`, `waitFor` resolves `{ state: 'expired' }`, kept like
+   * completed tasks, per `keepCompleted`). Not with `expiresAt`.
+   * @default none (never expires)
+   * @example await queues.enqueue('otp-mail', userId, { payload, expiresInMs: 5 * 60_000 });
+   */
+  expiresInMs?: number;
+  /**
+   * The task's deadline as a `Date` or epoch ms, compared with the Redis clock: as
+   * `expiresInMs`. Not with `expiresInMs`.
+   * @default none (never expires)
+   */
+  expiresAt?: Date | number;
+  /**
    * Wait for replicas after the write (`WAIT`; the lock's option, same shape): fewer
    * acknowledgements throw `QueueReplicationError` — the task is on the master but may be lost on
    * failover (enqueueing it again is safe: ids are deduplicated). `false`: no wait.
