@@ -2,6 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import type { LockService } from '../lock/lock.service';
 import type { LockLineEntry } from '../lock/lock-inspection';
 import type { QueueStats, QueueTaskInfo, QueueTaskState } from '../queue/interfaces/task.interface';
+import type { QueueWorkerInfo } from '../queue/interfaces/queue-options.interface';
 import type { QueueService } from '../queue/queue.service';
 import type { RedisLockConnection } from '../redis/redis-connection';
 import { DashboardCore } from './dashboard-core';
@@ -89,6 +90,8 @@ export interface DashboardQueue extends QueueStats {
   name: string;
   /** Workers of this instance on the queue. */
   workersHere: number;
+  /** The queue's workers on every instance (`QueueService.workers`). */
+  workers: QueueWorkerInfo[];
   /** Enqueue time of the next ready task (epoch ms); absent when none is ready. */
   nextReadyEnqueuedAt?: number;
   /** Tasks completed by every instance in each of the last 60 seconds, oldest first. */
@@ -369,7 +372,7 @@ export class DashboardService {
   }
 
   private async queue(name: string): Promise<DashboardQueue> {
-    const [stats, next, throughput] = await Promise.all([
+    const [stats, next, throughput, workers] = await Promise.all([
       this.queues.stats(name),
       this.queues.list(name, 'ready', { offset: 0, limit: 1 }),
       this.connection.run(
@@ -377,11 +380,13 @@ export class DashboardService {
         [throughputKey(this.prefix, name)],
         [SPARKLINE_S],
       ) as Promise<number[]>,
+      this.queues.workers(name),
     ]);
     return {
       name,
       ...stats,
       workersHere: this.queues.workerCount(name),
+      workers,
       nextReadyEnqueuedAt: next[0]?.enqueuedAt,
       throughput: throughput.map(Number),
     };

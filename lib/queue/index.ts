@@ -42,6 +42,7 @@ export type {
   QueueWorkerOptions,
   QueueHandler,
   QueueWorkerHandle,
+  QueueWorkerInfo,
   WorkerRateLimit,
   KeepBounds,
   BackoffFunction,

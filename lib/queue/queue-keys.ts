@@ -94,6 +94,11 @@ export interface QueueRedisKeys {
    * whose deadline passed (an index only: a task's own options, `"x"`, decide).
    */
   expiries: string;
+  /**
+   * HASH '<instanceId>#<n>' -> '<heartbeat ms>|<JSON>': the queue's workers on every instance
+   * (workers.lua), each written again every heartbeat and dropped when it stops.
+   */
+  workers: string;
   /** Pub/sub channel (not a key; same hash tag): ids of leased tasks whose cancel was asked for. */
   cancelChannel: string;
 }
@@ -174,6 +179,7 @@ export function queueRedisKeys(prefix: string, name: string): QueueRedisKeys {
     outbox: `${base}:outbox`,
     expired: `${base}:expired`,
     expiries: `${base}:expiries`,
+    workers: `${base}:workers`,
     cancelChannel: `${base}:cancel`,
   };
 }

@@ -43,4 +43,5 @@ export const QUEUE_SCRIPTS = {
   log: new LuaScript('queue log', file('log'), EVENTS),
   addFlow: new LuaScript('queue add-flow', file('add-flow'), TASK_INFO, EVENTS, EXPIRY),
   flowApply: new LuaScript('queue flow-apply', file('flow-apply'), EVENTS, FLOW),
+  workers: new LuaScript('queue workers', file('workers')),
 };

@@ -18,6 +18,7 @@ import type {
   NackOptions,
   QueueHandler,
   QueueWorkerHandle,
+  QueueWorkerInfo,
   QueueWorkerOptions,
 } from './interfaces/queue-options.interface';
 import type {
@@ -56,6 +57,7 @@ import { storedOwnOptions } from './queue-replies';
 import { QueueStore, SETTLED, type ClaimStepResult, type SettleStep } from './queue-store';
 import { resolveWorkerOptions } from './queue-worker-options';
 import { QueueWorkerRunner } from './worker/queue-worker';
+import { WorkerRegistry } from './worker/worker-registry';
 import { MAX_CONCURRENCY, MAX_DELAY_MS } from './queue.constants';
 import { QueueScheduler } from './schedule/queue-scheduler';
 import type { QueueSchedule, QueueScheduleOptions } from './schedule/schedule.interface';
@@ -113,6 +115,8 @@ export class QueueService implements BeforeApplicationShutdown {
   readonly store: QueueStore;
   /** Readers of the event streams (`events`, `waitFor`): one per queue read in this process. */
   private readonly readers: QueueEventReaders;
+  /** This instance's workers in the registry of every instance's (`workers`). */
+  private readonly registry: WorkerRegistry;
   private shuttingDown = false;
 
   constructor(
@@ -128,6 +132,7 @@ export class QueueService implements BeforeApplicationShutdown {
       (queue, id) => this.store.get(this.store.keys(queue), id),
       this.logger,
     );
+    this.registry = new WorkerRegistry(connection, (queue) => this.store.keys(queue), this.logger);
   }
 
   /**
@@ -418,11 +423,22 @@ export class QueueService implements BeforeApplicationShutdown {
   }
 
   /**
+   * The workers of `queue` on every instance (as BullMQ's `getWorkers`): instance, host,
+   * concurrency, tasks running, names, since when. Each instance writes its workers' entries every
+   * 5 s (one script call per queue); an instance that died drops out 15 s after its last one.
+   * (This instance's worker handles, which `workers` returned up to 0.1, are `localWorkers`.)
+   * @example const busy = (await queues.workers('orders')).reduce((n, w) => n + w.running, 0);
+   */
+  async workers(queue: QueueName): Promise<QueueWorkerInfo[]> {
+    return this.registry.list(this.keys(queue).name);
+  }
+
+  /**
    * The workers of this instance that run for `queue` (`@QueueWorker` ones and `process()` ones),
    * e.g. to change their concurrency at runtime.
-   * @example for (const w of queues.workers('orders')) w.setConcurrency(20);
+   * @example for (const w of queues.localWorkers('orders')) w.setConcurrency(20);
    */
-  workers(queue: QueueName): QueueWorkerHandle[] {
+  localWorkers(queue: QueueName): QueueWorkerHandle[] {
     const name = this.keys(queue).name;
     return [...this.runners].filter((w) => w.queue === name);
   }
@@ -688,10 +704,14 @@ export class QueueService implements BeforeApplicationShutdown {
       this.connection,
       this.logger,
       this.emitter,
-      () => this.runners.delete(worker),
+      () => {
+        this.runners.delete(worker);
+        this.registry.remove(worker);
+      },
     );
     this.runners.add(worker);
     worker.start();
+    this.registry.add(worker);
     return worker;
   }
 
@@ -699,6 +719,7 @@ export class QueueService implements BeforeApplicationShutdown {
   async beforeApplicationShutdown(): Promise<void> {
     this.shuttingDown = true;
     await Promise.all([...this.runners].map((w) => w.close()));
+    await this.registry.close();
     this.readers.close();
   }
 

@@ -194,6 +194,12 @@ suite('RedisLockDashboardModule in Chromium', () => {
       const queueRow = page.locator('tr[data-testid="queue-row"][data-queue="mail"]');
       await queueRow.waitFor();
       expect(await queueRow.getByTestId('dead').textContent()).toBe('1');
+      // The worker of the other process, from the registry every instance writes.
+      const workerRow = page.locator(
+        `tr[data-testid="worker-row"][data-instance$=":${worker.pid}"]`,
+      );
+      await workerRow.waitFor();
+      expect(await page.locator('tr[data-testid="worker-row"]').count()).toBe(1);
       const deadRow = page.locator('tr[data-testid="dead-row"][data-id="m-1"]');
       await deadRow.waitFor();
       expect(await deadRow.textContent()).toContain('m-1@example.com');

@@ -479,6 +479,34 @@ function QueuesView({ data, selected, setSelected, act }) {
     ${
       queue &&
       html`<section>
+          <h2>
+            Workers of <span class="mono">${queue.name}</span>
+            <span class="count">${queue.workers.length}</span>
+          </h2>
+          <${Table}
+            headers=${['Instance', 'Host', 'PID', 'Concurrency', 'Running', 'Names', 'Since']}
+            empty="No worker on any instance."
+            rows=${queue.workers.map(
+              (w) =>
+                html`<tr
+                  data-testid="worker-row"
+                  data-instance=${w.instance}
+                  key=${`${w.instance}\0${w.since}`}
+                >
+                  <td class="mono">${w.instance}</td>
+                  <td class="mono">${w.host}</td>
+                  <td>${w.pid}</td>
+                  <td data-testid="worker-concurrency">${w.concurrency}</td>
+                  <td data-testid="worker-running">${w.running}</td>
+                  <td class="mono">
+                    ${w.names.length > 0 ? w.names.join(', ') : html`<span class="muted">all</span>`}
+                  </td>
+                  <td>${duration(now - w.since)}</td>
+                </tr>`,
+            )}
+          />
+        </section>
+        <section>
           <div class="bar">
             <h2>Task search in <span class="mono">${queue.name}</span></h2>
             <form onSubmit=${find}>

@@ -300,6 +300,30 @@ export type QueueHandler<P = unknown> = (
 ) => unknown | Promise<unknown>;
 
 /** A running worker, returned by `QueueService.process`. */
+/**
+ * One worker of a queue on some instance, from `QueueService.workers` (as BullMQ's `getWorkers`).
+ * Read from a registry each instance writes every 5 s: `running` is as of `heartbeatAt`; an
+ * instance that died drops out 15 s after its last heartbeat.
+ */
+export interface QueueWorkerInfo {
+  /** The instance's `instanceId` (module option; default `<hostname>:<pid>`). */
+  readonly instance: string;
+  /** The host it runs on (`os.hostname()`). */
+  readonly host: string;
+  /** Its process id. */
+  readonly pid: number;
+  /** Tasks (batch worker: batches) it runs at the same time, now (`setConcurrency` included). */
+  readonly concurrency: number;
+  /** Tasks its handlers were running at `heartbeatAt`. */
+  readonly running: number;
+  /** The task names it handles (named handlers); empty: every task of the queue. */
+  readonly names: readonly string[];
+  /** When it started: epoch ms on its instance's clock. */
+  readonly since: number;
+  /** When its entry was last written: epoch ms on the Redis clock. */
+  readonly heartbeatAt: number;
+}
+
 export interface QueueWorkerHandle {
   /** The queue it works on. */
   readonly queue: string;
