@@ -6,6 +6,7 @@ import type { QueueWorkerInfo } from '../queue/interfaces/queue-options.interfac
 import type { QueueService } from '../queue/queue.service';
 import type { RedisLockConnection } from '../redis/redis-connection';
 import { DashboardCore } from './dashboard-core';
+import { queueHistory, type DashboardHistory } from './dashboard-history';
 import {
   localWaitersKey,
   lockNameOf,
@@ -409,6 +410,11 @@ export class DashboardService {
   ): Promise<DashboardTask[]> {
     const tasks = await this.queues.list(queue, state, { offset, limit });
     return tasks.map(toDashboardTask);
+  }
+
+  /** The history of `queue` over `range` (default 1 h), summed per step (`DashboardHistory`). */
+  history(queue: string, range = '1h'): Promise<DashboardHistory> {
+    return queueHistory(this.queues, queue, range);
   }
 
   /** Cancels a task from the page (`QueueService.cancel`, reason `from the dashboard`). */

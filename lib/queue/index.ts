@@ -43,6 +43,8 @@ export type {
   QueueHandler,
   QueueWorkerHandle,
   QueueWorkerInfo,
+  QueueMetricsOptions,
+  QueueMetricsPoint,
   WorkerRateLimit,
   KeepBounds,
   BackoffFunction,

@@ -240,6 +240,14 @@ export function checkPage(options: unknown): { offset: number; limit: number } {
   };
 }
 
+/** A time: a `Date` or epoch ms (a safe integer from 0); `QueueError` naming `argument`. */
+export function checkTime(argument: string, value: unknown): number {
+  const ms = value instanceof Date ? value.getTime() : value;
+  return checkInt(argument, ms, 0, Number.MAX_SAFE_INTEGER, (a, _v, expected) =>
+    QueueError.invalid(a, value, expected),
+  );
+}
+
 /**
  * The deadline of `expiresInMs` (from now, on this process's clock: 1 ms to `MAX_DELAY_MS`) or
  * `expiresAt` (a `Date` or epoch ms, a safe integer from 1; a past one expires the task at its
@@ -252,11 +260,7 @@ export function checkExpiry(expiresInMs: unknown, expiresAt: unknown): number | 
   if (expiresInMs !== undefined) {
     return Date.now() + checkInt('expiresInMs', expiresInMs, 1, MAX_DELAY_MS, QueueError.invalid);
   }
-  if (expiresAt === undefined) return undefined;
-  const ms = expiresAt instanceof Date ? expiresAt.getTime() : expiresAt;
-  return checkInt('expiresAt', ms, 1, Number.MAX_SAFE_INTEGER, (argument, _v, expected) =>
-    QueueError.invalid(argument, expiresAt, expected),
-  );
+  return expiresAt === undefined ? undefined : Math.max(1, checkTime('expiresAt', expiresAt));
 }
 
 /**

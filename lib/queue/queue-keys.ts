@@ -99,6 +99,11 @@ export interface QueueRedisKeys {
    * (workers.lua), each written again every heartbeat and dropped when it stops.
    */
   workers: string;
+  /**
+   * Prefix (not a key) of the queue's metrics: STRING `<metrics>:<UTC day>` per day, its
+   * per-minute records (record-metrics.lua), expiring 14 days after the day.
+   */
+  metrics: string;
   /** Pub/sub channel (not a key; same hash tag): ids of leased tasks whose cancel was asked for. */
   cancelChannel: string;
 }
@@ -180,6 +185,7 @@ export function queueRedisKeys(prefix: string, name: string): QueueRedisKeys {
     expired: `${base}:expired`,
     expiries: `${base}:expiries`,
     workers: `${base}:workers`,
+    metrics: `${base}:metrics`,
     cancelChannel: `${base}:cancel`,
   };
 }

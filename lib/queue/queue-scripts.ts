@@ -44,4 +44,5 @@ export const QUEUE_SCRIPTS = {
   addFlow: new LuaScript('queue add-flow', file('add-flow'), TASK_INFO, EVENTS, EXPIRY),
   flowApply: new LuaScript('queue flow-apply', file('flow-apply'), EVENTS, FLOW),
   workers: new LuaScript('queue workers', file('workers')),
+  recordMetrics: new LuaScript('queue record-metrics', file('record-metrics')),
 };

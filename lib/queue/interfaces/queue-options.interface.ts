@@ -324,6 +324,39 @@ export interface QueueWorkerInfo {
   readonly heartbeatAt: number;
 }
 
+/**
+ * One minute of a queue's history, from `QueueService.metrics`: what ended in that minute on
+ * every instance.
+ */
+export interface QueueMetricsPoint {
+  /** The minute's start: epoch ms (each instance's clock decides its minute). */
+  readonly time: number;
+  /** Tasks that completed. */
+  readonly completed: number;
+  /** Failed attempts that will be retried. */
+  readonly failed: number;
+  /** Tasks that moved to the dead letters (out of attempts, unrecoverable, stalled too often). */
+  readonly dead: number;
+  /** Tasks that expired (not started by their `expiresAt`). */
+  readonly expired: number;
+  /** Tasks that ended cancelled. */
+  readonly cancelled: number;
+  /**
+   * Run time of the completed tasks, median and 95th percentile, in ms (within 10 %); absent when
+   * none completed. Minutes of several instances: the mean of theirs, weighted by completed tasks.
+   */
+  readonly p50Ms?: number;
+  readonly p95Ms?: number;
+}
+
+/** Options of `QueueService.metrics`. */
+export interface QueueMetricsOptions {
+  /** From this time (epoch ms or `Date`). @default 1 hour before `to` */
+  from?: number | Date;
+  /** Up to this time (epoch ms or `Date`). @default now */
+  to?: number | Date;
+}
+
 export interface QueueWorkerHandle {
   /** The queue it works on. */
   readonly queue: string;

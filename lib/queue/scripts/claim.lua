@@ -81,8 +81,10 @@
 -- paused queue with idle workers. Queues without task options pay nothing for it (one EXISTS for
 -- the expiries set when the opts hash exists).
 --
--- Returns {nowMs, nextMs, settles, outbox, settled_1..settled_settles, id_1, score_1, attempt_1,
--- token_1, payload_1, enqueuedAt_1, fence_1, opts_1, parent_1, ...}. outbox: 1 when this call
+-- Returns {nowMs, nextMs, settles, outbox, expired, stalledDead, settled_1..settled_settles, id_1,
+-- score_1, attempt_1, token_1, payload_1, enqueuedAt_1, fence_1, opts_1, parent_1, ...}.
+-- expired: tasks this call ended expired; stalledDead: expired leases it moved to the dead
+-- letters (the caller counts them in the queue's metrics; it knows what its settles became). outbox: 1 when this call
 -- pushed child outcomes to an outbox or this queue's outbox holds some (the caller applies them:
 -- flow-apply.lua), else 0. parent_i: the task's link to its flow parent (JSON), or false.
 -- nextMs (only when fewer than `count` were leased; else nowMs): when to look again: nowMs when
@@ -251,9 +253,12 @@ end
 -- Tasks that were not started by their deadline end expired, kept like completed ones
 -- (keepCompleted): `expire` each, then `keepExpired` once for them all.
 local expiredIds = {}
+-- What this call ended that its caller cannot see in `settled` (result[5], result[6]).
+local endedHere = {expired = 0, dead = 0}
 local EXPIRED_ERROR = cjson.encode({name = 'TaskExpiredError', message = 'expired before it started'})
 local function expire(id)
   addKeptCall(id)
+  endedHere.expired = endedHere.expired + 1
   expiredIds[#expiredIds + 1] = id
   emit(KEYS[20], eventsMaxLen, 'expired', id)
   toParent(id, 'f', EXPIRED_ERROR)
@@ -281,7 +286,7 @@ end
 -- calls for the whole batch; nacks and releases one by one (they are rare).
 local settles = (#ARGV - 15) / 6
 if count > 0 then freedGroups = {} end
-local result = {now, now, settles, 0}
+local result = {now, now, settles, 0, 0, 0}
 local freedSlot = false
 -- `queues.rateLimit` / `QueueRateLimitError`: no task is taken before `untilMs` (a later limit
 -- already set stays).
@@ -410,6 +415,7 @@ for _, id in ipairs(expired) do
     emit(KEYS[20], eventsMaxLen, 'stalled', id, 'a', attempt)
     if tonumber(attempt) >= maxAttemptsOf(id) then
       bury(id, attempt, 'lease expired')
+      endedHere.dead = endedHere.dead + 1
     else
       requeue(id, now)
     end
@@ -660,6 +666,7 @@ if n > 0 and taken == n and count == n then
     or #redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 1) > 0
   if more and redis.call('LLEN', KEYS[7]) == 0 then redis.call('RPUSH', KEYS[7], '1') end
   if outboxed then result[4] = 1 end
+  result[5], result[6] = endedHere.expired, endedHere.dead
   return result
 end
 local nextAt = -1
@@ -701,4 +708,5 @@ if ((nextAt ~= -1 and nextAt <= now and not blockedUntil)
   redis.call('RPUSH', KEYS[7], '1')
 end
 if outboxed then result[4] = 1 end
+result[5], result[6] = endedHere.expired, endedHere.dead
 return result

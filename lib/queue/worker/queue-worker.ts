@@ -315,6 +315,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
           kind: 'ack',
           task,
           data: result === undefined ? '' : this.resultJson(task, result),
+          runMs,
         };
       } catch (error) {
         failure = { error };
