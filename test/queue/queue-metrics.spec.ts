@@ -143,6 +143,28 @@ describe('QueueService.metrics: per-minute history of every queue', () => {
     await b.close();
   });
 
+  it('writes by itself once the minute ended: one call per queue with activity, then no timer', async () => {
+    const [q1, q2] = [fresh(), fresh()];
+    // 200 ms before the end of a minute (of the recorder's clock).
+    const minuteStart = Math.floor(Date.now() / MINUTE) * MINUTE;
+    const clock = { now: minuteStart + MINUTE - 200 };
+    const r = recorder(clock);
+    const calls = recordCalls();
+    for (let i = 0; i < 1_000; i++) r.count(q1, 'completed', 1, 5);
+    r.count(q2, 'cancelled', 3);
+    clock.now += 200;
+    await waitFor('the timer to write both queues', () => calls.count() === 2, 10_000);
+    calls.restore();
+    const [p1] = await queues.metrics(q1, { from: minuteStart, to: minuteStart + MINUTE });
+    expect(p1).toMatchObject({ time: minuteStart, completed: 1_000 });
+    expect(
+      (await queues.metrics(q2, { from: minuteStart, to: minuteStart + MINUTE }))[0],
+    ).toMatchObject({ cancelled: 3 });
+    // Nothing left: no timer keeps the process awake.
+    expect((r as unknown as { timer?: NodeJS.Timeout }).timer).toBeUndefined();
+    await r.close();
+  });
+
   it('keeps 14 days of busy minutes in at most 150 KB, and every key expires', async () => {
     const q = fresh();
     const today = Math.floor(Date.now() / DAY);

@@ -84,9 +84,9 @@
 -- Returns {nowMs, nextMs, settles, outbox, expired, stalledDead, settled_1..settled_settles, id_1,
 -- score_1, attempt_1, token_1, payload_1, enqueuedAt_1, fence_1, opts_1, parent_1, ...}.
 -- expired: tasks this call ended expired; stalledDead: expired leases it moved to the dead
--- letters (the caller counts them in the queue's metrics; it knows what its settles became). outbox: 1 when this call
--- pushed child outcomes to an outbox or this queue's outbox holds some (the caller applies them:
--- flow-apply.lua), else 0. parent_i: the task's link to its flow parent (JSON), or false.
+-- letters (the caller counts them in the queue's metrics; it knows what its settles became).
+-- outbox: 1 when this call pushed child outcomes to an outbox or this queue's outbox holds some
+-- (the caller applies them: flow-apply.lua), else 0. parent_i: the task's link to its flow parent (JSON), or false.
 -- nextMs (only when fewer than `count` were leased; else nowMs): when to look again: nowMs when
 -- ready tasks remain, the time the limiter opens when it is what stops the caller, the earliest
 -- due time, group unpark or lease expiry, or -1 when nothing is pending or the queue is paused.
@@ -255,7 +255,8 @@ end
 local expiredIds = {}
 -- What this call ended that its caller cannot see in `settled` (result[5], result[6]).
 local endedHere = {expired = 0, dead = 0}
-local EXPIRED_ERROR = cjson.encode({name = 'TaskExpiredError', message = 'expired before it started'})
+-- As TASK_EXPIRED (task-errors.ts).
+local EXPIRED_ERROR = '{"name":"TaskExpiredError","message":"expired before it started"}'
 local function expire(id)
   addKeptCall(id)
   endedHere.expired = endedHere.expired + 1
