@@ -250,7 +250,7 @@ export function checkTime(argument: string, value: unknown): number {
 
 /**
  * The deadline of `expiresInMs` (from now, on this process's clock: 1 ms to `MAX_DELAY_MS`) or
- * `expiresAt` (a `Date` or epoch ms, a safe integer from 1; a past one expires the task at its
+ * `expiresAt` (a `Date` or epoch ms, a safe integer from 0; a past one expires the task at its
  * first claim), at most one of them; `undefined` for neither (`QueueError` naming the option).
  */
 export function checkExpiry(expiresInMs: unknown, expiresAt: unknown): number | undefined {
