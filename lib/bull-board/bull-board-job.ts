@@ -5,7 +5,8 @@ import type {
   QueueJobJson,
 } from '@bull-board/api/dist/types.js';
 import type { QueueService } from '../queue/queue.service';
-import type { QueueTaskInfo } from '../queue/interfaces/task.interface';
+import type { QueueTaskInfo, QueueTaskState } from '../queue/interfaces/task.interface';
+import { TASK_EXPIRED } from '../queue/task-errors';
 import { BullBoardActionError } from './bull-board-action.error';
 import { statusOfState } from './bull-board-states';
 
@@ -85,18 +86,20 @@ export class BullBoardJob implements QueueJob {
   }
 
   /**
-   * A dead task: `requeueDead(queue, [id])`. A cancelled task: enqueued again under its id with
-   * its payload, priority and group (its own `maxAttempts`, `backoff` and `timeoutMs` are not
-   * kept). 409 when it is in neither state any more; 405 for a completed task.
+   * A dead task: `requeueDead(queue, [id])`. A cancelled or expired task: enqueued again under its
+   * id with its payload, priority and group (its own `maxAttempts`, `backoff`, `timeoutMs` and
+   * deadline are not kept). 409 when it is in none of these states any more; 405 for a completed
+   * task.
    */
   async retry(state?: JobRetryStatus): Promise<void> {
     const { queue, id } = this.task;
     if (state === 'completed' || this.task.state === 'completed') {
       throw new BullBoardActionError('retry', COMPLETED_RETRY_REFUSED);
     }
-    if (this.task.state === 'cancelled') {
+    const ended = this.task.state;
+    if (ended === 'cancelled' || ended === 'expired') {
       const now = await this.queues.get(queue, id);
-      if (now?.state === 'cancelled') {
+      if (now?.state === ended) {
         const added = await this.queues.enqueue(queue, id, {
           ...(now.payload !== undefined && { payload: now.payload }),
           ...(now.priority !== undefined && { priority: now.priority }),
@@ -104,7 +107,7 @@ export class BullBoardJob implements QueueJob {
         });
         if (added === 1) return;
       }
-      throw new BullBoardActionError('retry', `task '${id}' is not cancelled any more`, 409);
+      throw new BullBoardActionError('retry', `task '${id}' is not ${ended} any more`, 409);
     }
     if ((await this.queues.requeueDead(queue, [id])) === 0) {
       throw new BullBoardActionError('retry', `task '${id}' is not dead any more`, 409);
@@ -117,13 +120,13 @@ export class BullBoardJob implements QueueJob {
   }
 }
 
-/** When a finished (completed, dead, cancelled) task finished; `undefined` for the others. */
+/** When a finished (completed, dead, cancelled, expired) task finished; else `undefined`. */
 export function finishedAt(task: QueueTaskInfo): number | undefined {
-  if (task.state !== 'completed' && task.state !== 'dead' && task.state !== 'cancelled') {
-    return undefined;
-  }
+  if (!FINISHED_STATES.includes(task.state)) return undefined;
   return task.finishedAt ?? task.time;
 }
+
+const FINISHED_STATES: readonly QueueTaskState[] = ['completed', 'dead', 'cancelled', 'expired'];
 
 /**
  * bull-board's failedReason: the last error's message, prefixed with the error's name for a
@@ -131,6 +134,7 @@ export function finishedAt(task: QueueTaskInfo): number | undefined {
  * dead ones it is listed with; '' when there was none.
  */
 function failedReasonOf(task: QueueTaskInfo): string {
+  if (task.state === 'expired') return `${TASK_EXPIRED.name}: ${TASK_EXPIRED.message}`;
   if (task.state === 'cancelled') {
     const error = task.error ?? { name: 'TaskCancelledError', message: 'cancelled' };
     return `${error.name}: ${error.message}`;

@@ -4,7 +4,8 @@ import type { QueueStats, QueueTaskState } from '../queue/interfaces/task.interf
 /**
  * The bull-board statuses a `QueueService` queue has, in the order its tabs show them.
  * `completed` lists the completed tasks `keepCompleted` keeps (with their results); `failed` the
- * dead tasks, then the cancelled ones; `waiting-children` the flow parents waiting for their
+ * dead tasks, then the cancelled ones, then the expired ones (bull-board has no expired status:
+ * their failedReason reads `TaskExpiredError: …`); `waiting-children` the flow parents waiting for their
  * children. `prioritized` has no tab (tasks with a priority are ready tasks).
  */
 export const BOARD_JOB_STATUSES = [
@@ -23,7 +24,7 @@ export type BoardJobStatus = (typeof BOARD_JOB_STATUSES)[number];
 /**
  * Our states behind a bull-board status, in the order its list concatenates them: ready tasks are
  * `waiting`, or `paused` while the queue is paused (as BullMQ moves its wait list); `leased` is
- * `active`; `completed` is `completed`; `dead` then `cancelled` are `failed`. Empty when the
+ * `active`; `completed` is `completed`; `dead`, `cancelled` then `expired` are `failed`. Empty when the
  * status has no tasks now (`waiting` of a paused queue, `paused` of a running one) or no
  * counterpart at all.
  */
@@ -40,7 +41,7 @@ export function statesOfStatus(status: JobStatus, paused: boolean): readonly Que
     case 'completed':
       return ['completed'];
     case 'failed':
-      return ['dead', 'cancelled'];
+      return ['dead', 'cancelled', 'expired'];
     case 'waiting-children':
       return ['waiting-children'];
     default:
@@ -61,6 +62,7 @@ export function statusOfState(state: QueueTaskState, paused: boolean): BoardJobS
       return 'completed';
     case 'dead':
     case 'cancelled':
+    case 'expired':
       return 'failed';
     case 'waiting-children':
       return 'waiting-children';
@@ -79,7 +81,7 @@ export function countsOfStats(stats: QueueStats): Record<JobStatus, number> {
     waiting: stats.paused ? 0 : stats.ready,
     paused: stats.paused ? stats.ready : 0,
     delayed: stats.delayed,
-    failed: stats.dead + stats.cancelled,
+    failed: stats.dead + stats.cancelled + stats.expired,
     completed: stats.completed,
     prioritized: 0,
     'waiting-children': stats.waitingChildren,

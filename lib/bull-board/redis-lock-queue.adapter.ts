@@ -6,6 +6,7 @@ import type {
   JobCounts,
   JobSchedulerUpdateResult,
   JobStatus,
+  MetricsType,
   QueueJob,
   QueueJobOptions,
   QueueMetrics,
@@ -17,6 +18,7 @@ import { checkQueueName } from '../queue/queue-keys';
 import { QueueService } from '../queue/queue.service';
 import type { QueueStats, QueueTaskInfo, QueueTaskState } from '../queue/interfaces/task.interface';
 import { MAX_QUEUE_BATCH } from '../queue/queue.constants';
+import { METRICS_KEEP_MS } from '../queue/metrics/queue-metrics';
 import { BullBoardActionError } from './bull-board-action.error';
 import { BullBoardJob, finishedAt, PROMOTE_REFUSED } from './bull-board-job';
 import {
@@ -25,6 +27,8 @@ import {
   countsOfStats,
   statesOfStatus,
 } from './bull-board-states';
+
+const MINUTE_MS = 60_000;
 
 /** Options of a {@link RedisLockQueueAdapter}: bull-board's own queue options. */
 export interface RedisLockQueueAdapterOptions {
@@ -204,8 +208,8 @@ export class RedisLockQueueAdapter extends BaseAdapter {
 
   /**
    * Removes the tasks of `status` that were enqueued (completed, dead and cancelled tasks: that
-   * finished) more than `graceTimeMs` ago by this process's clock; `failed` is dead and cancelled
-   * tasks. `active` answers 409 (running tasks cannot be taken away).
+   * finished) more than `graceTimeMs` ago by this process's clock; `failed` is dead, cancelled and
+   * expired tasks. `active` answers 409 (running tasks cannot be taken away).
    */
   async clean(status: JobCleanStatus, graceTimeMs: number): Promise<void> {
     if (status === 'active') {
@@ -213,7 +217,11 @@ export class RedisLockQueueAdapter extends BaseAdapter {
     }
     const before = Date.now() - graceTimeMs;
     const states: QueueTaskState[] =
-      status === 'wait' ? ['ready'] : status === 'failed' ? ['dead', 'cancelled'] : [status];
+      status === 'wait'
+        ? ['ready']
+        : status === 'failed'
+          ? [...statesOfStatus('failed', false)]
+          : [status];
     for (const state of states) await this.removeAll(state, before);
   }
 
@@ -257,11 +265,34 @@ export class RedisLockQueueAdapter extends BaseAdapter {
   }
 
   /**
-   * Answers 405: the queue keeps no throughput history of its own (the dashboard module keeps
-   * per-second counters only while it is loaded; see docs/observability.md for the metrics).
+   * BullMQ's `getMetrics`, from `QueueService.metrics` (the last 14 days): `data` holds one count
+   * per minute, newest first (the current minute, still being counted, first), `start`..`end`
+   * of them (`end` -1: to the oldest); `completed` counts completed tasks, `failed` the tasks of
+   * the board's failed status (dead, cancelled and expired). `meta.count`: the total of the 14
+   * days; `meta.prevTS`: the start of the current minute.
    */
-  async getMetrics(): Promise<QueueMetrics> {
-    throw new BullBoardActionError('metrics', 'use the OpenTelemetry instruments');
+  async getMetrics(type: MetricsType, start = 0, end = -1): Promise<QueueMetrics> {
+    const now = Date.now();
+    const current = now - (now % MINUTE_MS);
+    const points = await this.queues.metrics(this.queueName, {
+      from: now - METRICS_KEEP_MS,
+      to: now,
+    });
+    const minutes = Math.max(1, (current - (points[0]?.time ?? current)) / MINUTE_MS + 1);
+    const data = new Array<number>(minutes).fill(0);
+    let count = 0;
+    for (const p of points) {
+      const at = Math.round((current - p.time) / MINUTE_MS);
+      if (at < 0 || at >= minutes) continue; // another instance's clock ahead of this one
+      const n = type === 'completed' ? p.completed : p.dead + p.cancelled + p.expired;
+      data[at] += n;
+      count += n;
+    }
+    return {
+      meta: { count, prevTS: current, prevCount: count },
+      data: data.slice(start, end < 0 ? undefined : end + 1),
+      count: data.length,
+    };
   }
 
   /** `null`: the module's connection is not shared with the board (bull-board answers 404). */

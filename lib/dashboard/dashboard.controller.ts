@@ -25,6 +25,7 @@ import type { QueueTaskInfo, QueueTaskState } from '../queue/interfaces/task.int
 import { dashboardAsset } from './dashboard-assets';
 import type { ResolvedDashboardOptions } from './dashboard-options';
 import { DashboardOverviewThrottle } from './dashboard-overview-throttle';
+import type { DashboardHistory } from './dashboard-history';
 import {
   DashboardService,
   type DashboardCancelReply,
@@ -111,6 +112,15 @@ export function createDashboardController(options: ResolvedDashboardOptions): Ty
           Number(limit ?? 50),
         ),
       );
+    }
+
+    @Get('api/queues/:queue/history')
+    @Header('Cache-Control', 'no-store')
+    history(
+      @Param('queue') queue: string,
+      @Query('range') range?: string,
+    ): Promise<DashboardHistory> {
+      return mapErrors(() => this.dashboard.history(queue, range));
     }
 
     @Get('api/queues/:queue/tasks/:id')

@@ -2,9 +2,11 @@ import { Inject, Injectable } from '@nestjs/common';
 import type { LockService } from '../lock/lock.service';
 import type { LockLineEntry } from '../lock/lock-inspection';
 import type { QueueStats, QueueTaskInfo, QueueTaskState } from '../queue/interfaces/task.interface';
+import type { QueueWorkerInfo } from '../queue/interfaces/queue-options.interface';
 import type { QueueService } from '../queue/queue.service';
 import type { RedisLockConnection } from '../redis/redis-connection';
 import { DashboardCore } from './dashboard-core';
+import { queueHistory, type DashboardHistory } from './dashboard-history';
 import {
   localWaitersKey,
   lockNameOf,
@@ -39,6 +41,7 @@ const QUEUE_PARTS = [
   'pending',
   'done',
   'cancelled',
+  'expired',
   'throughput',
 ];
 /** How long a queue found once stays listed after its keys are gone (it was emptied), in ms. */
@@ -88,6 +91,8 @@ export interface DashboardQueue extends QueueStats {
   name: string;
   /** Workers of this instance on the queue. */
   workersHere: number;
+  /** The queue's workers on every instance (`QueueService.workers`). */
+  workers: QueueWorkerInfo[];
   /** Enqueue time of the next ready task (epoch ms); absent when none is ready. */
   nextReadyEnqueuedAt?: number;
   /** Tasks completed by every instance in each of the last 60 seconds, oldest first. */
@@ -119,7 +124,7 @@ export interface DashboardTask {
   state: QueueTaskState;
   /**
    * Epoch ms on the Redis clock: the due time (ready, delayed), the lease expiry (leased), the
-   * finish time (completed) or the time of death or cancel (dead, cancelled).
+   * finish time (completed) or the time of death, cancel or expiry (dead, cancelled, expired).
    */
   time: number;
   /** Claims so far. */
@@ -130,7 +135,7 @@ export interface DashboardTask {
   priority?: number;
   /** Its group; absent when none. */
   group?: string;
-  /** `completed`, `dead`, `cancelled`: when it finished (epoch ms). */
+  /** `completed`, `dead`, `cancelled`, `expired`: when it finished (epoch ms). */
   finishedAt?: number;
   /** The last failure, or a cancel's reason: name and message (the stack is left out). */
   error?: { name: string; message: string };
@@ -368,7 +373,7 @@ export class DashboardService {
   }
 
   private async queue(name: string): Promise<DashboardQueue> {
-    const [stats, next, throughput] = await Promise.all([
+    const [stats, next, throughput, workers] = await Promise.all([
       this.queues.stats(name),
       this.queues.list(name, 'ready', { offset: 0, limit: 1 }),
       this.connection.run(
@@ -376,11 +381,13 @@ export class DashboardService {
         [throughputKey(this.prefix, name)],
         [SPARKLINE_S],
       ) as Promise<number[]>,
+      this.queues.workers(name),
     ]);
     return {
       name,
       ...stats,
       workersHere: this.queues.workerCount(name),
+      workers,
       nextReadyEnqueuedAt: next[0]?.enqueuedAt,
       throughput: throughput.map(Number),
     };
@@ -403,6 +410,11 @@ export class DashboardService {
   ): Promise<DashboardTask[]> {
     const tasks = await this.queues.list(queue, state, { offset, limit });
     return tasks.map(toDashboardTask);
+  }
+
+  /** The history of `queue` over `range` (default 1 h), summed per step (`DashboardHistory`). */
+  history(queue: string, range = '1h'): Promise<DashboardHistory> {
+    return queueHistory(this.queues, queue, range);
   }
 
   /** Cancels a task from the page (`QueueService.cancel`, reason `from the dashboard`). */

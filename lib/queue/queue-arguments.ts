@@ -240,6 +240,29 @@ export function checkPage(options: unknown): { offset: number; limit: number } {
   };
 }
 
+/** A time: a `Date` or epoch ms (a safe integer from 0); `QueueError` naming `argument`. */
+export function checkTime(argument: string, value: unknown): number {
+  const ms = value instanceof Date ? value.getTime() : value;
+  return checkInt(argument, ms, 0, Number.MAX_SAFE_INTEGER, (a, _v, expected) =>
+    QueueError.invalid(a, value, expected),
+  );
+}
+
+/**
+ * The deadline of `expiresInMs` (from now, on this process's clock: 1 ms to `MAX_DELAY_MS`) or
+ * `expiresAt` (a `Date` or epoch ms, a safe integer from 0; a past one expires the task at its
+ * first claim), at most one of them; `undefined` for neither (`QueueError` naming the option).
+ */
+export function checkExpiry(expiresInMs: unknown, expiresAt: unknown): number | undefined {
+  if (expiresInMs !== undefined && expiresAt !== undefined) {
+    throw QueueError.invalid('expiresAt', expiresAt, 'no expiresInMs beside it');
+  }
+  if (expiresInMs !== undefined) {
+    return Date.now() + checkInt('expiresInMs', expiresInMs, 1, MAX_DELAY_MS, QueueError.invalid);
+  }
+  return expiresAt === undefined ? undefined : Math.max(1, checkTime('expiresAt', expiresAt));
+}
+
 /**
  * A task's own failure policy and timeout from enqueue (or flow node) options
  * (`RedisLockOptionsError`).
@@ -248,8 +271,12 @@ export function checkOwnOptions(o: {
   maxAttempts?: unknown;
   backoff?: unknown;
   timeoutMs?: unknown;
+  expiresInMs?: unknown;
+  expiresAt?: unknown;
 }): TaskOwnOptions {
+  const expiresAt = checkExpiry(o.expiresInMs, o.expiresAt);
   return {
+    ...(expiresAt === undefined ? {} : { expiresAt }),
     ...(o.maxAttempts === undefined
       ? {}
       : { maxAttempts: checkInt('maxAttempts', o.maxAttempts, 1, MAX_ATTEMPTS) }),

@@ -13,6 +13,7 @@ import type {
   TaskOutcome,
 } from './interfaces/queue-event.interface';
 import type { QueueTaskInfo } from './interfaces/task.interface';
+import { TASK_EXPIRED } from './task-errors';
 
 /** How a reader looks a task up (`QueueService.get`): its state now. */
 export type TaskInfoLookup = (queue: string, id: string) => Promise<QueueTaskInfo | undefined>;
@@ -51,8 +52,8 @@ export function compareEventIds(a: string, b: string): number {
   );
 }
 
-const ENDINGS = new Set<string>(['completed', 'dead', 'cancelled', 'removed']);
-const FINISHED = new Set<string>(['completed', 'dead', 'cancelled']);
+const ENDINGS = new Set<string>(['completed', 'dead', 'cancelled', 'expired', 'removed']);
+const FINISHED = new Set<string>(['completed', 'dead', 'cancelled', 'expired']);
 
 /** `e` of an entry: JSON `{name, message, stack?}`, or (not starting with `{`) a plain message. */
 function parseError(text: string): TaskError {
@@ -117,6 +118,7 @@ export function toQueueEvent(queue: string, [eventId, fields]: RawEntry): QueueE
 }
 
 function outcomeOfEvent(event: QueueEvent): TaskOutcome {
+  if (event.type === 'expired') return { state: 'expired', error: TASK_EXPIRED };
   return event.type === 'completed'
     ? { state: 'completed', result: event.result }
     : {
@@ -126,6 +128,7 @@ function outcomeOfEvent(event: QueueEvent): TaskOutcome {
 }
 
 function outcomeOfInfo(info: QueueTaskInfo): TaskOutcome {
+  if (info.state === 'expired') return { state: 'expired', error: TASK_EXPIRED };
   return info.state === 'completed'
     ? { state: 'completed', result: info.result }
     : {

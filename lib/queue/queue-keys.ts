@@ -87,6 +87,23 @@ export interface QueueRedisKeys {
   parents: string;
   /** LIST of child outcomes still to apply to a parent in another slot (flow-apply.lua). */
   outbox: string;
+  /** ZSET id -> time it expired: tasks not started by their `expiresAt` (kept per `keepCompleted`). */
+  expired: string;
+  /**
+   * ZSET id -> `expiresAt` of tasks enqueued with one: where claim.lua looks for the waiting tasks
+   * whose deadline passed (an index only: a task's own options, `"x"`, decide).
+   */
+  expiries: string;
+  /**
+   * HASH '<instanceId>#<n>' -> '<heartbeat ms>|<JSON>': the queue's workers on every instance
+   * (workers.lua), each written again every heartbeat and dropped when it stops.
+   */
+  workers: string;
+  /**
+   * Prefix (not a key) of the queue's metrics: STRING `<metrics>:<UTC day>` per day, its
+   * per-minute records (record-metrics.lua), expiring 14 days after the day.
+   */
+  metrics: string;
   /** Pub/sub channel (not a key; same hash tag): ids of leased tasks whose cancel was asked for. */
   cancelChannel: string;
 }
@@ -165,6 +182,10 @@ export function queueRedisKeys(prefix: string, name: string): QueueRedisKeys {
     flow: `${base}:flow`,
     parents: `${base}:parents`,
     outbox: `${base}:outbox`,
+    expired: `${base}:expired`,
+    expiries: `${base}:expiries`,
+    workers: `${base}:workers`,
+    metrics: `${base}:metrics`,
     cancelChannel: `${base}:cancel`,
   };
 }

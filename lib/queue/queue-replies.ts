@@ -70,21 +70,28 @@ function toParent(json: string): { queue: string; id: string } {
   return { queue: link.q, id: link.p };
 }
 
-/** The stored JSON of a task's own options ({m, b, t}) as `TaskOwnOptions`. */
+/** The stored JSON of a task's own options ({m, b, t, x}) as `TaskOwnOptions`. */
 function toOwnOptions(json: string): TaskOwnOptions {
-  const o = JSON.parse(json) as { m?: number; b?: BackoffOptions; t?: number };
+  const o = JSON.parse(json) as { m?: number; b?: BackoffOptions; t?: number; x?: number };
   return {
     ...(o.m === undefined ? {} : { maxAttempts: o.m }),
     ...(o.b === undefined ? {} : { backoff: o.b }),
     ...(o.t === undefined ? {} : { timeoutMs: o.t }),
+    ...(o.x === undefined ? {} : { expiresAt: o.x }),
   };
 }
 
 /** The stored JSON of a task's own options, or '' when it has none. */
 export function storedOwnOptions(o: TaskOwnOptions): string {
-  if (o.maxAttempts === undefined && o.backoff === undefined && o.timeoutMs === undefined)
+  if (
+    o.maxAttempts === undefined &&
+    o.backoff === undefined &&
+    o.timeoutMs === undefined &&
+    o.expiresAt === undefined
+  )
     return '';
-  return JSON.stringify({ m: o.maxAttempts, b: o.backoff, t: o.timeoutMs });
+  // "x" (the deadline) is read by the scripts (includes/expiry.lua).
+  return JSON.stringify({ m: o.maxAttempts, b: o.backoff, t: o.timeoutMs, x: o.expiresAt });
 }
 
 /**
@@ -117,7 +124,9 @@ export function toTaskInfos<P>(queue: string, reply: Reply): QueueTaskInfo<P>[] 
       ...(group ? { group } : {}),
       ...(result === undefined ? {} : storedResult(result)),
       ...(progress === null ? {} : { progress: JSON.parse(String(progress)) as unknown }),
-      ...(state === 'dead' || state === 'cancelled' ? { finishedAt: Number(reply[i + 2]) } : {}),
+      ...(state === 'dead' || state === 'cancelled' || state === 'expired'
+        ? { finishedAt: Number(reply[i + 2]) }
+        : {}),
     });
   }
   return infos;

@@ -11,6 +11,8 @@ const EVENTS = include('events');
 const FINISHED = include('finished');
 /** Flows: a child's outcome reaches its parent (`childEnded`, `applyChild`, `closeParent`). */
 const FLOW = include('flow');
+/** Expiring tasks: a task's deadline, taking a waiting task out (`expiryOf`, `unqueue`). */
+const EXPIRY = include('expiry');
 
 /**
  * The queue's Lua scripts, read once per process (only `QueueStore` runs them). claim.lua also
@@ -18,14 +20,14 @@ const FLOW = include('flow');
  * script, one SHA), so that a failed call says what it was doing ("Redis queue ack failed").
  */
 export const QUEUE_SCRIPTS = {
-  enqueue: new LuaScript('queue enqueue', file('enqueue'), TASK_INFO, EVENTS),
+  enqueue: new LuaScript('queue enqueue', file('enqueue'), TASK_INFO, EVENTS, EXPIRY),
   pop: new LuaScript('queue pop', file('pop'), EVENTS),
   top: new LuaScript('queue top', file('top')),
   dequeue: new LuaScript('queue dequeue', file('dequeue'), EVENTS),
-  claim: new LuaScript('queue claim', file('claim'), TASK_INFO, EVENTS, FINISHED, FLOW),
-  ack: new LuaScript('queue ack', file('claim'), TASK_INFO, EVENTS, FINISHED, FLOW),
-  nack: new LuaScript('queue nack', file('claim'), TASK_INFO, EVENTS, FINISHED, FLOW),
-  release: new LuaScript('queue release', file('claim'), TASK_INFO, EVENTS, FINISHED, FLOW),
+  claim: new LuaScript('queue claim', file('claim'), TASK_INFO, EVENTS, FINISHED, FLOW, EXPIRY),
+  ack: new LuaScript('queue ack', file('claim'), TASK_INFO, EVENTS, FINISHED, FLOW, EXPIRY),
+  nack: new LuaScript('queue nack', file('claim'), TASK_INFO, EVENTS, FINISHED, FLOW, EXPIRY),
+  release: new LuaScript('queue release', file('claim'), TASK_INFO, EVENTS, FINISHED, FLOW, EXPIRY),
   extendLease: new LuaScript('queue extend-lease', file('extend-lease')),
   updateTask: new LuaScript('queue update-task', file('update-task'), EVENTS),
   cancel: new LuaScript('queue cancel', file('cancel'), TASK_INFO, EVENTS, FINISHED, FLOW),
@@ -39,6 +41,8 @@ export const QUEUE_SCRIPTS = {
   drain: new LuaScript('queue drain', file('drain'), EVENTS, FINISHED),
   obliterate: new LuaScript('queue obliterate', file('obliterate'), EVENTS),
   log: new LuaScript('queue log', file('log'), EVENTS),
-  addFlow: new LuaScript('queue add-flow', file('add-flow'), EVENTS),
+  addFlow: new LuaScript('queue add-flow', file('add-flow'), TASK_INFO, EVENTS, EXPIRY),
   flowApply: new LuaScript('queue flow-apply', file('flow-apply'), EVENTS, FLOW),
+  workers: new LuaScript('queue workers', file('workers')),
+  recordMetrics: new LuaScript('queue record-metrics', file('record-metrics')),
 };

@@ -23,6 +23,8 @@ import { toLeasedTasks, toTaskInfos, toTasks } from './queue-replies';
 import { QUEUE_SCRIPTS } from './queue-scripts';
 import { EnqueueBatcher, type EnqueueSegment, type SegmentOutcome } from './enqueue-batcher';
 import { MAX_QUEUE_BATCH, MAX_TASK_LOG_LINES } from './queue.constants';
+import { QueueMetrics, metricsDayKey, METRICS_KEEP_MS } from './metrics/queue-metrics';
+import { RedactingLogger } from '../redaction/redacting-logger';
 
 /** Expired leases one claim returns to the queue at most (the next claim takes the rest). */
 const RECLAIM_PER_CLAIM = 1_000;
@@ -41,6 +43,8 @@ export interface SettleStep {
   task: LeasedTask;
   delayMs?: number;
   data?: string;
+  /** How long its handler ran (a worker's), for the queue's run-time percentiles. */
+  runMs?: number;
 }
 
 /** What a claim step settled each task as (claim.lua). */
@@ -101,9 +105,15 @@ export class QueueStore {
   private tokenCounter = 0;
   /** Module-wide queue options (event stream length, keep bounds for cancels). */
   readonly defaults: ResolvedQueueDefaults;
+  /** Per-minute history of what ended (`QueueService.metrics`), flushed once a minute. */
+  readonly metrics: QueueMetrics;
 
-  constructor(readonly connection: RedisLockConnection) {
+  constructor(
+    readonly connection: RedisLockConnection,
+    logger = new RedactingLogger('QueueService'),
+  ) {
     this.defaults = connection.options.queue;
+    this.metrics = new QueueMetrics(connection, (queue) => this.keys(queue), logger);
   }
 
   /** Keys of `queue` (a checked name; throws `QueueError` for a bad one). */
@@ -348,13 +358,39 @@ export class QueueStore {
       : this.connection.run(claimScript(settles), keys, args))) as (string | number | null)[];
     const now = Number(reply[0]);
     const next = Number(reply[1]);
-    const settled = Number(reply[2]);
+    const settled = reply.slice(6, 6 + Number(reply[2])).map(Number);
+    this.countEnded(k.name, settles, settled, Number(reply[4]), Number(reply[5]));
     if (reply[3] === 1) await this.flows.applyOutboxes([k.name, ...parents]);
     return {
-      tasks: toLeasedTasks<P>(k.name, reply, 4 + settled, options.leaseMs),
+      tasks: toLeasedTasks<P>(k.name, reply, 6 + settled.length, options.leaseMs),
       nextInMs: next < 0 ? -1 : next - now,
-      settled: reply.slice(4, 4 + settled).map(Number),
+      settled,
     };
+  }
+
+  /**
+   * Counts in the queue's metrics what a claim ended: its settles as they `settled` (acks that
+   * held: completed; nacks that retry: failed; dead; cancelled), and the tasks it expired and the
+   * expired leases it buried.
+   */
+  private countEnded(
+    queue: string,
+    settles: readonly SettleStep[],
+    settled: readonly number[],
+    expired: number,
+    stalledDead: number,
+  ): void {
+    const m = this.metrics;
+    settles.forEach((s, i) => {
+      const code = settled[i];
+      if (code === SETTLED.dead) m.count(queue, 'dead');
+      else if (code === SETTLED.cancelled) m.count(queue, 'cancelled');
+      else if (code !== SETTLED.done) return;
+      else if (s.kind === 'ack') m.count(queue, 'completed', 1, s.runMs);
+      else if (s.kind === 'nack') m.count(queue, 'failed');
+    });
+    m.count(queue, 'expired', expired);
+    m.count(queue, 'dead', stalledDead);
   }
 
   /**
@@ -423,9 +459,11 @@ export class QueueStore {
         k.logs,
         k.dnext,
         ...flowKeys(k),
+        k.expired,
       ],
       [id, reason, this.eventsMaxLen, keep.ageMs, keep.count, this.connection.isCluster ? 1 : 0],
     )) as 'cancelled' | 'signalled' | 'finished' | 'not-found';
+    if (outcome === 'cancelled') this.metrics.count(k.name, 'cancelled');
     if (outcome === 'cancelled' || outcome === 'signalled') {
       await this.flows.ended(k, record, reason);
     }
@@ -433,7 +471,7 @@ export class QueueStore {
   }
 
   async stats(k: QueueRedisKeys): Promise<QueueStats> {
-    const [ready, delayed, leased, dead, paused, completed, cancelled, waitingChildren] =
+    const [ready, delayed, leased, dead, paused, completed, cancelled, waitingChildren, expired] =
       (await this.connection.run(
         QUEUE_SCRIPTS.stats,
         [
@@ -447,6 +485,7 @@ export class QueueStore {
           k.done,
           k.cancelled,
           k.wchildren,
+          k.expired,
         ],
         [],
       )) as number[];
@@ -459,6 +498,7 @@ export class QueueStore {
       completed,
       cancelled,
       waitingChildren,
+      expired,
     };
   }
 
@@ -489,7 +529,7 @@ export class QueueStore {
   ): Promise<QueueTaskInfo<P>[]> {
     const reply = await this.connection.run(
       QUEUE_SCRIPTS.inspect,
-      [...inspectKeys(k), k.wchildren],
+      [...inspectKeys(k), k.wchildren, k.expired],
       ['list', state, offset, limit],
     );
     return toTaskInfos<P>(k.name, reply as (string | number | null)[]);
@@ -498,7 +538,7 @@ export class QueueStore {
   async get<P>(k: QueueRedisKeys, id: string): Promise<QueueTaskInfo<P> | undefined> {
     const reply = await this.connection.run(
       QUEUE_SCRIPTS.inspect,
-      [...inspectKeys(k), k.wchildren],
+      [...inspectKeys(k), k.wchildren, k.expired],
       ['get', id],
     );
     const info = toTaskInfos<P>(k.name, reply as (string | number | null)[])[0];
@@ -511,7 +551,7 @@ export class QueueStore {
     const record = await this.flows.record(k, id);
     const removed = await this.connection.run(
       QUEUE_SCRIPTS.remove,
-      [...inspectKeys(k), k.opts, k.events, k.logs, k.dnext, ...flowKeys(k)],
+      [...inspectKeys(k), k.opts, k.events, k.logs, k.dnext, ...flowKeys(k), k.expired],
       [id, this.eventsMaxLen],
     );
     if (removed !== 1) return false;
@@ -529,11 +569,13 @@ export class QueueStore {
    */
   async clean(
     k: QueueRedisKeys,
-    state: 'completed' | 'dead' | 'cancelled',
+    state: 'completed' | 'dead' | 'cancelled' | 'expired',
     olderThanMs: number,
     limit: number,
   ): Promise<number> {
-    const set = state === 'completed' ? k.done : state === 'dead' ? k.dead : k.cancelled;
+    const set = { completed: k.done, dead: k.dead, cancelled: k.cancelled, expired: k.expired }[
+      state
+    ];
     let deleted = 0;
     let offset = 0;
     while (deleted < limit) {
@@ -569,8 +611,13 @@ export class QueueStore {
    */
   async obliterate(k: QueueRedisKeys, force: boolean): Promise<{ done: boolean; leased: number }> {
     const others = Object.entries(k)
-      .filter(([part]) => !['name', 'cancelChannel', 'leased', 'events'].includes(part))
+      .filter(([part]) => !['name', 'cancelChannel', 'leased', 'events', 'metrics'].includes(part))
       .map(([, key]) => key);
+    // The metrics' day keys (their history is the queue's too).
+    const today = Math.floor(Date.now() / 86_400_000);
+    for (let day = today - METRICS_KEEP_MS / 86_400_000 - 1; day <= today + 1; day++) {
+      others.push(metricsDayKey(k, day));
+    }
     const [done, leased] = (await this.connection.run(
       QUEUE_SCRIPTS.obliterate,
       [k.leased, k.events, ...others],
@@ -641,7 +688,7 @@ function cached(
 
 /**
  * The KEYS of enqueue.lua, in its order; `plain` (no replace, priority or group): only the first
- * 17, the only ones the script reads then.
+ * 19, the only ones the script reads then.
  */
 function enqueueKeys(k: QueueRedisKeys, plain: boolean): string[] {
   const all = cached(ENQUEUE_KEYS, k, () => [
@@ -662,6 +709,8 @@ function enqueueKeys(k: QueueRedisKeys, plain: boolean): string[] {
     k.ties,
     k.config,
     k.logs,
+    k.expired,
+    k.expiries,
     k.pending,
     k.prio,
     k.gtasks,
@@ -671,7 +720,7 @@ function enqueueKeys(k: QueueRedisKeys, plain: boolean): string[] {
     k.dedup,
     k.dnext,
   ]);
-  return plain ? cached(PLAIN_ENQUEUE_KEYS, k, () => all.slice(0, 17)) : all;
+  return plain ? cached(PLAIN_ENQUEUE_KEYS, k, () => all.slice(0, 19)) : all;
 }
 
 /**
@@ -719,6 +768,8 @@ function claimKeys(k: QueueRedisKeys): string[] {
     k.parents,
     k.outbox,
     k.flow,
+    k.expired,
+    k.expiries,
   ]);
 }
 

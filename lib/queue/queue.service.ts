@@ -18,6 +18,9 @@ import type {
   NackOptions,
   QueueHandler,
   QueueWorkerHandle,
+  QueueWorkerInfo,
+  QueueMetricsOptions,
+  QueueMetricsPoint,
   QueueWorkerOptions,
 } from './interfaces/queue-options.interface';
 import type {
@@ -37,6 +40,7 @@ import {
   checkDelay,
   checkGroup,
   checkIds,
+  checkTime,
   checkLeaseMs,
   checkLeasedTask,
   checkMaxAttempts,
@@ -56,6 +60,7 @@ import { storedOwnOptions } from './queue-replies';
 import { QueueStore, SETTLED, type ClaimStepResult, type SettleStep } from './queue-store';
 import { resolveWorkerOptions } from './queue-worker-options';
 import { QueueWorkerRunner } from './worker/queue-worker';
+import { WorkerRegistry } from './worker/worker-registry';
 import { MAX_CONCURRENCY, MAX_DELAY_MS } from './queue.constants';
 import { QueueScheduler } from './schedule/queue-scheduler';
 import type { QueueSchedule, QueueScheduleOptions } from './schedule/schedule.interface';
@@ -113,6 +118,8 @@ export class QueueService implements BeforeApplicationShutdown {
   readonly store: QueueStore;
   /** Readers of the event streams (`events`, `waitFor`): one per queue read in this process. */
   private readonly readers: QueueEventReaders;
+  /** This instance's workers in the registry of every instance's (`workers`). */
+  private readonly registry: WorkerRegistry;
   private shuttingDown = false;
 
   constructor(
@@ -121,13 +128,14 @@ export class QueueService implements BeforeApplicationShutdown {
     private readonly emitter: RedisLockEvents = new RedisLockEvents(),
   ) {
     this.defaults = connection.options.queue;
-    this.store = new QueueStore(connection);
+    this.store = new QueueStore(connection, this.logger);
     this.readers = new QueueEventReaders(
       connection,
       (queue) => this.store.keys(queue),
       (queue, id) => this.store.get(this.store.keys(queue), id),
       this.logger,
     );
+    this.registry = new WorkerRegistry(connection, (queue) => this.store.keys(queue), this.logger);
   }
 
   /**
@@ -418,11 +426,40 @@ export class QueueService implements BeforeApplicationShutdown {
   }
 
   /**
+   * The history of `queue`: one point per minute with activity from `from` to `to` (default: the
+   * last hour), oldest first — tasks completed, failed (retried), dead, expired and cancelled on
+   * every instance, and completed tasks' run-time p50/p95. Kept 14 days. Each instance writes its
+   * counts once a minute (one script call per queue, not per task), so the current minute shows
+   * after it ended; a crashed instance loses at most its last minute.
+   * @throws QueueError for a bad range (`from` after `to`, not a time)
+   * @example const lastDay = await queues.metrics('orders', { from: Date.now() - 86_400_000 });
+   */
+  async metrics(queue: QueueName, options?: QueueMetricsOptions): Promise<QueueMetricsPoint[]> {
+    const name = this.keys(queue).name;
+    const o = checkOptionKeys(options, ['from', 'to']);
+    const to = o.to === undefined ? Date.now() : checkTime('to', o.to);
+    const from = o.from === undefined ? to - 3_600_000 : checkTime('from', o.from);
+    if (from > to) throw QueueError.invalid('from', o.from, `a time at or before 'to' (${to})`);
+    return this.store.metrics.read(name, from, to);
+  }
+
+  /**
+   * The workers of `queue` on every instance (as BullMQ's `getWorkers`): instance, host,
+   * concurrency, tasks running, names, since when. Each instance writes its workers' entries every
+   * 5 s (one script call per queue); an instance that died drops out 15 s after its last one.
+   * (This instance's worker handles, which `workers` returned up to 0.1, are `localWorkers`.)
+   * @example const busy = (await queues.workers('orders')).reduce((n, w) => n + w.running, 0);
+   */
+  async workers(queue: QueueName): Promise<QueueWorkerInfo[]> {
+    return this.registry.list(this.keys(queue).name);
+  }
+
+  /**
    * The workers of this instance that run for `queue` (`@QueueWorker` ones and `process()` ones),
    * e.g. to change their concurrency at runtime.
-   * @example for (const w of queues.workers('orders')) w.setConcurrency(20);
+   * @example for (const w of queues.localWorkers('orders')) w.setConcurrency(20);
    */
-  workers(queue: QueueName): QueueWorkerHandle[] {
+  localWorkers(queue: QueueName): QueueWorkerHandle[] {
     const name = this.keys(queue).name;
     return [...this.runners].filter((w) => w.queue === name);
   }
@@ -540,8 +577,8 @@ export class QueueService implements BeforeApplicationShutdown {
   }
 
   /**
-   * Deletes tasks of a finished state (`'completed'`, `'dead'` or `'cancelled'`) that finished at
-   * least `olderThanMs` ago (default 0: all), at most `limit` (default: no limit), with everything
+   * Deletes tasks of a finished state (`'completed'`, `'dead'`, `'cancelled'` or `'expired'`) that
+   * finished at least `olderThanMs` ago (default 0: all), at most `limit` (default: no limit), with everything
    * stored about them; each writes a `removed` event. Runs 1,000 tasks per script call, so Redis
    * serves other clients between chunks.
    * @returns how many tasks were deleted
@@ -549,7 +586,7 @@ export class QueueService implements BeforeApplicationShutdown {
    */
   async clean(
     queue: QueueName,
-    state: 'completed' | 'dead' | 'cancelled',
+    state: 'completed' | 'dead' | 'cancelled' | 'expired',
     options?: { olderThanMs?: number; limit?: number },
   ): Promise<number> {
     const k = this.keys(queue);
@@ -688,10 +725,14 @@ export class QueueService implements BeforeApplicationShutdown {
       this.connection,
       this.logger,
       this.emitter,
-      () => this.runners.delete(worker),
+      () => {
+        this.runners.delete(worker);
+        this.registry.remove(worker);
+      },
     );
     this.runners.add(worker);
     worker.start();
+    this.registry.add(worker);
     return worker;
   }
 
@@ -699,6 +740,8 @@ export class QueueService implements BeforeApplicationShutdown {
   async beforeApplicationShutdown(): Promise<void> {
     this.shuttingDown = true;
     await Promise.all([...this.runners].map((w) => w.close()));
+    await this.registry.close();
+    await this.store.metrics.close();
     this.readers.close();
   }
 
@@ -841,12 +884,14 @@ const ENQUEUE_OPTIONS = [
   'waitForReplicas',
   'lifo',
   'deduplication',
+  'expiresInMs',
+  'expiresAt',
 ];
 /** The worker options `claim` takes (the rest concern a running worker). */
 const CLAIM_OPTIONS = ['leaseMs', 'maxAttempts', 'groupConcurrency', 'limiter', 'groupLimiter'];
 /** The states `list` reads. */
 /** The states `clean` deletes from. */
-const CLEAN_STATES: readonly string[] = ['completed', 'dead', 'cancelled'];
+const CLEAN_STATES: readonly string[] = ['completed', 'dead', 'cancelled', 'expired'];
 
 const TASK_STATES: readonly QueueTaskState[] = [
   'ready',
@@ -855,5 +900,6 @@ const TASK_STATES: readonly QueueTaskState[] = [
   'completed',
   'dead',
   'cancelled',
+  'expired',
   'waiting-children',
 ];

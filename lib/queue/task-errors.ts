@@ -1,6 +1,15 @@
 import type { TaskError } from './interfaces/queue-event.interface';
 import { redactText } from '../redaction/redact-credentials';
 
+/**
+ * The failure an expired task reads as (`waitFor`, bull-board, its flow parent; claim.lua writes
+ * the same for the parent).
+ */
+export const TASK_EXPIRED: TaskError = {
+  name: 'TaskExpiredError',
+  message: 'expired before it started',
+};
+
 /** Longest failure message stored with a task, in characters. */
 const MAX_MESSAGE_CHARS = 1_000;
 /** Longest stack stored with a task, in characters. */

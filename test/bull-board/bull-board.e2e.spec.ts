@@ -39,6 +39,7 @@ class BoardQueues implements OnModuleInit {
       'outcomes',
       'page',
       'parents',
+      'history',
     ]) {
       this.board.addQueue(new RedisLockQueueAdapter(this.queues, name, { readOnlyMode: false }));
     }
@@ -300,6 +301,7 @@ describe('RedisLockQueueAdapter in bull-board (@bull-board/nestjs, Express)', ()
       ...queueStats({ leased: 1, dead: 2 }),
       completed: 0,
       cancelled: 0,
+      expired: 0,
     });
   });
 
@@ -505,5 +507,25 @@ describe('RedisLockQueueAdapter in bull-board (@bull-board/nestjs, Express)', ()
     expect(
       (await queues.list('unset', 'ready', { offset: 0, limit: 10 })).map((t) => t.id),
     ).toEqual(['u2']);
+  });
+
+  it("serves the metrics action from the queue's history: completed, and failed as dead + cancelled + expired", async () => {
+    await killTasks(queues, 'history', ['h-dead-1', 'h-dead-2']);
+    await queues.enqueue('history', ['h1', 'h2', 'h3']);
+    const ran = await queues.claim('history', 3, { leaseMs: 60_000 });
+    for (const task of ran) expect(await queues.ack(task)).toBe(true);
+    await queues.enqueue('history', 'h-cancel', { delayMs: 60_000 });
+    expect(await queues.cancel('history', 'h-cancel')).toBe('cancelled');
+    // What an instance writes once a minute, written now.
+    await queues.store.metrics.flush(true);
+
+    const res = await api().get('/board/api/queues/history/metrics');
+    expect(res.status).toBe(200);
+    const sum = (data: number[]) => data.reduce((a, b) => a + b, 0);
+    expect(sum(res.body.completed.data)).toBe(3);
+    expect(res.body.completed.meta.count).toBe(3);
+    expect(sum(res.body.failed.data)).toBe(3);
+    // Newest first: the counts are in the current minute or the one before.
+    expect(sum(res.body.completed.data.slice(0, 2))).toBe(3);
   });
 });

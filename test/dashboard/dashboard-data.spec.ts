@@ -224,6 +224,11 @@ describe('DashboardService', () => {
     const overview = await dashboard.overview();
     expect(overview.queues.map((q) => q.name)).toEqual(['configured', 'local', 'scanned']);
     expect(overview.queues[1]).toMatchObject({ workersHere: 1, ready: 0, dead: 0 });
+    // Every instance's workers of the queue (this one's only, here).
+    expect(overview.queues[1].workers).toEqual([
+      expect.objectContaining({ pid: process.pid, running: 0, names: [] }),
+    ]);
+    expect(overview.queues[2].workers).toEqual([]);
     expect(overview.queues[1].throughput).toHaveLength(60);
     expect(overview.queues[2]).toMatchObject({ delayed: 1, ready: 0, workersHere: 0 });
     await worker.close();

@@ -90,6 +90,18 @@ suite('RedisLockDashboardModule in Chromium', () => {
     return page;
   }
 
+  /** A new page that collects CSP refusals and script errors in `problems`. */
+  async function watchedPage(): Promise<{ page: Page; problems: string[] }> {
+    const page = await browser.newPage({ viewport: { width: 1200, height: 800 } });
+    page.setDefaultTimeout(UI_MS);
+    const problems: string[] = [];
+    page.on('console', (msg) => {
+      if (/Content Security Policy|Refused to/i.test(msg.text())) problems.push(msg.text());
+    });
+    page.on('pageerror', (err) => problems.push(`pageerror: ${err.message}`));
+    return { page, problems };
+  }
+
   /** A task of `queue` in the dead-letter set: claimed once and failed with maxAttempts 1. */
   async function deadTask(queues: QueueService, queue: string, id: string): Promise<void> {
     await queues.enqueue(queue, id, { payload: { to: `${id}@example.com` } });
@@ -194,6 +206,12 @@ suite('RedisLockDashboardModule in Chromium', () => {
       const queueRow = page.locator('tr[data-testid="queue-row"][data-queue="mail"]');
       await queueRow.waitFor();
       expect(await queueRow.getByTestId('dead').textContent()).toBe('1');
+      // The worker of the other process, from the registry every instance writes.
+      const workerRow = page.locator(
+        `tr[data-testid="worker-row"][data-instance$=":${worker.pid}"]`,
+      );
+      await workerRow.waitFor();
+      expect(await page.locator('tr[data-testid="worker-row"]').count()).toBe(1);
       const deadRow = page.locator('tr[data-testid="dead-row"][data-id="m-1"]');
       await deadRow.waitFor();
       expect(await deadRow.textContent()).toContain('m-1@example.com');
@@ -352,13 +370,7 @@ suite('RedisLockDashboardModule in Chromium', () => {
     const prefix = uniquePrefix('dash-csp');
     const { app, url } = await startApp(prefix);
     await deadTask(app.get(QueueService), 'mail', 'm-9');
-    const page = await browser.newPage({ viewport: { width: 1200, height: 800 } });
-    page.setDefaultTimeout(UI_MS);
-    const problems: string[] = [];
-    page.on('console', (msg) => {
-      if (/Content Security Policy|Refused to/i.test(msg.text())) problems.push(msg.text());
-    });
-    page.on('pageerror', (err) => problems.push(`pageerror: ${err.message}`));
+    const { page, problems } = await watchedPage();
     page.on('requestfailed', (req) => problems.push(`failed: ${req.url()}`));
     // Chromium asks for /favicon.ico, which the app does not serve; every file of the page loads.
     page.on('response', (res) => {
@@ -374,6 +386,32 @@ suite('RedisLockDashboardModule in Chromium', () => {
     // uPlot drew the queue's sparkline (a script and a style sheet of the page, under the CSP).
     await page.locator('tr[data-testid="queue-row"][data-queue="mail"] canvas').waitFor();
     expect(await page.getByTestId('requeue').count()).toBe(0);
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
+  it("draws a queue's 1 h / 24 h / 14 d history charts (uPlot, under the page's CSP) from QueueService.metrics", async () => {
+    const prefix = uniquePrefix('dash-history');
+    const { app, url } = await startApp(prefix);
+    const queues = app.get(QueueService);
+    await deadTask(queues, 'hist', 'h-dead');
+    await queues.enqueue('hist', ['h1', 'h2', 'h3', 'h4']);
+    for (const task of await queues.claim('hist', 4)) expect(await queues.ack(task)).toBe(true);
+    // What the instance writes once a minute, written now.
+    await queues.store.metrics.flush(true);
+
+    const { page, problems } = await watchedPage();
+    await page.goto(`${url}#queues`);
+    await page.locator('tr[data-testid="queue-row"][data-queue="hist"]').click();
+    const history = page.getByTestId('history');
+    await history.locator('canvas').waitFor();
+    for (const range of ['1h', '24h', '14d']) {
+      await page.getByTestId(`history-${range}`).click();
+      await page.locator(`[data-testid="history-totals"][data-range="${range}"]`).waitFor();
+      expect(await page.getByTestId('history-completed').textContent()).toBe('4');
+      expect(await page.getByTestId('history-dead').textContent()).toBe('1');
+      await history.locator('canvas').waitFor();
+    }
     expect(problems).toEqual([]);
     await page.close();
   });

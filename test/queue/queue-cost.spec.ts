@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
 import { Redis } from 'ioredis';
-import { QueueService } from '../../lib';
+import { QueueService, type EnqueueOptions } from '../../lib';
 import { commandCalls, createLockApp, deferred, queueStats, waitFor } from '../support/helpers';
 import { startRedisServer, type RedisServer } from '../support/redis-server';
 
@@ -163,12 +163,15 @@ describe('QueueService: what enqueue and a worker step cost (dedicated redis-ser
     }
   });
 
-  it('settles a batch of acks and leases as many with a few commands per key, not per task', async () => {
-    const q = 'worker-step';
+  /**
+   * The commands of one worker step on queue `q`: 10 handlers end in one tick, one flush acks
+   * them and leases the other 10 of 20 tasks enqueued with `options`.
+   */
+  async function workerStep(q: string, options: EnqueueOptions = {}) {
     await queues.enqueue(
       q,
       Array.from({ length: 20 }, (_, n) => `t${n}`),
-      { payload: 1 },
+      { payload: 1, ...options },
     );
     const gates = [deferred(), deferred()];
     const started: string[] = [];
@@ -190,6 +193,11 @@ describe('QueueService: what enqueue and a worker step cost (dedicated redis-ser
     gates[1].resolve();
     await waitFor('drained', async () => (await queues.stats(q)).leased === 0);
     await worker.close();
+    return step;
+  }
+
+  it('settles a batch of acks and leases as many with a few commands per key, not per task', async () => {
+    const step = await workerStep('worker-step');
     // Per task only HINCRBY (the attempt count) and its two events (completed, active); every
     // other command is one per key per call of 5 (the acked tasks are kept with their results;
     // one EXISTS asks whether any task of the queue has a flow parent or an outbox).
@@ -210,5 +218,20 @@ describe('QueueService: what enqueue and a worker step cost (dedicated redis-ser
       hincrby: 10,
       xadd: 20,
     });
+  });
+
+  it('costs tasks with a deadline (expiresInMs) a few commands per claim call, none per task', async () => {
+    const withOptions = await workerStep('own-options', { maxAttempts: 3 });
+    const withDeadline = await workerStep('deadline', { maxAttempts: 3, expiresInMs: 600_000 });
+    const more: Record<string, number> = {};
+    for (const name of new Set([...Object.keys(withOptions), ...Object.keys(withDeadline)])) {
+      const d = (withDeadline[name] ?? 0) - (withOptions[name] ?? 0);
+      if (d !== 0) more[name] = d;
+    }
+    // 2 claim calls leased 10 tasks: what the deadline adds is per call (the sweep's read of the
+    // deadlines due), not per task. (The EXISTS of the expiries set is paid by every queue whose
+    // tasks have options, the deadline's or others: in both steps.)
+    expect(withDeadline.evalsha).toBe(2);
+    expect(more).toEqual({ zrangebyscore: 2 });
   });
 });

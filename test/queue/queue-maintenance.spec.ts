@@ -412,8 +412,8 @@ describe('QueueService maintenance: clean, drain, obliterate, LIFO, concurrency 
         expect(() => handle.setConcurrency(0)).toThrow(RedisLockOptionsError);
         expect(() => handle.setConcurrency(1.5)).toThrow(RedisLockOptionsError);
         expect(handle.concurrency).toBe(3);
-        expect(queues.workers(q)).toEqual([handle]);
-        queues.workers(q)[0].setConcurrency(40);
+        expect(queues.localWorkers(q)).toEqual([handle]);
+        queues.localWorkers(q)[0].setConcurrency(40);
         await waitFor('all 40 started', async () => (await queues.stats(q)).ready === 0);
         while (gates.length > 0) gates.shift()!();
         await waitFor('all done', async () => (await queues.stats(q)).completed === 40);
@@ -421,7 +421,7 @@ describe('QueueService maintenance: clean, drain, obliterate, LIFO, concurrency 
         while (gates.length > 0) gates.shift()!();
         await handle.close();
       }
-      expect(queues.workers(q)).toEqual([]);
+      expect(queues.localWorkers(q)).toEqual([]);
     });
   });
 });

@@ -76,6 +76,103 @@ function Sparkline({ values }) {
   return html`<div class="spark" ref=${box}></div>`;
 }
 
+// The history charts of a queue: what ended per minute (1 h), per 10 minutes (24 h) or per hour
+// (14 d) on every instance, from QueueService.metrics (each instance writes once a minute).
+const HISTORY_RANGES = [
+  ['1h', '1 h'],
+  ['24h', '24 h'],
+  ['14d', '14 d'],
+];
+const HISTORY_SERIES = [
+  ['completed', '#16a34a'],
+  ['failed', '#f59e0b'],
+  ['dead', '#dc2626'],
+  ['expired', '#6b7280'],
+  ['cancelled', '#7c3aed'],
+];
+const HISTORY_POLL_MS = 30_000;
+
+function History({ queue }) {
+  const [range, setRange] = useState('1h');
+  const [history, setHistory] = useState({ data: undefined, error: undefined });
+  const box = useRef(null);
+  const plot = useRef(null);
+  useEffect(() => {
+    let live = true;
+    let timer;
+    const load = async () => {
+      try {
+        const data = await api(`queues/${encodeURIComponent(queue)}/history?range=${range}`);
+        if (live) setHistory({ data, error: undefined });
+      } catch (error) {
+        if (live) setHistory({ data: undefined, error: error.message });
+      }
+      if (live) timer = setTimeout(load, HISTORY_POLL_MS);
+    };
+    load();
+    return () => {
+      live = false;
+      clearTimeout(timer);
+    };
+  }, [queue, range]);
+  const data = history.data;
+  useEffect(() => {
+    if (!data || !box.current) return;
+    const rows = [
+      data.time.map((t) => t / 1000),
+      ...HISTORY_SERIES.map(([key]) => data[key]),
+      data.p95Ms,
+    ];
+    if (plot.current) plot.current.destroy();
+    plot.current = new window.uPlot(
+      {
+        width: Math.max(320, box.current.clientWidth || 720),
+        height: 200,
+        scales: { y: { range: (_u, _min, max) => [0, Math.max(1, max)] } },
+        axes: [
+          {},
+          { label: 'tasks' },
+          { scale: 'ms', side: 1, label: 'p95 ms', grid: { show: false } },
+        ],
+        series: [
+          {},
+          ...HISTORY_SERIES.map(([label, stroke]) => ({ label, stroke, width: 1.5 })),
+          { label: 'p95 ms', scale: 'ms', stroke: '#2563eb', dash: [4, 4], width: 1 },
+        ],
+      },
+      rows,
+      box.current,
+    );
+  }, [data]);
+  useEffect(() => () => plot.current && plot.current.destroy(), []);
+  const total = (key) => (data ? data[key].reduce((a, b) => a + b, 0) : 0);
+  return html`<section data-testid="history">
+    <div class="bar">
+      <h2>History of <span class="mono">${queue}</span></h2>
+      <div class="states" role="tablist">
+        ${HISTORY_RANGES.map(
+          ([r, label]) =>
+            html`<button
+              role="tab"
+              class=${r === range ? 'active' : ''}
+              data-testid=${`history-${r}`}
+              onClick=${() => setRange(r)}
+            >
+              ${label}
+            </button>`,
+        )}
+      </div>
+    </div>
+    ${history.error && html`<p class="note">${history.error}</p>`}
+    <p class="muted" data-testid="history-totals" data-range=${data && data.range}>
+      ${HISTORY_SERIES.map(
+        ([key]) => html`<span>${key} <b data-testid=${`history-${key}`}>${total(key)}</b> </span>`,
+      )}
+    </p>
+    <div class="history-chart" ref=${box}></div>
+  </section>`;
+}
+
 function Line({ line, lineLength, now }) {
   if (lineLength === 0) return html`<span class="muted">none</span>`;
   return html`<ol class="line" data-testid="line">
@@ -235,9 +332,10 @@ const STATES = [
   { state: 'completed', label: 'Completed', time: 'Finished', detail: 'Result' },
   { state: 'dead', label: 'Dead', time: 'Died', detail: 'Error' },
   { state: 'cancelled', label: 'Cancelled', time: 'Cancelled', detail: 'Error' },
+  { state: 'expired', label: 'Expired', time: 'Expired' },
 ];
 const CANCELLABLE = ['ready', 'delayed', 'leased'];
-const REMOVABLE = ['ready', 'delayed', 'completed', 'dead', 'cancelled'];
+const REMOVABLE = ['ready', 'delayed', 'completed', 'dead', 'cancelled', 'expired'];
 
 function taskPath(queue, id) {
   return `queues/${encodeURIComponent(queue)}/tasks/${encodeURIComponent(id)}`;
@@ -359,7 +457,7 @@ function TaskList({ queue, state, readOnly, act, now }) {
     if (state === 'completed') return html`<${JsonCell} value=${t.result} testid="result" />`;
     return html`<${ErrorText} error=${t.error} lastError=${t.lastError} />`;
   };
-  const finished = state === 'completed' || state === 'dead' || state === 'cancelled';
+  const finished = ['completed', 'dead', 'cancelled', 'expired'].includes(state);
   const headers = ['Id', spec.time, 'Attempts'];
   if (spec.detail) headers.push(spec.detail);
   if (finished) headers.push('Progress');
@@ -425,7 +523,7 @@ function QueuesView({ data, selected, setSelected, act }) {
       <h2>Queues <span class="count">${queues.length}</span></h2>
       ${data.queuesTruncated && html`<p class="note">More queues exist than are shown.</p>`}
       <${Table}
-        headers=${['Queue', 'Ready', 'Delayed', 'Leased', 'Completed', 'Dead', 'Cancelled', 'Next ready waited', 'Completed / s (60 s)', '']}
+        headers=${['Queue', 'Ready', 'Delayed', 'Leased', 'Completed', 'Dead', 'Cancelled', 'Expired', 'Next ready waited', 'Completed / s (60 s)', '']}
         empty="No queue found."
         rows=${queues.map(
           (q) =>
@@ -446,6 +544,7 @@ function QueuesView({ data, selected, setSelected, act }) {
               <td data-testid="completed">${q.completed}</td>
               <td data-testid="dead" class=${q.dead > 0 ? 'bad' : ''}>${q.dead}</td>
               <td data-testid="cancelled">${q.cancelled}</td>
+              <td data-testid="expired">${q.expired}</td>
               <td>${q.nextReadyEnqueuedAt ? duration(now - q.nextReadyEnqueuedAt) : '–'}</td>
               <td>
                 <div class="sparkcell">
@@ -477,6 +576,35 @@ function QueuesView({ data, selected, setSelected, act }) {
     ${
       queue &&
       html`<section>
+          <h2>
+            Workers of <span class="mono">${queue.name}</span>
+            <span class="count">${queue.workers.length}</span>
+          </h2>
+          <${Table}
+            headers=${['Instance', 'Host', 'PID', 'Concurrency', 'Running', 'Names', 'Since']}
+            empty="No worker on any instance."
+            rows=${queue.workers.map(
+              (w) =>
+                html`<tr
+                  data-testid="worker-row"
+                  data-instance=${w.instance}
+                  key=${`${w.instance}\0${w.since}`}
+                >
+                  <td class="mono">${w.instance}</td>
+                  <td class="mono">${w.host}</td>
+                  <td>${w.pid}</td>
+                  <td data-testid="worker-concurrency">${w.concurrency}</td>
+                  <td data-testid="worker-running">${w.running}</td>
+                  <td class="mono">
+                    ${w.names.length > 0 ? w.names.join(', ') : html`<span class="muted">all</span>`}
+                  </td>
+                  <td>${duration(now - w.since)}</td>
+                </tr>`,
+            )}
+          />
+        </section>
+        <${History} key=${queue.name} queue=${queue.name} />
+        <section>
           <div class="bar">
             <h2>Task search in <span class="mono">${queue.name}</span></h2>
             <form onSubmit=${find}>

@@ -40,7 +40,7 @@ export function flowGroupKeys(k: QueueRedisKeys): string[] {
   ];
 }
 
-/** The keys add-flow.lua takes per queue, in its order (13). */
+/** The keys add-flow.lua takes per queue, in its order (15). */
 export function addFlowKeys(k: QueueRedisKeys): string[] {
   return [
     k.due,
@@ -56,6 +56,8 @@ export function addFlowKeys(k: QueueRedisKeys): string[] {
     k.wchildren,
     k.flow,
     k.parents,
+    k.expired,
+    k.expiries,
   ];
 }
 

@@ -40,7 +40,14 @@ export interface FlowPlan {
 }
 
 const NODE_KEYS = ['queue', 'id', 'payload', 'options', 'children'];
-const NODE_OPTIONS = ['maxAttempts', 'backoff', 'timeoutMs', 'onChildFailure'];
+const NODE_OPTIONS = [
+  'maxAttempts',
+  'backoff',
+  'timeoutMs',
+  'expiresInMs',
+  'expiresAt',
+  'onChildFailure',
+];
 const MODES: readonly OnChildFailure[] = ['fail-parent', 'ignore', 'wait'];
 
 /**

@@ -22,6 +22,14 @@ export interface FlowNodeOptions {
   /** The task's own run timeout (as `enqueue`'s). */
   timeoutMs?: number;
   /**
+   * The task expires unless started within this many ms (as `enqueue`'s). A parent's deadline is
+   * checked when it would start (after its children); an expired child counts as failed for its
+   * parent (`TaskExpiredError`).
+   */
+  expiresInMs?: number;
+  /** The task's deadline (as `enqueue`'s `expiresAt`). */
+  expiresAt?: Date | number;
+  /**
    * What this node's parent does when this node fails; ignored on the root.
    * @default 'fail-parent'
    */

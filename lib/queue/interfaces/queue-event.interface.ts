@@ -11,6 +11,7 @@
  * - `retrying`  an attempt failed and the task is due again in `delayMs` (`error`)
  * - `dead`      moved to the dead letters (`error`)
  * - `cancelled` `cancel()` ended it, waiting or running (`error` carries the reason)
+ * - `expired`   not started by its `expiresAt` (`expiresInMs`): it ends without running
  * - `stalled`   its lease ran out (a crashed or frozen worker) and it was taken back
  * - `deduplicated` not added: another task holds its `deduplication.id` (`keptTaskId`)
  * - `removed`   `remove()` deleted it
@@ -29,6 +30,7 @@ export type QueueEventType =
   | 'retrying'
   | 'dead'
   | 'cancelled'
+  | 'expired'
   | 'stalled'
   | 'removed'
   | 'deduplicated'
@@ -48,6 +50,7 @@ export const QUEUE_EVENT_TYPES: readonly QueueEventType[] = [
   'retrying',
   'dead',
   'cancelled',
+  'expired',
   'stalled',
   'removed',
   'deduplicated',
@@ -89,10 +92,13 @@ export interface QueueEvent {
   readonly keptTaskId?: string;
 }
 
-/** How a task ended, from `QueueService.waitFor`. */
+/**
+ * How a task ended, from `QueueService.waitFor` (`expired`: not started by its `expiresAt`, never
+ * run; its `error` is `{ name: 'TaskExpiredError', message: 'expired before it started' }`).
+ */
 export type TaskOutcome<R = unknown> =
   | { readonly state: 'completed'; readonly result: R }
-  | { readonly state: 'dead' | 'cancelled'; readonly error: TaskError };
+  | { readonly state: 'dead' | 'cancelled' | 'expired'; readonly error: TaskError };
 
 /** Options of `QueueService.waitFor`. */
 export interface WaitForOptions {

@@ -105,6 +105,21 @@ export interface EnqueueOptions {
    */
   timeoutMs?: number;
   /**
+   * The task expires unless a worker starts it within this many ms (1 ms to 10 years, from now on
+   * this process's clock): past its deadline it is never run (nor retried) and ends `expired`
+   * (an `expired` event, `stats().expired`, `waitFor` resolves `{ state: 'expired' }`, kept like
+   * completed tasks, per `keepCompleted`). Not with `expiresAt`.
+   * @default none (never expires)
+   * @example await queues.enqueue('otp-mail', userId, { payload, expiresInMs: 5 * 60_000 });
+   */
+  expiresInMs?: number;
+  /**
+   * The task's deadline as a `Date` or epoch ms, compared with the Redis clock: as
+   * `expiresInMs`. Not with `expiresInMs`.
+   * @default none (never expires)
+   */
+  expiresAt?: Date | number;
+  /**
    * Wait for replicas after the write (`WAIT`; the lock's option, same shape): fewer
    * acknowledgements throw `QueueReplicationError` — the task is on the master but may be lost on
    * failover (enqueueing it again is safe: ids are deduplicated). `false`: no wait.
@@ -285,6 +300,63 @@ export type QueueHandler<P = unknown> = (
 ) => unknown | Promise<unknown>;
 
 /** A running worker, returned by `QueueService.process`. */
+/**
+ * One worker of a queue on some instance, from `QueueService.workers` (as BullMQ's `getWorkers`).
+ * Read from a registry each instance writes every 5 s: `running` is as of `heartbeatAt`; an
+ * instance that died drops out 15 s after its last heartbeat.
+ */
+export interface QueueWorkerInfo {
+  /** The instance's `instanceId` (module option; default `<hostname>:<pid>`). */
+  readonly instance: string;
+  /** The host it runs on (`os.hostname()`). */
+  readonly host: string;
+  /** Its process id. */
+  readonly pid: number;
+  /** Tasks (batch worker: batches) it runs at the same time, now (`setConcurrency` included). */
+  readonly concurrency: number;
+  /** Tasks its handlers were running at `heartbeatAt`. */
+  readonly running: number;
+  /** The task names it handles (named handlers); empty: every task of the queue. */
+  readonly names: readonly string[];
+  /** When it started: epoch ms on its instance's clock. */
+  readonly since: number;
+  /** When its entry was last written: epoch ms on the Redis clock. */
+  readonly heartbeatAt: number;
+}
+
+/**
+ * One minute of a queue's history, from `QueueService.metrics`: what ended in that minute on
+ * every instance.
+ */
+export interface QueueMetricsPoint {
+  /** The minute's start: epoch ms (each instance's clock decides its minute). */
+  readonly time: number;
+  /** Tasks that completed. */
+  readonly completed: number;
+  /** Failed attempts that will be retried. */
+  readonly failed: number;
+  /** Tasks that moved to the dead letters (out of attempts, unrecoverable, stalled too often). */
+  readonly dead: number;
+  /** Tasks that expired (not started by their `expiresAt`). */
+  readonly expired: number;
+  /** Tasks that ended cancelled. */
+  readonly cancelled: number;
+  /**
+   * Run time of the completed tasks, median and 95th percentile, in ms (within 10 %); absent when
+   * none completed. Minutes of several instances: the mean of theirs, weighted by completed tasks.
+   */
+  readonly p50Ms?: number;
+  readonly p95Ms?: number;
+}
+
+/** Options of `QueueService.metrics`. */
+export interface QueueMetricsOptions {
+  /** From this time (epoch ms or `Date`). @default 1 hour before `to` */
+  from?: number | Date;
+  /** Up to this time (epoch ms or `Date`). @default now */
+  to?: number | Date;
+}
+
 export interface QueueWorkerHandle {
   /** The queue it works on. */
   readonly queue: string;

@@ -129,11 +129,16 @@ export interface RunningTask<P = unknown> extends LeasedTask<P> {
   childFailures(): Promise<ChildFailure[]>;
 }
 
-/** The failure policy and timeout a task was enqueued with (they win over its worker's). */
+/**
+ * The failure policy and timeout a task was enqueued with (they win over its worker's), and its
+ * deadline.
+ */
 export interface TaskOwnOptions {
   readonly maxAttempts?: number;
   readonly backoff?: BackoffOptions;
   readonly timeoutMs?: number;
+  /** Epoch ms (`expiresAt`, or the enqueue's clock + `expiresInMs`): not started by then, it expires. */
+  readonly expiresAt?: number;
 }
 
 /** A task in the dead-letter set, as returned by `deadLetters`. */
@@ -163,17 +168,27 @@ export interface QueueStats {
   completed: number;
   /** Cancelled and kept (`keepDead`). */
   cancelled: number;
+  /** Expired (not started by their `expiresAt`) and kept, as completed ones are (`keepCompleted`). */
+  expired: number;
   /** Flow parents waiting for their children (`waiting-children`). */
   waitingChildren: number;
 }
 
 /**
  * The states `QueueService.list` and `get` report (`waiting-children`: a flow parent whose
- * children have not all finished). `completed` tasks are there while
- * `keepCompleted` keeps them; `dead` and `cancelled` ones while `keepDead` does.
+ * children have not all finished; `expired`: not started by its `expiresAt`, never run).
+ * `completed` and `expired` tasks are there while `keepCompleted` keeps them; `dead` and
+ * `cancelled` ones while `keepDead` does.
  */
 export type QueueTaskState =
-  'ready' | 'delayed' | 'leased' | 'completed' | 'dead' | 'cancelled' | 'waiting-children';
+  | 'ready'
+  | 'delayed'
+  | 'leased'
+  | 'completed'
+  | 'dead'
+  | 'cancelled'
+  | 'expired'
+  | 'waiting-children';
 
 /** One task as `QueueService.get` and `list` see it. */
 export interface QueueTaskInfo<P = unknown> {
@@ -182,7 +197,7 @@ export interface QueueTaskInfo<P = unknown> {
   readonly state: QueueTaskState;
   /**
    * Epoch ms on the Redis clock: the due time (ready, delayed), the lease expiry (leased), the
-   * finish time (completed) or the time of death or cancel (dead, cancelled).
+   * finish time (completed) or the time of death, cancel or expiry (dead, cancelled, expired).
    */
   readonly time: number;
   /** Claims so far. */
@@ -202,7 +217,7 @@ export interface QueueTaskInfo<P = unknown> {
   readonly error?: TaskError;
   /** The last value given to `task.progress()`; absent when none. */
   readonly progress?: unknown;
-  /** `completed`, `dead`, `cancelled`: when it finished, epoch ms on the Redis clock. */
+  /** `completed`, `dead`, `cancelled`, `expired`: when it finished, epoch ms on the Redis clock. */
   readonly finishedAt?: number;
   /** A flow parent's children: how many, how many completed and failed, which are missing. */
   readonly children?: TaskChildren;

@@ -2,9 +2,10 @@
 -- placed as plain ready tasks, parents wait in `wchildren` for their children (includes/flow.lua).
 -- All or nothing: nothing is written when a task exists already or a queue would pass its bound.
 --
--- KEYS: one group of 13 keys per queue of the call, in this order:
+-- KEYS: one group of 15 keys per queue of the call, in this order:
 --   +0 due, +1 info, +2 payload, +3 opts, +4 events, +5 wake, +6 config ('maxSize'), +7 dead,
---   +8 done, +9 cancelled, +10 wchildren, +11 flow, +12 parents
+--   +8 done, +9 cancelled, +10 wchildren, +11 flow, +12 parents, +13 expired, +14 expiries
+--   (a leaf with a deadline is indexed there; a parent's is checked when it would start)
 -- ARGV[1] eventsMaxLen
 -- ARGV[2] maxSize      the module's bound of tasks queued and running (0: none); a queue's own
 --                      (config 'maxSize') wins
@@ -21,7 +22,7 @@
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local G = 13
+local G = 15
 local maxLen = tonumber(ARGV[1])
 local nodes = (#ARGV - 2) / 6
 
@@ -42,6 +43,7 @@ for g, n in pairs(adding) do
   if maxSize > 0 then
     local size = redis.call('HLEN', KEYS[g + 1]) - redis.call('ZCARD', KEYS[g + 7])
       - redis.call('ZCARD', KEYS[g + 8]) - redis.call('ZCARD', KEYS[g + 9])
+      - redis.call('ZCARD', KEYS[g + 13])
     if size + n > maxSize then return {'full', (g - 1) / G, size, maxSize} end
   end
 end
@@ -61,6 +63,8 @@ for i = 0, nodes - 1 do
     emit(KEYS[g + 4], maxLen, 'waiting-children', id)
   else
     redis.call('ZADD', KEYS[g], now, id)
+    local x = expiryOf(ARGV[a + 3])
+    if x then redis.call('ZADD', KEYS[g + 14], x, id) end
     emit(KEYS[g + 4], maxLen, 'enqueued', id)
     woken[g] = true
   end

@@ -28,6 +28,7 @@
 -- KEYS[23] flow      hash: parent id -> its children and their outcomes
 -- KEYS[24] parents   hash: child id -> link to its flow parent
 -- KEYS[25] outbox    list: child outcomes for their parents (the store applies them)
+-- KEYS[26] expired   zset: id -> time it expired
 -- ARGV[1] id
 -- ARGV[2] reason     error JSON {name, message, reason?} (reason: what cancel() was given)
 -- ARGV[3] eventsMaxLen
@@ -38,8 +39,8 @@
 -- A parent waiting for its children is cancelled too (the store then cancels its unfinished
 -- children); a cancelled child's parent is told through the outbox.
 --
--- Returns 'cancelled', 'signalled' (leased: its worker was told), 'finished' (completed, dead or
--- cancelled already) or 'not-found'.
+-- Returns 'cancelled', 'signalled' (leased: its worker was told), 'finished' (completed, dead,
+-- cancelled or expired already) or 'not-found'.
 
 local id = ARGV[1]
 if redis.call('ZSCORE', KEYS[2], id) then
@@ -48,7 +49,7 @@ if redis.call('ZSCORE', KEYS[2], id) then
   return 'signalled'
 end
 if redis.call('ZSCORE', KEYS[5], id) or redis.call('ZSCORE', KEYS[11], id)
-    or redis.call('ZSCORE', KEYS[12], id) then
+    or redis.call('ZSCORE', KEYS[12], id) or redis.call('ZSCORE', KEYS[26], id) then
   return 'finished'
 end
 local found = redis.call('ZREM', KEYS[1], id) + redis.call('ZREM', KEYS[8], id)

@@ -44,7 +44,9 @@
 -- KEYS[30] parents   hash: child id -> JSON link to its flow parent (includes/flow.lua)
 -- KEYS[31] outbox    list: child outcomes for parents this call has no keys of (flow.lua)
 -- KEYS[32] flow      hash: parent id -> its children and their outcomes (forgotten with it)
--- KEYS[33..] groups of 10 keys of the queues of the settled tasks' parents (flow.lua's order):
+-- KEYS[33] expired   zset: id -> time it expired (kept per keepCompleted)
+-- KEYS[34] expiries  zset: id -> deadline of tasks enqueued with one (includes/expiry.lua)
+-- KEYS[35..] groups of 10 keys of the queues of the settled tasks' parents (flow.lua's order):
 --            a child that completes (or dies) advances its parent in this script when its
 --            parent's queue is among them, else its outcome goes to the outbox
 -- ARGV[1]  count            tasks to lease at most (0: settle and report only)
@@ -60,9 +62,9 @@
 -- ARGV[10] groupLimiterMs
 -- ARGV[11] keepDeadMs       dead and cancelled tasks older than this are deleted
 -- ARGV[12] keepDeadCount    at most this many dead (and cancelled) tasks are kept, oldest go first
--- ARGV[13] keepCompletedMs  a completed task is kept (result, payload) this long (0: not kept);
---                           meanwhile enqueue refuses its id
--- ARGV[14] keepCompletedCount  at most this many completed tasks are kept
+-- ARGV[13] keepCompletedMs  a completed (or expired) task is kept (result, payload) this long (0:
+--                           not kept); meanwhile enqueue refuses its id
+-- ARGV[14] keepCompletedCount  at most this many completed (and as many expired) tasks are kept
 -- ARGV[15] eventsMaxLen     length of the event stream (0: no events)
 -- ARGV[16..] settles, 6 values each: kind, id, lease token, the attempt it was leased as, delay
 --            (ms), data. kind: 'ack' (data: result JSON or ''), 'nack' (failed: due again
@@ -71,10 +73,20 @@
 --            data: '' or, for a QueueRateLimitError, the ms no task of the queue is taken).
 --            A task a cancel was asked for ends cancelled on anything but an ack.
 --
--- Returns {nowMs, nextMs, settles, outbox, settled_1..settled_settles, id_1, score_1, attempt_1,
--- token_1, payload_1, enqueuedAt_1, fence_1, opts_1, parent_1, ...}. outbox: 1 when this call
--- pushed child outcomes to an outbox or this queue's outbox holds some (the caller applies them:
--- flow-apply.lua), else 0. parent_i: the task's link to its flow parent (JSON), or false.
+-- Expiry (includes/expiry.lua): a task whose deadline passed is never leased: it ends `expired`
+-- (an `expired` event; its flow parent learns it as a failure) when a claim finds it, either
+-- among the tasks this call would lease or, before leasing, among the waiting tasks whose deadline
+-- passed (1,000 per call; when more remain, this call leases nothing and says to look again now).
+-- Idle callers are told to look again at the earliest deadline, so expired tasks end even on a
+-- paused queue with idle workers. Queues without task options pay nothing for it (one EXISTS for
+-- the expiries set when the opts hash exists).
+--
+-- Returns {nowMs, nextMs, settles, outbox, expired, stalledDead, settled_1..settled_settles, id_1,
+-- score_1, attempt_1, token_1, payload_1, enqueuedAt_1, fence_1, opts_1, parent_1, ...}.
+-- expired: tasks this call ended expired; stalledDead: expired leases it moved to the dead
+-- letters (the caller counts them in the queue's metrics; it knows what its settles became).
+-- outbox: 1 when this call pushed child outcomes to an outbox or this queue's outbox holds some
+-- (the caller applies them: flow-apply.lua), else 0. parent_i: the task's link to its flow parent (JSON), or false.
 -- nextMs (only when fewer than `count` were leased; else nowMs): when to look again: nowMs when
 -- ready tasks remain, the time the limiter opens when it is what stops the caller, the earliest
 -- due time, group unpark or lease expiry, or -1 when nothing is pending or the queue is paused.
@@ -100,9 +112,12 @@ local TASK_HASHES = {KEYS[3], KEYS[4], KEYS[8], KEYS[9], KEYS[21], KEYS[22], KEY
   KEYS[32]}
 -- One EXISTS for both while neither exists (the common case).
 local hasOpts, hasNext = false, false
+-- Tasks with a deadline wait in the queue (every one has options: looked for only then).
+local hasExpiries = false
 if redis.call('EXISTS', KEYS[23], KEYS[28]) > 0 then
   hasOpts = redis.call('EXISTS', KEYS[23]) == 1
   hasNext = not hasOpts or redis.call('EXISTS', KEYS[28]) == 1
+  hasExpiries = hasOpts and redis.call('EXISTS', KEYS[34]) == 1
 end
 local hasCancels = redis.call('EXISTS', KEYS[24]) == 1
 -- Flows: whether any task of this queue has a parent, and whether its outbox holds outcomes.
@@ -111,7 +126,7 @@ if redis.call('EXISTS', KEYS[30], KEYS[31]) > 0 then
   hasParents = redis.call('EXISTS', KEYS[30]) == 1
   outboxed = redis.call('EXISTS', KEYS[31]) == 1
 end
-local parentGroups = hasParents and flowGroups(33)
+local parentGroups = hasParents and flowGroups(35)
 
 -- Task `id` ended ('c' completed with result d, 'f' failed with error d): its parent learns it.
 local function toParent(id, o, d)
@@ -235,11 +250,44 @@ local function cancelLeased(id, reason)
   toParent(id, 'f', reason)
 end
 
+-- Tasks that were not started by their deadline end expired, kept like completed ones
+-- (keepCompleted): `expire` each, then `keepExpired` once for them all.
+local expiredIds = {}
+-- What this call ended that its caller cannot see in `settled` (result[5], result[6]).
+local endedHere = {expired = 0, dead = 0}
+-- As TASK_EXPIRED (task-errors.ts).
+local EXPIRED_ERROR = '{"name":"TaskExpiredError","message":"expired before it started"}'
+local function expire(id)
+  addKeptCall(id)
+  endedHere.expired = endedHere.expired + 1
+  expiredIds[#expiredIds + 1] = id
+  emit(KEYS[20], eventsMaxLen, 'expired', id)
+  toParent(id, 'f', EXPIRED_ERROR)
+end
+local function keepExpired()
+  if #expiredIds == 0 then return end
+  local keepMs = tonumber(ARGV[13])
+  if keepMs == 0 then
+    forgetAll(TASK_HASHES, expiredIds)
+  else
+    local scored = {}
+    for _, id in ipairs(expiredIds) do
+      scored[#scored + 1] = now
+      scored[#scored + 1] = id
+    end
+    variadic('ZADD', KEYS[33], scored)
+    local keepCount = tonumber(ARGV[14])
+    forgetAll(TASK_HASHES, trimFinished(KEYS[33], now - keepMs, keepCount,
+      math.min(100, math.floor(keepCount / 10))))
+  end
+  expiredIds = {}
+end
+
 -- 1. Settle the caller's finished tasks: one read of their lease tokens; acks in a few variadic
 -- calls for the whole batch; nacks and releases one by one (they are rare).
 local settles = (#ARGV - 15) / 6
 if count > 0 then freedGroups = {} end
-local result = {now, now, settles, 0}
+local result = {now, now, settles, 0, 0, 0}
 local freedSlot = false
 -- `queues.rateLimit` / `QueueRateLimitError`: no task is taken before `untilMs` (a later limit
 -- already set stays).
@@ -368,6 +416,7 @@ for _, id in ipairs(expired) do
     emit(KEYS[20], eventsMaxLen, 'stalled', id, 'a', attempt)
     if tonumber(attempt) >= maxAttemptsOf(id) then
       bury(id, attempt, 'lease expired')
+      endedHere.dead = endedHere.dead + 1
     else
       requeue(id, now)
     end
@@ -400,8 +449,25 @@ if groupLimiterMax > 0 then
   if g then dropEndedWindow(g) end
 end
 
+-- 3b. Waiting tasks whose deadline passed end expired (1,000 per call).
+local expiryBacklog = false
+if hasExpiries then
+  local ids = redis.call('ZRANGEBYSCORE', KEYS[34], '-inf', now, 'LIMIT', 0, 1000)
+  if #ids > 0 then
+    variadic('ZREM', KEYS[34], ids)
+    local W = {due = KEYS[1], pending = KEYS[10], prio = KEYS[11], gtasks = KEYS[12]}
+    local opts, infos = hmget(KEYS[23], ids), hmget(KEYS[8], ids)
+    for i, id in ipairs(ids) do
+      local x = expiryOf(opts[i])
+      if x and x <= now and unqueue(W, id, infos[i]) then expire(id) end
+    end
+    expiryBacklog = #ids == 1000
+    keepExpired()
+  end
+end
+
 -- 4. How many this call may lease: paused, global concurrency, queue limiter.
-local n = count
+local n = expiryBacklog and 0 or count
 local blockedUntil = nil -- set when a limit (not a lack of tasks) stops this caller
 local config = redis.call('HMGET', KEYS[18], 'paused', 'concurrency', 'limitedUntil')
 if config[1] == '1' then
@@ -429,6 +495,8 @@ end
 -- chosen without a score (grouped, or with a priority) reports its due time from its info.
 local taken = 0
 local chosen, scores = {}, {}
+-- Chosen tasks ended expired instead of being leased: ready ones may be left for this caller.
+local expiredChosen = false
 local function lease(id, score)
   taken = taken + 1
   chosen[taken] = id
@@ -436,6 +504,30 @@ local function lease(id, score)
 end
 local function leaseChosen()
   if taken == 0 then return end
+  local opts = hasOpts and hmget(KEYS[23], chosen) or {}
+  if hasOpts then
+    -- A chosen task whose deadline passed ends expired instead (a retry, or one the sweep of
+    -- step 3b has not reached).
+    local keep, keptScores, keptOpts = {}, {}, {}
+    for i, id in ipairs(chosen) do
+      local x = expiryOf(opts[i])
+      if x and x <= now then
+        local m = meta(id)
+        if m and m.group ~= '' then groupSlotFreed(m.group) end
+        expire(id)
+      else
+        keep[#keep + 1] = id
+        keptScores[#keep] = scores[i]
+        keptOpts[#keep] = opts[i]
+      end
+    end
+    if #keep < taken then
+      keepExpired()
+      expiredChosen = true
+      chosen, scores, opts, taken = keep, keptScores, keptOpts, #keep
+      if taken == 0 then return end
+    end
+  end
   local leases, tokens, limits = {}, {}, {}
   local leasedUntil = string.format('%.0f', now + leaseMs)
   for i, id in ipairs(chosen) do
@@ -453,7 +545,6 @@ local function leaseChosen()
   variadic('HSET', KEYS[5], tokens)
   if limiterMax > 0 then variadic('ZADD', KEYS[17], limits) end
   local infos, payloads = hmget(KEYS[8], chosen), hmget(KEYS[3], chosen)
-  local opts = hasOpts and hmget(KEYS[23], chosen) or {}
   local links = hasParents and hmget(KEYS[30], chosen) or {}
   -- Fences: above the last one given out and above the Redis time in µs.
   local fence = math.max(tonumber(redis.call('GET', KEYS[26]) or '0'),
@@ -576,6 +667,7 @@ if n > 0 and taken == n and count == n then
     or #redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 1) > 0
   if more and redis.call('LLEN', KEYS[7]) == 0 then redis.call('RPUSH', KEYS[7], '1') end
   if outboxed then result[4] = 1 end
+  result[5], result[6] = endedHere.expired, endedHere.dead
   return result
 end
 local nextAt = -1
@@ -590,9 +682,16 @@ for _, k in ipairs({KEYS[10], KEYS[15]}) do
   local s = redis.call('ZRANGE', k, 0, 0, 'WITHSCORES')[2]
   if s and (nextAt == -1 or tonumber(s) < nextAt) then nextAt = math.max(tonumber(s), now) end
 end
-if nextAt == now and not rejoined and (taken < n or blockedUntil) then
+if nextAt == now and not rejoined and not expiredChosen and (taken < n or blockedUntil) then
   -- What is left could not be taken (a group or a limit stops it): wait for a settle or a limit.
   nextAt = blockedUntil or -1
+end
+if expiryBacklog then
+  nextAt = now
+elseif hasExpiries then
+  -- The next deadline: an idle caller comes back to end the task that passes it.
+  local x = redis.call('ZRANGE', KEYS[34], 0, 0, 'WITHSCORES')[2]
+  if x and (nextAt == -1 or tonumber(x) < nextAt) then nextAt = math.max(tonumber(x), now) end
 end
 local nextLease = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')[2]
 if nextLease and nextAt ~= now and (nextAt == -1 or tonumber(nextLease) < nextAt) then
@@ -610,4 +709,5 @@ if ((nextAt ~= -1 and nextAt <= now and not blockedUntil)
   redis.call('RPUSH', KEYS[7], '1')
 end
 if outboxed then result[4] = 1 end
+result[5], result[6] = endedHere.expired, endedHere.dead
 return result

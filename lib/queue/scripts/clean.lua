@@ -1,13 +1,13 @@
--- Deletes finished tasks of one state (completed, dead or cancelled) that finished at least
+-- Deletes finished tasks of one state (completed, dead, cancelled or expired) that finished at least
 -- `olderThanMs` ago, with everything stored about them: one bounded chunk per call (the caller
 -- loops until `next` is -1). Each deleted task writes a `removed` event.
 --
--- KEYS[1]  set       zset of the state: done (id -> end of its keep window), dead or cancelled
---                    (id -> time of death or cancel)
+-- KEYS[1]  set       zset of the state: done (id -> end of its keep window), dead, cancelled or
+--                    expired (id -> time of death, cancel or expiry)
 -- KEYS[2]  events    stream: the queue's events (includes/events.lua)
 -- KEYS[3..] the hashes that hold a task's data (payload, attempts, info, errors, results,
 --           progress, opts, logs); results (KEYS[7]) is read for a completed task's finish time
--- ARGV[1] state       'completed', 'dead' or 'cancelled'
+-- ARGV[1] state       'completed', 'dead', 'cancelled' or 'expired'
 -- ARGV[2] olderThanMs a task is deleted when it finished at or before Redis TIME - olderThanMs
 -- ARGV[3] take        tasks to delete at most in this call (1 to 1,000)
 -- ARGV[4] offset      completed only: rank in KEYS[1] to look from (0 on the first call)
@@ -15,7 +15,7 @@
 --
 -- Returns {deleted, next}: next is the offset of the next call, or -1 when nothing is left to
 -- look at. Completed tasks are scanned in keep-window order (1,000 per call at most) and tested
--- by their finish time; dead and cancelled ones are read by time.
+-- by their finish time; dead, cancelled and expired ones are read by time.
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

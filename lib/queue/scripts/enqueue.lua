@@ -18,16 +18,18 @@
 --                    in that ms (orders tasks enqueued in the same ms; see dueScore)
 -- KEYS[16] config    hash: 'maxSize' -> the queue's own bound (setMaxSize)
 -- KEYS[17] logs      hash: id -> the task's log lines (task.log)
--- KEYS[18..23] are read only with replace, a priority or a group (the caller may leave them out
--- otherwise: a plain enqueue sends 17 keys):
--- KEYS[18] pending   zset: id -> due time of delayed tasks with a priority or a group
--- KEYS[19] prio      zset: id -> (priority + 1000) * 2^41 + seq, ready tasks with a priority
--- KEYS[20] gtasks    zset (all scores 0): group \0 seq(15 digits) \0 id, ready grouped tasks
--- KEYS[21] ring      zset: group -> turn (groups with ready tasks)
--- KEYS[22] gpark     zset: group -> time its next task may start
--- KEYS[23] seq       string: the queue's enqueue sequence (orders tasks with priority or group)
--- KEYS[24] dedup     hash: deduplication id -> 'taskId|expiresAt' (0: until that task finishes)
--- KEYS[25] dnext     hash: running task id -> JSON {dd, i, d, p?, o?} of the last call it
+-- KEYS[18] expired   zset: id -> time it expired (an expired id is added again as a new task)
+-- KEYS[19] expiries  zset: id -> deadline of tasks with one (includes/expiry.lua)
+-- KEYS[20..25] are read only with replace, a priority or a group (the caller may leave them out
+-- otherwise: a plain enqueue sends 19 keys):
+-- KEYS[20] pending   zset: id -> due time of delayed tasks with a priority or a group
+-- KEYS[21] prio      zset: id -> (priority + 1000) * 2^41 + seq, ready tasks with a priority
+-- KEYS[22] gtasks    zset (all scores 0): group \0 seq(15 digits) \0 id, ready grouped tasks
+-- KEYS[23] ring      zset: group -> turn (groups with ready tasks)
+-- KEYS[24] gpark     zset: group -> time its next task may start
+-- KEYS[25] seq       string: the queue's enqueue sequence (orders tasks with priority or group)
+-- KEYS[26] dedup     hash: deduplication id -> 'taskId|expiresAt' (0: until that task finishes)
+-- KEYS[27] dnext     hash: running task id -> JSON {dd, i, d, p?, o?} of the last call it
 --                    deduplicated with keepLastIfActive (claim.lua adds it when the task ends)
 -- ARGV[1] delayMs     due time = Redis TIME + delayMs
 -- ARGV[2] replace     '1': an id already queued (not leased) is placed again with the new due
@@ -40,7 +42,8 @@
 -- ARGV[5] priority    integer from -1000 to 1000; 0: none
 -- ARGV[6] group       '' for none
 -- ARGV[7] eventsMaxLen  length of the event stream (0: no events)
--- ARGV[8] opts        JSON of the tasks' own options (maxAttempts, backoff, timeoutMs), '' none
+-- ARGV[8] opts        JSON of the tasks' own options (maxAttempts, backoff, timeoutMs, x: the
+--                     deadline of expiresAt, indexed in expiries), '' none
 -- ARGV[9] maxSize     the module's bound of tasks queued and running (0: none); the queue's own
 --                     (config 'maxSize') wins
 -- ARGV[10] lifo        '1': each new plain id goes before every ready task (claimed next); only
@@ -58,7 +61,7 @@
 -- past its bound: then nothing is added (all or nothing). With segments, two values per segment,
 -- each segment all or nothing in its turn: {added, -1} or {size, maxSize}. A leased id is never
 -- touched; an id completed within its keepCompleted window is refused (once the window ended it
--- is added as a new task). A dead or cancelled id is added again as a new task (attempts, last
+-- is added as a new task). A dead, cancelled or expired id is added again as a new task (attempts, last
 -- error and progress reset).
 
 local t = redis.call('TIME')
@@ -77,6 +80,8 @@ local opts = ARGV[8]
 local changed = false
 local keepsDone = redis.call('EXISTS', KEYS[9]) == 1
 local lifo = ARGV[10] == '1'
+-- The deadline of the tasks being added (expiresAt), or nil.
+local expiresAt = expiryOf(opts)
 
 -- The due score of the next plain task: tasks enqueued in the same ms (Redis time) would tie on
 -- `due` and come out in id order, so the n-th of that ms is placed at due - 1 + (n + 1) / 2048
@@ -110,15 +115,15 @@ local function place(id, prio, grp)
     redis.call('ZADD', KEYS[1], lifo and lifoScore() or dueScore(), id)
     return
   end
-  local seq = redis.call('INCR', KEYS[23])
+  local seq = redis.call('INCR', KEYS[25])
   redis.call('HSET', KEYS[7], id, now .. '|' .. due .. '|' .. prio .. '|' .. seq .. '|' .. grp)
   if due > now then
-    redis.call('ZADD', KEYS[18], due, id)
+    redis.call('ZADD', KEYS[20], due, id)
   elseif grp ~= '' then
-    redis.call('ZADD', KEYS[20], 0, groupMember(grp, seq, id))
-    if not redis.call('ZSCORE', KEYS[22], grp) then joinRing(KEYS[21], grp) end
+    redis.call('ZADD', KEYS[22], 0, groupMember(grp, seq, id))
+    if not redis.call('ZSCORE', KEYS[24], grp) then joinRing(KEYS[23], grp) end
   else
-    redis.call('ZADD', KEYS[19], prioScore(prio, seq), id)
+    redis.call('ZADD', KEYS[21], prioScore(prio, seq), id)
   end
 end
 
@@ -130,9 +135,9 @@ local function unplace(id, info)
     redis.call('ZREM', KEYS[1], id)
     return nil
   end
-  redis.call('ZREM', KEYS[18], id)
-  redis.call('ZREM', KEYS[19], id)
-  if m.group ~= '' then redis.call('ZREM', KEYS[20], groupMember(m.group, m.seq, id)) end
+  redis.call('ZREM', KEYS[20], id)
+  redis.call('ZREM', KEYS[21], id)
+  if m.group ~= '' then redis.call('ZREM', KEYS[22], groupMember(m.group, m.seq, id)) end
   return m
 end
 
@@ -143,6 +148,7 @@ local function setPayload(id)
     redis.call('HDEL', KEYS[3], id)
   end
   if opts ~= '' then redis.call('HSET', KEYS[12], id, opts) end
+  if expiresAt then redis.call('ZADD', KEYS[19], expiresAt, id) end
 end
 
 -- What a task that ended left behind, before its id is added again as a new task.
@@ -174,23 +180,24 @@ local function dedupHolds(v)
   if not owner then return nil end
   if tonumber(exp) > 0 then return tonumber(exp) > now and owner or nil end
   if redis.call('HEXISTS', KEYS[7], owner) == 0 or redis.call('ZSCORE', KEYS[9], owner)
-      or redis.call('ZSCORE', KEYS[5], owner) or redis.call('ZSCORE', KEYS[14], owner) then
+      or redis.call('ZSCORE', KEYS[5], owner) or redis.call('ZSCORE', KEYS[14], owner)
+      or redis.call('ZSCORE', KEYS[18], owner) then
     return nil
   end
   return owner
 end
 if dedupId ~= '' then
-  local seen = redis.call('HRANDFIELD', KEYS[24], 4, 'WITHVALUES')
+  local seen = redis.call('HRANDFIELD', KEYS[26], 4, 'WITHVALUES')
   for i = 1, #seen, 2 do
-    if seen[i] ~= dedupId and not dedupHolds(seen[i + 1]) then redis.call('HDEL', KEYS[24], seen[i]) end
+    if seen[i] ~= dedupId and not dedupHolds(seen[i + 1]) then redis.call('HDEL', KEYS[26], seen[i]) end
   end
-  local holder = dedupHolds(redis.call('HGET', KEYS[24], dedupId))
+  local holder = dedupHolds(redis.call('HGET', KEYS[26], dedupId))
   if holder then
     if ARGV[12] == '-1' and redis.call('ZSCORE', KEYS[2], holder) then
       local kept = {dd = dedupId, i = ARGV[13], d = tonumber(ARGV[1])}
       if hasPayload then kept.p = payloadText end
       if opts ~= '' then kept.o = opts end
-      redis.call('HSET', KEYS[25], holder, cjson.encode(kept))
+      redis.call('HSET', KEYS[27], holder, cjson.encode(kept))
     end
     emit(KEYS[10], eventsMaxLen, 'deduplicated', ARGV[13], 'k', holder)
     return 0
@@ -198,7 +205,7 @@ if dedupId ~= '' then
 end
 
 -- The bound: tasks queued or running are every task with an info entry but the finished ones
--- kept (completed, dead, cancelled). The entries alone (one O(1) read) are an upper bound of the
+-- kept (completed, dead, cancelled, expired). The entries alone (one O(1) read) are an upper bound of the
 -- size: while they leave room for every id of ARGV[first..last], nothing else is read. Otherwise
 -- the size takes three more O(1) reads, and when the call could still pass the bound, an id
 -- counts as new unless it exists and is not finished. Returns size, maxSize when those ids would
@@ -215,12 +222,13 @@ local function overBound(first, last)
   -- Near the bound: the exact count (entries read again: the running one is an upper bound).
   entries = redis.call('HLEN', KEYS[7])
   local size = entries - redis.call('ZCARD', KEYS[5])
-    - redis.call('ZCARD', KEYS[9]) - redis.call('ZCARD', KEYS[14])
+    - redis.call('ZCARD', KEYS[9]) - redis.call('ZCARD', KEYS[14]) - redis.call('ZCARD', KEYS[18])
   if size + n <= maxSize then return end
   local adding = 0
   for i = first, last do
     local id = ARGV[i]
     local finished = redis.call('ZSCORE', KEYS[5], id) or redis.call('ZSCORE', KEYS[14], id)
+      or redis.call('ZSCORE', KEYS[18], id)
     local kept = redis.call('ZSCORE', KEYS[9], id)
     if redis.call('HEXISTS', KEYS[7], id) == 0 or finished or (kept and tonumber(kept) <= now) then
       adding = adding + 1
@@ -255,7 +263,8 @@ local function addIds(first, last)
         local queued = redis.call('ZSCORE', KEYS[1], id) ~= false
         local info = (replace or not queued) and redis.call('HGET', KEYS[7], id)
         if not queued and info then
-          if redis.call('ZREM', KEYS[5], id) + redis.call('ZREM', KEYS[14], id) > 0 then
+          if redis.call('ZREM', KEYS[5], id) + redis.call('ZREM', KEYS[14], id)
+              + redis.call('ZREM', KEYS[18], id) > 0 then
             forgetRun(id)
             info = false
           else
@@ -269,6 +278,7 @@ local function addIds(first, last)
             local m = unplace(id, info)
             if hasPayload then redis.call('HSET', KEYS[3], id, payloadText) end
             if opts ~= '' then redis.call('HSET', KEYS[12], id, opts) end
+            if expiresAt then redis.call('ZADD', KEYS[19], expiresAt, id) end
             if m and priority == 0 and group == '' then
               place(id, m.prio, m.group)
             else
@@ -325,7 +335,7 @@ if size then return {size, max} end
 local added = addIds(13, #ARGV)
 if dedupId ~= '' and added > 0 then
   local ttl = tonumber(ARGV[12])
-  redis.call('HSET', KEYS[24], dedupId, ARGV[13] .. '|' .. (ttl > 0 and now + ttl or 0))
+  redis.call('HSET', KEYS[26], dedupId, ARGV[13] .. '|' .. (ttl > 0 and now + ttl or 0))
 end
 finishCall()
 return added

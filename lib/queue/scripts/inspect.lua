@@ -15,15 +15,17 @@
 -- KEYS[13] results   hash: id -> 'finishedAt|result JSON' of kept completed tasks
 -- KEYS[14] progress  hash: id -> JSON of the last progress value
 -- KEYS[15] wchildren zset: flow parent id -> children still to finish (includes/flow.lua)
+-- KEYS[16] expired   zset: id -> time it expired (not started by its deadline)
 -- ARGV[1] 'get' or 'list'
 -- get:  ARGV[2] id
 -- list: ARGV[2] state ('ready' | 'delayed' | 'leased' | 'completed' | 'dead' | 'cancelled' |
---       'waiting-children'),
+--       'expired' | 'waiting-children'),
 --       ARGV[3] offset, ARGV[4] limit
 --
 -- Returns {id, state, time, attempts, payload, lastError, info, result, progress, ...} per task
 -- (get: one task, or an empty array when the id is unknown). time: due time (ready, delayed),
--- lease expiry (leased), finish time (completed), time of death or cancel (dead, cancelled) or
+-- lease expiry (leased), finish time (completed), time of death, cancel or expiry (dead,
+-- cancelled, expired) or
 -- enqueue time (waiting-children).
 -- result: 'finishedAt|result JSON' (completed) or false; progress: JSON or false. ready lists tasks with a negative priority, then ungrouped ones by
 -- due time, then positive priorities, then due delayed ones not yet moved to ready, then grouped
@@ -61,6 +63,8 @@ if ARGV[1] == 'get' then
   if s then describe(id, 'completed', now) return out end
   s = redis.call('ZSCORE', KEYS[12], id)
   if s then describe(id, 'cancelled', tonumber(s)) return out end
+  s = redis.call('ZSCORE', KEYS[16], id)
+  if s then describe(id, 'expired', tonumber(s)) return out end
   if redis.call('ZSCORE', KEYS[15], id) then
     describe(id, 'waiting-children') return out
   end
@@ -91,6 +95,8 @@ elseif state == 'completed' then
   segments = {{KEYS[11], '-inf', '+inf', false}}
 elseif state == 'cancelled' then
   segments = {{KEYS[12], '-inf', '+inf', true}}
+elseif state == 'expired' then
+  segments = {{KEYS[16], '-inf', '+inf', true}}
 elseif state == 'waiting-children' then
   segments = {{KEYS[15], '-inf', '+inf', false}}
 else

@@ -1,5 +1,5 @@
 -- Deletes a task that is not leased: queued (ready or delayed) or finished (completed, dead,
--- cancelled), with its payload and everything stored about it.
+-- cancelled, expired), with its payload and everything stored about it.
 --
 -- KEYS[1]  due       zset: id -> due time (ms) of tasks without priority or group
 -- KEYS[2]  leased    zset: id -> lease expiry (ms)
@@ -24,6 +24,7 @@
 -- KEYS[21] flow      hash: parent id -> its children and their outcomes
 -- KEYS[22] parents   hash: child id -> link to its flow parent
 -- KEYS[23] outbox    list: child outcomes for their parents (the store applies them)
+-- KEYS[24] expired   zset: id -> time it expired
 -- ARGV[1] id
 -- ARGV[2] eventsMaxLen
 --
@@ -38,6 +39,7 @@ if redis.call('ZSCORE', KEYS[2], id) then return 0 end
 local found = redis.call('ZREM', KEYS[1], id) + redis.call('ZREM', KEYS[5], id)
   + redis.call('ZREM', KEYS[8], id) + redis.call('ZREM', KEYS[9], id)
   + redis.call('ZREM', KEYS[11], id) + redis.call('ZREM', KEYS[12], id)
+  + redis.call('ZREM', KEYS[24], id)
 local m = parseInfo(redis.call('HGET', KEYS[6], id))
 if m and m.group ~= '' then
   found = found + redis.call('ZREM', KEYS[10], groupMember(m.group, m.seq, id))

@@ -10,8 +10,10 @@
 -- KEYS[8] done      zset: completed tasks kept
 -- KEYS[9] cancelled zset: cancelled tasks kept
 -- KEYS[10] wchildren zset: flow parents in waiting-children
+-- KEYS[11] expired   zset: expired tasks kept
 --
--- Returns {ready, delayed, leased, dead, paused, completed, cancelled, waitingChildren}: ready = due <= now,
+-- Returns {ready, delayed, leased, dead, paused, completed, cancelled, waitingChildren, expired}:
+-- ready = due <= now,
 -- delayed = due > now; leased includes expired leases that no claim has returned yet; paused is 1
 -- or 0; completed counts the kept ones.
 
@@ -27,4 +29,5 @@ return {
   redis.call('ZCARD', KEYS[8]),
   redis.call('ZCARD', KEYS[9]),
   redis.call('ZCARD', KEYS[10]),
+  redis.call('ZCARD', KEYS[11]),
 }

@@ -145,6 +145,14 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
     return this.options.concurrency;
   }
 
+  /** @internal tasks (batches: their tasks) its handlers run now (the workers registry) */
+  get runningCount(): number {
+    return this.running.size;
+  }
+
+  /** @internal the task names it handles (named handlers); empty: every task */
+  readonly names: readonly string[] = [];
+
   /**
    * Changes `concurrency` while it runs: a higher one claims more at once (a worker waiting for a
    * free slot looks again now); a lower one lets running tasks finish and claims again only
@@ -307,6 +315,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
           kind: 'ack',
           task,
           data: result === undefined ? '' : this.resultJson(task, result),
+          runMs,
         };
       } catch (error) {
         failure = { error };

@@ -39,7 +39,8 @@ export async function everywhere(queues: QueueService): Promise<void> {
   await queues.drain(ORDERS);
   await queues.requeueDead(ORDERS);
   await queues.dequeue(ORDERS, 'o-1', 0);
-  queues.workers(ORDERS);
+  queues.localWorkers(ORDERS);
+  void queues.workers(ORDERS);
   queues.events(ORDERS).subscribe((e: QueueEvent) => void e.taskId);
   const [popped] = await queues.pop(ORDERS);
   const [leased] = await queues.claim(ORDERS);

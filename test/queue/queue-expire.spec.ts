@@ -1,0 +1,226 @@
+import 'reflect-metadata';
+import type { INestApplicationContext } from '@nestjs/common';
+import type { Redis } from 'ioredis';
+import type { Subscription } from 'rxjs';
+import { QueueError, QueueFullError, QueueService, type QueueEvent } from '../../lib';
+import { createLockApp, deferred, redisClient, uniquePrefix, waitFor } from '../support/helpers';
+
+describe('QueueService: expiring tasks (expiresInMs / expiresAt)', () => {
+  const prefix = uniquePrefix('queue-expire');
+  let app: INestApplicationContext;
+  let queues: QueueService;
+  let redis: Redis;
+  let n = 0;
+  const fresh = () => `x${++n}`;
+
+  beforeAll(async () => {
+    app = await createLockApp({
+      keyPrefix: prefix,
+      queue: { backoffMs: 0, keepCompleted: { ageMs: 3_600_000, count: 20_000 } },
+    });
+    queues = app.get(QueueService);
+    redis = redisClient();
+  });
+  afterAll(async () => {
+    await app.close();
+    redis.disconnect();
+  });
+
+  /** Every event of `queue` from now on, collected. */
+  const collect = (queue: string) => {
+    const seen: QueueEvent[] = [];
+    const sub: Subscription = queues.events(queue).subscribe((e) => seen.push(e));
+    return { seen, stop: () => sub.unsubscribe() };
+  };
+
+  it('10,000 tasks that expire while the queue is paused: 0 handler calls, 10,000 expired events', async () => {
+    const q = fresh();
+    let calls = 0;
+    await queues.pause(q);
+    const worker = queues.process(
+      q,
+      () => {
+        calls++;
+      },
+      { concurrency: 50 },
+    );
+    const events = collect(q);
+    await waitFor('the event reader', async () => (await queues.stats(q)).paused);
+    for (let b = 0; b < 10; b++) {
+      const ids = Array.from({ length: 1_000 }, (_, i) => `t${b * 1_000 + i}`);
+      expect(await queues.enqueue(q, ids, { expiresInMs: 200 })).toBe(1_000);
+    }
+    // The idle worker comes back at the first deadline and ends them, 1,000 per claim.
+    await waitFor('10,000 expired', async () => (await queues.stats(q)).expired === 10_000, 20_000);
+    await waitFor(
+      '10,000 expired events',
+      () => events.seen.filter((e) => e.type === 'expired').length === 10_000,
+      10_000,
+    );
+    await queues.resume(q);
+    expect(await queues.stats(q)).toMatchObject({
+      ready: 0,
+      delayed: 0,
+      leased: 0,
+      expired: 10_000,
+    });
+    expect(calls).toBe(0);
+    expect(events.seen.filter((e) => e.type === 'active')).toHaveLength(0);
+    events.stop();
+    await worker.close();
+  }, 60_000);
+
+  it('ends a task not started by its deadline: state expired in get and list, waitFor resolves expired', async () => {
+    const q = fresh();
+    await queues.enqueue(q, 'late', { payload: { otp: 1 }, expiresAt: Date.now() - 1 });
+    await queues.enqueue(q, 'fine', { payload: 2, expiresInMs: 60_000 });
+    const outcome = queues.waitFor(q, 'late');
+    const ran: string[] = [];
+    const worker = queues.process(q, (t) => {
+      ran.push(t.id);
+    });
+    await expect(outcome).resolves.toEqual({
+      state: 'expired',
+      error: { name: 'TaskExpiredError', message: 'expired before it started' },
+    });
+    await expect(queues.waitFor(q, 'fine')).resolves.toMatchObject({ state: 'completed' });
+    expect(ran).toEqual(['fine']);
+    const info = await queues.get(q, 'late');
+    expect(info).toMatchObject({ state: 'expired', payload: { otp: 1 }, attempts: 0 });
+    expect(info?.finishedAt).toBe(info?.time);
+    expect((await queues.list(q, 'expired')).map((t) => t.id)).toEqual(['late']);
+    // waitFor of a task that expired already answers from its kept state.
+    await expect(queues.waitFor(q, 'late')).resolves.toMatchObject({ state: 'expired' });
+    expect(await queues.stats(q)).toMatchObject({ expired: 1, completed: 1 });
+    await worker.close();
+  });
+
+  it('ends a retry due after the deadline expired instead of running it again', async () => {
+    const q = fresh();
+    let calls = 0;
+    const failed = deferred();
+    await queues.enqueue(q, 'r', {
+      expiresInMs: 300,
+      backoff: { type: 'fixed', delayMs: 600 },
+      maxAttempts: 5,
+    });
+    const outcome = queues.waitFor(q, 'r', { timeoutMs: 10_000 });
+    const worker = queues.process(q, () => {
+      calls++;
+      failed.resolve();
+      throw new Error('transient');
+    });
+    await failed.promise;
+    await expect(outcome).resolves.toMatchObject({ state: 'expired' });
+    expect(calls).toBe(1);
+    expect(await queues.get(q, 'r')).toMatchObject({ state: 'expired', attempts: 1 });
+    await worker.close();
+  });
+
+  it('lets a task that started before its deadline finish (and complete) after it', async () => {
+    const q = fresh();
+    const started = deferred();
+    const release = deferred();
+    await queues.enqueue(q, 's', { expiresInMs: 2_000 });
+    const worker = queues.process(
+      q,
+      async (t) => {
+        if (t.id !== 's') return;
+        started.resolve();
+        await release.promise;
+        return t.options?.expiresAt;
+      },
+      { concurrency: 2 },
+    );
+    await started.promise;
+    // Past the deadline while it runs: another claim's sweep must not touch it.
+    await redis.zadd(`${prefix}queue:{${q}}:expiries`, 1, 's');
+    await queues.enqueue(q, 'other');
+    await waitFor('the other task', async () => (await queues.stats(q)).completed === 1);
+    release.resolve();
+    const outcome = await queues.waitFor(q, 's');
+    expect(outcome.state).toBe('completed');
+    expect(typeof (outcome as { result: unknown }).result).toBe('number');
+    expect(await queues.stats(q)).toMatchObject({ expired: 0, completed: 2 });
+    await worker.close();
+  });
+
+  it('expires grouped, prioritized and delayed tasks from where they wait; an expired id can be enqueued again', async () => {
+    const q = fresh();
+    await queues.pause(q);
+    const past = Date.now() - 1;
+    await queues.enqueue(q, 'g', { group: 'a', expiresAt: past });
+    await queues.enqueue(q, 'p', { priority: 3, expiresAt: new Date(past) });
+    await queues.enqueue(q, 'd', { delayMs: 60_000, expiresAt: past });
+    await queues.enqueue(q, 'keep', { group: 'a' });
+    const worker = queues.process(q, () => undefined);
+    await waitFor('3 expired', async () => (await queues.stats(q)).expired === 3);
+    expect(await queues.stats(q)).toMatchObject({ ready: 1, delayed: 0, expired: 3 });
+    expect(await queues.enqueue(q, 'g', { group: 'a' })).toBe(1);
+    expect(await queues.get(q, 'g')).toMatchObject({ state: 'ready', attempts: 0 });
+    await queues.resume(q);
+    await expect(queues.waitFor(q, 'g')).resolves.toMatchObject({ state: 'completed' });
+    await expect(queues.waitFor(q, 'keep')).resolves.toMatchObject({ state: 'completed' });
+    await worker.close();
+  });
+
+  it('frees the slots of a bounded queue once its worker ends the expired tasks', async () => {
+    const q = fresh();
+    await queues.setMaxSize(q, 2);
+    await queues.pause(q);
+    const worker = queues.process(q, () => undefined);
+    await queues.enqueue(q, ['a', 'b'], { expiresInMs: 100 });
+    await expect(queues.enqueue(q, 'c')).rejects.toBeInstanceOf(QueueFullError);
+    await waitFor('2 expired', async () => (await queues.stats(q)).expired === 2);
+    expect(await queues.enqueue(q, ['c', 'd'])).toBe(2);
+    await worker.close();
+  });
+
+  it('an expired flow child fails its parent (onChildFailure fail-parent)', async () => {
+    const q = fresh();
+    const kids = fresh();
+    await queues.pause(kids);
+    const worker = queues.process(kids, () => undefined);
+    await queues.enqueueFlow({
+      queue: q,
+      id: 'parent',
+      children: [{ queue: kids, id: 'kid', options: { expiresInMs: 50 } }],
+    });
+    await expect(queues.waitFor(q, 'parent')).resolves.toMatchObject({
+      state: 'dead',
+      error: { name: 'FlowChildFailedError' },
+    });
+    expect(await queues.get(kids, 'kid')).toMatchObject({ state: 'expired' });
+    await worker.close();
+  });
+
+  it('cancel, remove and clean know expired tasks', async () => {
+    const q = fresh();
+    const worker = queues.process(q, () => undefined);
+    await queues.enqueue(q, ['e1', 'e2'], { expiresAt: 1 });
+    await waitFor('2 expired', async () => (await queues.stats(q)).expired === 2);
+    expect(await queues.cancel(q, 'e1')).toBe('finished');
+    expect(await queues.remove(q, 'e1')).toBe(true);
+    expect(await queues.clean(q, 'expired', { olderThanMs: 0 })).toBe(1);
+    expect(await queues.stats(q)).toMatchObject({ expired: 0 });
+    await worker.close();
+  });
+
+  it('refuses a bad deadline, naming the option', async () => {
+    const q = fresh();
+    const refused = (options: object) =>
+      queues.enqueue(q, 'bad', options as never).catch((e: unknown) => e);
+    for (const [options, name] of [
+      [{ expiresInMs: 0 }, 'expiresInMs'],
+      [{ expiresInMs: 1.5 }, 'expiresInMs'],
+      [{ expiresAt: 'tomorrow' }, 'expiresAt'],
+      [{ expiresAt: new Date(NaN) }, 'expiresAt'],
+      [{ expiresAt: 1, expiresInMs: 1 }, 'expiresAt'],
+    ] as const) {
+      const err = (await refused(options)) as QueueError;
+      expect(err).toBeInstanceOf(QueueError);
+      expect(err.message).toContain(`'${name}'`);
+    }
+    expect(await queues.stats(q)).toMatchObject({ ready: 0 });
+  });
+});

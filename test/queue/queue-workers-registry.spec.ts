@@ -1,0 +1,85 @@
+import 'reflect-metadata';
+import { hostname } from 'node:os';
+import type { INestApplicationContext } from '@nestjs/common';
+import { QueueService } from '../../lib';
+import { exited, lineFrom, spawnTs } from '../support/child';
+import { createLockApp, deferred, testRedisUrl, uniquePrefix, waitFor } from '../support/helpers';
+
+describe('QueueService.workers: the workers of every instance', () => {
+  const prefix = uniquePrefix('queue-workers');
+  const QUEUE = 'registry';
+  let app: INestApplicationContext;
+  let queues: QueueService;
+
+  beforeAll(async () => {
+    app = await createLockApp({ keyPrefix: prefix, instanceId: 'parent' });
+    queues = app.get(QueueService);
+  });
+  afterAll(async () => {
+    await app.close();
+  });
+
+  it('lists the workers of two app instances with their concurrency and running tasks; a killed instance drops out, a closed worker at once', async () => {
+    const started = deferred();
+    const release = deferred();
+    const local = queues.process(
+      QUEUE,
+      async () => {
+        started.resolve();
+        await release.promise;
+      },
+      { concurrency: 3 },
+    );
+    // This instance's worker runs one task until released (before the child starts).
+    await queues.enqueue(QUEUE, 'hold');
+    await started.promise;
+    expect(queues.localWorkers(QUEUE)).toEqual([local]);
+    const child = spawnTs('test/fixtures/queue-worker-child.ts', [], {
+      REDIS_URL: testRedisUrl(),
+      PREFIX: prefix,
+      QUEUE,
+      CONCURRENCY: '7',
+      MODULE_OPTIONS_JSON: JSON.stringify({ instanceId: 'child-a' }),
+    });
+    const childPid = Number((await lineFrom(child, /^ready \d+$/, 60_000)).split(' ')[1]);
+
+    await waitFor('both instances listed', async () => (await queues.workers(QUEUE)).length === 2);
+    const workers = await queues.workers(QUEUE);
+    expect(workers.map((w) => [w.instance, w.concurrency, w.pid, w.running])).toEqual([
+      ['parent', 3, process.pid, 1],
+      ['child-a', 7, childPid, 0],
+    ]);
+    for (const w of workers) {
+      expect(w).toMatchObject({ host: hostname(), names: [] });
+      expect(w.since).toBeLessThanOrEqual(Date.now());
+      expect(typeof w.heartbeatAt).toBe('number');
+    }
+
+    // A new concurrency shows with the next heartbeat (every 5 s).
+    local.setConcurrency(4);
+    await waitFor(
+      'the new concurrency in the registry',
+      async () =>
+        (await queues.workers(QUEUE)).find((w) => w.instance === 'parent')?.concurrency === 4,
+      12_000,
+      100,
+    );
+    release.resolve();
+
+    // SIGKILL: no goodbye; its entry ages out after 15 s without a heartbeat.
+    child.kill('SIGKILL');
+    await exited(child);
+    await waitFor(
+      'the killed instance to drop out',
+      async () => (await queues.workers(QUEUE)).every((w) => w.instance !== 'child-a'),
+      25_000,
+      200,
+    );
+    expect((await queues.workers(QUEUE)).map((w) => w.instance)).toEqual(['parent']);
+
+    // A worker that closes leaves at once.
+    await local.close();
+    expect(await queues.workers(QUEUE)).toEqual([]);
+    expect(queues.localWorkers(QUEUE)).toEqual([]);
+  }, 120_000);
+});
