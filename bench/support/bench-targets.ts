@@ -358,8 +358,65 @@ function remoteQueueTargets(
   ];
 }
 
+/** `ours ≤ factor × best peer` of a cost (lower is better), shown as a ratio to the best peer. */
+function atMostTimesBest(
+  results: RunResults,
+  target: string,
+  shape: string,
+  metric: string,
+  factor: number,
+  unit: string,
+): TargetResult {
+  const ours = results.median(shape, OURS, metric);
+  const best = bestPeer(results, shape, metric, 'lower');
+  if (!Number.isFinite(ours) || !best) return NOT_MEASURED(target);
+  return {
+    target,
+    measured:
+      `${f(ours, 1)} vs ${f(best.value, 1)} ${unit} (${best.label}): ` +
+      `${f(ours / best.value, 2)}× of it`,
+    status: ours <= factor * best.value ? 'met' : 'missed',
+  };
+}
+
 /**
- * Evaluates the targets of issues 6, 12 and 26 on the medians of a run. They are benchmark targets,
+ * The cost targets of issue 35: Redis CPU per uncontended pair (serial) ≤ the best peer's, per
+ * contended section ≤ 2× the best peer's, and what the distinct-keys shape's keys leave in Redis
+ * (ours, all keys together) ≤ 256 KB.
+ */
+function redisCostTargets(results: RunResults, shapes: BenchShapes): TargetResult[] {
+  const distinct = shapes.distinctKeys;
+  const keys = distinct.keys;
+  return [
+    atMostTimesBest(
+      results,
+      `${shapes.serial.id}: Redis CPU per pair ≤ best peer's (fenced)`,
+      shapes.serial.id,
+      'redisCpuUsPerPair',
+      1,
+      'µs',
+    ),
+    atMostTimesBest(
+      results,
+      `${shapes.contended.id}: Redis CPU per section ≤ 2× best peer's`,
+      shapes.contended.id,
+      'redisCpuUsPerSection',
+      2,
+      'µs',
+    ),
+    bound(
+      `${distinct.id}: ${keys.toLocaleString('en-US')} keys leave ≤ 256 KB in Redis`,
+      (oursMedian(results, distinct.id, 'bytesLeftPerKey') * keys) / 1024,
+      'max',
+      256,
+      1,
+      'KB',
+    ),
+  ];
+}
+
+/**
+ * Evaluates the targets of issues 6, 12, 26 and 35 on the medians of a run. They are benchmark targets,
  * not assertions: the run reports them and never fails on them.
  */
 export function evaluateTargets(
@@ -382,6 +439,7 @@ export function evaluateTargets(
     ),
     atMostFraction(results, `${handoff} p99 ≤ ⅓ of best peer`, handoff, 'p99Ms', 3, 'ms', 3),
     ...sectionTargets(results, contended, 1, 'Jain index'),
+    ...redisCostTargets(results, shapes),
     withCeiling(
       results,
       atLeastFactor(
