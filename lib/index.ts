@@ -33,6 +33,13 @@ export type {
   RateLimitOptions,
   RateLimitResult,
 } from './rate-limit/rate-limit-options';
+export { WaitingRoomService } from './waiting-room/waiting-room.service';
+export type {
+  WaitingRoomOptions,
+  WaitingRoomStatus,
+  WaitingRoomWaitOptions,
+} from './waiting-room/waiting-room-options';
+export { RequiresPass } from './decorators/requires-pass.decorator';
 export { Permit } from './semaphore/permit';
 export type { SemaphoreOptions, WithPermitOptions } from './semaphore/semaphore-options';
 export { WithSemaphore, type WithSemaphoreOptions } from './decorators/with-semaphore.decorator';

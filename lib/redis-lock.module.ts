@@ -8,6 +8,7 @@ import { QueueEventExplorer } from './queue/queue-event.explorer';
 import { LockService } from './lock/lock.service';
 import { RateLimiterService } from './rate-limit/rate-limiter.service';
 import { SemaphoreService } from './semaphore/semaphore.service';
+import { WaitingRoomService } from './waiting-room/waiting-room.service';
 import { FencedStore } from './fencing/fenced-store';
 import { RedisLockEvents } from './events/redis-lock-events';
 import { observeModule } from './observability/observe-module';
@@ -42,6 +43,7 @@ import type { RedisLockModuleOptions } from './interfaces/redis-lock-module-opti
     LockService,
     SemaphoreService,
     RateLimiterService,
+    WaitingRoomService,
     FencedStore,
     RedisLockEvents,
     QueueService,
@@ -55,6 +57,7 @@ import type { RedisLockModuleOptions } from './interfaces/redis-lock-module-opti
     LockService,
     SemaphoreService,
     RateLimiterService,
+    WaitingRoomService,
     FencedStore,
     QueueService,
     LockInterceptor,

@@ -1,3 +1,4 @@
+import { RedisLockError } from '../errors/redis-lock.error';
 import type { LockService } from '../lock/lock.service';
 
 /** @internal One running `RedisLockModule`, as the registry sees it (its `WithLockExplorer`). */
@@ -68,3 +69,24 @@ class LockServiceRegistry {
 
 /** @internal */
 export const lockServiceRegistry = new LockServiceRegistry();
+
+/**
+ * @internal The service of `services` (a `SemaphoreService`, a `RateLimiterService`, …) of the
+ * module that serves `self`, found through its `LockService`.
+ * @throws RedisLockError naming the decorator and the method when no module serves it
+ */
+export function moduleServiceOf<S>(
+  services: WeakMap<LockService, S>,
+  decorator: string,
+  serviceName: string,
+  where: string,
+  self: unknown,
+): S {
+  const locks = lockServiceRegistry.find(self);
+  const found = locks && services.get(locks);
+  if (found) return found;
+  throw new RedisLockError(
+    `${decorator} on ${where}: no ${serviceName} — import RedisLockModule.forRoot() in the ` +
+      'module that provides this class',
+  );
+}

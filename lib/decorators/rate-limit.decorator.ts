@@ -1,15 +1,13 @@
-import { defer, mergeMap, type Observable } from 'rxjs';
 import { LockKeyError } from '../errors/lock-key.error';
 import { RateLimitedError } from '../errors/rate-limited.error';
-import { RedisLockError } from '../errors/redis-lock.error';
 import type { LockService } from '../lock/lock.service';
 import { resolveRateLimitOptions, type RateLimitOptions } from '../rate-limit/rate-limit-options';
 import type { RateLimiterService } from '../rate-limit/rate-limiter.service';
-import { lockServiceRegistry } from './lock-service.registry';
+import { checkBeforeCall } from './checked-call';
+import { moduleServiceOf } from './lock-service.registry';
 import { decoratedMethod, replaceMethod } from './method-wrapper';
 import { compileSingleKey, type LockKeyFunction } from './with-lock-key';
 import { RATE_LIMITED } from './with-lock.constants';
-import { isObservableType } from './with-lock.decorator';
 
 /** @internal The RateLimiterService of each running module, by the LockService beside it. */
 export const rateLimiterServices = new WeakMap<LockService, RateLimiterService>();
@@ -52,32 +50,19 @@ export function RateLimit(
     const nameOf = compileSingleKey(key, '@RateLimit', 'a rate limit', method, target, propertyKey);
     const check = async (self: unknown, args: unknown[]): Promise<void> => {
       const name = nameOf(self, args);
-      const result = await rateLimiterOf(where, self).consume(name, limits);
+      const result = await moduleServiceOf(
+        rateLimiterServices,
+        '@RateLimit',
+        'RateLimiterService',
+        where,
+        self,
+      ).consume(name, limits);
       if (!result.allowed) {
         throw new RateLimitedError(name, limits.limit, limits.windowMs, result.retryAfterMs);
       }
     };
-    const wrapper = isObservableType(Reflect.getMetadata('design:returntype', target, propertyKey))
-      ? function (this: unknown, ...args: unknown[]): Observable<unknown> {
-          return defer(() => check(this, args)).pipe(
-            mergeMap(() => original.apply(this, args) as Observable<unknown>),
-          );
-        }
-      : async function (this: unknown, ...args: unknown[]) {
-          await check(this, args);
-          return original.apply(this, args);
-        };
+    const wrapper = checkBeforeCall(target, propertyKey, original, check);
     Object.defineProperty(wrapper, RATE_LIMITED, { value: true });
     return replaceMethod(target, propertyKey, descriptor, original, wrapper);
   };
-}
-
-function rateLimiterOf(where: string, self: unknown): RateLimiterService {
-  const locks = lockServiceRegistry.find(self);
-  const found = locks && rateLimiterServices.get(locks);
-  if (found) return found;
-  throw new RedisLockError(
-    `@RateLimit on ${where}: no RateLimiterService — import RedisLockModule.forRoot() in the ` +
-      'module that provides this class',
-  );
 }

@@ -5,7 +5,9 @@ import { wrappersServedBy } from '../discovery/served-wrappers';
 import { LockService } from '../lock/lock.service';
 import { RateLimiterService } from '../rate-limit/rate-limiter.service';
 import { SemaphoreService } from '../semaphore/semaphore.service';
+import { WaitingRoomService } from '../waiting-room/waiting-room.service';
 import { rateLimiterServices } from './rate-limit.decorator';
+import { waitingRoomServices } from './requires-pass.decorator';
 import { semaphoreServices } from './with-semaphore.decorator';
 import { lockServiceRegistry, type LockServiceSource } from './lock-service.registry';
 import { WITH_LOCK_METHODS } from './with-lock.constants';
@@ -25,11 +27,14 @@ export class WithLockExplorer implements LockServiceSource, OnModuleInit, OnAppl
     readonly lockService: LockService,
     semaphoreService: SemaphoreService,
     rateLimiter: RateLimiterService,
+    waitingRoom: WaitingRoomService,
   ) {
     lockServiceRegistry.join(this);
-    // @WithSemaphore and @RateLimit find their module's services through the LockService beside it.
+    // @WithSemaphore, @RateLimit and @RequiresPass find their module's services through the
+    // LockService beside it.
     semaphoreServices.set(lockService, semaphoreService);
     rateLimiterServices.set(lockService, rateLimiter);
+    waitingRoomServices.set(lockService, waitingRoom);
   }
 
   get bound(): boolean {

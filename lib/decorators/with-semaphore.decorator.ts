@@ -1,11 +1,10 @@
 import { throwError } from 'rxjs';
 import { LockKeyError } from '../errors/lock-key.error';
-import { RedisLockError } from '../errors/redis-lock.error';
 import type { LockService } from '../lock/lock.service';
 import type { Permit } from '../semaphore/permit';
 import { resolveSemaphoreOptions, type WithPermitOptions } from '../semaphore/semaphore-options';
 import type { SemaphoreService } from '../semaphore/semaphore.service';
-import { lockServiceRegistry } from './lock-service.registry';
+import { moduleServiceOf } from './lock-service.registry';
 import { heldCall, runLockedStream, type HoldGrant } from './locked-stream';
 import { decoratedMethod, rejectSignalOption, replaceMethod } from './method-wrapper';
 import { compileSingleKey, type LockKeyFunction } from './with-lock-key';
@@ -62,7 +61,13 @@ export function WithSemaphore(
     );
     const holder = (self: unknown, args: unknown[]): HoldGrant<Permit> => {
       const name = nameOf(self, args);
-      const semaphores = semaphoreServiceOf(where, self);
+      const semaphores = moduleServiceOf(
+        semaphoreServices,
+        '@WithSemaphore',
+        'SemaphoreService',
+        where,
+        self,
+      );
       return (fn, signal) =>
         semaphores.withPermit(name, fn, signal ? { ...frozen, signal } : frozen);
     };
@@ -82,14 +87,4 @@ export function WithSemaphore(
         };
     return replaceMethod(target, propertyKey, descriptor, original, wrapper);
   };
-}
-
-function semaphoreServiceOf(where: string, self: unknown): SemaphoreService {
-  const locks = lockServiceRegistry.find(self);
-  const found = locks && semaphoreServices.get(locks);
-  if (found) return found;
-  throw new RedisLockError(
-    `@WithSemaphore on ${where}: no SemaphoreService — import RedisLockModule.forRoot() in the ` +
-      'module that provides this class',
-  );
 }

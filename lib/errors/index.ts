@@ -23,3 +23,7 @@ export { FlowError } from './flow.error';
 export { RateLimitedError } from './rate-limited.error';
 export { DashboardBusyError } from './dashboard-busy.error';
 export { QueueRateLimitError } from './queue-rate-limit.error';
+export { WaitingRoomNotOpenError } from './waiting-room-not-open.error';
+export { WaitingRoomTimeoutError } from './waiting-room-timeout.error';
+export { WaitingRoomPlaceLostError } from './waiting-room-place-lost.error';
+export { PassRequiredError } from './pass-required.error';

@@ -6,4 +6,5 @@ export {
   type QueueFullResponseBody,
   type RateLimitedResponseBody,
   type PayloadTooLargeResponseBody,
+  type PassRequiredResponseBody,
 } from './lock.interceptor';

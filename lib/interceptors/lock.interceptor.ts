@@ -12,6 +12,7 @@ import { LockKeyValueMissingError } from '../errors/lock-key-value-missing.error
 import { LockQuorumError } from '../errors/lock-quorum.error';
 import { LockReplicationError } from '../errors/lock-replication.error';
 import { LockTimeoutError } from '../errors/lock-timeout.error';
+import { PassRequiredError } from '../errors/pass-required.error';
 import { PayloadTooLargeError } from '../errors/payload-too-large.error';
 import { QueueFullError } from '../errors/queue-full.error';
 import { RateLimitedError } from '../errors/rate-limited.error';
@@ -66,7 +67,9 @@ export interface RedisUnavailableResponseBody {
  * (`RateLimitedError`, from `@RateLimit`) is `429 Too Many Requests` with `Retry-After` (whole
  * seconds, rounded up) and `{ statusCode: 429, error, message, key, retryAfterMs }`. A payload past `maxPayloadBytes`
  * (`PayloadTooLargeError`, nothing was stored) is `413 Payload Too Large` with
- * `{ statusCode: 413, error, message, limit }`. Every other error (an
+ * `{ statusCode: 413, error, message, limit }`. A call without a waiting room pass
+ * (`PassRequiredError`, from `@RequiresPass`) is `403 Forbidden` with
+ * `{ statusCode: 403, error, message, room }`. Every other error (an
  * invalid template or key is a `LockKeyError`, a 500), and every error in non-HTTP contexts
  * (microservices, websockets), passes through unchanged. A handler result that
  * is a Promise of an Observable is flattened, so that the stream's lifetime drives the lock.
@@ -96,6 +99,7 @@ export class LockInterceptor implements NestInterceptor {
     if (err instanceof QueueFullError) return queueFull(err, context);
     if (err instanceof RateLimitedError) return rateLimited(err, context);
     if (err instanceof PayloadTooLargeError) return payloadTooLarge(err);
+    if (err instanceof PassRequiredError) return passRequired(err);
     if (err instanceof LockKeyValueMissingError) return missingValue(err, context);
     if (!isOutage(err)) return err;
     const request = context.switchToHttp().getRequest<{ method?: string; url?: string } | null>();
@@ -218,6 +222,27 @@ function payloadTooLarge(err: PayloadTooLargeError): HttpException {
     limit: err.limit,
   };
   return new HttpException(body, HttpStatus.PAYLOAD_TOO_LARGE, { cause: err });
+}
+
+/** The JSON body of a `403 Forbidden` for a call without a waiting room pass (`PassRequiredError`). */
+export interface PassRequiredResponseBody {
+  statusCode: 403;
+  error: 'Forbidden';
+  /** Who has no pass of which room, and what to do. */
+  message: string;
+  /** The waiting room whose pass is required. */
+  room: string;
+}
+
+/** Builds the 403 of `@RequiresPass`: the visitor must wait its turn in the room first. */
+function passRequired(err: PassRequiredError): HttpException {
+  const body: PassRequiredResponseBody = {
+    statusCode: 403,
+    error: 'Forbidden',
+    message: err.message,
+    room: err.room,
+  };
+  return new HttpException(body, HttpStatus.FORBIDDEN, { cause: err });
 }
 
 /** Builds the 400 for a lock key value the request did not carry. */

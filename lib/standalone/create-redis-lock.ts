@@ -9,6 +9,7 @@ import { RateLimiterService } from '../rate-limit/rate-limiter.service';
 import { connectOrFail } from '../redis/connect-or-fail';
 import { RedisLockConnection } from '../redis/redis-connection';
 import { SemaphoreService } from '../semaphore/semaphore.service';
+import { WaitingRoomService } from '../waiting-room/waiting-room.service';
 
 /** What `createRedisLock` returns: the module's services, outside Nest. */
 export interface RedisLock {
@@ -20,6 +21,8 @@ export interface RedisLock {
   readonly semaphores: SemaphoreService;
   /** Distributed rate limits: `consume` (see `RateLimiterService`). */
   readonly rateLimiter: RateLimiterService;
+  /** Fair waiting rooms: `open`, `join`, `wait`, `hasPass` (see `WaitingRoomService`). */
+  readonly waitingRoom: WaitingRoomService;
   /** Fenced writes guarded by a lock's fence (see `FencedStore`). */
   readonly fenced: FencedStore;
   /** In-process events: `lock.lost`, `task.completed`, … (see `RedisLockEvents`). */
@@ -56,6 +59,7 @@ export async function createRedisLock(options: RedisLockModuleOptions): Promise<
   const semaphores = new SemaphoreService(connection);
   const fenced = new FencedStore(connection);
   const rateLimiter = new RateLimiterService(connection);
+  const waitingRoom = new WaitingRoomService(connection);
   // The lifecycle hooks in the order Nest calls them: init, bootstrap; destroy, before shutdown,
   // shutdown.
   locks.onModuleInit();
@@ -65,6 +69,7 @@ export async function createRedisLock(options: RedisLockModuleOptions): Promise<
   const close = async () => {
     queues.onModuleDestroy();
     await Promise.all([
+      waitingRoom.beforeApplicationShutdown(),
       queues.beforeApplicationShutdown(),
       locks.beforeApplicationShutdown(),
       semaphores.beforeApplicationShutdown(),
@@ -77,6 +82,7 @@ export async function createRedisLock(options: RedisLockModuleOptions): Promise<
     queues,
     semaphores,
     rateLimiter,
+    waitingRoom,
     fenced,
     events,
     close: () => (closing ??= close()),

@@ -56,3 +56,8 @@ export function saleKeys(prefix: string, sku: string): SaleKeys {
 export function salesIndexKey(prefix: string): string {
   return `${prefix}sales`;
 }
+
+/** The waiting room in front of sale `sku` (when it was created with one). */
+export function saleRoom(sku: string): string {
+  return `sale:${sku}`;
+}

@@ -12,7 +12,7 @@ import {
   UseGuards,
 } from '@nestjs/common';
 import type { Observable } from 'rxjs';
-import { WithLock } from '../../lib';
+import { RateLimit, WithLock } from '../../lib';
 import { IdPipe, ParsePipe } from '../common/parse.pipe';
 import {
   parseBuy,
@@ -35,11 +35,15 @@ import { SaleExistsGuard, SoldOutGuard } from './sale.guards';
  */
 const STOCK_LOCK = { waitMs: 2_000 } as const;
 
+/** Presses of buy per user and sale: 5 in any 10 s (a script or a stuck button, not a buyer). */
+const BUY_RATE_LIMIT = { limit: 5, windowMs: 10_000 };
+
 /**
  * The flash sale over HTTP:
  * - `POST /flash-sales` `{ sku, stock, price }` → 201 (409 when the sale exists)
  * - `POST /flash-sales/:sku/buy` `{ userId }` → 202 `{ orderId, orderUrl }` (the order is queued;
- *   follow it at `orderUrl`); 404 no sale, 409 this user already bought, 410 sold out, 423 the
+ *   follow it at `orderUrl`); 403 the sale has a waiting room and the user holds no pass, 404 no
+ *   sale, 409 this user already bought, 410 sold out, 429 over 5 presses in 10 s, 423 the
  *   stock lock could not be had within 2 s, 503 + Retry-After the orders queue is full or Redis is
  *   in trouble
  * - `GET /flash-sales/:sku` → `{ sku, stock, sold, orders, pending }`
@@ -64,14 +68,20 @@ export class FlashSaleController {
     return this.sales.create(sale);
   }
 
-  /** Takes the stock lock itself, for a batch of buyers (see `FlashSaleService.buy`). */
+  /**
+   * Takes the stock lock itself, for a batch of buyers (see `FlashSaleService.buy`). Each user may
+   * press buy 5 times in 10 s per sale (then 429 with Retry-After); a sale with a waiting room
+   * sells only to buyers holding its pass (403 without).
+   */
   @Post(':sku/buy')
   @HttpCode(HttpStatus.ACCEPTED)
   @UseGuards(SoldOutGuard)
-  buy(
+  @RateLimit('buy:<0>:<1.userId>', BUY_RATE_LIMIT)
+  async buy(
     @Param('sku', new IdPipe('sku')) sku: string,
     @Body(new ParsePipe(parseBuy)) body: BuyRequest,
   ): Promise<BuyAccepted> {
+    await this.sales.requirePass(sku, body.userId);
     return this.sales.buy(sku, body.userId);
   }
 

@@ -9,6 +9,20 @@ export interface CreateSaleRequest {
   stock: number;
   /** Unit price (0 to 1,000,000,000). */
   price: number;
+  /**
+   * A waiting room in front of the sale: buyers are let in first come first served at
+   * `admitPerSecond` (`GET /flash-sales/:sku/wait?userId=`), and `buy` needs their pass (403
+   * without). Without it, anyone may buy at once.
+   */
+  waitingRoom?: SaleWaitingRoom;
+}
+
+/** The waiting room of a sale (`WaitingRoomService.open`'s options). */
+export interface SaleWaitingRoom {
+  /** Buyers let in per second (0 to 100,000; 0 holds the line). */
+  admitPerSecond: number;
+  /** How long a buyer's pass lets it buy, in ms (1,000 to 3,600,000). */
+  passTtlMs: number;
 }
 
 /** Body of `POST /flash-sales/:sku/buy`. */
@@ -76,12 +90,29 @@ export const MAX_ORDER_WAIT_MS = 30_000;
 
 /** Checks a `POST /flash-sales` body (400 with the field's name when it is wrong). */
 export function parseCreateSale(body: unknown): CreateSaleRequest {
-  const o = requireObject(body, ['sku', 'stock', 'price']);
-  return {
+  const o = requireObject(body, ['sku', 'stock', 'price', 'waitingRoom']);
+  const sale: CreateSaleRequest = {
     sku: requireId('sku', o.sku),
     stock: requireInteger('stock', o.stock, 0, 1_000_000),
     price: requireNumber('price', o.price, 0, 1_000_000_000),
   };
+  if (o.waitingRoom !== undefined)
+    sale.waitingRoom = parseSaleWaitingRoom(o.waitingRoom, 'waitingRoom.');
+  return sale;
+}
+
+/** Checks a sale's waiting room settings (`waitingRoom` of a new sale, `PUT …/waiting-room`). */
+export function parseSaleWaitingRoom(body: unknown, field = ''): SaleWaitingRoom {
+  const room = requireObject(body, ['admitPerSecond', 'passTtlMs']);
+  return {
+    admitPerSecond: requireNumber(`${field}admitPerSecond`, room.admitPerSecond, 0, 100_000),
+    passTtlMs: requireInteger(`${field}passTtlMs`, room.passTtlMs, 1_000, 3_600_000),
+  };
+}
+
+/** A `userId` query parameter (the waiting room's page and events). */
+export function parseUserId(value: unknown): string {
+  return requireId('userId', value);
 }
 
 /** Checks a `POST /flash-sales/:sku/buy` body. */

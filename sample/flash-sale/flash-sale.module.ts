@@ -8,13 +8,14 @@ import { SaleSettler } from './sale-settler';
 import { SaleEvents } from './sale-events';
 import { SaleExistsGuard, SoldOutGuard } from './sale.guards';
 import { UnitReleaser } from './unit-releaser';
+import { WaitingRoomController } from './waiting-room.controller';
 
 /**
- * The flash sale: `/flash-sales` and `/orders` endpoints, the `orders` worker and its table, and
+ * The flash sale: `/flash-sales` and `/orders` endpoints, the waiting room's page and events, the `orders` worker and its table, and
  * the sweeper that settles every unit taken (`SaleSettler`).
  */
 @Module({
-  controllers: [FlashSaleController, OrdersController],
+  controllers: [FlashSaleController, OrdersController, WaitingRoomController],
   providers: [
     FlashSaleService,
     OrdersRepository,

@@ -1,11 +1,20 @@
 import { Injectable } from '@nestjs/common';
-import { type Lock, LockService, QueueError, QueueFullError, QueueService } from '../../lib';
+import {
+  type Lock,
+  LockService,
+  PassRequiredError,
+  QueueError,
+  QueueFullError,
+  QueueService,
+  WaitingRoomService,
+} from '../../lib';
 import { outageOf } from '../common/outage';
 import { SampleConfig } from '../config/sample-config';
 import { requireLock } from '../common/require-lock';
 import { SampleRedis } from '../redis/sample-redis';
 import type {
   BuyAccepted,
+  SaleWaitingRoom,
   CreateSaleRequest,
   Order,
   OrderRow,
@@ -24,6 +33,7 @@ import {
 import {
   ORDERS_QUEUE,
   saleKeys,
+  saleRoom,
   salesIndexKey,
   STOCK_LOCK_TEMPLATE,
   stockLockKey,
@@ -71,6 +81,7 @@ export class FlashSaleService {
     private readonly rows: OrdersRepository,
     private readonly releaser: UnitReleaser,
     private readonly config: SampleConfig,
+    private readonly rooms: WaitingRoomService,
   ) {}
 
   /**
@@ -78,13 +89,16 @@ export class FlashSaleService {
    * @throws SaleExistsError when the sku has a sale already
    */
   async create(request: CreateSaleRequest): Promise<SaleStatus> {
-    const { sku, stock, price } = request;
+    const { sku, stock, price, waitingRoom } = request;
     const k = this.keys(sku);
     requireLock(this.locks, stockLockKey(sku), 'FlashSaleService.create');
     if (await this.redis.client.exists(k.sale)) throw new SaleExistsError(sku);
     // Indexed first, so that `SaleSettler` finds every sale that can have units to settle.
     await this.redis.client.sadd(salesIndexKey(this.redis.prefix), sku);
+    // The room first: a sale that says it has one always has it.
+    if (waitingRoom) await this.rooms.open(saleRoom(sku), waitingRoom);
     await this.redis.client.hset(k.sale, { stock, sold: 0, price, seq: 0 });
+    if (waitingRoom) await this.redis.client.hset(k.sale, 'room', 1);
     return { sku, stock, sold: 0, orders: 0, pending: 0 };
   }
 
@@ -124,6 +138,26 @@ export class FlashSaleService {
       throw new AlreadyBoughtError(sku, userId, order.orderId);
     }
     return { orderId: order.orderId, orderUrl: `/orders/${order.orderId}` };
+  }
+
+  /**
+   * Changes the settings of the sale's waiting room live (opens one for a sale created without:
+   * from then on `buy` needs a pass). The route checks that the sale exists first.
+   */
+  async setWaitingRoom(sku: string, room: SaleWaitingRoom): Promise<void> {
+    await this.rooms.open(saleRoom(sku), room);
+    await this.redis.client.hset(this.keys(sku).sale, 'room', 1);
+  }
+
+  /**
+   * A sale with a waiting room sells only to buyers holding its pass (one read for a sale
+   * without one).
+   * @throws PassRequiredError (403 through `LockInterceptor`)
+   */
+  async requirePass(sku: string, userId: string): Promise<void> {
+    if (!(await this.redis.client.hexists(this.keys(sku).sale, 'room'))) return;
+    const room = saleRoom(sku);
+    if (!(await this.rooms.hasPass(room, userId))) throw new PassRequiredError(room, userId);
   }
 
   /**

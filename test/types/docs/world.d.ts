@@ -9,6 +9,7 @@ declare const queues: import('nestjs-redis-lock').QueueService;
 declare const locks: import('nestjs-redis-lock').LockService;
 declare const semaphores: import('nestjs-redis-lock').SemaphoreService;
 declare const fenced: import('nestjs-redis-lock').FencedStore;
+declare const waitingRoom: import('nestjs-redis-lock').WaitingRoomService;
 declare const events: import('nestjs-redis-lock').RedisLockEvents;
 declare const logger: import('@nestjs/common').Logger;
 /** docs/bull-board.md: the Basic-auth middleware its first snippet writes. */

@@ -1,0 +1,377 @@
+import { RedisLockError } from '../errors/redis-lock.error';
+import { WaitingRoomPlaceLostError } from '../errors/waiting-room-place-lost.error';
+import { WaitingRoomTimeoutError } from '../errors/waiting-room-timeout.error';
+import type { PubSubHub } from '../redis/pubsub-hub';
+import type { WaitingRoomStatus } from './waiting-room-options';
+import {
+  CHANNEL,
+  messageClock,
+  type Presence,
+  type RoomClock,
+  type RoomMessage,
+  type WaitingRoomStore,
+} from './waiting-room-store';
+
+/**
+ * Least time between two admission calls for one room, in ms (after its own call or an admission
+ * message from any instance): above 2.5 visitors a second, admissions come in batches (the Redis
+ * clock counts them: a late call admits all that are due), so a room costs about 2.5 such calls a
+ * second, whatever its rate and number of instances.
+ */
+const MIN_ADVANCE_GAP_MS = 400;
+/** Least time between two `onProgress` calls of one waiter, in ms. */
+const PROGRESS_EVERY_MS = 1_000;
+
+/** One `wait` call, parked on this instance. */
+interface Waiter {
+  visitor: string;
+  /** Its position (1 = next): exact at `asOf` (Redis ms), then lowered by the admissions heard of. */
+  position: number;
+  asOf: number;
+  resolve: (status: WaitingRoomStatus) => void;
+  reject: (err: unknown) => void;
+  onProgress?: (status: WaitingRoomStatus) => void;
+  /** The position last told to `onProgress`. */
+  told?: number;
+  end: () => void;
+}
+
+/**
+ * The visitors of one room parked on this instance. None of them costs a Redis call while it
+ * waits: the room's channel says who was admitted; one timer, set from the room's clock in Redis
+ * (next admission, rate) and the first local visitor's position, calls for the admissions when
+ * that visitor's turn comes (whoever is due, on any instance, is admitted by that call); one
+ * lease call every `absentMs / 3` keeps every local visitor's place (the lease stands for all of
+ * them; when it had run out, they are parked again, 1,000 per call, and their positions read).
+ */
+export class RoomWatch {
+  private readonly waiters = new Map<string, Set<Waiter>>();
+  private clock?: RoomClock;
+  /** Local ms minus Redis ms, from the last reply or message. */
+  private offset = 0;
+  /** Visitors that stopped waiting unadmitted, to unpark in one call. */
+  private unparking: string[] = [];
+  /** `wait` calls between `listen` and `park` (or their end): the channel stays subscribed. */
+  private pending = 0;
+  private unlisten?: () => void;
+  private listening?: Promise<void>;
+  private advanceTimer?: NodeJS.Timeout;
+  private presenceTimer?: NodeJS.Timeout;
+  private progressTimer?: NodeJS.Timeout;
+  private lastAdvance = 0;
+  private advancing = false;
+  private syncing = false;
+
+  /**
+   * @param onEmpty called when the last local visitor left
+   */
+  /**
+   * @param instance this instance's id in the room's leases
+   */
+  constructor(
+    private readonly room: string,
+    private readonly keys: string[],
+    private readonly instance: string,
+    private readonly store: WaitingRoomStore,
+    private readonly hub: PubSubHub,
+    private readonly onEmpty: () => void,
+  ) {}
+
+  /**
+   * Subscribes the room's channel (once), before the visitor joins: no admission is missed. Each
+   * call is followed by `park` or `done`.
+   */
+  listen(): Promise<void> {
+    this.pending++;
+    this.listening ??= this.hub
+      .listen(
+        this.keys[CHANNEL],
+        (message) => this.onMessage(message),
+        () => void this.sync(),
+      )
+      .then((unlisten) => {
+        this.unlisten = unlisten;
+      })
+      .catch((err: unknown) => {
+        this.listening = undefined;
+        throw err;
+      });
+    return this.listening;
+  }
+
+  /** A `listen` that will not `park` (the visitor was admitted at once, or the call failed). */
+  done(): void {
+    this.pending--;
+    this.endIfIdle();
+  }
+
+  get size(): number {
+    return this.waiters.size;
+  }
+
+  /**
+   * Parks `visitor` (in line at `position` by `clock`) until admitted; rejects after `waitMs`
+   * (`WaitingRoomTimeoutError`) or when `signal` aborts (its reason).
+   */
+  park(
+    visitor: string,
+    position: number,
+    clock: RoomClock,
+    waitMs: number,
+    signal: AbortSignal | undefined,
+    onProgress: ((status: WaitingRoomStatus) => void) | undefined,
+  ): Promise<WaitingRoomStatus> {
+    return new Promise((resolve, reject) => {
+      const onAbort = () => waiter.reject(signal?.reason);
+      const timer = setTimeout(
+        () =>
+          waiter.reject(new WaitingRoomTimeoutError(this.room, visitor, waitMs, waiter.position)),
+        waitMs,
+      );
+      const waiter: Waiter = {
+        visitor,
+        position,
+        asOf: clock.redisNow,
+        onProgress,
+        told: position,
+        resolve: (status) => {
+          waiter.end();
+          resolve(status);
+        },
+        reject: (err) => {
+          waiter.end();
+          this.unpark(visitor);
+          reject(err);
+        },
+        end: () => {
+          clearTimeout(timer);
+          signal?.removeEventListener('abort', onAbort);
+          this.remove(waiter);
+        },
+      };
+      let same = this.waiters.get(visitor);
+      if (!same) this.waiters.set(visitor, (same = new Set()));
+      same.add(waiter);
+      this.pending--;
+      this.setClock(clock);
+      this.start();
+      // Aborted while it joined: it ends now, unparked (and the room's watch, if it was the last).
+      if (signal?.aborted) waiter.reject(signal.reason);
+      else signal?.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  /**
+   * The ETA of a visitor at `position`, in ms, by `clock` (read `sinceMs` ago): its turn on the
+   * room's clock, plus half the gap between admission calls when admissions come in batches.
+   */
+  static eta(clock: RoomClock, position: number, sinceMs = 0): number | null {
+    if (clock.rate <= 0) return null;
+    const interval = 1000 / clock.rate;
+    const batching = interval < MIN_ADVANCE_GAP_MS ? MIN_ADVANCE_GAP_MS / 2 : 0;
+    const wait = clock.next - clock.redisNow - sinceMs + (position - 1) * interval + batching;
+    return Math.max(0, Math.round(wait));
+  }
+
+  /** Rejects every local visitor (the module shuts down); they keep their places for `absentMs`. */
+  async close(): Promise<void> {
+    const err = new RedisLockError(`waiting room '${this.room}': the module is shutting down`);
+    for (const same of [...this.waiters.values()]) for (const w of [...same]) w.reject(err);
+    this.stop();
+    await this.flushUnpark();
+  }
+
+  /** A visitor stopped waiting here unadmitted: unparked with the others of this tick. */
+  private unpark(visitor: string): void {
+    if (this.unparking.push(visitor) === 1) setImmediate(() => void this.flushUnpark());
+  }
+
+  private async flushUnpark(): Promise<void> {
+    const visitors = this.unparking;
+    this.unparking = [];
+    if (visitors.length === 0) return;
+    // Not unparked (Redis out of reach): the visitor stays parked under this instance's lease
+    // until it is admitted, or this instance stops renewing the lease.
+    await this.store.unpark(this.keys, this.instance, visitors).catch(() => undefined);
+  }
+
+  private start(): void {
+    if (!this.progressTimer) {
+      this.progressTimer = setInterval(() => this.tellProgress(), PROGRESS_EVERY_MS);
+      this.progressTimer.unref();
+    }
+    this.schedule();
+  }
+
+  private stop(): void {
+    clearTimeout(this.advanceTimer);
+    clearInterval(this.presenceTimer);
+    clearInterval(this.progressTimer);
+    this.advanceTimer = this.presenceTimer = this.progressTimer = undefined;
+    this.unlisten?.();
+    this.unlisten = undefined;
+    this.listening = undefined;
+  }
+
+  private remove(waiter: Waiter): void {
+    const same = this.waiters.get(waiter.visitor);
+    if (!same?.delete(waiter)) return;
+    if (same.size === 0) this.waiters.delete(waiter.visitor);
+    this.endIfIdle();
+  }
+
+  private endIfIdle(): void {
+    if (this.waiters.size > 0 || this.pending > 0) return;
+    this.stop();
+    this.onEmpty();
+  }
+
+  /** Takes the room's clock from a reply or message; (re)starts the presence timer for its `absentMs`. */
+  private setClock(clock: RoomClock): void {
+    const every = Math.floor(clock.absent / 3);
+    if (this.waiters.size > 0 && (!this.presenceTimer || this.clock?.absent !== clock.absent)) {
+      clearInterval(this.presenceTimer);
+      this.presenceTimer = setInterval(() => void this.renewLease(), every);
+      this.presenceTimer.unref();
+    }
+    this.clock = clock;
+    this.offset = Date.now() - clock.redisNow;
+  }
+
+  private onMessage(raw: string): void {
+    let m: RoomMessage;
+    try {
+      m = JSON.parse(raw) as RoomMessage;
+    } catch {
+      return;
+    }
+    this.setClock(messageClock(m));
+    const admitted = Array.isArray(m.a) ? m.a : [];
+    // New settings: every ETA changed.
+    if (admitted.length === 0)
+      for (const same of this.waiters.values()) for (const w of same) w.told = undefined;
+    for (const visitor of admitted) {
+      for (const w of [...(this.waiters.get(visitor) ?? [])]) {
+        w.resolve({ admitted: true, position: 0, etaMs: 0, passExpiresInMs: m.p });
+      }
+    }
+    // Everyone admitted stood ahead of every visitor still in line.
+    if (admitted.length > 0) {
+      // Another instance's call admits for this one too: the gap between calls is the room's.
+      this.lastAdvance = Date.now();
+      for (const same of this.waiters.values()) {
+        for (const w of same) {
+          if (m.t > w.asOf) w.position = Math.max(1, w.position - admitted.length);
+        }
+      }
+    }
+    this.schedule();
+  }
+
+  /**
+   * Sets the one admission timer: when, by the room's clock, the first local visitor's turn
+   * comes. A position that is high (visitors ahead left) only makes it late, and a late call
+   * admits every visitor that is due.
+   */
+  private schedule(): void {
+    clearTimeout(this.advanceTimer);
+    this.advanceTimer = undefined;
+    const clock = this.clock;
+    if (!clock || clock.rate <= 0 || this.waiters.size === 0) return;
+    let first = Infinity;
+    for (const same of this.waiters.values())
+      for (const w of same) first = Math.min(first, w.position);
+    const due = clock.next + this.offset + ((first - 1) * 1000) / clock.rate;
+    const delay = Math.max(0, due - Date.now(), this.lastAdvance + MIN_ADVANCE_GAP_MS - Date.now());
+    this.advanceTimer = setTimeout(() => void this.advance(), Math.ceil(delay));
+    this.advanceTimer.unref();
+  }
+
+  private async advance(): Promise<void> {
+    if (this.advancing) return;
+    this.advancing = true;
+    this.lastAdvance = Date.now();
+    try {
+      this.setClock(await this.store.advance(this.room, this.keys));
+    } catch (err) {
+      this.failAll(err);
+    } finally {
+      this.advancing = false;
+    }
+    this.schedule();
+  }
+
+  /** Renews this instance's lease, which keeps every local visitor's place. */
+  private async renewLease(): Promise<void> {
+    if (this.waiters.size === 0) return;
+    try {
+      const { clock, held } = await this.store.lease(this.room, this.keys, this.instance);
+      this.setClock(clock);
+      if (!held) await this.sync();
+    } catch (err) {
+      this.failAll(err);
+    }
+  }
+
+  /**
+   * Parks every local visitor again and sets each one's position from Redis: after the channel
+   * was subscribed again (admissions published meanwhile were lost), or when the lease had run
+   * out (this instance could not reach Redis for `absentMs`).
+   */
+  private async sync(): Promise<void> {
+    if (this.syncing || this.waiters.size === 0) return;
+    this.syncing = true;
+    try {
+      const { clock, presence } = await this.store.presence(this.room, this.keys, this.instance, [
+        ...this.waiters.keys(),
+      ]);
+      this.setClock(clock);
+      for (const [visitor, p] of presence) this.apply(visitor, p, clock.redisNow);
+    } catch (err) {
+      this.failAll(err);
+    } finally {
+      this.syncing = false;
+    }
+    this.schedule();
+  }
+
+  private apply(visitor: string, p: Presence, redisNow: number): void {
+    for (const w of [...(this.waiters.get(visitor) ?? [])]) {
+      if (p.kind === 'admitted') {
+        w.resolve({ admitted: true, position: 0, etaMs: 0, passExpiresInMs: p.passMs });
+      } else if (p.kind === 'lost') {
+        w.reject(new WaitingRoomPlaceLostError(this.room, visitor));
+      } else {
+        w.position = p.position;
+        w.asOf = redisNow;
+      }
+    }
+  }
+
+  /**
+   * A call failed: a room that is no longer open ends every wait; anything else (Redis out of
+   * reach) is tried again at the next timer, and the visitors keep waiting until their `waitMs`.
+   */
+  private failAll(err: unknown): void {
+    if (!(err instanceof Error) || err.name !== 'WaitingRoomNotOpenError') return;
+    for (const same of [...this.waiters.values()]) for (const w of [...same]) w.reject(err);
+  }
+
+  private tellProgress(): void {
+    const clock = this.clock;
+    if (!clock) return;
+    const since = Date.now() - this.offset - clock.redisNow;
+    for (const same of this.waiters.values()) {
+      for (const w of same) {
+        if (!w.onProgress || w.told === w.position) continue;
+        w.told = w.position;
+        w.onProgress({
+          admitted: false,
+          position: w.position,
+          etaMs: RoomWatch.eta(clock, w.position, since),
+          passExpiresInMs: 0,
+        });
+      }
+    }
+  }
+}

@@ -1,0 +1,73 @@
+import 'reflect-metadata';
+import type { INestApplicationContext } from '@nestjs/common';
+import { Redis } from 'ioredis';
+import { WaitingRoomService } from '../../lib';
+import { commandCalls, createLockApp, uniquePrefix, waitFor } from '../support/helpers';
+import { startRedisServer, type RedisServer } from '../support/redis-server';
+import { admissionTimes, inversions, joinInTurn } from './support';
+
+/** Commands run on the server (every kind, scripts' own included) since the last RESETSTAT. */
+async function totalCalls(redis: Redis): Promise<number> {
+  let total = 0;
+  for (const [command, n] of await commandCalls(redis))
+    if (command !== 'info' && command !== 'config|resetstat') total += n;
+  return total;
+}
+
+describe('WaitingRoomService: what parked visitors cost (dedicated redis-server)', () => {
+  const prefix = uniquePrefix('room-cost');
+  let server: RedisServer;
+  let apps: INestApplicationContext[];
+  let rooms: WaitingRoomService[];
+  let own: Redis;
+
+  beforeAll(async () => {
+    // Other test files share the suite's server: its commandstats would count their calls too.
+    server = await startRedisServer();
+    apps = await Promise.all(
+      [0, 1].map(() => createLockApp({ redis: server.url, keyPrefix: prefix })),
+    );
+    rooms = apps.map((app) => app.get(WaitingRoomService));
+    own = new Redis(server.url);
+  });
+  afterAll(async () => {
+    own.disconnect();
+    await Promise.all(apps.map((app) => app.close()));
+    await server.stop();
+  });
+
+  it('300 visitors parked on 2 instances: no call per visitor while they wait, about one script call per admission', async () => {
+    const passTtlMs = 60_000;
+    await rooms[0].open('cost', { admitPerSecond: 0, passTtlMs });
+    const visitors = Array.from({ length: 300 }, (_, i) => `v${i}`);
+    // Joined one after the other (concurrent joins from two instances would interleave at random).
+    await joinInTurn(rooms, 'cost', visitors);
+    const admitted: string[] = [];
+    const waits = visitors.map((v, i) =>
+      rooms[i % 2].wait('cost', v, { waitMs: 60_000 }).then(() => admitted.push(v)),
+    );
+    await waitFor(
+      '300 parked visitors',
+      () => rooms[0].localWaiters('cost') + rooms[1].localWaiters('cost') === 300,
+    );
+    await own.config('RESETSTAT');
+    // Held: the parked visitors cost nothing.
+    await new Promise((r) => setTimeout(r, 500));
+    expect(await totalCalls(own)).toBe(0);
+    // 20 a second: every admission is one script call (an instance's timer), and its PUBLISH.
+    await rooms[1].open('cost', { admitPerSecond: 20, passTtlMs });
+    await waitFor('20 visitors admitted', () => admitted.length >= 20, 10_000);
+    const calls = await commandCalls(own);
+    const scripts = (calls.get('evalsha') ?? 0) + (calls.get('eval') ?? 0);
+    const done = admitted.length;
+    // The open call, then at most one call per admission and a few that found nobody due yet.
+    expect(scripts).toBeLessThanOrEqual(1 + done + 3);
+    expect(scripts).toBeLessThan(visitors.length / 10);
+    expect(calls.get('publish') ?? 0).toBeLessThanOrEqual(1 + done);
+    await rooms[0].open('cost', { admitPerSecond: 100_000, passTtlMs });
+    await Promise.all(waits);
+    // In join order, by Redis.
+    const times = await admissionTimes(own, prefix, 'cost', visitors, passTtlMs);
+    expect(inversions(times as number[])).toBe(0);
+  });
+});

@@ -1,0 +1,245 @@
+import 'reflect-metadata';
+import type { INestApplicationContext } from '@nestjs/common';
+import type { Redis } from 'ioredis';
+import {
+  LockKeyError,
+  RedisLockOptionsError,
+  WaitingRoomNotOpenError,
+  WaitingRoomPlaceLostError,
+  WaitingRoomService,
+  WaitingRoomTimeoutError,
+  type WaitingRoomStatus,
+} from '../../lib';
+import { createLockApp, redisClient, uniquePrefix, waitFor } from '../support/helpers';
+import { admissionTimes, inversions, joinInTurn, roomKeys } from './support';
+
+describe('WaitingRoomService', () => {
+  const prefix = uniquePrefix('room');
+  let apps: INestApplicationContext[];
+  let rooms: WaitingRoomService[];
+  let redis: Redis;
+
+  beforeAll(async () => {
+    // Three instances of the app on one Redis.
+    apps = await Promise.all([0, 1, 2].map(() => createLockApp({ keyPrefix: prefix })));
+    rooms = apps.map((app) => app.get(WaitingRoomService));
+    redis = redisClient();
+  });
+  afterAll(async () => {
+    await Promise.all(apps.map((app) => app.close()));
+    redis.disconnect();
+  });
+
+  it('join is idempotent: a visitor that comes back keeps its place, on any instance', async () => {
+    await rooms[0].open('held', { admitPerSecond: 0, passTtlMs: 60_000 });
+    await joinInTurn(rooms, 'held', ['ann', 'bob', 'cid']);
+    expect(await rooms[2].join('held', 'bob')).toEqual({
+      admitted: false,
+      position: 2,
+      etaMs: null,
+      passExpiresInMs: 0,
+    });
+    expect((await rooms[1].join('held', 'ann')).position).toBe(1);
+    expect((await rooms[0].join('held', 'cid')).position).toBe(3);
+    expect((await rooms[0].join('held', 'dan')).position).toBe(4);
+    expect(await redis.zcard(roomKeys(prefix, 'held').line)).toBe(4);
+    expect(await rooms[0].hasPass('held', 'ann')).toBe(false);
+  });
+
+  it('admits at once when nobody is ahead, then one per 1000 / admitPerSecond ms, with the ETA', async () => {
+    await rooms[0].open('quiet', { admitPerSecond: 2, passTtlMs: 60_000 });
+    const first = await rooms[0].join('quiet', 'ann');
+    expect(first.admitted).toBe(true);
+    expect(first.passExpiresInMs).toBeGreaterThan(59_000);
+    expect(await rooms[1].hasPass('quiet', 'ann')).toBe(true);
+    const before = Date.now();
+    const second = await rooms[1].join('quiet', 'bob');
+    const third = await rooms[2].join('quiet', 'cid');
+    const between = Date.now() - before;
+    expect(second).toMatchObject({ admitted: false, position: 1 });
+    expect(third).toMatchObject({ admitted: false, position: 2 });
+    // One interval (500 ms) per visitor ahead, less the time between the two answers.
+    expect(third.etaMs! - second.etaMs!).toBeGreaterThanOrEqual(500 - between - 1);
+    expect(third.etaMs! - second.etaMs!).toBeLessThanOrEqual(501);
+  });
+
+  it('admits FIFO by join across 3 instances: 0 inversions, each waiter resolved admitted', async () => {
+    const passTtlMs = 60_000;
+    await rooms[0].open('fifo', { admitPerSecond: 40, passTtlMs });
+    // Held first so that everyone is in line before the first admission.
+    await rooms[0].open('fifo', { admitPerSecond: 0, passTtlMs });
+    const visitors = Array.from({ length: 60 }, (_, i) => `v${i}`);
+    await joinInTurn(rooms, 'fifo', visitors);
+    const order: string[][] = [[], [], []];
+    const waits = visitors.map((v, i) =>
+      rooms[i % 3].wait('fifo', v, { waitMs: 30_000 }).then((s) => {
+        order[i % 3].push(v);
+        return s;
+      }),
+    );
+    await waitFor(
+      '60 parked visitors',
+      () => rooms.reduce((n, r) => n + r.localWaiters('fifo'), 0) === 60,
+    );
+    await rooms[1].open('fifo', { admitPerSecond: 40, passTtlMs });
+    const statuses = await Promise.all(waits);
+    expect(statuses.every((s) => s.admitted && s.position === 0)).toBe(true);
+    // Each instance heard of its visitors in join order…
+    for (let k = 0; k < 3; k++) expect(order[k]).toEqual(visitors.filter((_, i) => i % 3 === k));
+    // …and Redis admitted them in join order.
+    const times = await admissionTimes(redis, prefix, 'fifo', visitors, passTtlMs);
+    expect(times.every((t) => t !== undefined)).toBe(true);
+    expect(inversions(times as number[])).toBe(0);
+    // At 40 a second, 60 visitors take at least 59 intervals of 25 ms (Redis time).
+    expect(times[59]! - times[0]!).toBeGreaterThanOrEqual(59 * 25 - 1);
+  });
+
+  it('takes a rate change live, for every instance: a held line starts moving, places kept', async () => {
+    await rooms[0].open('live', { admitPerSecond: 0, passTtlMs: 60_000 });
+    const visitors = ['a', 'b', 'c', 'd', 'e'];
+    await joinInTurn(rooms, 'live', visitors);
+    const progress: WaitingRoomStatus[] = [];
+    const waits = visitors.map((v, i) =>
+      rooms[i % 3].wait('live', v, {
+        waitMs: 30_000,
+        onProgress: v === 'e' ? (s) => progress.push(s) : undefined,
+      }),
+    );
+    await waitFor(
+      '5 parked visitors',
+      () => rooms.reduce((n, r) => n + r.localWaiters('live'), 0) === 5,
+    );
+    // A settings change that keeps the room held: places are kept, nobody admitted.
+    await rooms[2].open('live', { admitPerSecond: 0, passTtlMs: 30_000 });
+    expect((await rooms[0].join('live', 'c')).position).toBe(3);
+    expect(await rooms[0].hasPass('live', 'a')).toBe(false);
+    await rooms[2].open('live', { admitPerSecond: 1_000, passTtlMs: 30_000 });
+    const statuses = await Promise.all(waits);
+    expect(statuses.map((s) => s.admitted)).toEqual([true, true, true, true, true]);
+    expect(statuses.every((s) => s.passExpiresInMs <= 30_000)).toBe(true);
+    expect(progress.every((s) => !s.admitted)).toBe(true);
+  });
+
+  it('drops a visitor not seen for absentMs; parked visitors keep their places', async () => {
+    await rooms[0].open('absent', { admitPerSecond: 0, passTtlMs: 60_000, absentMs: 3_000 });
+    await rooms[0].join('absent', 'gone');
+    const controller = new AbortController();
+    const parked = ['stay1', 'stay2'].map((v, i) =>
+      rooms[i + 1].wait('absent', v, { waitMs: 30_000, signal: controller.signal }).catch((e) => e),
+    );
+    const { line } = roomKeys(prefix, 'absent');
+    await waitFor(
+      'the absent visitor dropped',
+      async () => (await redis.zscore(line, 'gone')) === null,
+      10_000,
+      100,
+    );
+    expect(await redis.zrange(line, 0, -1)).toEqual(['stay1', 'stay2']);
+    expect((await rooms[0].join('absent', 'stay1')).position).toBe(1);
+    // Coming back after its place was lost: the end of the line.
+    expect((await rooms[0].join('absent', 'gone')).position).toBe(3);
+    controller.abort();
+    await Promise.all(parked);
+  });
+
+  it('drops the visitors of an instance whose lease ran out (crashed); their waits end with WaitingRoomPlaceLostError', async () => {
+    await rooms[0].open('crash', { admitPerSecond: 0, passTtlMs: 60_000, absentMs: 3_000 });
+    await rooms[0].join('crash', 'elsewhere');
+    const lost = ['c1', 'c2'].map((v) =>
+      rooms[1].wait('crash', v, { waitMs: 30_000 }).catch((e) => e),
+    );
+    await waitFor('2 parked visitors', () => rooms[1].localWaiters('crash') === 2);
+    const { leases, line } = roomKeys(prefix, 'crash');
+    // The instance stops renewing as if it had crashed: its lease is found expired.
+    const [instance] = await redis.zrange(leases, 0, -1);
+    await redis.zadd(leases, 1, instance);
+    await rooms[2].join('crash', 'later');
+    expect(await redis.zrange(line, 0, -1)).toEqual(['elsewhere', 'later']);
+    for (const err of await Promise.all(lost)) {
+      expect(err).toBeInstanceOf(WaitingRoomPlaceLostError);
+      expect(err.message).toMatch(/lost its place/);
+    }
+  });
+
+  it('gives passes valid passTtlMs; an expired pass is gone and its visitor joins again at the end', async () => {
+    await rooms[0].open('ttl', { admitPerSecond: 0, passTtlMs: 300 });
+    await joinInTurn(rooms, 'ttl', ['p1', 'p2']);
+    await rooms[0].open('ttl', { admitPerSecond: 1_000, passTtlMs: 300 });
+    const admitted = await rooms[0].wait('ttl', 'p1', { waitMs: 10_000 });
+    expect(admitted.passExpiresInMs).toBeLessThanOrEqual(300);
+    expect(await rooms[1].hasPass('ttl', 'p1')).toBe(true);
+    await waitFor(
+      'the pass to expire',
+      async () => !(await rooms[2].hasPass('ttl', 'p1')),
+      5_000,
+      20,
+    );
+    await rooms[0].open('ttl', { admitPerSecond: 0, passTtlMs: 300 });
+    await rooms[0].join('ttl', 'p3');
+    // p2 may still be in line (the room held again right after p1's turn): p1 is last either way.
+    const back = await rooms[0].join('ttl', 'p1');
+    const line = await redis.zrange(roomKeys(prefix, 'ttl').line, 0, -1);
+    expect(back).toMatchObject({ admitted: false, position: line.length });
+    expect(line.slice(-2)).toEqual(['p3', 'p1']);
+    // Nothing of the passes is left once they all expired.
+    await waitFor(
+      'the passes key to expire',
+      async () => (await redis.exists(roomKeys(prefix, 'ttl').passes)) === 0,
+      5_000,
+      20,
+    );
+  });
+
+  it('wait: times out with the position, keeps the place; an aborted wait rejects with the reason', async () => {
+    await rooms[0].open('timeout', { admitPerSecond: 0, passTtlMs: 60_000 });
+    await rooms[0].join('timeout', 'first');
+    const err = await rooms[1].wait('timeout', 'second', { waitMs: 50 }).catch((e) => e);
+    expect(err).toBeInstanceOf(WaitingRoomTimeoutError);
+    expect(err).toMatchObject({ room: 'timeout', visitorId: 'second', position: 2 });
+    expect(err.message).toMatch(/'second' not admitted within 50 ms; it is number 2/);
+    const controller = new AbortController();
+    const aborted = rooms[1]
+      .wait('timeout', 'second', { waitMs: 10_000, signal: controller.signal })
+      .catch((e) => e);
+    await waitFor('a parked visitor', () => rooms[1].localWaiters('timeout') === 1);
+    controller.abort(new Error('page closed'));
+    expect((await aborted).message).toBe('page closed');
+    expect(rooms[1].localWaiters('timeout')).toBe(0);
+    expect((await rooms[0].join('timeout', 'second')).position).toBe(2);
+    // Aborted while it joins: it ends, unparked, and the instance keeps no watch of the room.
+    const early = new AbortController();
+    const abortedEarly = rooms[2].wait('timeout', 'third', {
+      waitMs: 10_000,
+      signal: early.signal,
+    });
+    early.abort(new Error('gone at once'));
+    await expect(abortedEarly).rejects.toThrow('gone at once');
+    expect(rooms[2].localWaiters('timeout')).toBe(0);
+    const { parkedBy } = roomKeys(prefix, 'timeout');
+    await waitFor('the visitor unparked', async () => (await redis.hlen(parkedBy)) === 0);
+    expect((await rooms[0].join('timeout', 'third')).position).toBe(3);
+  });
+
+  it('refuses bad input with typed errors naming it', async () => {
+    await expect(rooms[0].join('never-opened', 'x')).rejects.toThrow(WaitingRoomNotOpenError);
+    await expect(rooms[0].join('never-opened', 'x')).rejects.toThrow(/'never-opened' is not open/);
+    const bad: Array<[unknown, string]> = [
+      [{ admitPerSecond: -1, passTtlMs: 1 }, 'admitPerSecond'],
+      [{ admitPerSecond: Number.NaN, passTtlMs: 1 }, 'admitPerSecond'],
+      [{ admitPerSecond: '5', passTtlMs: 1 }, 'admitPerSecond'],
+      [{ admitPerSecond: 1, passTtlMs: 0 }, 'passTtlMs'],
+      [{ admitPerSecond: 1, passTtlMs: 1, absentMs: 10 }, 'absentMs'],
+      [{ admitPerSecond: 1, passTtlMs: 1, rate: 3 }, 'options.rate'],
+    ];
+    for (const [options, option] of bad) {
+      const e = await rooms[0].open('bad', options as never).catch((x) => x);
+      expect(e).toBeInstanceOf(RedisLockOptionsError);
+      expect(e.option).toBe(option);
+    }
+    await expect(rooms[0].join('', 'x')).rejects.toThrow(LockKeyError);
+    await expect(rooms[0].join('held', '')).rejects.toThrow(/visitor id must not be empty/);
+    await expect(rooms[0].hasPass('held', 42 as never)).rejects.toThrow(LockKeyError);
+    await expect(rooms[0].wait('held', 'ann', { waitMs: -1 })).rejects.toThrow(/'waitMs'/);
+    expect(await redis.exists(roomKeys(prefix, 'bad').settings)).toBe(0);
+  });
+});
