@@ -23,6 +23,8 @@ export interface BenchConfig {
   readonly roundTripProbeMs: number;
   /** Concurrent loops of the parallel shape. */
   readonly parallelLoops: number;
+  /** Distinct keys each locked and released once by the distinct-keys shape. */
+  readonly distinctKeys: number;
   /** OS processes of the contended shape. */
   readonly contendedProcesses: number;
   /** How long the contended shape runs, in ms. */
@@ -123,6 +125,7 @@ export const FULL_CONFIG: BenchConfig = {
   jitWarmupMs: 1_000,
   roundTripProbeMs: 300,
   parallelLoops: 64,
+  distinctKeys: 20_000,
   contendedProcesses: 8,
   contendedMs: 4_000,
   holdMs: 1,
@@ -171,6 +174,7 @@ export const QUICK_CONFIG: BenchConfig = {
   throughputMs: 300,
   warmupPairs: 50,
   jitWarmupMs: 400,
+  distinctKeys: 2_000,
   contendedMs: 1_000,
   handoffRounds: 8,
   handoffDelayMs: [20, 60],

@@ -192,14 +192,19 @@ async function main(): Promise<void> {
   if (queueMissing) skipped.push(`queue shapes: ${queueMissing}`);
   if (filtered) skipped.push(filtered);
   try {
+    // Only when a selected shape runs in them (`--shapes serial,distinct-keys` needs none).
+    const childShapes = [shapes.contended, shapes.handoff, shapes.wake, ...shapes.crowd];
+    const needsChildren =
+      runLocks && [...childShapes, ...shapes.parked].some((s) => shapeSelected(filter, s.id));
     const machine = await machineInfo(server.url);
     console.log(
       `bench (${config.mode}): redis ${machine.redis} on ${server.url}, ${machine.cpus} CPUs, ` +
-        `load ${machine.loadAverage.join(' ')}; starting ${config.contendedProcesses} child processes`,
+        `load ${machine.loadAverage.join(' ')}; starting ` +
+        `${needsChildren ? config.contendedProcesses : 'no'} child processes`,
     );
     // Started together: each compiles the library (ts-node), which on 2 cores takes seconds; one
     // after the other, 8 of them were the quick run's longest step.
-    if (runLocks) {
+    if (needsChildren) {
       const started = Array.from({ length: config.contendedProcesses }, (_, i) =>
         BenchChild.start(i),
       );
@@ -209,7 +214,7 @@ async function main(): Promise<void> {
       const failed = outcomes.find((o) => o.status === 'rejected');
       if (failed) throw (failed as PromiseRejectedResult).reason;
     }
-    if (runLocks) {
+    if (needsChildren) {
       await checkSharedClock(children[0]);
       await checkSharedClock(children[1]);
     }

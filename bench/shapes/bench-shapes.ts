@@ -5,7 +5,12 @@ import { contendedShape } from './contended.shape';
 import { crowdShape } from './crowd.shape';
 import { flashSaleShape } from './flash-sale.shape';
 import { handoffShape } from './handoff.shape';
-import { parallelShape, serialShape } from './lock-throughput.shape';
+import {
+  distinctKeysShape,
+  parallelShape,
+  serialShape,
+  type DistinctKeysShape,
+} from './lock-throughput.shape';
 import { parkedShape } from './parked.shape';
 import { physicalFloorShape, type FloorProbe } from './physical-floor.shape';
 import { drainShape, enqueueShape, groupsShape, rateLimitedShape } from './queue.shape';
@@ -20,6 +25,8 @@ export interface BenchShapes {
   readonly floor: Shape<FloorProbe>;
   readonly serial: Shape<LockLibrary>;
   readonly parallel: Shape<LockLibrary>;
+  /** Many distinct keys locked once each: what stays in Redis per key. */
+  readonly distinctKeys: DistinctKeysShape;
   readonly contended: Shape<LockLibrary>;
   readonly handoff: Shape<LockLibrary>;
   /** A parked waiter woken by a release in another process, next to the pub/sub floor. */
@@ -50,6 +57,7 @@ export interface BenchShapes {
 /** The shapes of a run with `config`. */
 export function benchShapes(config: BenchConfig): BenchShapes {
   const parallel = parallelShape(config);
+  const distinctKeys = distinctKeysShape(config);
   const contended = contendedShape(config);
   const handoff = handoffShape(config);
   const wake = wakeShape(config);
@@ -59,12 +67,13 @@ export function benchShapes(config: BenchConfig): BenchShapes {
     floor: physicalFloorShape,
     serial: serialShape,
     parallel,
+    distinctKeys,
     contended,
     handoff,
     wake,
     crowd,
     parked,
-    lock: [serialShape, parallel, contended, handoff, wake, ...crowd, ...parked],
+    lock: [serialShape, parallel, distinctKeys, contended, handoff, wake, ...crowd, ...parked],
     semaphore: semaphoreShape(config),
     flashSale: flashSaleShape(config),
     enqueue: enqueueShape(config),

@@ -1,9 +1,11 @@
+import { Redis } from 'ioredis';
 import type { LockLibrary } from '../adapters/lock-adapter';
 import type { BenchConfig } from '../bench-config';
 import { CpuMeter } from '../support/cpu-meter';
 import { monotonicMs } from '../support/monotonic-clock';
 import { requestCount } from '../support/request-counter';
 import { ioredisRoundTripMs } from '../support/round-trip-probe';
+import { uncountedClient } from '../support/request-counter';
 import { benchKey, type Metrics, type Shape, type ShapeContext } from './shape';
 
 /**
@@ -77,5 +79,72 @@ export function parallelShape(config: BenchConfig): Shape<LockLibrary> {
     id: `parallel-${loops}`,
     title: `parallel-${loops}: ${loops} concurrent loops in one process, ${loops} distinct keys`,
     run: (library, ctx) => measurePairs('parallel', loops, library, ctx, false),
+  };
+}
+
+/** Bytes the redis-server holds for data (`INFO memory` used_memory) and its number of keys. */
+async function redisFootprint(url: string): Promise<{ bytes: number; keys: number }> {
+  const client = uncountedClient(new Redis(url));
+  try {
+    const info = await client.info('memory');
+    const bytes = Number(/used_memory:(\d+)/.exec(info)?.[1] ?? NaN);
+    return { bytes, keys: await client.dbsize() };
+  } finally {
+    client.disconnect();
+  }
+}
+
+/** The distinct-keys shape, with the number of keys it locks. */
+export interface DistinctKeysShape extends Shape<LockLibrary> {
+  readonly keys: number;
+}
+
+/**
+ * Shape 3: `config.distinctKeys` distinct keys, each acquired and released once by
+ * `config.parallelLoops` concurrent loops (a route locking per order id). What Redis still holds
+ * afterwards, per distinct key: `keysLeftPer1000` and `bytesLeftPerKey` (`used_memory` after the
+ * loops minus before them, the warm-up's keys already counted in before); and what the pairs
+ * cost: `pairsPerSec`, `requestsPerPair`, `clientCpuUsPerPair`, `redisCpuUsPerPair`.
+ */
+export function distinctKeysShape(config: BenchConfig): DistinctKeysShape {
+  const keys = config.distinctKeys;
+  return {
+    id: 'distinct-keys',
+    keys,
+    title:
+      `distinct-keys: ${keys.toLocaleString('en-US')} distinct keys, each locked and released ` +
+      `once (${config.parallelLoops} loops): what stays in Redis`,
+    run: async (library, ctx) => {
+      const adapter = await library.create(ctx.url);
+      try {
+        const base = benchKey('distinct', library.id, ctx.round);
+        const pair = async (key: string) => adapter.release(await adapter.acquire(key));
+        for (let i = 0; i < ctx.config.warmupPairs; i++) await pair(`${base}:warm-up:${i}`);
+        const before = await redisFootprint(ctx.url);
+        const meter = await CpuMeter.start(ctx.url);
+        const requestsBefore = requestCount();
+        const started = monotonicMs();
+        let next = 0;
+        await Promise.all(
+          Array.from({ length: ctx.config.parallelLoops }, async () => {
+            while (next < keys) await pair(`${base}:${next++}`);
+          }),
+        );
+        const elapsedMs = monotonicMs() - started;
+        const requests = requestCount() - requestsBefore;
+        const cpu = await meter.stop();
+        const after = await redisFootprint(ctx.url);
+        return {
+          pairsPerSec: (keys / elapsedMs) * 1000,
+          requestsPerPair: requests / keys,
+          clientCpuUsPerPair: cpu.clientUs / keys,
+          redisCpuUsPerPair: cpu.redisUs / keys,
+          keysLeftPer1000: ((after.keys - before.keys) / keys) * 1000,
+          bytesLeftPerKey: (after.bytes - before.bytes) / keys,
+        };
+      } finally {
+        await adapter.close();
+      }
+    },
   };
 }

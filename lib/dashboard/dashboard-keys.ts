@@ -28,7 +28,7 @@ export function throughputKey(prefix: string, queue: string): string {
 
 /**
  * The lock name whose value key is `key` (`<prefix>lock:<encodeKeyName(name)>`); `undefined` for
- * the lock's other string key (`...:fence`) and for keys no lock name has.
+ * keys no lock name has.
  */
 export function lockNameOf(prefix: string, key: string): string | undefined {
   return decodeKeyName(key.slice(prefix.length + 'lock:'.length));

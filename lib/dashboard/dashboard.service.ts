@@ -59,7 +59,7 @@ export interface DashboardLock {
   owner?: string;
   /** The holder's remaining TTL in ms. */
   ttlMs?: number;
-  /** The lock's fence counter (the latest fenced acquisition's fence). */
+  /** The lock's fence counter (`LockInspection.fence`: at least the holder's fence). */
   fence?: number;
   /** When this dashboard instance first saw the lock held by this owner (epoch ms). */
   seenSince: number;
@@ -194,7 +194,7 @@ export interface DashboardOverview {
 /** Reads what the dashboard shows, and runs its actions through `QueueService`. */
 @Injectable()
 export class DashboardService {
-  /** `key \0 owner \0 fence` -> first seen (held locks of the last refresh only). */
+  /** `key \0 owner \0 since` -> first seen (held locks of the last refresh only). */
   private seen = new Map<string, number>();
   /** Queue name -> when the scan last found it. */
   private readonly queuesSeen = new Map<string, number>();
@@ -274,7 +274,7 @@ export class DashboardService {
         lock.owner ??
         (lock.sharedHolders &&
           `shared: ${lock.sharedHolders.map((h) => h.owner ?? '?').join(', ')}`);
-      const id = `${lock.key}\0${owner ?? ''}\0${lock.fence ?? ''}`;
+      const id = `${lock.key}\0${owner ?? ''}\0${lock.since ?? ''}`;
       const since = this.seen.get(id) ?? now;
       seen.set(id, since);
       items.push({

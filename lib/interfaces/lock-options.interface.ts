@@ -50,8 +50,9 @@ export interface LockOptions {
    */
   fair?: boolean;
   /**
-   * Keep a per-key counter and return its new value as `lock.fence` on every acquisition.
-   * The counter is one small Redis key per distinct lock name that never expires.
+   * Return a fencing token as `lock.fence` on every acquisition: strictly rising from grant to
+   * grant of one lock. It comes from one counter per server (Cluster: per hash slot) shared by
+   * every lock, so it costs one small Redis key in all, not one per lock name (docs/locks.md).
    * @default true
    */
   fencing?: boolean;

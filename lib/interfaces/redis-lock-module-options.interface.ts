@@ -194,7 +194,7 @@ export interface RedisLockModuleOptions {
   retryIntervalMs?: number;
   /** Default fairness (FIFO line with direct handoff). @default true */
   fair?: boolean;
-  /** Default fencing (per-key counter returned as `lock.fence`). @default true */
+  /** Default fencing (`lock.fence`, from the server's fence counter). @default true */
   fencing?: boolean;
   /**
    * Default `waitForReplicas` of locks (Redis `WAIT` after acquire and extend); see `LockOptions`.
@@ -217,10 +217,10 @@ export interface RedisLockModuleOptions {
    */
   maxLocalHandoffs?: number;
   /**
-   * How long a lock's fence counter lives after it was created, in ms (at least 1000). A counter
-   * that is gone is created again starting at Redis `TIME` in microseconds, which is above every
-   * fence the old one handed out, so fences stay strictly increasing while counters of idle lock
-   * names disappear. This rests on Redis's clock (the master's, also after a failover) never going
+   * How long a fence counter of the locks lives after it was created, in ms (at least 1000). A
+   * counter that is gone is created again starting at Redis `TIME` in microseconds, which is above
+   * every fence the old one handed out, so fences stay strictly increasing (one counter per server,
+   * on Cluster per hash slot, in quorum mode per lock). This rests on Redis's clock (the master's, also after a failover) never going
    * back by more than `fenceTtlMs`; see docs/locks.md.
    * @default 3600000 (one hour)
    */

@@ -30,8 +30,14 @@ export interface LockInspection {
   /** When held: the lock's remaining TTL in ms. */
   readonly ttlMs?: number;
   /**
-   * The lock's fence counter: the fence of the latest acquisition with fencing (so the holder's,
-   * when it took the lock with fencing); absent when the counter does not exist.
+   * When held exclusively: when the holder asked for it (epoch ms, by its instance's clock), which
+   * tells one holding from the next.
+   */
+  readonly since?: number;
+  /**
+   * The fence counter this lock uses, shared with the other locks of its server (on Cluster, of its
+   * hash slot): the latest fence handed out there, so at least the holder's fence when it took the
+   * lock with fencing; absent when the counter does not exist (docs/locks.md, "Fences").
    */
   readonly fence?: number;
   /** Waiting instances in order, live entries only (at most 100). */

@@ -72,7 +72,10 @@ export class LockInspector {
     return {
       key: name,
       held: token !== undefined,
-      ...(holder !== undefined && { owner: owners.get(tokenTag(holder)) }),
+      ...(holder !== undefined && {
+        owner: owners.get(tokenTag(holder)),
+        since: tokenTime(holder),
+      }),
       ...(token !== undefined && { ttlMs: Number(pttl) >= 0 ? Number(pttl) : undefined }),
       ...(holders.length > 0 && {
         sharedHolders: holders.map((t) => ({

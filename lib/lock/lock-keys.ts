@@ -1,18 +1,21 @@
 import { LockKeyError } from '../errors/lock-key.error';
 import { describeValue } from '../errors/describe-value';
-import { clusterKeySlot } from '../redis/cluster-slot';
+import { clusterKeySlot, slotTag } from '../redis/cluster-slot';
 import { taggedKey } from '../redis/tagged-key';
 
 /** Longest lock name accepted, in bytes (UTF-8). */
 export const MAX_KEY_BYTES = 512;
 
-/** The Redis keys and channel of one lock; all share one hash tag, so one Cluster slot. */
+/**
+ * The Redis keys and channel of one lock; all share one Cluster slot (the fence counter by a hash
+ * tag of that slot, the others by the lock's own tag).
+ */
 export interface LockRedisKeys {
   /** The lock name as the user gave it. */
   name: string;
   /** String holding the owner's token, with the lock's TTL. */
   value: string;
-  /** Fencing counter (never expires). */
+  /** Fence counter (`FenceScope`); lives `fenceTtlMs` after its creation. */
   fence: string;
   /** ZSET: fair waiters in arrival order. */
   line: string;
@@ -60,15 +63,29 @@ export function checkLockNames(key: unknown): string[] {
 }
 
 /**
+ * Which fence counter a lock uses (docs/locks.md, "Fences"): `'server'` one per key prefix on the
+ * server (`<prefix>lock-fence`), `'slot'` on Cluster one per prefix and hash slot
+ * (`<prefix>lock-fence:{<slot tag>}`, in the lock's slot), so that counters do not grow with the
+ * number of lock names; `'lock'` one per lock (`<value key>:fence`), for quorum mode, whose
+ * write-back (`quorum-raise-fence.lua`) is refused by a counter that moved meanwhile.
+ */
+export type FenceScope = 'server' | 'slot' | 'lock';
+
+/**
  * Keys of lock `name`: `<prefix>lock:{<name>}` and suffixes of it (`encodeKeyName`). A name that
  * already has a `{tag}` keeps it (`<prefix>lock:<name>{}`), so that locks sharing a tag share a
- * Cluster slot (needed for multi-key locks); no name's keys can be another name's keys.
+ * Cluster slot (needed for multi-key locks); no name's keys can be another name's keys. `fences`:
+ * which fence counter it uses.
  */
-export function lockRedisKeys(prefix: string, name: string): LockRedisKeys {
-  const id = `${prefix}\0${name}`;
+export function lockRedisKeys(
+  prefix: string,
+  name: string,
+  fences: FenceScope = 'server',
+): LockRedisKeys {
+  const id = `${fences}\0${prefix}\0${name}`;
   const cached = KEYS_CACHE.get(id);
   if (cached) return cached;
-  const keys = makeLockRedisKeys(prefix, name);
+  const keys = makeLockRedisKeys(prefix, name, fences);
   if (KEYS_CACHE.size >= KEYS_CACHED) KEYS_CACHE.delete(KEYS_CACHE.keys().next().value as string);
   KEYS_CACHE.set(id, keys);
   return keys;
@@ -78,17 +95,25 @@ export function lockRedisKeys(prefix: string, name: string): LockRedisKeys {
 const KEYS_CACHED = 1_000;
 const KEYS_CACHE = new Map<string, LockRedisKeys>();
 
-function makeLockRedisKeys(prefix: string, name: string): LockRedisKeys {
+function makeLockRedisKeys(prefix: string, name: string, fences: FenceScope): LockRedisKeys {
   const value = taggedKey(prefix, 'lock', name);
   return {
     name,
     value,
-    fence: `${value}:fence`,
+    fence:
+      fences === 'lock'
+        ? `${value}:fence`
+        : lockFenceKey(prefix, fences === 'slot' ? clusterKeySlot(value) : undefined),
     line: `${value}:line`,
     entries: `${value}:entries`,
     channel: `${value}:released`,
     shared: `${value}:shared`,
   };
+}
+
+/** The fence counter of the locks of `prefix`: the server's (`slot` undefined) or slot `slot`'s. */
+export function lockFenceKey(prefix: string, slot?: number): string {
+  return slot === undefined ? `${prefix}lock-fence` : `${prefix}lock-fence:{${slotTag(slot)}}`;
 }
 
 /**

@@ -11,8 +11,16 @@ const LINE = [FENCE_COUNTER_PRELUDE, LINE_PRELUDE, file('hand-over')];
 
 /** The lock's Lua scripts, read once per process. */
 export const LOCK_SCRIPTS = {
-  acquire: new LuaScript('lock acquire', file('acquire'), ...LINE),
-  release: new LuaScript('lock release', file('release'), ...LINE),
+  // The fast paths come before the helpers they do not need: a call they answer sets none up.
+  acquire: new LuaScript(
+    'lock acquire',
+    file('acquire'),
+    FENCE_COUNTER_PRELUDE,
+    file('acquire-fast'),
+    LINE_PRELUDE,
+    file('hand-over'),
+  ),
+  release: new LuaScript('lock release', file('release'), file('release-fast'), ...LINE),
   extend: new LuaScript('lock extend', file('extend')),
   extendOrRelock: new LuaScript('lock extend-or-relock', file('extend-or-relock')),
   quorumAcquire: new LuaScript('lock quorum-acquire', file('quorum-acquire'), ...LINE),

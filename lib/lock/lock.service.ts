@@ -29,7 +29,7 @@ import { LockCohorts } from './lock-cohorts';
 import { LockHandles } from './lock-handles';
 import type { LockInspection } from './lock-inspection';
 import { LockInspector } from './lock-inspector';
-import { checkLockNames, lockRedisKeys, type LockRedisKeys } from './lock-keys';
+import { checkLockNames, lockRedisKeys, type FenceScope, type LockRedisKeys } from './lock-keys';
 import type { LockStore } from './lock-store';
 import { tokenMaker } from './lock-tokens';
 import { QuorumLockStore } from './quorum-lock-store';
@@ -64,6 +64,8 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown {
   private readonly handles: LockHandles;
   /** How acquisitions run, up to the grant (lock-acquirer.ts). */
   private readonly acquirer: LockAcquirer;
+  /** Which fence counter the locks use (lock-keys.ts). */
+  private readonly fences: FenceScope;
 
   constructor(
     private readonly connection: RedisLockConnection,
@@ -71,6 +73,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown {
     readonly events: RedisLockEvents = new RedisLockEvents(),
   ) {
     this.defaults = connection.options.lock;
+    this.fences = connection.nodes.length > 0 ? 'lock' : connection.isCluster ? 'slot' : 'server';
     this.store =
       connection.nodes.length > 0
         ? new QuorumLockStore(connection.nodes, connection.options.clockDriftFactor)
@@ -275,14 +278,14 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown {
   /** Whether anyone holds the lock on `key` (checked in Redis; by a majority in quorum mode). */
   async isLocked(key: string, options?: Pick<LockOptions, 'keyPrefix'>): Promise<boolean> {
     const o = resolveLockOptions(this.defaults, options);
-    return this.store.isLocked(lockRedisKeys(o.keyPrefix, checkLockNames(key)[0]));
+    return this.store.isLocked(this.keysOf(o.keyPrefix, checkLockNames(key)[0]));
   }
 
   /**
    * @internal callers of this instance waiting in its local cohort for `key` (tests, inspection)
    */
   localWaiters(key: string, keyPrefix = this.defaults.keyPrefix): number {
-    return this.cohorts.waiting(lockRedisKeys(keyPrefix, key));
+    return this.cohorts.waiting(this.keysOf(keyPrefix, key));
   }
 
   /** Releases every lock this instance holds; resolves how many were still held. */
@@ -305,7 +308,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown {
     if (!this.store.lines) {
       throw new RedisLockOptionsError('nodes', '(quorum mode)', 'a single Redis for inspect()');
     }
-    return this.inspector.inspect(lockRedisKeys(o.keyPrefix, name), name, () =>
+    return this.inspector.inspect(this.keysOf(o.keyPrefix, name), name, () =>
       this.localWaiters(name, o.keyPrefix),
     );
   }
@@ -331,13 +334,18 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown {
     this.logger.warn(`${what}: ${err instanceof Error ? err.message : String(err)}`);
   }
 
+  /** The keys of lock `name`, with the fence counter of this connection's kind (`FenceScope`). */
+  private keysOf(prefix: string, name: string): LockRedisKeys {
+    return lockRedisKeys(prefix, name, this.fences);
+  }
+
   /** Validates the keys and options of a call (typed errors) and applies the defaults. */
   private resolve(
     key: string | string[],
     options: LockOptions | WithLockOptions | undefined,
   ): { o: ResolvedLockOptions; keys: LockRedisKeys[] } {
     const o = resolveLockOptions(this.defaults, options);
-    const keys = checkLockNames(key).map((name) => lockRedisKeys(o.keyPrefix, name));
+    const keys = checkLockNames(key).map((name) => this.keysOf(o.keyPrefix, name));
     if (o.mode === 'shared') this.shared.check(keys, o);
     else this.store.check(keys, o);
     return { o, keys };

@@ -17,6 +17,7 @@ import {
   RedisLockOptionsError,
   WithLock,
 } from '../../lib';
+import { lockRedisKeys } from '../../lib/lock/lock-keys';
 import { commandCalls, redisClient, uniquePrefix } from '../support/helpers';
 import { startRedisServer, type RedisServer } from '../support/redis-server';
 import {
@@ -574,11 +575,13 @@ describe(`Fault: bad input fuzz (fast-check, ${RUNS} runs per call family, profi
 
   describe('bugs this suite found (fixed)', () => {
     it('withLock with a callback that is not a function rejects with a typed error before taking the lock', async () => {
-      const fenceKey = `${prefix}lock:{not-a-function}:fence`;
+      const fenceKey = lockRedisKeys(prefix, 'not-a-function').fence;
+      const before = await redis.get(fenceKey);
       const err = await locks.withLock('not-a-function', undefined as never).catch((e) => e);
       expect(err).toBeInstanceOf(RedisLockOptionsError);
       // Was: TypeError 'fn is not a function', after the lock was taken (fence incremented).
-      expect(await redis.exists(fenceKey)).toBe(0);
+      expect(await redis.get(fenceKey)).toBe(before);
+      expect(await redis.exists(`${prefix}lock:{not-a-function}`)).toBe(0);
     });
 
     it('extend of a key this instance does not hold rejects an invalid TTL like extend of a held lock', async () => {

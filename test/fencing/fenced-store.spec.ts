@@ -162,7 +162,7 @@ describe('FencedStore', () => {
 
   describe('fences across a failover', () => {
     it('a fence counter that lost its last increments still hands out a higher fence', async () => {
-      const fenceKey = `${prefix}lock:{lost-incr}:fence`;
+      const { fence: fenceKey } = lockRedisKeys(prefix, 'lost-incr');
       const first = await locks.acquire('lost-incr');
       await first.release();
       const second = await locks.acquire('lost-incr');
@@ -180,7 +180,7 @@ describe('FencedStore', () => {
     });
 
     it('a counter ahead of the clock still rises by one (fences never repeat)', async () => {
-      const fenceKey = `${prefix}lock:{ahead}:fence`;
+      const { fence: fenceKey } = lockRedisKeys(prefix, 'ahead');
       const ahead = 8_000_000_000_000_000; // year 2223 in microseconds, below 2^53
       await redis.set(fenceKey, String(ahead), 'PX', 60_000);
       const lock = await locks.acquire('ahead');
@@ -197,6 +197,7 @@ describe('FencedStore', () => {
       const onReplica = await createLockApp({ redis: replica.url, commandTimeoutMs: 2_000 });
       const replicaClient = redisClient(replica.url);
       const masterStore = onMaster.get(FencedStore);
+      const { fence: fenceKey } = lockRedisKeys('', 'stock');
       try {
         const masterLocks = onMaster.get(LockService);
         const first = await masterLocks.acquire('stock');
@@ -205,7 +206,7 @@ describe('FencedStore', () => {
         await waitFor(
           'the replica to have the first fence',
           async () => {
-            return Number(await replicaClient.get('lock:{stock}:fence')) === first.fence;
+            return Number(await replicaClient.get(fenceKey)) === first.fence;
           },
           20_000,
         );
@@ -217,7 +218,7 @@ describe('FencedStore', () => {
           expect(await masterStore.write('stock', last, String(9 - i))).toBe(true);
           await last.release();
         }
-        expect(Number(await replicaClient.get('lock:{stock}:fence'))).toBe(first.fence);
+        expect(Number(await replicaClient.get(fenceKey))).toBe(first.fence);
         // The replica is promoted (it already answers writes): its next fence is above the
         // master's last, so the resource (which saw the master's writes) accepts it.
         const promoted = await onReplica.get(LockService).acquire('stock');

@@ -72,18 +72,34 @@ describe('LockService', () => {
       expect(second.fence).toBeGreaterThan(first.fence);
     });
 
-    it('fencing: false keeps no fence counter and reports fence 0', async () => {
+    it('fencing: false leaves the fence counter alone and reports fence 0', async () => {
+      const { fence } = lockRedisKeys(prefix, 'unfenced');
+      await redis.del(fence);
       const lock = await locks.acquire('unfenced', { fencing: false });
       expect(lock.fence).toBe(0);
       expect(lock.fences).toEqual([0]);
-      expect(await redis.exists(`${prefix}lock:{unfenced}:fence`)).toBe(0);
+      expect(await redis.exists(fence)).toBe(0);
       await lock.release();
       // The first fenced acquisition creates the counter, starting at Redis TIME in microseconds.
       const [seconds] = await redis.time();
       const fenced = await locks.acquire('unfenced');
       expect(fenced.fence).toBeGreaterThanOrEqual(Number(seconds) * 1e6);
-      expect(Number(await redis.get(`${prefix}lock:{unfenced}:fence`))).toBe(fenced.fence);
+      expect(Number(await redis.get(fence))).toBe(fenced.fence);
       await fenced.release();
+    });
+
+    it('distinct lock names share one fence counter: nothing is left per name once released', async () => {
+      const names = Array.from({ length: 300 }, (_, i) => `distinct:${i}`);
+      let last = 0;
+      for (const name of names) {
+        const lock = await locks.acquire(name);
+        expect(lock.fence).toBeGreaterThan(last);
+        last = lock.fence;
+        await lock.release();
+      }
+      expect(await redis.keys(`${prefix}lock:{distinct:*`)).toEqual([]);
+      expect(lockRedisKeys(prefix, names[0]).fence).toBe(`${prefix}lock-fence`);
+      expect(Number(await redis.get(`${prefix}lock-fence`))).toBe(last);
     });
 
     it('throws LockTimeoutError at once when held and waitMs is 0, naming key and holder TTL', async () => {

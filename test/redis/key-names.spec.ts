@@ -11,7 +11,7 @@ import {
 } from '../../lib';
 import { lockNameOf, queueNameOf, throughputKey } from '../../lib/dashboard/dashboard-keys';
 import { fencedRedisKey } from '../../lib/fencing/fenced-keys';
-import { lockRedisKeys } from '../../lib/lock/lock-keys';
+import { lockFenceKey, lockRedisKeys } from '../../lib/lock/lock-keys';
 import { queueRedisKeys } from '../../lib/queue/queue-keys';
 import { scheduleRedisKeys } from '../../lib/queue/schedule/schedule-keys';
 import { clusterKeySlot } from '../../lib/redis/cluster-slot';
@@ -23,7 +23,9 @@ const PREFIX = 'p:';
 
 /** Every key (and channel) of every kind of object a caller can name `name`, by kind. */
 function keysByKind(name: string): Record<string, string[]> {
-  const { name: _l, ...lock } = lockRedisKeys(PREFIX, name);
+  // A lock's fence counter is shared with the other locks of its slot (lock-keys.ts): the
+  // property below checks that no name's key is one.
+  const { name: _l, fence: _f, ...lock } = lockRedisKeys(PREFIX, name, 'slot');
   const { name: _s, ...sem } = semaphoreRedisKeys(PREFIX, name);
   const { name: _q, ...queue } = queueRedisKeys(PREFIX, name);
   const schedules = scheduleRedisKeys(PREFIX, name);
@@ -68,12 +70,24 @@ describe('Redis keys of caller-chosen names', () => {
     );
   });
 
+  it('no name of any kind of object addresses a fence counter (fast-check)', () => {
+    fc.assert(
+      fc.property(name, (n) => {
+        const counters = [lockFenceKey(PREFIX), lockRedisKeys(PREFIX, n, 'slot').fence];
+        expect(counters.filter((k) => allKeys(n).has(k))).toEqual([]);
+      }),
+      { numRuns: 2_000 },
+    );
+  });
+
   it('the keys of one object share one Cluster slot; a {tag} in the name decides it (fast-check)', () => {
     fc.assert(
       fc.property(name, (n) => {
         for (const keys of Object.values(keysByKind(n))) {
           expect(new Set(keys.map(clusterKeySlot)).size).toBe(1);
         }
+        const lock = lockRedisKeys(PREFIX, n, 'slot');
+        expect(clusterKeySlot(lock.fence)).toBe(clusterKeySlot(lock.value));
         const tag = hashTagOf(n);
         if (tag !== undefined) {
           expect(clusterKeySlot(lockRedisKeys(PREFIX, n).value)).toBe(clusterKeySlot(`{${tag}}`));

@@ -12,7 +12,7 @@ import {
   RedisUnavailableError,
   type Lock,
 } from '../../lib';
-import { lockRedisKeys } from '../../lib/lock/lock-keys';
+import { lockFenceKey, lockRedisKeys } from '../../lib/lock/lock-keys';
 import { queueRedisKeys } from '../../lib/queue/queue-keys';
 import { toRedisError } from '../../lib/redis/bounded';
 import { clusterKeySlot } from '../../lib/redis/cluster-slot';
@@ -102,7 +102,7 @@ describe('Redis Cluster: 3 masters + 3 replicas, real redis-server processes', (
 
     it("puts every key of a lock and every key of a queue in its name's slot", async () => {
       for (const name of ['order:42', '{order:42}:a', 'x{', 'é{}b']) {
-        const l = lockRedisKeys(prefix, name);
+        const l = lockRedisKeys(prefix, name, 'slot');
         const q = queueRedisKeys(prefix, name);
         const slots = new Set<number>();
         for (const key of [l.value, l.fence, l.line, l.entries, l.channel]) {
@@ -115,6 +115,35 @@ describe('Redis Cluster: 3 masters + 3 replicas, real redis-server processes', (
         }
         expect(slots.size).toBe(1);
       }
+    });
+
+    it("addresses every slot's fence counter from that slot (all 16,384; 256 by CLUSTER KEYSLOT)", async () => {
+      const slots = Array.from({ length: 16_384 }, (_, slot) => slot);
+      const misplaced = slots.filter((slot) => clusterKeySlot(lockFenceKey(prefix, slot)) !== slot);
+      expect(misplaced).toEqual([]);
+      // clusterKeySlot is checked against CLUSTER KEYSLOT above; a sample of the keys directly.
+      for (const slot of slots.filter((s) => s % 64 === 0)) {
+        expect(await direct.cluster('KEYSLOT', lockFenceKey(prefix, slot))).toBe(slot);
+      }
+    });
+
+    it("distinct lock names leave only their slots' fence counters, and fences rise", async () => {
+      const names = Array.from({ length: 60 }, (_, i) => `slot-shared:${i}`);
+      for (const name of names) {
+        const lock = await locks.acquire(name);
+        expect(lock.fence).toBeGreaterThan(0);
+        await lock.release();
+        const again = await locks.acquire(name);
+        expect(again.fence).toBeGreaterThan(lock.fence);
+        await again.release();
+      }
+      const left: string[] = [];
+      for (const node of direct.nodes('master')) {
+        left.push(...(await node.keys(`${prefix}lock*`)));
+      }
+      const counters = new Set(names.map((n) => lockRedisKeys(prefix, n, 'slot').fence));
+      expect(left.filter((k) => k.includes('slot-shared'))).toEqual([]);
+      expect(left.filter((k) => counters.has(k)).sort()).toEqual([...counters].sort());
     });
 
     it('rejects a multi-key lock across slots with LockKeyError naming the keys and slots, and takes one with a common {tag}', async () => {

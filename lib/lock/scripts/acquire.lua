@@ -15,8 +15,7 @@
 --                         '0' does not wait ('0' and 'm' promise the token never joined a line)
 --                      4. mode: 'h' hand me the lock on release (fair), 'w' only wake me
 -- ARGV[4] entryTtl     ms a line entry stays live without being renewed (renew.lua)
--- ARGV[5] fenceTtl     ms a newly created fence counter lives (fence-counter.lua, put before this
---                      with lib/waiting/scripts/line.lua and hand-over.lua)
+-- ARGV[5] fenceTtl     ms a newly created fence counter lives (fence-counter.lua)
 --
 -- Returns {1, others, fence_1, ..., fence_n} when granted: others = 1 when other waiters are in
 --         the line of the (single) lock, fence 0 when fencing is off;
@@ -27,20 +26,9 @@
 --         blocking lock's line (processes waiting, an estimate's input).
 -- An entry is "deadlineMs:ttlMs:fencing:mode" so that release.lua can hand the lock over directly.
 -- The fast path (one free lock, nobody in line) is 4 commands: EXISTS line, SET NX, and the next
--- fence (nextFence: TIME, SET).
-
-local token = ARGV[1]
-
--- Fast path first, before this script's own locals and functions are set up: one lock, nobody
--- in its line, and the caller would not wait.
-local flags = ARGV[3]
-if #KEYS == 4 and string.sub(flags, 3, 3) == '0' and redis.call('EXISTS', KEYS[3]) == 0 then
-  if not redis.call('SET', KEYS[1], token, 'NX', 'PX', ARGV[2]) then
-    return {0, 0, redis.call('PTTL', KEYS[1]), 0}
-  end
-  if string.sub(flags, 1, 1) ~= '1' then return {1, 0, 0} end
-  return {1, 0, nextFence(KEYS[2], ARGV[5])}
-end
+-- fence (nextFence: TIME, SET). It is acquire-fast.lua, which comes before this file's helpers
+-- (lock-scripts.ts: fence-counter.lua, acquire-fast.lua, line.lua, hand-over.lua, this file) so
+-- that a call it answers does not set them up; it also defines `token` and `flags`, used here.
 
 local ttl = tonumber(ARGV[2])
 local fencingFlag = string.sub(flags, 1, 1)

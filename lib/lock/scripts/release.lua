@@ -3,7 +3,10 @@
 -- script ends and learns so from the message, which saves it a round trip and leaves no gap in
 -- which a newcomer could barge in; a non-fair one ('w' entry) is only woken to race for it. A lock
 -- without the mark has nobody waiting: it is deleted and nothing is published. (handOver is in
--- hand-over.lua, put before this with fence-counter.lua and lib/waiting/scripts/line.lua.)
+-- hand-over.lua, put before this with fence-counter.lua and lib/waiting/scripts/line.lua.) The
+-- fast path, one lock that nobody waits for, is release-fast.lua, put before all of them
+-- (lock-scripts.ts) so that a call it answers does not set them up; it defines `token` and
+-- `first` (the lock's value, when it read it) for this file.
 --
 -- KEYS, 5 per lock: value, fence, line, entries (as in acquire.lua), channel (pub/sub channel)
 -- ARGV[1] token
@@ -22,20 +25,6 @@
 -- {released, rejoined, fence, nowMs}: rejoined = 1 when the rejoin token stands in line, 2 when
 -- nobody else was waiting and it was granted the lock at once (then fence is its fence); nowMs
 -- dates a later handoff message to it.
-
-local token = ARGV[1]
-
--- Fast path first, before this script's own locals and functions are set up: one lock that
--- nobody waits for. Its value, read here, is not read again below.
-local first = nil
-if #KEYS == 5 and (ARGV[4] or '') == '' then
-  first = redis.call('GET', KEYS[1])
-  if first == token then
-    redis.call('DEL', KEYS[1])
-    return 1
-  end
-  if first ~= token .. '*' then return 0 end
-end
 
 local publish = ARGV[2] == '1' and 'SPUBLISH' or 'PUBLISH'
 local fenceTtl = tonumber(ARGV[3])

@@ -1,0 +1,14 @@
+-- The fast path of acquire.lua (see there for KEYS, ARGV and replies): one lock, nobody in its
+-- line, and the caller would not wait. Put after fence-counter.lua and before every other helper
+-- of acquire.lua (lock-scripts.ts), so that a call answered here sets up nothing else. Defines
+-- `token` and `flags` for acquire.lua.
+
+local token = ARGV[1]
+local flags = ARGV[3]
+if #KEYS == 4 and string.sub(flags, 3, 3) == '0' and redis.call('EXISTS', KEYS[3]) == 0 then
+  if not redis.call('SET', KEYS[1], token, 'NX', 'PX', ARGV[2]) then
+    return {0, 0, redis.call('PTTL', KEYS[1]), 0}
+  end
+  if string.sub(flags, 1, 1) ~= '1' then return {1, 0, 0} end
+  return {1, 0, nextFence(KEYS[2], ARGV[5])}
+end
