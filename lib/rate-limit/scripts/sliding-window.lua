@@ -2,29 +2,36 @@
 -- more units when those already in the window plus `cost` stay within `limit`, so no window of
 -- `windowMs` (on the Redis clock) ever admits more than `limit`. A refusal writes nothing.
 --
--- KEYS[1] log     ZSET: member "<call id>:<n>" -> time admitted (ms, Redis TIME, with µs)
+-- KEYS[1] log     ZSET: member "<call id>" (cost 1) or "<call id>:<n>" -> time admitted (ms,
+--                 Redis TIME, with µs)
 -- ARGV[1] limit   units per window (a positive integer)
 -- ARGV[2] window  windowMs
 -- ARGV[3] cost    units this call takes (1 .. limit)
--- ARGV[4] id      an id unique to this call (members of one call are "<id>:1" .. "<id>:<cost>")
+-- ARGV[4] id      an id unique to this call, without ':' (the members of a call of cost > 1
+--                 are "<id>:1" .. "<id>:<cost>")
 --
 -- Returns { allowed (1 or 0), remaining, retryAfterMs, resetMs }: remaining units now;
 -- retryAfterMs (refused) until `cost` units fit; resetMs until the window is empty.
 
 local limit, window, cost = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+local now, msDigits, frac = redisTimeMs() -- includes/redis-time.lua
 -- An entry admitted at s counts while now < s + window.
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+local bound = string.format('%d.%s', tonumber(msDigits) - window, frac)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', bound)
 local used = redis.call('ZCARD', KEYS[1])
 if used + cost <= limit then
-  local args = {}
-  for n = 1, cost do
-    args[2 * n - 1] = now
-    args[2 * n] = ARGV[4] .. ':' .. n
+  local at = msDigits .. '.' .. frac
+  if cost == 1 then
+    redis.call('ZADD', KEYS[1], at, ARGV[4])
+  else
+    local args = {}
+    for n = 1, cost do
+      args[2 * n - 1] = at
+      args[2 * n] = ARGV[4] .. ':' .. n
+    end
+    redis.call('ZADD', KEYS[1], unpack(args))
   end
-  redis.call('ZADD', KEYS[1], unpack(args))
-  redis.call('PEXPIRE', KEYS[1], window)
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return { 1, limit - used - cost, 0, window }
 end
 -- Refused: `cost` fits once the (used + cost - limit) oldest entries have left the window.

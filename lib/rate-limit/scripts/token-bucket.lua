@@ -11,8 +11,7 @@
 -- retryAfterMs (refused) until `cost` tokens are there; resetMs until the bucket is full.
 
 local limit, window, cost = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+local now, msDigits, frac = redisTimeMs() -- includes/redis-time.lua
 local rate = limit / window
 local stored = redis.call('HMGET', KEYS[1], 'tokens', 'at')
 local tokens = limit
@@ -26,6 +25,6 @@ if tokens < cost then
 end
 tokens = tokens - cost
 local reset = math.max(1, math.ceil((limit - tokens) / rate))
-redis.call('HSET', KEYS[1], 'tokens', string.format('%.17g', tokens), 'at', string.format('%.3f', now))
+redis.call('HSET', KEYS[1], 'tokens', string.format('%.17g', tokens), 'at', msDigits .. '.' .. frac)
 redis.call('PEXPIRE', KEYS[1], reset)
 return { 1, math.floor(tokens), 0, reset }
