@@ -4,7 +4,7 @@
  * (`process.cpuUsage()`), Redis CPU µs (`INFO cpu`) and the script's own µs per call
  * (`INFO commandstats`, reset before each target) per consume, over 1,000 keys at a limit every
  * call fits in (as bench/rate-limit.ts). Targets: a bare PING and a bare EVALSHA (the round-trip
- * floor any one-call-per-consume library pays), the library's scripts and the trimmed variants of
+ * floor any one-call-per-consume library pays), the library's script (one check per call) and the trimmed variants of
  * the sliding window in bench/rate-limit-variants/ called through ioredis alone (one change each),
  * rate-limiter-flexible's script the same way, and both libraries through their own API.
  *
@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import Redis from 'ioredis';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
 import { RateLimiterService } from '../lib';
-import { RATE_LIMIT_SCRIPTS } from '../lib/rate-limit/rate-limit-scripts';
+import { CONSUME_SCRIPT } from '../lib/rate-limit/rate-limit-scripts';
 import { startRedisServer } from '../scripts/redis-server';
 import { oursApp } from './adapters/ours-app';
 import { median } from './support/bench-stats';
@@ -80,8 +80,7 @@ async function main(): Promise<void> {
   for (const f of readdirSync(VARIANTS).filter((f) => f.endsWith('.lua'))) {
     await load(f.replace('.lua', ''), readFileSync(join(VARIANTS, f), 'utf8'));
   }
-  await load('ours: sliding-window.lua', RATE_LIMIT_SCRIPTS['sliding-window'].source);
-  await load('ours: token-bucket.lua', RATE_LIMIT_SCRIPTS['token-bucket'].source);
+  await load('ours: consume.lua', CONSUME_SCRIPT.source);
   const evalsha = (
     name: string,
     args: (i: number) => (string | number)[],
@@ -97,7 +96,13 @@ async function main(): Promise<void> {
     'EVALSHA, TIME only': evalsha('time-only', swArgs),
     'script: rate-limiter-flexible': (i) =>
       client.evalsha(shas.get('flexible')!, 1, `rlflx:user:${i % KEYS}`, 1, 60, LIMIT, 60),
-    'script: ours, sliding window': evalsha('ours: sliding-window.lua', swArgs),
+    'script: ours, sliding window': evalsha('ours: consume.lua', (i) => [
+      's',
+      LIMIT,
+      WINDOW_MS,
+      1,
+      `p${i.toString(36)}`,
+    ]),
     'variant: sliding window before (number args)': evalsha('sw-before', swArgs),
     'variant: no PEXPIRE': evalsha('sw-no-pexpire', swArgs),
     'variant: no ZREMRANGEBYSCORE': evalsha('sw-no-trim', swArgs),

@@ -4,10 +4,17 @@ import { Redis } from 'ioredis';
 import {
   LockKeyError,
   RateLimiterService,
+  RedisCommandError,
   RedisLockOptionsError,
   type RateLimitOptions,
 } from '../../lib';
-import { commandCalls, createLockApp, redisClient, uniquePrefix } from '../support/helpers';
+import {
+  commandCalls,
+  createLockApp,
+  redisClient,
+  scriptCalls,
+  uniquePrefix,
+} from '../support/helpers';
 import { startRedisServer } from '../support/redis-server';
 
 describe('RateLimiterService.consume', () => {
@@ -170,6 +177,62 @@ describe('RateLimiterService.consume', () => {
       await app.close();
       await server.stop();
     }
+  });
+
+  it('sends the consumes of one tick in one script call, each counted exactly as if alone, in call order (dedicated redis-server)', async () => {
+    const server = await startRedisServer();
+    const app = await createLockApp({ redis: server.url, keyPrefix: prefix });
+    const own = new Redis(server.url);
+    const isolated = app.get(RateLimiterService);
+    try {
+      await isolated.consume('warm-up', { limit: 1, windowMs: 1 });
+      await own.config('RESETSTAT');
+      const o = { limit: 10, windowMs: 60_000 };
+      const bucket: RateLimitOptions = { ...o, algorithm: 'token-bucket' };
+      const results = await Promise.all([
+        ...Array.from({ length: 30 }, () => isolated.consume('tick:a', o)),
+        isolated.consume('tick:b', { ...o, cost: 4 }),
+        ...Array.from({ length: 12 }, () => isolated.consume('tick:a', bucket)),
+      ]);
+      expect(await scriptCalls(own)).toBe(1);
+      const sliding = results.slice(0, 30);
+      expect(sliding.map((r) => r.allowed)).toEqual([
+        ...Array<boolean>(10).fill(true),
+        ...Array<boolean>(20).fill(false),
+      ]);
+      expect(sliding.slice(0, 10).map((r) => r.remaining)).toEqual([9, 8, 7, 6, 5, 4, 3, 2, 1, 0]);
+      expect(results[30]).toMatchObject({ allowed: true, remaining: 6 });
+      expect(results.slice(31).filter((r) => r.allowed)).toHaveLength(10);
+      expect(await own.zcard(`${prefix}rate:{tick:a}`)).toBe(10);
+      expect(await own.zcard(`${prefix}rate:{tick:b}`)).toBe(4);
+
+      // 150 at once: at most 64 checks per script call.
+      await own.config('RESETSTAT');
+      const many = await Promise.all(
+        Array.from({ length: 150 }, (_, i) => isolated.consume(`tick:${i % 7}`, o)),
+      );
+      expect(await scriptCalls(own)).toBe(3);
+      expect(many.filter((r) => r.allowed)).toHaveLength(70);
+    } finally {
+      own.disconnect();
+      await app.close();
+      await server.stop();
+    }
+  });
+
+  it('a check that fails in a shared script call fails alone', async () => {
+    // Not a log: the sliding window's ZSET commands fail on it with WRONGTYPE.
+    await redis.set(`${prefix}rate:{not-a-log}`, 'x');
+    const o = { limit: 5, windowMs: 60_000 };
+    const [bad, good] = await Promise.allSettled([
+      limiter().consume('not-a-log', o),
+      limiter().consume('fine', o),
+    ]);
+    expect(bad.status).toBe('rejected');
+    const err = (bad as PromiseRejectedResult).reason as Error;
+    expect(err).toBeInstanceOf(RedisCommandError);
+    expect(err.message).toMatch(/WRONGTYPE/);
+    expect(good).toMatchObject({ status: 'fulfilled', value: { allowed: true, remaining: 4 } });
   });
 
   /** 40 consumes: 40 script calls, and no command but the scripts' own (and the probe's). */
