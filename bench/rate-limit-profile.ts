@@ -109,14 +109,14 @@ async function main(): Promise<void> {
     'variant: no TIME (client time)': evalsha('sw-no-time', (i) => [...swArgs(i), Date.now()]),
     'variant: plain member': evalsha('sw-plain-member', swArgs),
     'script: ours, token bucket': evalsha(
-      'ours: token-bucket.lua',
-      () => [LIMIT, WINDOW_MS, 1],
+      'ours: consume.lua',
+      () => ['t', LIMIT, WINDOW_MS, 1, ''],
       'bucket',
     ),
     'variant: token bucket before (number args)': evalsha(
       'tb-before',
       () => [LIMIT, WINDOW_MS, 1],
-      'bucket',
+      'bucket-hash',
     ),
     'API: rate-limiter-flexible consume': (i) => flexible.consume(`user:${i % KEYS}`, 1),
     'API: ours, sliding window': (i) =>

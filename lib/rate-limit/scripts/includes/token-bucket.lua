@@ -2,7 +2,8 @@
 -- Redis clock); a call takes `cost` tokens when the bucket has them. O(1) memory per key; bursts
 -- of up to `limit`. The bucket expires once it would be full again. A refusal writes nothing.
 --
--- key     HASH: tokens (may be fractional), at (ms of the last write, Redis TIME)
+-- key     STRING "<tokens> <at>": the tokens (may be fractional) and when they were counted (ms,
+--         Redis TIME); one SET with PX writes both and the expiry
 -- limit   bucket size and tokens per window (a positive integer)
 -- window  windowMs
 -- cost    tokens this call takes (1 .. limit)
@@ -12,11 +13,12 @@
 -- (refused) until `cost` tokens are there; resetMs until the bucket is full.
 local function tokenBucket(key, limit, window, cost, now, msDigits, frac)
   local rate = limit / window
-  local stored = redis.call('HMGET', key, 'tokens', 'at')
+  local stored = redis.call('GET', key)
   local tokens = limit
-  if stored[1] then
+  if stored then
+    local left, at = string.match(stored, '^(%S+) (%S+)$')
     -- A lowered limit caps what is stored; a raised one refills faster from here on.
-    tokens = math.min(limit, tonumber(stored[1]) + (now - tonumber(stored[2])) * rate)
+    tokens = math.min(limit, tonumber(left) + (now - tonumber(at)) * rate)
   end
   if tokens < cost then
     return 0, math.floor(tokens), math.max(1, math.ceil((cost - tokens) / rate)),
@@ -24,7 +26,6 @@ local function tokenBucket(key, limit, window, cost, now, msDigits, frac)
   end
   tokens = tokens - cost
   local reset = math.max(1, math.ceil((limit - tokens) / rate))
-  redis.call('HSET', key, 'tokens', string.format('%.17g', tokens), 'at', msDigits .. '.' .. frac)
-  redis.call('PEXPIRE', key, reset)
+  redis.call('SET', key, string.format('%.17g', tokens) .. ' ' .. msDigits .. '.' .. frac, 'PX', reset)
   return 1, math.floor(tokens), 0, reset
 end
