@@ -1,7 +1,8 @@
 import type { ChildProcess } from 'node:child_process';
 import { Cluster, Redis } from 'ioredis';
 import { lineFrom, spawnTs } from '../support/child';
-import { redisClient, testRedisUrl, uniquePrefix } from '../support/helpers';
+import { RateLimiterService } from '../../lib';
+import { createLockApp, redisClient, testRedisUrl, uniquePrefix } from '../support/helpers';
 import { startRedisCluster, type RedisClusterProcesses } from '../support/redis-cluster';
 
 const INSTANCES = 4;
@@ -93,17 +94,58 @@ describe('RateLimiterService across processes: the sliding window is exact', () 
       redis.disconnect();
     }
   }, 180_000);
+});
 
-  it('the same on Redis Cluster (3 masters)', async () => {
-    const cluster: RedisClusterProcesses = await startRedisCluster({ replicas: 0 });
-    const reader = new Cluster(cluster.startupNodes);
-    try {
-      await crowdRounds(uniquePrefix('rate-cluster'), reader, {
-        CLUSTER: JSON.stringify(cluster.startupNodes),
-      });
-    } finally {
-      reader.disconnect();
-      await cluster.stop();
-    }
+describe('RateLimiterService on Redis Cluster (3 masters)', () => {
+  let cluster: RedisClusterProcesses;
+  let reader: Cluster;
+
+  beforeAll(async () => {
+    cluster = await startRedisCluster({ replicas: 0 });
+    reader = new Cluster(cluster.startupNodes);
+  }, 120_000);
+  afterAll(async () => {
+    reader?.disconnect();
+    await cluster?.stop();
+  });
+
+  it('4 processes x 8 concurrent callers, 3 rounds: no window of windowMs admits more than limit', async () => {
+    await crowdRounds(uniquePrefix('rate-cluster'), reader, {
+      CLUSTER: JSON.stringify(cluster.startupNodes),
+    });
   }, 240_000);
+
+  it('consumes of one tick over keys in many slots: batched by hash tag (no CROSSSLOT), each exact', async () => {
+    const prefix = uniquePrefix('rate-slots');
+    const app = await createLockApp({
+      redis: { cluster: cluster.startupNodes },
+      keyPrefix: prefix,
+    });
+    try {
+      const limiter = app.get(RateLimiterService);
+      const o = { limit: 3, windowMs: 60_000 };
+      // 12 names in (almost surely) different slots, and two sharing the slot of '{shop:1}'.
+      const names = [
+        ...Array.from({ length: 12 }, (_, i) => `user:${i}`),
+        '{shop:1}:cart',
+        '{shop:1}:pay',
+      ];
+      const results = await Promise.all(
+        names.flatMap((name) => Array.from({ length: 5 }, () => limiter.consume(name, o))),
+      );
+      for (let n = 0; n < names.length; n++) {
+        expect(results.slice(5 * n, 5 * n + 5).map((r) => r.allowed)).toEqual([
+          true,
+          true,
+          true,
+          false,
+          false,
+        ]);
+      }
+      expect(await reader.zcard(`${prefix}rate:{user:0}`)).toBe(3);
+      expect(await reader.zcard(`${prefix}rate:{shop:1}:pay{}`)).toBe(3);
+    } finally {
+      await app.close();
+    }
+  }, 60_000);
 });
