@@ -15,6 +15,7 @@ import {
   redisTimeMs,
   scriptCalls,
   uniquePrefix,
+  waitFor,
 } from '../support/helpers';
 import { startRedisServer } from '../support/redis-server';
 
@@ -157,7 +158,7 @@ describe('RateLimiterService.consume', () => {
     expect(refused).toBeGreaterThan(0);
   });
 
-  it('costs one script call per consume, and nothing else (dedicated redis-server)', async () => {
+  it('costs one script call per serial consume, and nothing else (dedicated redis-server)', async () => {
     // Other test files share the suite's server: its commandstats would count their calls too.
     const server = await startRedisServer();
     const app = await createLockApp({ redis: server.url, keyPrefix: prefix });
@@ -167,11 +168,12 @@ describe('RateLimiterService.consume', () => {
       await isolated.consume('warm-up', { limit: 1, windowMs: 1 });
       await isolated.consume('warm-up', { limit: 1, windowMs: 1, algorithm: 'token-bucket' });
       await own.config('RESETSTAT');
+      // Limits every call fits in: a refusal may be answered without Redis (tested below).
       for (let i = 0; i < 20; i++)
-        await isolated.consume('cost:sw', { limit: 10, windowMs: 1_000 });
+        await isolated.consume('cost:sw', { limit: 100, windowMs: 1_000 });
       for (let i = 0; i < 20; i++) {
         await isolated.consume('cost:tb', {
-          limit: 10,
+          limit: 100,
           windowMs: 1_000,
           algorithm: 'token-bucket',
         });
@@ -218,6 +220,47 @@ describe('RateLimiterService.consume', () => {
       );
       expect(await scriptCalls(own)).toBe(3);
       expect(many.filter((r) => r.allowed)).toHaveLength(70);
+    } finally {
+      own.disconnect();
+      await app.close();
+      await server.stop();
+    }
+  });
+
+  it('after a refusal of cost 1, refuses the same call locally until a unit can be free, at most 1 s (dedicated redis-server)', async () => {
+    const server = await startRedisServer();
+    const app = await createLockApp({ redis: server.url, keyPrefix: prefix });
+    const own = new Redis(server.url);
+    const isolated = app.get(RateLimiterService);
+    try {
+      const o = { limit: 2, windowMs: 60_000 };
+      await isolated.consume('flood', o);
+      await isolated.consume('flood', o);
+      await own.config('RESETSTAT');
+      const first = await isolated.consume('flood', o);
+      expect(first).toMatchObject({ allowed: false, remaining: 0 });
+      // A flood on the key: answered here, as Redis would, without a script call.
+      const flood = [];
+      for (let i = 0; i < 50; i++) flood.push(await isolated.consume('flood', o));
+      expect(await scriptCalls(own)).toBe(1);
+      for (const r of flood) {
+        expect(r).toMatchObject({ allowed: false, remaining: 0 });
+        expect(r.retryAfterMs).toBeGreaterThan(0);
+        expect(r.retryAfterMs).toBeLessThanOrEqual(first.retryAfterMs);
+      }
+      // Another limit, another cost or another algorithm asks Redis.
+      expect(await isolated.consume('flood', { ...o, limit: 3 })).toMatchObject({
+        allowed: true,
+        remaining: 0,
+      });
+      expect((await isolated.consume('flood', { ...o, limit: 5, cost: 2 })).allowed).toBe(true);
+      expect((await isolated.consume('flood', { ...o, algorithm: 'token-bucket' })).allowed).toBe(
+        true,
+      );
+      expect(await scriptCalls(own)).toBe(4);
+      // The key reset by hand: counted again once the local refusal ended (1 s at most, not 60).
+      await own.del(`${prefix}rate:{flood}`);
+      await waitFor('admitted again', async () => (await isolated.consume('flood', o)).allowed);
     } finally {
       own.disconnect();
       await app.close();
