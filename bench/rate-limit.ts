@@ -5,8 +5,11 @@
  * loop (serial) and 64 loops (parallel), over 1,000 keys at a limit every call fits in (the cost
  * of the check, not of refusals). Targets: ours with the sliding window (exact: a log per key),
  * ours with the token bucket (two numbers per key), rate-limiter-flexible (a fixed window: one
- * counter per key and window; its own Lua script through ioredis). Exactness is a test's job
- * (test/rate-limit/rate-limiter.service.spec.ts: 4 instances x 8 callers, every admission read back).
+ * counter per key and window; its own Lua script through ioredis), and the floor of one round
+ * trip per consume: a bare PING and EVALSHA of an empty script (no library can do a serial
+ * consume in one round trip faster). Exactness is a test's job
+ * (test/rate-limit/rate-limit-processes.spec.ts: 4 processes x 8 callers, 3 rounds, single node
+ * and Cluster, every admission read back).
  *
  *   node -r ts-node/register/transpile-only bench/rate-limit.ts [--rounds 5] [--calls 20000]
  */
@@ -66,13 +69,20 @@ async function main(): Promise<void> {
     duration: WINDOW_MS / 1000,
     keyPrefix: 'rlflx',
   });
+  // The floor of any library that makes one round trip per consume: a bare PING, and EVALSHA
+  // of a script that does nothing (same key and 5 arguments as ours).
+  const emptySha = (await client.script('LOAD', 'return 1')) as string;
   const targets: Record<string, Consume> = {
     'ours, sliding window': (key) => limiter.consume(key, { limit: LIMIT, windowMs: WINDOW_MS }),
     'ours, token bucket': (key) =>
       limiter.consume(key, { limit: LIMIT, windowMs: WINDOW_MS, algorithm: 'token-bucket' }),
     'rate-limiter-flexible (fixed window)': (key) => flexible.consume(key, 1),
+    'floor: PING': () => client.ping(),
+    'floor: EVALSHA of an empty script': (key) =>
+      client.evalsha(emptySha, 1, key, 's', LIMIT, WINDOW_MS, 1, 'id'),
   };
   const names = Object.keys(targets);
+  const FLEXIBLE = 'rate-limiter-flexible (fixed window)';
   const cells = new Map<string, Cell>();
   for (const loops of [1, 64])
     for (const n of names) cells.set(`${n}|${loops}`, { perSec: [], clientUs: [], redisUs: [] });
@@ -100,7 +110,7 @@ async function main(): Promise<void> {
   );
   console.log('|---|---:|---:|---:|---:|---:|');
   for (const loops of [1, 64]) {
-    const base = median(cells.get(`${names[2]}|${loops}`)!.perSec);
+    const base = median(cells.get(`${FLEXIBLE}|${loops}`)!.perSec);
     for (const n of names) {
       const c = cells.get(`${n}|${loops}`)!;
       console.log(

@@ -15,6 +15,7 @@ import type {
   QueueTaskState,
   Task,
 } from './interfaces/task.interface';
+import type { WorkerRateLimit } from './interfaces/queue-options.interface';
 import { parsePayload } from './queue-arguments';
 import { checkQueueName, queueRedisKeys, type QueueRedisKeys } from './queue-keys';
 import { flowGroupKeys } from './flows/flow-keys';
@@ -502,15 +503,38 @@ export class QueueStore {
     };
   }
 
-  /** Ms left of the queue's rate limit (`limitedUntil` against Redis TIME), 0 when none. */
+  /**
+   * Ms until a task of the queue may start (Redis TIME), 0 when one may now: the longer of
+   * `limitedUntil` and, when the stored limiter's window is full, the time a start fits again.
+   */
   async rateLimitTtl(k: QueueRedisKeys): Promise<number> {
-    const [until, [s, us]] = await this.connection.call('queue rate limit TTL', async (c) => {
-      const results = (await c.pipeline().hget(k.config, 'limitedUntil').time().exec()) ?? [];
-      for (const [err] of results) if (err) throw err;
-      return results.map(([, v]) => v) as [string | null, [string, string]];
-    });
-    if (until === null) return 0;
-    return Math.max(0, Math.ceil(Number(until) - (Number(s) * 1000 + Number(us) / 1000)));
+    const [[until, limiter], [s, us]] = await this.connection.call(
+      'queue rate limit TTL',
+      async (c) => {
+        const results =
+          (await c.pipeline().hmget(k.config, 'limitedUntil', 'limiter').time().exec()) ?? [];
+        for (const [err] of results) if (err) throw err;
+        return results.map(([, v]) => v) as [(string | null)[], [string, string]];
+      },
+    );
+    const now = Number(s) * 1000 + Number(us) / 1000;
+    let opens = until === null ? 0 : Number(until);
+    const stored = parseLimiter(limiter);
+    if (stored) {
+      // The window is full while the max-th newest start is in it; it opens when that one leaves.
+      const edge = await this.connection.call('queue rate limit TTL', (c) =>
+        c.zrevrange(k.limiter, stored.max - 1, stored.max - 1, 'WITHSCORES'),
+      );
+      if (edge.length === 2) opens = Math.max(opens, Number(edge[1]) + stored.durationMs);
+    }
+    return Math.max(0, Math.ceil(opens - now));
+  }
+
+  /** The queue limiter stored by `setRateLimit`, or null. */
+  async storedLimiter(k: QueueRedisKeys): Promise<WorkerRateLimit | null> {
+    return parseLimiter(
+      await this.connection.call('queue rate limit', (c) => c.hget(k.config, 'limiter')),
+    );
   }
 
   async setConfig(k: QueueRedisKeys, field: string, value: string): Promise<void> {
@@ -815,4 +839,11 @@ function inspectKeys(k: QueueRedisKeys): string[] {
     k.results,
     k.progress,
   ];
+}
+
+/** The config field 'limiter' ('max:durationMs', see claim.lua) as a `WorkerRateLimit`. */
+function parseLimiter(value: string | null): WorkerRateLimit | null {
+  if (value === null) return null;
+  const [max, durationMs] = value.split(':').map(Number);
+  return { max, durationMs };
 }

@@ -4,7 +4,7 @@ import { QueueError } from '../errors/queue.error';
 import { MAX_QUEUE_RATE_LIMIT_MS } from '../errors/queue-rate-limit.error';
 import { RedisLockEvents } from '../events/redis-lock-events';
 import type { ResolvedQueueDefaults, ResolvedWorkerOptions } from '../options/resolve-options';
-import { checkMaxSize, checkWaitForReplicas } from '../options/resolve-options';
+import { checkMaxSize, checkRateLimit, checkWaitForReplicas } from '../options/resolve-options';
 import type { WaitForReplicasOptions } from '../interfaces/lock-options.interface';
 import { checkInt, checkKnownKeys, utf8BytesOver } from '../options/validate';
 import { PayloadTooLargeError } from '../errors/payload-too-large.error';
@@ -22,6 +22,7 @@ import type {
   QueueMetricsOptions,
   QueueMetricsPoint,
   QueueWorkerOptions,
+  WorkerRateLimit,
 } from './interfaces/queue-options.interface';
 import type {
   DeadTask,
@@ -518,11 +519,40 @@ export class QueueService implements BeforeApplicationShutdown {
   }
 
   /**
-   * How long `queue` stays rate-limited (`rateLimit`, `QueueRateLimitError`), in ms on the Redis
-   * clock; `0` when it is not. BullMQ's `getRateLimitTtl`.
+   * How long no task of `queue` may start, in ms on the Redis clock; `0` when one may now: the
+   * longer of the pause of `rateLimit` / `QueueRateLimitError` and, when the limiter stored by
+   * `setRateLimit` has its window full, the time until a start fits again. BullMQ's
+   * `getRateLimitTtl`.
    */
   async rateLimitTtl(queue: QueueName): Promise<number> {
     return this.store.rateLimitTtl(this.keys(queue));
+  }
+
+  /**
+   * Sets the queue limiter of every worker of `queue` on every instance at runtime: at most
+   * `limit.max` tasks start in any sliding `limit.durationMs` window. Stored in the queue's
+   * settings in Redis, it wins over the workers' own `limiter` and takes effect at their next
+   * claim (an idle one is woken), without a restart; the starts already counted stay counted.
+   * `null` removes it (each worker's own `limiter` applies again). BullMQ's
+   * `queue.setGlobalRateLimit(max, duration)`.
+   * @throws QueueError unless `limit` is `null` or `{ max, durationMs }` with `max` an integer from
+   *   1 to 1,000,000 and `durationMs` one from 1 to 86,400,000 (a day), naming the bad field
+   * @example await queues.setRateLimit('emails', { max: 100, durationMs: 1_000 });
+   */
+  async setRateLimit(queue: QueueName, limit: WorkerRateLimit | null): Promise<void> {
+    const k = this.keys(queue);
+    if (limit === null) return this.store.setConfig(k, 'limiter', '');
+    const checked = checkRateLimit('limit', limit, QueueError.invalid);
+    if (!checked) throw QueueError.invalid('limit', limit, '{ max, durationMs } or null');
+    await this.store.setConfig(k, 'limiter', `${checked.max}:${checked.durationMs}`);
+  }
+
+  /**
+   * The queue limiter stored by `setRateLimit` (what every worker of `queue` uses), or `null`
+   * when none is (each worker's own `limiter` applies).
+   */
+  async getRateLimit(queue: QueueName): Promise<WorkerRateLimit | null> {
+    return this.store.storedLimiter(this.keys(queue));
   }
 
   /**

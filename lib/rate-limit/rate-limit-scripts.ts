@@ -1,14 +1,16 @@
 import { join } from 'node:path';
 import { LuaScript } from '../redis/lua-script';
 
-/** The rate limiter's Lua scripts, one per algorithm, read once per process. */
-export const RATE_LIMIT_SCRIPTS = {
-  'sliding-window': new LuaScript(
-    'rate limit (sliding window)',
-    join(__dirname, 'scripts', 'sliding-window.lua'),
-  ),
-  'token-bucket': new LuaScript(
-    'rate limit (token bucket)',
-    join(__dirname, 'scripts', 'token-bucket.lua'),
-  ),
-};
+const includes = (file: string) => join(__dirname, 'scripts', 'includes', file);
+
+/**
+ * The rate limiter's Lua script: a batch of checks (the consumes of one tick), each with its
+ * algorithm. Read once per process.
+ */
+export const CONSUME_SCRIPT = new LuaScript(
+  'rate limit',
+  join(__dirname, 'scripts', 'consume.lua'),
+  includes('redis-time.lua'),
+  includes('sliding-window.lua'),
+  includes('token-bucket.lua'),
+);

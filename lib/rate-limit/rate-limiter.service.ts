@@ -1,17 +1,45 @@
 import { randomBytes } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
+import { toRedisError } from '../redis/bounded';
 import { RedisLockConnection } from '../redis/redis-connection';
+import { hashTagOf } from '../redis/tagged-key';
+import { TickBatcher } from '../redis/tick-batcher';
 import { rateLimitRedisKey } from './rate-limit-keys';
 import {
   resolveRateLimitOptions,
   type RateLimitOptions,
   type RateLimitResult,
 } from './rate-limit-options';
-import { RATE_LIMIT_SCRIPTS } from './rate-limit-scripts';
+import { CONSUME_SCRIPT } from './rate-limit-scripts';
+
+/** One consume's part of a script call: its key and its 5 arguments (consume.lua). */
+interface Check {
+  key: string;
+  args: [algorithm: 's' | 't', limit: number, windowMs: number, cost: number, id: string];
+}
+
+/** Checks per script call at most, and units they may add to logs (keeps each run short). */
+const MAX_CHECKS = 64;
+const MAX_UNITS = 1_000;
+/** A refusal is answered locally for at most this long (a key reset by hand counts again after it). */
+const DENY_CACHE_MS = 1_000;
+/** Refusals remembered at most (the oldest go first). */
+const MAX_DENIED = 10_000;
+
+/** A refusal of cost 1 answered by Redis: until when the same call is refused for sure. */
+interface Denied {
+  /** `performance.now()` until which this instance answers it (no unit is free before). */
+  until: number;
+  /** `performance.now()` when a unit may be free (`retryAfterMs` from the refusal). */
+  retryAt: number;
+  /** `performance.now()` when the key's count empties (`resetMs` from the refusal). */
+  resetAt: number;
+}
 
 /**
- * Distributed rate limits: one Lua script call per `consume`, Redis time only, so every instance
- * of the app counts against the same limit. Provided by `RedisLockModule` (and `createRedisLock`).
+ * Distributed rate limits: at most one Lua script call per `consume` (the consumes this process
+ * makes in the same tick share one), Redis time only, so every instance of the app counts against
+ * the same limit. Provided by `RedisLockModule` (and `createRedisLock`).
  * @example
  * const { allowed, retryAfterMs } = await rateLimiter.consume(`buy:${userId}`, { limit: 5, windowMs: 10_000 });
  */
@@ -20,6 +48,14 @@ export class RateLimiterService {
   /** This process's part of the ids that keep the members of a sliding window distinct. */
   private readonly idPrefix = randomBytes(6).toString('base64url');
   private calls = 0;
+  private readonly batcher = new TickBatcher<Check, RateLimitResult>(
+    (checks) => this.send(checks),
+    MAX_CHECKS,
+    MAX_UNITS,
+  );
+
+  /** Refusals of cost 1 by key, limit and window (see `consume`). */
+  private readonly denied = new Map<string, Denied>();
 
   constructor(private readonly connection: RedisLockConnection) {}
 
@@ -29,7 +65,12 @@ export class RateLimiterService {
    * across every instance; with `'token-bucket'` a burst of up to `limit` passes, then `limit`
    * per `windowMs`. A refused call counts nothing. Limits are not stored: a call with another
    * `limit` or `windowMs` applies it at once, to what was already counted (nothing is reset).
-   * The key's state expires once it no longer counts.
+   * The key's state expires once it no longer counts. Consumes made in the same tick go to Redis
+   * in one script call (per Cluster slot), each counted exactly as if alone, in call order. After
+   * a refusal of cost 1, the same call (key, limit, window) is refused by this instance without
+   * Redis until the unit it waits for is free, at most 1 s: nothing in Redis frees one sooner,
+   * so the answer is the one Redis would give (a flood on one key then costs Redis one call per
+   * second per instance).
    * @param key the rate limit's name (a non-empty string of at most 512 bytes; `{tag}` rules as
    *   for lock keys)
    * @throws LockKeyError for an invalid key
@@ -42,14 +83,74 @@ export class RateLimiterService {
   async consume(key: string, options: RateLimitOptions): Promise<RateLimitResult> {
     const o = resolveRateLimitOptions(options);
     const redisKey = rateLimitRedisKey(this.connection.options.keyPrefix, o.algorithm, key);
-    const args: (string | number)[] = [o.limit, o.windowMs, o.cost];
-    if (o.algorithm === 'sliding-window')
-      args.push(`${this.idPrefix}${(this.calls++).toString(36)}`);
-    const [allowed, remaining, retryAfterMs, resetMs] = (await this.connection.run(
-      RATE_LIMIT_SCRIPTS[o.algorithm],
-      [redisKey],
-      args,
-    )) as number[];
-    return { allowed: allowed === 1, remaining, retryAfterMs, resetMs };
+    const denyKey = o.cost === 1 ? `${redisKey}\n${o.limit}\n${o.windowMs}` : undefined;
+    if (denyKey !== undefined) {
+      const refused = this.refusedLocally(denyKey);
+      // Answered after the event loop's turn, as a Redis reply would be: a caller that loops
+      // until admitted does not hold the process.
+      if (refused) return new Promise((resolve) => setImmediate(resolve, refused));
+    }
+    const sliding = o.algorithm === 'sliding-window';
+    const id = sliding ? `${this.idPrefix}${(this.calls++).toString(36)}` : '';
+    // Keys of one script call must share a slot on Cluster: batches by hash tag there.
+    const group = this.connection.isCluster ? (hashTagOf(redisKey) ?? redisKey) : '';
+    const sentAt = performance.now();
+    const result = await this.batcher.add(
+      group,
+      { key: redisKey, args: [sliding ? 's' : 't', o.limit, o.windowMs, o.cost, id] },
+      sliding ? o.cost : 1,
+    );
+    if (denyKey !== undefined && !result.allowed) this.remember(denyKey, sentAt, result);
+    return result;
+  }
+
+  /** The refusal Redis would give now, when a remembered one still holds. */
+  private refusedLocally(denyKey: string): RateLimitResult | undefined {
+    const denied = this.denied.get(denyKey);
+    if (!denied) return undefined;
+    const now = performance.now();
+    if (now >= denied.until) {
+      this.denied.delete(denyKey);
+      return undefined;
+    }
+    const retryAfterMs = Math.max(1, Math.ceil(denied.retryAt - now));
+    return {
+      allowed: false,
+      remaining: 0,
+      retryAfterMs,
+      resetMs: Math.max(retryAfterMs, Math.ceil(denied.resetAt - now)),
+    };
+  }
+
+  /**
+   * Remembers a refusal of cost 1. Redis answered at its time T >= `sentAt` that no unit is free
+   * before T + retryAfterMs (rounded up to whole ms): so none is before sentAt + retryAfterMs - 1.
+   */
+  private remember(denyKey: string, sentAt: number, result: RateLimitResult): void {
+    const retryAt = sentAt + result.retryAfterMs;
+    const until = Math.min(retryAt - 1, performance.now() + DENY_CACHE_MS);
+    if (until <= performance.now()) return;
+    if (this.denied.size >= MAX_DENIED) {
+      this.denied.delete(this.denied.keys().next().value as string);
+    }
+    this.denied.set(denyKey, { until, retryAt, resetAt: sentAt + result.resetMs });
+  }
+
+  private async send(checks: Check[]): Promise<(RateLimitResult | Error)[]> {
+    const reply = (await this.connection.run(
+      CONSUME_SCRIPT,
+      checks.map((c) => c.key),
+      checks.flatMap((c) => c.args),
+    )) as (number | string)[];
+    return checks.map((_, i) => {
+      const [allowed, remaining, retryAfterMs, resetMs] = reply.slice(4 * i, 4 * i + 4);
+      if (allowed === -1) return toRedisError(CONSUME_SCRIPT.name, new Error(String(remaining)));
+      return {
+        allowed: allowed === 1,
+        remaining: remaining as number,
+        retryAfterMs: retryAfterMs as number,
+        resetMs: resetMs as number,
+      };
+    });
   }
 }

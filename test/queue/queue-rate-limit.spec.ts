@@ -7,6 +7,7 @@ import {
   QueueService,
   RedisLockEvents,
   type RunningTask,
+  type WorkerRateLimit,
 } from '../../lib';
 import { queueRedisKeys } from '../../lib/queue/queue-keys';
 import { createLockApp, redisClient, uniquePrefix, waitFor } from '../support/helpers';
@@ -93,6 +94,91 @@ describe('QueueService: rate limits at runtime (BullMQ rateLimit / RateLimitErro
     expect(await queues.stats(q)).toMatchObject({ ready: 2 });
     await queues.rateLimit(q, 0);
     await waitFor('both run', () => runs.length === 2);
+  });
+
+  it('setRateLimit: one limiter for every worker on every instance, changed live without resetting what was counted', async () => {
+    const q = fresh();
+    // A second instance of the app; the workers of both have no limiter of their own.
+    const other = await createLockApp({ keyPrefix: prefix });
+    const otherQueues = other.get(QueueService);
+    try {
+      const runs: string[] = [];
+      const handler = (instance: string) => async (task: RunningTask) =>
+        void runs.push(`${instance}:${task.id}`);
+      queues.process(q, handler('a'), { concurrency: 2 });
+      otherQueues.process(q, handler('b'), { concurrency: 2 });
+      expect(await otherQueues.getRateLimit(q)).toBeNull();
+      await queues.setRateLimit(q, { max: 3, durationMs: 600_000 });
+      expect(await otherQueues.getRateLimit(q)).toEqual({ max: 3, durationMs: 600_000 });
+      expect(await queues.rateLimitTtl(q)).toBe(0);
+      await otherQueues.enqueue(
+        q,
+        Array.from({ length: 10 }, (_, i) => `t${i}`),
+      );
+      await waitFor('3 starts', () => runs.length === 3);
+      await markerTaken(q);
+      // The window is full: no worker of either instance, nor a claim of ours, takes a fourth.
+      expect(await otherQueues.claim(q, 5)).toEqual([]);
+      expect(runs).toHaveLength(3);
+      const ttl = await otherQueues.rateLimitTtl(q);
+      expect(ttl).toBeGreaterThan(500_000);
+      expect(ttl).toBeLessThanOrEqual(600_000);
+
+      // Raised to 5 from the other instance: the 3 starts stay counted, 2 more run at once.
+      await otherQueues.setRateLimit(q, { max: 5, durationMs: 600_000 });
+      await waitFor('5 starts', () => runs.length === 5);
+      await markerTaken(q);
+      expect(await queues.claim(q, 5)).toEqual([]);
+      expect(runs).toHaveLength(5);
+      expect(await queues.stats(q)).toMatchObject({ ready: 5 });
+
+      // Removed: the workers' own (none) apply again, and the rest runs.
+      await queues.setRateLimit(q, null);
+      expect(await otherQueues.getRateLimit(q)).toBeNull();
+      expect(await queues.rateLimitTtl(q)).toBe(0);
+      await waitFor('all 10 run', () => runs.length === 10);
+      expect(new Set(runs.map((r) => r.slice(2)))).toHaveProperty('size', 10);
+    } finally {
+      await other.close();
+    }
+  });
+
+  it('setRateLimit: a lowered limit counts the starts already in the window', async () => {
+    const q = fresh();
+    const runs: string[] = [];
+    queues.process(q, async (task: RunningTask) => void runs.push(task.id), { concurrency: 4 });
+    await queues.setRateLimit(q, { max: 4, durationMs: 600_000 });
+    await queues.enqueue(q, ['a', 'b', 'c', 'd', 'e', 'f']);
+    await waitFor('4 starts', () => runs.length === 4);
+    // 4 started in the window: lowered to 2, nothing fits until 3 of them left it.
+    await queues.setRateLimit(q, { max: 2, durationMs: 600_000 });
+    await markerTaken(q);
+    expect(await queues.claim(q, 5)).toEqual([]);
+    expect(runs).toHaveLength(4);
+    expect(await queues.rateLimitTtl(q)).toBeGreaterThan(500_000);
+    await queues.setRateLimit(q, null);
+    await waitFor('all 6 run', () => runs.length === 6);
+  });
+
+  it('setRateLimit refuses a bad limit with a QueueError naming the field', async () => {
+    const bad: Array<[unknown, RegExp]> = [
+      [{ max: 0, durationMs: 1_000 }, /'limit\.max'/],
+      [{ max: 1_000_001, durationMs: 1_000 }, /'limit\.max'/],
+      [{ max: 2, durationMs: 0 }, /'limit\.durationMs'/],
+      [{ max: 2, durationMs: 86_400_001 }, /'limit\.durationMs'/],
+      [{ max: 2, durationMs: 1.5 }, /'limit\.durationMs'/],
+      [{ max: 2, durationMs: 1_000, duration: 1 }, /'limit\.duration'/],
+      [undefined, /'limit'/],
+      [5, /'limit'/],
+    ];
+    for (const [limit, message] of bad) {
+      const err = await queues
+        .setRateLimit('any', limit as WorkerRateLimit)
+        .catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(QueueError);
+      expect((err as Error).message).toMatch(message);
+    }
+    expect(await queues.getRateLimit('any')).toBeNull();
   });
 
   it('refuses a bad ms with a QueueError naming it', async () => {

@@ -28,7 +28,8 @@
 -- KEYS[16] glimit    hash: group -> 'windowEnd|count' of the group limiter's current window
 -- KEYS[17] limiter   zset: lease -> time it was granted (the queue limiter's sliding log)
 -- KEYS[18] config    hash: 'paused' -> '1', 'concurrency' -> global limit of leased tasks,
---                    'limitedUntil' -> ms (Redis clock) before which no task is taken
+--                    'limitedUntil' -> ms (Redis clock) before which no task is taken,
+--                    'limiter' -> 'max:durationMs' set at runtime (wins over ARGV[7..8])
 -- KEYS[19] done      zset: id -> end of its keepCompleted window (ms)
 -- KEYS[20] events    stream: the queue's events (includes/events.lua)
 -- KEYS[21] results   hash: id -> 'finishedAt|result JSON' of kept completed tasks
@@ -56,7 +57,8 @@
 -- ARGV[4]  tokenBase        fresh unique value; the lease token of the i-th task is tokenBase:i
 -- ARGV[5]  reclaimMax       expired leases returned per call at most
 -- ARGV[6]  groupConcurrency tasks of one group leased at once at most
--- ARGV[7]  limiterMax       leases per limiterMs window (0: no queue limiter)
+-- ARGV[7]  limiterMax       leases per limiterMs window (0: no queue limiter; the config's
+--                           'limiter' wins)
 -- ARGV[8]  limiterMs
 -- ARGV[9]  groupLimiterMax  leases per group per groupLimiterMs window (0: none)
 -- ARGV[10] groupLimiterMs
@@ -469,7 +471,12 @@ end
 -- 4. How many this call may lease: paused, global concurrency, queue limiter.
 local n = expiryBacklog and 0 or count
 local blockedUntil = nil -- set when a limit (not a lack of tasks) stops this caller
-local config = redis.call('HMGET', KEYS[18], 'paused', 'concurrency', 'limitedUntil')
+local config = redis.call('HMGET', KEYS[18], 'paused', 'concurrency', 'limitedUntil', 'limiter')
+if config[4] then
+  -- queues.setRateLimit: one limit for every worker of the queue, read at each claim.
+  local max, ms = string.match(config[4], '^(%d+):(%d+)$')
+  limiterMax, limiterMs = tonumber(max), tonumber(ms)
+end
 if config[1] == '1' then
   n = 0
   blockedUntil = -1
@@ -484,10 +491,14 @@ if n > 0 and config[2] then
 end
 if n > 0 and limiterMax > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[17], '-inf', now - limiterMs)
-  local room = limiterMax - redis.call('ZCARD', KEYS[17])
+  local used = redis.call('ZCARD', KEYS[17])
+  local room = limiterMax - used
   if room < n then n = math.max(room, 0) end
   if n == 0 then
-    blockedUntil = tonumber(redis.call('ZRANGE', KEYS[17], 0, 0, 'WITHSCORES')[2]) + limiterMs
+    -- A start fits once the (used - limiterMax + 1) oldest left the window (more than the
+    -- oldest one after the limit was lowered at runtime).
+    local edge = used - limiterMax
+    blockedUntil = tonumber(redis.call('ZRANGE', KEYS[17], edge, edge, 'WITHSCORES')[2]) + limiterMs
   end
 end
 

@@ -3,10 +3,11 @@
 --
 -- KEYS[1] config  hash: 'paused' -> '1', 'concurrency' -> global limit of leased tasks,
 --                 'maxSize' -> bound of tasks queued and running (enqueue.lua),
---                 'limitedUntil' -> ms (Redis clock) before which no task is taken (claim.lua)
+--                 'limitedUntil' -> ms (Redis clock) before which no task is taken (claim.lua),
+--                 'limiter' -> 'max:durationMs', the queue limiter of every worker (claim.lua)
 -- KEYS[2] wake    list: wake-up marker for idle workers (at most one element)
 -- KEYS[3] events  stream: the queue's events (includes/events.lua)
--- ARGV[1] field   'paused', 'concurrency', 'maxSize' or 'limitedUntil'
+-- ARGV[1] field   'paused', 'concurrency', 'maxSize', 'limitedUntil' or 'limiter'
 -- ARGV[2] value   the new value; '' deletes the field (resume, no global limit); for
 --                 'limitedUntil', ms from now (Redis TIME)
 -- ARGV[3] eventsMaxLen

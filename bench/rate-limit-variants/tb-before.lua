@@ -1,3 +1,5 @@
+-- Variant: the library's token bucket before `at` became a string built from TIME (formatted
+-- with %.3f).
 -- Token-bucket rate limit: a bucket of `limit` tokens, refilled at `limit` per `windowMs` (on the
 -- Redis clock); a call takes `cost` tokens when the bucket has them. O(1) memory per key; bursts
 -- of up to `limit`. The bucket expires once it would be full again. A refusal writes nothing.

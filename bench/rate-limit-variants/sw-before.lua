@@ -1,3 +1,5 @@
+-- Variant: the library's script before its arguments became strings (Lua numbers given to
+-- redis.call, each formatted by Redis with %.17g).
 -- Sliding-window rate limit: a log of what was admitted in the last `windowMs`. Admits `cost`
 -- more units when those already in the window plus `cost` stay within `limit`, so no window of
 -- `windowMs` (on the Redis clock) ever admits more than `limit`. A refusal writes nothing.

@@ -1,0 +1,41 @@
+-- Sliding-window rate limit: a log of what was admitted in the last `windowMs`. Admits `cost`
+-- more units when those already in the window plus `cost` stay within `limit`, so no window of
+-- `windowMs` (on the Redis clock) ever admits more than `limit`. A refusal writes nothing.
+--
+-- key     ZSET: member "<call id>" (cost 1) or "<call id>:<n>" -> time admitted (ms, Redis TIME,
+--         with µs)
+-- limit   units per window (a positive integer)
+-- window  windowMs (a number), windowArg the same as sent (a string: PEXPIRE takes it as is)
+-- cost    units this call takes (1 .. limit)
+-- id      an id unique to this call, without ':' (the members of a call of cost > 1 are
+--         "<id>:1" .. "<id>:<cost>")
+-- now, msDigits, frac  the Redis time (includes/redis-time.lua)
+--
+-- Returns allowed (1 or 0), remaining, retryAfterMs, resetMs: remaining units now; retryAfterMs
+-- (refused) until `cost` units fit; resetMs until the window is empty.
+local function slidingWindow(key, limit, window, windowArg, cost, id, now, msDigits, frac)
+  -- An entry admitted at s counts while now < s + window.
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d.%s', tonumber(msDigits) - window, frac))
+  local used = redis.call('ZCARD', key)
+  if used + cost <= limit then
+    local at = msDigits .. '.' .. frac
+    if cost == 1 then
+      redis.call('ZADD', key, at, id)
+    else
+      local args = {}
+      for n = 1, cost do
+        args[2 * n - 1] = at
+        args[2 * n] = id .. ':' .. n
+      end
+      redis.call('ZADD', key, unpack(args))
+    end
+    redis.call('PEXPIRE', key, windowArg)
+    return 1, limit - used - cost, 0, window
+  end
+  -- Refused: `cost` fits once the (used + cost - limit) oldest entries have left the window.
+  local edge = used + cost - limit - 1
+  local oldest = redis.call('ZRANGE', key, edge, edge, 'WITHSCORES')
+  local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  return 0, limit - used, math.max(1, math.ceil(tonumber(oldest[2]) + window - now)),
+    math.max(1, math.ceil(tonumber(newest[2]) + window - now))
+end
