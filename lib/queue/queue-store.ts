@@ -489,7 +489,7 @@ export class QueueStore {
   ): Promise<QueueTaskInfo<P>[]> {
     const reply = await this.connection.run(
       QUEUE_SCRIPTS.inspect,
-      [...inspectKeys(k), k.wchildren],
+      [...inspectKeys(k), k.wchildren, k.opts],
       ['list', state, offset, limit],
     );
     return toTaskInfos<P>(k.name, reply as (string | number | null)[]);
@@ -498,7 +498,7 @@ export class QueueStore {
   async get<P>(k: QueueRedisKeys, id: string): Promise<QueueTaskInfo<P> | undefined> {
     const reply = await this.connection.run(
       QUEUE_SCRIPTS.inspect,
-      [...inspectKeys(k), k.wchildren],
+      [...inspectKeys(k), k.wchildren, k.opts],
       ['get', id],
     );
     const info = toTaskInfos<P>(k.name, reply as (string | number | null)[])[0];

@@ -15,17 +15,18 @@
 -- KEYS[13] results   hash: id -> 'finishedAt|result JSON' of kept completed tasks
 -- KEYS[14] progress  hash: id -> JSON of the last progress value
 -- KEYS[15] wchildren zset: flow parent id -> children still to finish (includes/flow.lua)
+-- KEYS[16] opts      hash: id -> JSON of the task's own options and name
 -- ARGV[1] 'get' or 'list'
 -- get:  ARGV[2] id
 -- list: ARGV[2] state ('ready' | 'delayed' | 'leased' | 'completed' | 'dead' | 'cancelled' |
 --       'waiting-children'),
 --       ARGV[3] offset, ARGV[4] limit
 --
--- Returns {id, state, time, attempts, payload, lastError, info, result, progress, ...} per task
+-- Returns {id, state, time, attempts, payload, lastError, info, result, progress, opts, ...} per task
 -- (get: one task, or an empty array when the id is unknown). time: due time (ready, delayed),
 -- lease expiry (leased), finish time (completed), time of death or cancel (dead, cancelled) or
 -- enqueue time (waiting-children).
--- result: 'finishedAt|result JSON' (completed) or false; progress: JSON or false. ready lists tasks with a negative priority, then ungrouped ones by
+-- result: 'finishedAt|result JSON' (completed) or false; progress, opts: JSON or false. ready lists tasks with a negative priority, then ungrouped ones by
 -- due time, then positive priorities, then due delayed ones not yet moved to ready, then grouped
 -- ones by group; delayed lists ungrouped tasks, then those with a priority or a group.
 
@@ -49,6 +50,7 @@ local function describe(id, state, time)
   out[#out + 1] = info
   out[#out + 1] = result or false
   out[#out + 1] = redis.call('HGET', KEYS[14], id)
+  out[#out + 1] = redis.call('HGET', KEYS[16], id)
 end
 
 if ARGV[1] == 'get' then
