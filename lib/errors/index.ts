@@ -23,3 +23,4 @@ export { FlowError } from './flow.error';
 export { RateLimitedError } from './rate-limited.error';
 export { DashboardBusyError } from './dashboard-busy.error';
 export { QueueRateLimitError } from './queue-rate-limit.error';
+export { UnknownTaskNameError } from './unknown-task-name.error';

@@ -1,5 +1,9 @@
 import type { Cluster, ClusterNode, ClusterOptions, Redis, RedisOptions } from 'ioredis';
-import type { KeepBounds, RetryLogLevel } from '../queue/interfaces/queue-options.interface';
+import type {
+  KeepBounds,
+  QueueWorkerOptions,
+  RetryLogLevel,
+} from '../queue/interfaces/queue-options.interface';
 import type { WaitForReplicasOptions } from './lock-options.interface';
 
 /** Creates an ioredis `Cluster` client for the module (closed by the module on shutdown). */
@@ -27,6 +31,30 @@ export interface QueueOwnOptions {
    * @example queues: { thumbnails: { maxPayloadBytes: 16_384 } }
    */
   maxPayloadBytes?: number;
+}
+
+/** Options of one named handler from configuration (`queue.workers[queue].names[name]`). */
+export interface NamedHandlerConfig {
+  /** Tasks of this name run at the same time: wins over the handler's own and the queue's. */
+  concurrency?: number;
+  /** Run timeout of each attempt of this name, in ms: wins over the handler's own and the queue's. */
+  timeoutMs?: number;
+}
+
+/**
+ * Worker options of one queue from configuration (module option `queue.workers[queue]`): they
+ * win over the options each worker of the queue on this instance is started with (`@QueueWorker`,
+ * `process`), so `forRootAsync` can read them from `ConfigService` per environment. Every worker
+ * option but `batch` and `name`; a bad value fails the start with `RedisLockOptionsError` naming
+ * the queue and the option (`queue.workers.emails.concurrency`).
+ */
+export interface QueueWorkersConfig extends Omit<QueueWorkerOptions, 'batch' | 'name'> {
+  /**
+   * Named handlers' own options, by name (`@QueueWorker(queue, { name })`): `concurrency` and
+   * `timeoutMs` here win over the queue's above.
+   * @example names: { welcome: { concurrency: 20 }, invoice: { concurrency: 2, timeoutMs: 60_000 } }
+   */
+  names?: Record<string, NamedHandlerConfig>;
 }
 
 /** Defaults of `QueueService` and its workers. */
@@ -114,6 +142,16 @@ export interface QueueDefaults {
    * @example queue: { queues: { thumbnails: { maxPayloadBytes: 16_384 } } }
    */
   queues?: Record<string, QueueOwnOptions>;
+  /**
+   * Worker options by queue name, from configuration: they win over the options of every worker
+   * of that queue on this instance (the decorator's, `process`'s), named handlers included (their
+   * `concurrency` and `timeoutMs` per name under `names`). Unlike `queues`, which every call on a
+   * queue reads (producers too), these concern only this instance's workers.
+   * @default {}
+   * @example
+   * queue: { workers: { emails: { concurrency: config.get('EMAIL_CONCURRENCY'), limiter: { max: 100, durationMs: 1_000 } } } }
+   */
+  workers?: Record<string, QueueWorkersConfig>;
   /**
    * Every queue's bound of tasks queued and running (1 to 1,000,000,000), counted inside the
    * enqueue script: past it `enqueue` throws `QueueFullError` (HTTP: 503 with `Retry-After`) and

@@ -1,6 +1,6 @@
 import { describeValue } from '../errors/describe-value';
 import { QueueError } from '../errors/queue.error';
-import { checkBackoff, checkTimeoutMs } from '../options/resolve-options';
+import { checkBackoff, checkTaskName, checkTimeoutMs } from '../options/resolve-options';
 import { PayloadTooLargeError } from '../errors/payload-too-large.error';
 import type { ResolvedQueueDefaults } from '../options/resolve-options';
 import { checkInt, checkKnownKeys, checkMs, utf8BytesOver } from '../options/validate';
@@ -241,15 +241,17 @@ export function checkPage(options: unknown): { offset: number; limit: number } {
 }
 
 /**
- * A task's own failure policy and timeout from enqueue (or flow node) options
- * (`RedisLockOptionsError`).
+ * A task's name, own failure policy and timeout from enqueue (or flow node) options (the name:
+ * `QueueError`; the others: `RedisLockOptionsError`).
  */
 export function checkOwnOptions(o: {
+  name?: unknown;
   maxAttempts?: unknown;
   backoff?: unknown;
   timeoutMs?: unknown;
-}): TaskOwnOptions {
+}): StoredTaskOptions {
   return {
+    ...(o.name === undefined ? {} : { name: checkTaskName('name', o.name, QueueError.invalid) }),
     ...(o.maxAttempts === undefined
       ? {}
       : { maxAttempts: checkInt('maxAttempts', o.maxAttempts, 1, MAX_ATTEMPTS) }),
@@ -259,3 +261,6 @@ export function checkOwnOptions(o: {
     ...(o.timeoutMs === undefined ? {} : { timeoutMs: checkTimeoutMs('timeoutMs', o.timeoutMs) }),
   };
 }
+
+/** What is stored per task in the queue's `opts` hash: its own options and its name. */
+export type StoredTaskOptions = TaskOwnOptions & { readonly name?: string };

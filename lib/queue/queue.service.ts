@@ -56,6 +56,7 @@ import { storedOwnOptions } from './queue-replies';
 import { QueueStore, SETTLED, type ClaimStepResult, type SettleStep } from './queue-store';
 import { resolveWorkerOptions } from './queue-worker-options';
 import { QueueWorkerRunner } from './worker/queue-worker';
+import { NamedWorkerLoops, type NamedHandlers } from './worker/named-handlers';
 import { MAX_CONCURRENCY, MAX_DELAY_MS } from './queue.constants';
 import { QueueScheduler } from './schedule/queue-scheduler';
 import type { QueueSchedule, QueueScheduleOptions } from './schedule/schedule.interface';
@@ -108,6 +109,16 @@ export class QueueService implements BeforeApplicationShutdown {
   private readonly logger = new RedactingLogger('QueueService');
   private readonly defaults: ResolvedQueueDefaults;
   private readonly runners = new Set<QueueWorkerRunner>();
+  /** Named handlers (`process(queue, handler, { name })`): one claim loop per queue. */
+  private readonly namedLoops = new NamedWorkerLoops((handlers, given, onClosed) =>
+    this.startRunner(
+      handlers.queue,
+      resolveWorkerOptions(this.defaults, given),
+      unnamedHandler,
+      handlers,
+      onClosed,
+    ),
+  );
   private readonly tracing = new QueueTracing();
   /** @internal the owner of every Redis call of the queue */
   readonly store: QueueStore;
@@ -675,20 +686,48 @@ export class QueueService implements BeforeApplicationShutdown {
   ): QueueWorkerHandle {
     const k = this.keys(queue);
     if (typeof handler !== 'function') throw QueueError.invalid('handler', handler, 'a function');
-    const o = resolveWorkerOptions(this.defaults, options);
+    // `queue.workers[queue]` (configuration) wins over the options given here.
+    const { names, ...configured } = this.defaults.workers.get(k.name) ?? {};
+    const o = resolveWorkerOptions(this.defaults, { ...options, ...configured });
     if (this.shuttingDown) {
       throw new QueueError(`queue '${k.name}': no new worker while the application shuts down`);
     }
+    if (o.name !== undefined) {
+      const own = names?.[o.name];
+      return this.namedLoops.add(
+        k.name,
+        o.name,
+        handler as QueueHandler,
+        { ...options, ...configured },
+        own?.concurrency ?? o.concurrency,
+        own?.timeoutMs ?? o.timeoutMs,
+      );
+    }
+    return this.startRunner(k.name, o, handler as QueueHandler);
+  }
+
+  /** Starts a claim loop on `queue`: of one handler, or of the queue's `named` handlers. */
+  private startRunner(
+    queue: string,
+    options: ResolvedWorkerOptions,
+    handler: QueueHandler,
+    named?: NamedHandlers,
+    onClosed?: () => void,
+  ): QueueWorkerRunner {
     const worker: QueueWorkerRunner = new QueueWorkerRunner(
-      k.name,
-      k,
-      handler as QueueHandler,
-      o,
+      queue,
+      this.keys(queue),
+      handler,
+      options,
       this.store,
       this.connection,
       this.logger,
       this.emitter,
-      () => this.runners.delete(worker),
+      () => {
+        this.runners.delete(worker);
+        onClosed?.();
+      },
+      named,
     );
     this.runners.add(worker);
     worker.start();
@@ -771,6 +810,11 @@ export class QueueService implements BeforeApplicationShutdown {
   }
 }
 
+/** The handler of a named loop's runner: never called (each task runs in its name's handler). */
+function unnamedHandler(): never {
+  throw new QueueError('a named loop runs each task in the handler of its name');
+}
+
 /** `enqueue`'s `lifo`: only for plain tasks due now (the others are not in one FIFO line). */
 function checkLifo(
   lifo: unknown,
@@ -829,6 +873,7 @@ function checkDedup(
 
 /** The options `enqueue` accepts. */
 const ENQUEUE_OPTIONS = [
+  'name',
   'delayMs',
   'payload',
   'replace',

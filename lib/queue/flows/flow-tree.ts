@@ -40,7 +40,7 @@ export interface FlowPlan {
 }
 
 const NODE_KEYS = ['queue', 'id', 'payload', 'options', 'children'];
-const NODE_OPTIONS = ['maxAttempts', 'backoff', 'timeoutMs', 'onChildFailure'];
+const NODE_OPTIONS = ['name', 'maxAttempts', 'backoff', 'timeoutMs', 'onChildFailure'];
 const MODES: readonly OnChildFailure[] = ['fail-parent', 'ignore', 'wait'];
 
 /**

@@ -15,6 +15,8 @@ export type OnChildFailure = 'fail-parent' | 'ignore' | 'wait';
 
 /** The options of one node of a flow. */
 export interface FlowNodeOptions {
+  /** The task's name, routing it to a named handler (as `enqueue`'s `name`). */
+  name?: string;
   /** The task's own attempt limit (as `enqueue`'s). */
   maxAttempts?: number;
   /** The task's own retry delays (as `enqueue`'s). */

@@ -31,6 +31,15 @@ export interface KeepBounds {
 /** Options of `QueueService.enqueue`. */
 export interface EnqueueOptions {
   /**
+   * The task's name (BullMQ's job name): a worker with named handlers
+   * (`@QueueWorker(queue, { name })`) runs the handler registered for it; a worker without a name
+   * runs every task. Shown by `get`, `list`, the `enqueued` and `active` events and the dashboard.
+   * A non-empty string without NUL, at most 512 bytes; the same for every id of the call.
+   * @default none
+   * @example await queues.enqueue('emails', user.id, { name: 'welcome', payload: { to: user.email } });
+   */
+  name?: string;
+  /**
    * Deduplication by an id other than the task id: while the task that holds `id` is unfinished
    * (queued, delayed or running), or for `ttlMs` after it was added when `ttlMs` is given, an
    * enqueue with the same `id` adds nothing (resolves 0) and writes a `deduplicated` event. Only
@@ -160,6 +169,18 @@ export interface NackOptions {
 
 /** Options of a queue worker (`@QueueWorker` or `QueueService.process`); unset ones come from the module's `queue` options. */
 export interface QueueWorkerOptions {
+  /**
+   * Makes this a named handler: it runs only the tasks enqueued with this `name`, at most
+   * `concurrency` of them at a time (its own). The named handlers of a queue share one claim loop
+   * on this instance (its slots: their concurrencies added up); a task whose name has no handler
+   * there — or that has no name — ends dead at once with `UnknownTaskNameError`. Their other
+   * options (lease, limiter, attempts, backoff…) are the loop's: give them on one handler, or the
+   * same on each (`RedisLockOptionsError` otherwise); only `concurrency` and `timeoutMs` are per
+   * name. Not with `batch`. Without `name`, a worker runs every task of the queue, named or not.
+   * @default undefined (every task)
+   * @example @QueueWorker('emails', { name: 'welcome', concurrency: 20 })
+   */
+  name?: string;
   /**
    * Tasks this worker runs at the same time.
    * @default 1

@@ -36,6 +36,11 @@ export interface LeasedTask<P = unknown> extends Task<P> {
    * stale worker whose lease expired cannot overwrite the work of the one that took over.
    */
   readonly fence: number;
+  /**
+   * The task's name given to `enqueue` (`name`), if any: a worker with named handlers runs the
+   * handler registered for it (`@QueueWorker(queue, { name })`).
+   */
+  readonly name?: string;
   /** The task's own options given to `enqueue` (`maxAttempts`, `backoff`, `timeoutMs`), if any. */
   readonly options?: TaskOwnOptions;
   /**
@@ -180,6 +185,8 @@ export interface QueueTaskInfo<P = unknown> {
   readonly queue: string;
   readonly id: string;
   readonly state: QueueTaskState;
+  /** The task's name (`enqueue`'s `name`), if it has one. */
+  readonly name?: string;
   /**
    * Epoch ms on the Redis clock: the due time (ready, delayed), the lease expiry (leased), the
    * finish time (completed) or the time of death or cancel (dead, cancelled).
