@@ -6,13 +6,8 @@ import type {
 } from '../interfaces/lock-options.interface';
 import type {
   EvictionPolicyMode,
-  QueueDefaults,
-  NamedHandlerConfig,
-  QueueOwnOptions,
-  QueueWorkersConfig,
   RedisConnectionOption,
   RedisLockModuleOptions,
-  RetryLogLevel,
 } from '../interfaces/redis-lock-module-options.interface';
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
 import {
@@ -24,12 +19,17 @@ import {
 import { checkQueueName } from '../queue/queue-keys';
 import type {
   BackoffFunction,
-  BackoffOptions,
   BatchOptions,
   KeepBounds,
+  NamedHandlerConfig,
+  QueueDefaults,
+  QueueOwnOptions,
   QueueWorkerOptions,
+  QueueWorkersConfig,
+  RetryLogLevel,
   WorkerRateLimit,
-} from '../queue/interfaces/queue-options.interface';
+} from '../interfaces/queue-options.interface';
+import type { BackoffOptions } from '../interfaces/queue-task.interface';
 import {
   checkBoolean,
   checkInt,

@@ -1,6 +1,6 @@
 import type { WaitForReplicasOptions } from '../../interfaces/lock-options.interface';
 import type { TaskError } from './queue-event.interface';
-import type { BackoffOptions } from './task.interface';
+import type { BackoffOptions } from '../../interfaces/queue-task.interface';
 
 /**
  * What a parent does when this child fails (ends dead — attempts used up, or
