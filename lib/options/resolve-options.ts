@@ -15,8 +15,8 @@ import {
   MAX_CONCURRENCY,
   MAX_QUEUE_BATCH,
   MAX_QUEUE_NAME_BYTES,
-} from '../queue/queue.constants';
-import { checkQueueName } from '../queue/queue-keys';
+} from './queue-limits';
+import { checkQueueName } from './queue-limits';
 import type {
   BackoffFunction,
   BatchOptions,
