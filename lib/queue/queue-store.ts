@@ -23,25 +23,15 @@ import { toLeasedTasks, toTaskInfos, toTasks } from './queue-replies';
 import { QUEUE_SCRIPTS } from './queue-scripts';
 import { EnqueueBatcher, type EnqueueSegment, type SegmentOutcome } from './enqueue-batcher';
 import { MAX_QUEUE_BATCH, MAX_TASK_LOG_LINES } from './queue.constants';
+import type { ReplicaWait, SettleStep } from './interfaces/queue-store.interface';
+
+export type { ReplicaWait, SettleStep } from './interfaces/queue-store.interface';
 
 /** Expired leases one claim returns to the queue at most (the next claim takes the rest). */
 const RECLAIM_PER_CLAIM = 1_000;
 
 /** Queues whose keys are cached at most (a cache, not a registry: it is cleared when full). */
 const KEY_CACHE_SIZE = 1_000;
-
-/**
- * What a claim does with the caller's finished task before it leases more: `ack` (with its
- * result's JSON in `data`, '' for none), `nack` (retry after `delayMs`, or dead once out of
- * attempts), `fail` (dead at once), `release` (given back unattempted, due after `delayMs`). For
- * nack and fail, `data` is the failure (`encodeTaskError`).
- */
-export interface SettleStep {
-  kind: 'ack' | 'nack' | 'fail' | 'release';
-  task: LeasedTask;
-  delayMs?: number;
-  data?: string;
-}
 
 /** What a claim step settled each task as (claim.lua). */
 export const SETTLED = { stale: 0, done: 1, dead: 2, cancelled: 3 } as const;
@@ -53,12 +43,6 @@ export interface ClaimStepResult<P> {
   nextInMs: number;
   /** Per settle, in order: a `SETTLED` value. */
   settled: number[];
-}
-
-/** `waitForReplicas` of a queue write: `WAIT replicas timeoutMs` after it. */
-export interface ReplicaWait {
-  replicas: number;
-  timeoutMs: number;
 }
 
 /** How long a count of the master's replicas (`INFO replication`) is reused, in ms. */
