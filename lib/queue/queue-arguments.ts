@@ -1,10 +1,9 @@
 import { describeValue } from '../errors/describe-value';
 import { QueueError } from '../errors/queue.error';
-import { checkBackoff, checkTaskName, checkTimeoutMs } from '../options/resolve-options';
 import { PayloadTooLargeError } from '../errors/payload-too-large.error';
 import type { ResolvedQueueDefaults } from '../options/resolve-options';
 import { checkInt, checkKnownKeys, checkMs, utf8BytesOver } from '../options/validate';
-import type { LeasedTask, TaskOwnOptions } from './interfaces/task.interface';
+import type { LeasedTask } from './interfaces/task.interface';
 import { checkNameBytes, checkQueueName } from './queue-keys';
 import {
   MAX_ATTEMPTS,
@@ -239,28 +238,3 @@ export function checkPage(options: unknown): { offset: number; limit: number } {
         : checkInt('limit', o.limit, 1, MAX_QUEUE_BATCH, QueueError.invalid),
   };
 }
-
-/**
- * A task's name, own failure policy and timeout from enqueue (or flow node) options (the name:
- * `QueueError`; the others: `RedisLockOptionsError`).
- */
-export function checkOwnOptions(o: {
-  name?: unknown;
-  maxAttempts?: unknown;
-  backoff?: unknown;
-  timeoutMs?: unknown;
-}): StoredTaskOptions {
-  return {
-    ...(o.name === undefined ? {} : { name: checkTaskName('name', o.name, QueueError.invalid) }),
-    ...(o.maxAttempts === undefined
-      ? {}
-      : { maxAttempts: checkInt('maxAttempts', o.maxAttempts, 1, MAX_ATTEMPTS) }),
-    ...(o.backoff === undefined
-      ? {}
-      : { backoff: checkBackoff('backoff', o.backoff) as TaskOwnOptions['backoff'] }),
-    ...(o.timeoutMs === undefined ? {} : { timeoutMs: checkTimeoutMs('timeoutMs', o.timeoutMs) }),
-  };
-}
-
-/** What is stored per task in the queue's `opts` hash: its own options and its name. */
-export type StoredTaskOptions = TaskOwnOptions & { readonly name?: string };

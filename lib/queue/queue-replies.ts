@@ -1,6 +1,6 @@
 import type { LeasedTask, QueueTaskInfo, QueueTaskState, Task } from './interfaces/task.interface';
 import type { BackoffOptions, TaskOwnOptions } from './interfaces/task.interface';
-import { parsePayload, storedTrace, type StoredTaskOptions } from './queue-arguments';
+import { parsePayload, storedTrace } from './queue-arguments';
 import { decodeTaskError } from './task-errors';
 
 /** A kept result ('finishedAt|result JSON', the JSON empty for `undefined`). */
@@ -89,6 +89,9 @@ function toStoredOptions(json: string): { options?: TaskOwnOptions; name?: strin
     ...(o.n === undefined ? {} : { name: o.n }),
   };
 }
+
+/** What is stored per task in the queue's `opts` hash: its own options and its name. */
+export type StoredTaskOptions = TaskOwnOptions & { readonly name?: string };
 
 /** The stored JSON of a task's own options and name, or '' when it has none. */
 export function storedOwnOptions(o: StoredTaskOptions): string {

@@ -23,9 +23,9 @@ import { toLeasedTasks, toTaskInfos, toTasks } from './queue-replies';
 import { QUEUE_SCRIPTS } from './queue-scripts';
 import { EnqueueBatcher, type EnqueueSegment, type SegmentOutcome } from './enqueue-batcher';
 import { MAX_QUEUE_BATCH, MAX_TASK_LOG_LINES } from './queue.constants';
-import type { ReplicaWait, SettleStep } from './interfaces/queue-store.interface';
+import type { EnqueueArgs, ReplicaWait, SettleStep } from './interfaces/queue-store.interface';
 
-export type { ReplicaWait, SettleStep } from './interfaces/queue-store.interface';
+export type { EnqueueArgs, ReplicaWait, SettleStep } from './interfaces/queue-store.interface';
 
 /** Expired leases one claim returns to the queue at most (the next claim takes the rest). */
 const RECLAIM_PER_CLAIM = 1_000;
@@ -47,24 +47,6 @@ export interface ClaimStepResult<P> {
 
 /** How long a count of the master's replicas (`INFO replication`) is reused, in ms. */
 const REPLICA_COUNT_MS = 5_000;
-
-/** What `enqueue.lua` is given besides the ids. */
-export interface EnqueueArgs {
-  delayMs: number;
-  replace: boolean;
-  /** The stored payload field (`storedPayload`); undefined: none (replace keeps the stored one). */
-  payload?: string;
-  priority: number;
-  group: string;
-  /** `storedOwnOptions`; '' for none. */
-  opts: string;
-  /** Unset: the module's `queue.waitForReplicas`; `false`: none. */
-  waitForReplicas?: ReplicaWait | false;
-  /** Each new id is claimed before every ready task (plain tasks due now only). */
-  lifo?: boolean;
-  /** `deduplication` (one id only): not added while another task holds this id. */
-  dedup?: { id: string; ttlMs: number; keepLastIfActive: boolean };
-}
 
 /**
  * The only user of the queue's Lua scripts: builds their KEYS (once per queue) and ARGV, runs

@@ -1,7 +1,7 @@
-// What the queue store's parts share without importing it: its settle steps and replica waits
-// (the worker and the service use them too), and what the flows' part (flows/flow-store.ts) uses
-// of the QueueStore that owns it, so that queue-store.ts and flow-store.ts do not import each
-// other.
+// What the queue store's parts share without importing it: its settle steps, replica waits and
+// enqueue arguments (the worker, the service and enqueue-options.ts use them too), and what the
+// flows' part (flows/flow-store.ts) uses of the QueueStore that owns it, so that queue-store.ts
+// and flow-store.ts do not import each other.
 import type { ResolvedQueueDefaults } from '../../options/resolve-options';
 import type { LuaScript } from '../../redis/lua-script';
 import type { RedisLockConnection } from '../../redis/redis-connection';
@@ -25,6 +25,24 @@ export interface SettleStep {
 export interface ReplicaWait {
   replicas: number;
   timeoutMs: number;
+}
+
+/** What `enqueue.lua` is given besides the ids. */
+export interface EnqueueArgs {
+  delayMs: number;
+  replace: boolean;
+  /** The stored payload field (`storedPayload`); undefined: none (replace keeps the stored one). */
+  payload?: string;
+  priority: number;
+  group: string;
+  /** `storedOwnOptions`; '' for none. */
+  opts: string;
+  /** Unset: the module's `queue.waitForReplicas`; `false`: none. */
+  waitForReplicas?: ReplicaWait | false;
+  /** Each new id is claimed before every ready task (plain tasks due now only). */
+  lifo?: boolean;
+  /** `deduplication` (one id only): not added while another task holds this id. */
+  dedup?: { id: string; ttlMs: number; keepLastIfActive: boolean };
 }
 
 /** What `FlowStore` uses of the `QueueStore` that owns it. */
