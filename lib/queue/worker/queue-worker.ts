@@ -423,7 +423,9 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
       let timeoutMs = task.options?.timeoutMs ?? this.options.timeoutMs;
       if (this.named) {
         named = this.named.route(task);
-        if (!(await this.namedSlot(entry, named))) {
+        // No await when the name has a free slot (the common case): a promise per task costs.
+        const took = this.named.take(named, this.stop.signal);
+        if (took !== true && !(await this.namedSlot(entry, named, took))) {
           named = undefined;
           return;
         }
@@ -445,13 +447,16 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
   }
 
   /**
-   * Waits for a run slot of the task's named handler (its lease renewed meanwhile, as a running
-   * task's). `false` (no slot taken) when the task must not run: the worker stops (the task is
-   * given back) or its lease was lost; throws the reason when it was cancelled while it waited.
+   * Waits for a run slot of the task's named handler (`took`: `NamedHandlers.take`'s promise; the
+   * task's lease is renewed meanwhile, as a running task's). `false` (no slot taken) when the task
+   * must not run: the worker stops (the task is given back) or its lease was lost; throws the
+   * reason when it was cancelled while it waited.
    */
-  private async namedSlot(entry: Running, named: NamedHandler): Promise<boolean> {
-    const took = this.named!.take(named, this.stop.signal);
-    if (took === true) return true;
+  private async namedSlot(
+    entry: Running,
+    named: NamedHandler,
+    took: Promise<boolean>,
+  ): Promise<boolean> {
     if (!(await took)) {
       entry.released = true;
       await this.giveBack([entry.task]);
