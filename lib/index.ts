@@ -7,6 +7,8 @@ export type {
   RedisClusterConnectionOptions,
   QueueDefaults,
   QueueOwnOptions,
+  QueueWorkersConfig,
+  NamedHandlerConfig,
   RetryLogLevel,
 } from './interfaces/redis-lock-module-options.interface';
 export type {

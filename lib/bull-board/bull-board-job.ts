@@ -50,7 +50,7 @@ export class BullBoardJob implements QueueJob {
   }
 
   /**
-   * The job as bull-board formats it: id and name = task id, data = payload, progress = the last
+   * The job as bull-board formats it: id = task id, name = the task's name (else its id), data = payload, progress = the last
    * `task.progress()` value, returnvalue = a completed task's result, finishedOn = when it
    * completed, died or was cancelled; failedReason and stacktrace from its last error (a cancelled
    * task's reason starts with `TaskCancelledError: `). processedOn is not stored: `null`.
@@ -59,8 +59,8 @@ export class BullBoardJob implements QueueJob {
     const t = this.task;
     return {
       id: t.id,
-      // Tasks have no name; the id is what identifies them in the list.
-      name: t.id,
+      // A task's name (enqueue's `name`), as a BullMQ job's; else its id, which identifies it.
+      name: t.name ?? t.id,
       data: t.payload,
       progress: (t.progress ?? 0) as QueueJobJson['progress'],
       attemptsMade: t.attempts,

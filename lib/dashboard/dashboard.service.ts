@@ -131,6 +131,8 @@ export interface DashboardTask {
   attempts: number;
   /** When it was (last) enqueued (epoch ms); absent for tasks of older versions. */
   enqueuedAt?: number;
+  /** Its name (`enqueue`'s `name`); absent when none. */
+  name?: string;
   /** Its priority; absent when none. */
   priority?: number;
   /** Its group; absent when none. */
@@ -432,6 +434,7 @@ export function toDashboardTask(task: QueueTaskInfo): DashboardTask {
     attempts: task.attempts,
   };
   if (task.enqueuedAt !== undefined) row.enqueuedAt = task.enqueuedAt;
+  if (task.name !== undefined) row.name = task.name;
   if (task.priority !== undefined) row.priority = task.priority;
   if (task.group !== undefined) row.group = task.group;
   if (task.finishedAt !== undefined) row.finishedAt = task.finishedAt;

@@ -27,3 +27,4 @@ export { WaitingRoomNotOpenError } from './waiting-room-not-open.error';
 export { WaitingRoomTimeoutError } from './waiting-room-timeout.error';
 export { WaitingRoomPlaceLostError } from './waiting-room-place-lost.error';
 export { PassRequiredError } from './pass-required.error';
+export { UnknownTaskNameError } from './unknown-task-name.error';

@@ -4,6 +4,8 @@ export interface TaskEventBase {
   readonly queue: string;
   /** The task id. */
   readonly id: string;
+  /** The task's name (`enqueue`'s `name`), when it has one. */
+  readonly name?: string;
   /** Which attempt this was (1 on the first claim). */
   readonly attempt: number;
   /** From enqueue to this claim, in ms (Redis clock); absent when the enqueue time is unknown. */

@@ -1,6 +1,14 @@
 import type { Cluster, ClusterNode, ClusterOptions, Redis, RedisOptions } from 'ioredis';
-import type { KeepBounds, RetryLogLevel } from '../queue/interfaces/queue-options.interface';
 import type { WaitForReplicasOptions } from './lock-options.interface';
+import type { QueueDefaults } from './queue-options.interface';
+
+export type {
+  NamedHandlerConfig,
+  QueueDefaults,
+  QueueOwnOptions,
+  QueueWorkersConfig,
+  RetryLogLevel,
+} from './queue-options.interface';
 
 /** Creates an ioredis `Cluster` client for the module (closed by the module on shutdown). */
 export interface RedisClusterConnectionOptions {
@@ -17,122 +25,6 @@ export type EvictionPolicyMode = 'warn' | 'fail' | 'ignore';
 /** Where the module's Redis is. */
 export type RedisConnectionOption =
   string | RedisOptions | Redis | Cluster | RedisClusterConnectionOptions;
-
-/** Options of one queue (module option `queue.queues[name]`); unset ones are the module's. */
-export interface QueueOwnOptions {
-  /**
-   * Largest payload, progress value or log line of this queue, in UTF-8 bytes of its JSON text
-   * (1 to 536,870,912).
-   * @default the module's `queue.maxPayloadBytes` (1048576)
-   * @example queues: { thumbnails: { maxPayloadBytes: 16_384 } }
-   */
-  maxPayloadBytes?: number;
-}
-
-/** Defaults of `QueueService` and its workers. */
-export interface QueueDefaults {
-  /**
-   * How long a claimed task stays leased before it returns to the queue, in ms.
-   * @default 30000
-   */
-  leaseMs?: number;
-  /**
-   * Attempts (claims) before a failing task moves to the dead-letter set (an integer from 1 to
-   * 1,000,000).
-   * @default 5
-   */
-  maxAttempts?: number;
-  /**
-   * Base delay of the exponential retry backoff of workers, in ms.
-   * @default 1000
-   */
-  backoffMs?: number;
-  /**
-   * Tasks a worker runs at the same time.
-   * @default 1
-   */
-  concurrency?: number;
-  /**
-   * How long shutdown waits for running handlers before returning their tasks to the queue, in ms.
-   * @default 10000
-   */
-  drainTimeoutMs?: number;
-  /**
-   * Tasks of one group leased at once, across all workers.
-   * @default 1
-   */
-  groupConcurrency?: number;
-  /**
-   * How long, and how many, completed tasks are kept with their result, payload and finish time
-   * (`get`, `waitFor`, the dashboard); meanwhile `enqueue` of such an id is refused (an
-   * idempotency window). `{ ageMs: 0, count: 0 }`: not kept (deleted when acked). Past `count`
-   * the oldest are deleted down to `count` less a tenth of it (at most 100), so between that and
-   * `count` are kept.
-   * @default { ageMs: 86400000, count: 1000 } (a day, 1,000 tasks)
-   */
-  keepCompleted?: KeepBounds;
-  /**
-   * Bounds of the dead-letter set (older or surplus dead tasks are deleted).
-   * @default { ageMs: 604800000, count: 10000 } (7 days, 10,000 tasks)
-   */
-  keepDead?: KeepBounds;
-  /**
-   * The log level of a failed attempt that will be retried (a retry is often expected: a flaky
-   * dependency, a lock held elsewhere). A task that goes to the dead-letter set is always logged
-   * as an error. `'off'` logs nothing (the `task.retried` event still fires).
-   * @default 'warn'
-   * @example queue: { retryLogLevel: 'debug' }
-   */
-  retryLogLevel?: RetryLogLevel;
-  /**
-   * Length of each queue's event stream (`events`, `waitFor`, `@OnQueueEvent`), trimmed
-   * approximately (`XADD MAXLEN ~`) by the scripts that write it: 0 to 1,000,000; `0` writes no
-   * events, and `waitFor` / `events` then throw.
-   * @default 10000
-   */
-  eventsMaxLen?: number;
-  /**
-   * Largest result a handler may return, in bytes of its JSON: past it the attempt fails with a
-   * `QueueError` naming the task (1 to 16 MiB).
-   * @default 65536
-   */
-  maxResultBytes?: number;
-  /**
-   * Largest value one call may store, in UTF-8 bytes of its JSON text (1 to 536,870,912, Redis's
-   * string limit): a task's payload (`enqueue`, `enqueueFlow`, `schedule`, `task.update`), a
-   * progress value (`task.progress`) and a log line (`task.log`). Past it the call throws
-   * `PayloadTooLargeError` naming the size and the limit, and writes nothing. A queue's own bound
-   * under `queues` wins.
-   * @default 1048576 (1 MiB)
-   * @example queue: { maxPayloadBytes: 65_536 }
-   */
-  maxPayloadBytes?: number;
-  /**
-   * Options of single queues, by queue name, that win over the module-wide ones above (today:
-   * `maxPayloadBytes`). Read by every call of this instance on that queue (producers and workers).
-   * @default {}
-   * @example queue: { queues: { thumbnails: { maxPayloadBytes: 16_384 } } }
-   */
-  queues?: Record<string, QueueOwnOptions>;
-  /**
-   * Every queue's bound of tasks queued and running (1 to 1,000,000,000), counted inside the
-   * enqueue script: past it `enqueue` throws `QueueFullError` (HTTP: 503 with `Retry-After`) and
-   * adds nothing. A queue's own bound (`QueueService.setMaxSize`) wins.
-   * @default undefined (no bound)
-   */
-  maxSize?: number;
-  /**
-   * Queue writes (`enqueue`, `ack`, and the acks of workers) are followed by `WAIT replicas
-   * timeoutMs` — the lock's option, same shape: fewer acknowledgements throw
-   * `QueueReplicationError` (the write may be lost on failover); a master with fewer connected
-   * replicas refuses the write unsent. Per call, `enqueue`'s / `ack`'s own `waitForReplicas` wins
-   * (`false`: none).
-   * @default undefined (no wait)
-   */
-  waitForReplicas?: WaitForReplicasOptions | false;
-}
-
-export type { RetryLogLevel };
 
 /** Options of `RedisLockModule.forRoot` / `forRootAsync`. */
 export interface RedisLockModuleOptions {

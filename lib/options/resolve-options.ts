@@ -6,11 +6,8 @@ import type {
 } from '../interfaces/lock-options.interface';
 import type {
   EvictionPolicyMode,
-  QueueDefaults,
-  QueueOwnOptions,
   RedisConnectionOption,
   RedisLockModuleOptions,
-  RetryLogLevel,
 } from '../interfaces/redis-lock-module-options.interface';
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
 import {
@@ -18,16 +15,21 @@ import {
   MAX_CONCURRENCY,
   MAX_QUEUE_BATCH,
   MAX_QUEUE_NAME_BYTES,
-} from '../queue/queue.constants';
-import { checkQueueName } from '../queue/queue-keys';
+} from './queue-limits';
+import { checkQueueName } from './queue-limits';
 import type {
   BackoffFunction,
-  BackoffOptions,
   BatchOptions,
   KeepBounds,
+  NamedHandlerConfig,
+  QueueDefaults,
+  QueueOwnOptions,
   QueueWorkerOptions,
+  QueueWorkersConfig,
+  RetryLogLevel,
   WorkerRateLimit,
-} from '../queue/interfaces/queue-options.interface';
+} from '../interfaces/queue-options.interface';
+import type { BackoffOptions } from '../interfaces/queue-task.interface';
 import {
   checkBoolean,
   checkInt,
@@ -35,6 +37,8 @@ import {
   checkMs,
   checkOneOf,
   checkPrefix,
+  invalidOption,
+  utf8BytesOver,
   type InvalidValue,
 } from './validate';
 
@@ -113,10 +117,21 @@ const MODULE_QUEUE_KEYS = [
   'maxResultBytes',
   'maxPayloadBytes',
   'queues',
+  'workers',
   'maxSize',
   'waitForReplicas',
 ] as const;
 const QUEUE_OWN_KEYS = ['maxPayloadBytes'] as const;
+/** What `queue.workers[queue]` may set: a worker's options but `batch` and `name`, and `names`. */
+const WORKER_CONFIG_KEYS = [
+  ...QUEUE_KEYS,
+  'limiter',
+  'groupLimiter',
+  'timeoutMs',
+  'backoff',
+  'names',
+] as const;
+const NAMED_CONFIG_KEYS = ['concurrency', 'timeoutMs'] as const;
 const WORKER_KEYS = [
   ...QUEUE_KEYS,
   'limiter',
@@ -124,6 +139,7 @@ const WORKER_KEYS = [
   'timeoutMs',
   'backoff',
   'batch',
+  'name',
 ] as const;
 const BATCH_KEYS = ['size', 'maxWaitMs'] as const;
 const BACKOFF_KEYS = ['type', 'delayMs', 'maxDelayMs', 'jitter'] as const;
@@ -331,10 +347,15 @@ export function resolveLockOptions(
 
 /** Queue defaults with every default applied. */
 export type ResolvedQueueDefaults = Required<
-  Omit<QueueDefaults, 'maxSize' | 'waitForReplicas' | 'queues'>
+  Omit<QueueDefaults, 'maxSize' | 'waitForReplicas' | 'queues' | 'workers'>
 > & {
   /** The queues with options of their own (`queue.queues`), by name, each fully resolved. */
   queues: ReadonlyMap<string, ResolvedQueueOwnOptions>;
+  /**
+   * The worker options from configuration (`queue.workers`), by queue: checked, applied over the
+   * options each worker of the queue is started with (`QueueService.process`).
+   */
+  workers: ReadonlyMap<string, QueueWorkersConfig>;
   /** Unset: no bound. */
   maxSize?: number;
   /** Unset: queue writes do not wait for replicas. */
@@ -355,6 +376,8 @@ export interface ResolvedWorkerOptions extends ResolvedQueueDefaults {
   backoff?: BackoffOptions | BackoffFunction;
   /** Batch worker: the handler gets up to `size` tasks at once. */
   batch?: BatchOptions;
+  /** A named handler: it runs the tasks enqueued with this name. */
+  name?: string;
 }
 
 /** Defaults of the queue and its workers (module `queue` option). */
@@ -372,6 +395,7 @@ export const QUEUE_DEFAULTS: ResolvedQueueDefaults = {
   maxResultBytes: 65_536,
   maxPayloadBytes: 1_048_576,
   queues: new Map(),
+  workers: new Map(),
 };
 
 /** Largest `maxPayloadBytes`: 512 MiB, the longest string Redis stores. */
@@ -394,9 +418,7 @@ export function checkBackoff(
   if (allowFunction && typeof value === 'function') return value as BackoffFunction;
   const o = checkKnownKeys(option, value, BACKOFF_KEYS, invalid) as Partial<BackoffOptions>;
   if (o.type !== 'fixed' && o.type !== 'exponential') {
-    const fail =
-      invalid ?? ((name: string, v: unknown, e: string) => new RedisLockOptionsError(name, v, e));
-    throw fail(`${option}.type`, o.type, "'fixed' or 'exponential'");
+    throw (invalid ?? invalidOption)(`${option}.type`, o.type, "'fixed' or 'exponential'");
   }
   const delayMs = checkInt(`${option}.delayMs`, o.delayMs, 0, MAX_TASK_MS, invalid);
   const maxDelayMs =
@@ -404,9 +426,7 @@ export function checkBackoff(
       ? undefined
       : checkInt(`${option}.maxDelayMs`, o.maxDelayMs, delayMs, MAX_TASK_MS, invalid);
   if (o.jitter !== undefined && typeof o.jitter !== 'boolean') {
-    const fail =
-      invalid ?? ((name: string, v: unknown, e: string) => new RedisLockOptionsError(name, v, e));
-    throw fail(`${option}.jitter`, o.jitter, 'true or false');
+    throw (invalid ?? invalidOption)(`${option}.jitter`, o.jitter, 'true or false');
   }
   return {
     type: o.type,
@@ -489,6 +509,8 @@ export function resolveQueueOptions(
         ? defaults.maxResultBytes
         : checkInt(name('maxResultBytes'), o.maxResultBytes, 1, 16 * 1024 * 1024),
     ...resolveQueueOwn(defaults, o, name),
+    workers:
+      o.workers === undefined ? defaults.workers : resolveWorkersConfig(o.workers, name('workers')),
     ...(o.maxSize === undefined ? {} : { maxSize: checkMaxSize(name('maxSize'), o.maxSize) }),
     ...(o.waitForReplicas
       ? {
@@ -512,29 +534,96 @@ function resolveQueueOwn(
       ? defaults.maxPayloadBytes
       : checkInt(name('maxPayloadBytes'), o.maxPayloadBytes, 1, MAX_PAYLOAD_BYTES);
   if (o.queues === undefined) return { maxPayloadBytes, queues: defaults.queues };
-  // Any key is known here: each is checked as a queue name below.
-  const own = checkKnownKeys(name('queues'), o.queues, Object.keys(o.queues ?? {}));
-  const queues = new Map<string, ResolvedQueueOwnOptions>();
-  for (const [queue, options] of Object.entries(own)) {
-    const option = `${name('queues')}.${queue}`;
-    try {
-      checkQueueName(queue);
-    } catch {
-      throw new RedisLockOptionsError(
-        name('queues'),
-        queue,
-        `queue names as keys (non-empty, at most ${MAX_QUEUE_NAME_BYTES} bytes)`,
-      );
-    }
+  const queues = perQueue(name('queues'), o.queues, (option, options) => {
     const q = checkKnownKeys(option, options, QUEUE_OWN_KEYS) as QueueOwnOptions;
-    queues.set(queue, {
+    return {
       maxPayloadBytes:
         q.maxPayloadBytes === undefined
           ? maxPayloadBytes
           : checkInt(`${option}.maxPayloadBytes`, q.maxPayloadBytes, 1, MAX_PAYLOAD_BYTES),
-    });
-  }
+    };
+  });
   return { maxPayloadBytes, queues };
+}
+
+/**
+ * `queue.workers`: each queue's worker options, checked as a worker's (an error names the queue
+ * and the option: `queue.workers.orders.concurrency`) and kept as given, to be applied over the
+ * options of every worker of that queue.
+ */
+function resolveWorkersConfig(
+  workers: unknown,
+  option: string,
+): ReadonlyMap<string, QueueWorkersConfig> {
+  return perQueue(option, workers, (prefix, value) => {
+    const { names, ...worker } = checkKnownKeys(
+      prefix,
+      value,
+      WORKER_CONFIG_KEYS,
+    ) as QueueWorkersConfig;
+    resolveWorkerOptions(QUEUE_DEFAULTS, worker, WORKER_KEYS, undefined, prefix);
+    if (names === undefined) return worker;
+    const named = checkKnownKeys(`${prefix}.names`, names, Object.keys(names ?? {}));
+    const checked: Record<string, NamedHandlerConfig> = {};
+    for (const [handler, options] of Object.entries(named)) {
+      const at = `${prefix}.names.${handler}`;
+      checkTaskName(`${prefix}.names`, handler);
+      const h = checkKnownKeys(at, options, NAMED_CONFIG_KEYS) as NamedHandlerConfig;
+      if (h.concurrency !== undefined) {
+        checkInt(`${at}.concurrency`, h.concurrency, 1, MAX_CONCURRENCY);
+      }
+      if (h.timeoutMs !== undefined) checkTimeoutMs(`${at}.timeoutMs`, h.timeoutMs);
+      checked[handler] = { ...h };
+    }
+    return { ...worker, names: checked };
+  });
+}
+
+/**
+ * A map of options by queue name (`queue.queues`, `queue.workers`): each key checked as a queue
+ * name, each value resolved by `resolve(option, value)` (`option`: `queue.queues.<name>`).
+ */
+function perQueue<T>(
+  option: string,
+  value: unknown,
+  resolve: (option: string, value: unknown) => T,
+): ReadonlyMap<string, T> {
+  // Any key is known here: each is checked as a queue name below.
+  const own = checkKnownKeys(option, value, Object.keys(value ?? {}));
+  const out = new Map<string, T>();
+  for (const [queue, options] of Object.entries(own)) {
+    try {
+      checkQueueName(queue);
+    } catch {
+      throw new RedisLockOptionsError(
+        option,
+        queue,
+        `queue names as keys (non-empty, at most ${MAX_QUEUE_NAME_BYTES} bytes)`,
+      );
+    }
+    out.set(queue, resolve(`${option}.${queue}`, options));
+  }
+  return out;
+}
+
+/**
+ * A task or handler name (`enqueue`'s and a worker's `name`): a non-empty string without NUL, at
+ * most 512 UTF-8 bytes; throws what `invalid` makes (`RedisLockOptionsError` by default).
+ */
+export function checkTaskName(option: string, value: unknown, invalid?: InvalidValue): string {
+  if (
+    typeof value !== 'string' ||
+    value.length === 0 ||
+    value.includes('\0') ||
+    utf8BytesOver(value, MAX_QUEUE_NAME_BYTES) !== undefined
+  ) {
+    throw (invalid ?? invalidOption)(
+      option,
+      value,
+      `a non-empty string without NUL of at most ${MAX_QUEUE_NAME_BYTES} bytes`,
+    );
+  }
+  return value;
 }
 
 /**
@@ -547,16 +636,28 @@ export function resolveWorkerOptions(
   options: QueueWorkerOptions | undefined,
   known: readonly string[] = WORKER_KEYS,
   invalid?: InvalidValue,
+  option = '',
 ): ResolvedWorkerOptions {
-  const o = checkKnownKeys('', options, known, invalid) as QueueWorkerOptions;
+  const o = checkKnownKeys(option, options, known, invalid) as QueueWorkerOptions;
+  const name = (key: string) => (option ? `${option}.${key}` : key);
+  if (o.name !== undefined && o.batch !== undefined) {
+    throw (invalid ?? invalidOption)(
+      name('batch'),
+      o.batch,
+      'no batch beside a name (a named handler runs one task per call)',
+    );
+  }
   return {
-    ...resolveQueueKeys(defaults, o, '', invalid),
-    limiter: checkRateLimit('limiter', o.limiter, invalid),
-    groupLimiter: checkRateLimit('groupLimiter', o.groupLimiter, invalid),
+    ...resolveQueueKeys(defaults, o, option, invalid),
+    limiter: checkRateLimit(name('limiter'), o.limiter, invalid),
+    groupLimiter: checkRateLimit(name('groupLimiter'), o.groupLimiter, invalid),
     timeoutMs:
-      o.timeoutMs === undefined ? undefined : checkTimeoutMs('timeoutMs', o.timeoutMs, invalid),
-    backoff: checkBackoff('backoff', o.backoff, invalid, true),
+      o.timeoutMs === undefined
+        ? undefined
+        : checkTimeoutMs(name('timeoutMs'), o.timeoutMs, invalid),
+    backoff: checkBackoff(name('backoff'), o.backoff, invalid, true),
     batch: o.batch === undefined ? undefined : checkBatch(o.batch, invalid),
+    ...(o.name === undefined ? {} : { name: checkTaskName(name('name'), o.name, invalid) }),
   };
 }
 
@@ -572,6 +673,7 @@ function resolveQueueKeys(
     maxResultBytes: defaults.maxResultBytes,
     maxPayloadBytes: defaults.maxPayloadBytes,
     queues: defaults.queues,
+    workers: defaults.workers,
     ...(defaults.maxSize === undefined ? {} : { maxSize: defaults.maxSize }),
     ...(defaults.waitForReplicas ? { waitForReplicas: defaults.waitForReplicas } : {}),
     leaseMs:

@@ -9,7 +9,8 @@ export const MAX_TIMER_MS = 2_147_483_647;
  */
 export type InvalidValue = (name: string, value: unknown, expected: string) => Error;
 
-const invalidOption: InvalidValue = (name, value, expected) =>
+/** The default `InvalidValue`: a `RedisLockOptionsError`. */
+export const invalidOption: InvalidValue = (name, value, expected) =>
   new RedisLockOptionsError(name, value, expected);
 
 function isIntIn(value: unknown, min: number, max: number): value is number {

@@ -1,10 +1,9 @@
 import { describeValue } from '../errors/describe-value';
 import { QueueError } from '../errors/queue.error';
-import { checkBackoff, checkTimeoutMs } from '../options/resolve-options';
 import { PayloadTooLargeError } from '../errors/payload-too-large.error';
 import type { ResolvedQueueDefaults } from '../options/resolve-options';
 import { checkInt, checkKnownKeys, checkMs, utf8BytesOver } from '../options/validate';
-import type { LeasedTask, TaskOwnOptions } from './interfaces/task.interface';
+import type { LeasedTask } from './interfaces/task.interface';
 import { checkNameBytes, checkQueueName } from './queue-keys';
 import {
   MAX_ATTEMPTS,
@@ -261,28 +260,4 @@ export function checkExpiry(expiresInMs: unknown, expiresAt: unknown): number | 
     return Date.now() + checkInt('expiresInMs', expiresInMs, 1, MAX_DELAY_MS, QueueError.invalid);
   }
   return expiresAt === undefined ? undefined : Math.max(1, checkTime('expiresAt', expiresAt));
-}
-
-/**
- * A task's own failure policy and timeout from enqueue (or flow node) options
- * (`RedisLockOptionsError`).
- */
-export function checkOwnOptions(o: {
-  maxAttempts?: unknown;
-  backoff?: unknown;
-  timeoutMs?: unknown;
-  expiresInMs?: unknown;
-  expiresAt?: unknown;
-}): TaskOwnOptions {
-  const expiresAt = checkExpiry(o.expiresInMs, o.expiresAt);
-  return {
-    ...(expiresAt === undefined ? {} : { expiresAt }),
-    ...(o.maxAttempts === undefined
-      ? {}
-      : { maxAttempts: checkInt('maxAttempts', o.maxAttempts, 1, MAX_ATTEMPTS) }),
-    ...(o.backoff === undefined
-      ? {}
-      : { backoff: checkBackoff('backoff', o.backoff) as TaskOwnOptions['backoff'] }),
-    ...(o.timeoutMs === undefined ? {} : { timeoutMs: checkTimeoutMs('timeoutMs', o.timeoutMs) }),
-  };
 }

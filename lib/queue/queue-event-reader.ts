@@ -112,6 +112,9 @@ export function toQueueEvent(queue: string, [eventId, fields]: RawEntry): QueueE
       case 'k':
         event.keptTaskId = value;
         break;
+      case 'n':
+        event.name = value;
+        break;
     }
   }
   return event;

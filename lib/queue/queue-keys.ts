@@ -1,8 +1,7 @@
-import { describeValue } from '../errors/describe-value';
-import { QueueError } from '../errors/queue.error';
-import { utf8BytesOver } from '../options/validate';
 import { taggedKey } from '../redis/tagged-key';
-import { MAX_QUEUE_NAME_BYTES } from './queue.constants';
+
+// The checks of queue names and ids, shared with the option checks, live below both.
+export { checkNameBytes, checkQueueName } from '../options/queue-limits';
 
 /** The Redis keys of one queue; all share one hash tag, so one Cluster slot. */
 export interface QueueRedisKeys {
@@ -106,35 +105,6 @@ export interface QueueRedisKeys {
   metrics: string;
   /** Pub/sub channel (not a key; same hash tag): ids of leased tasks whose cancel was asked for. */
   cancelChannel: string;
-}
-
-/** Throws a `QueueError` naming `queue` unless `name` is a usable queue name. */
-export function checkQueueName(name: unknown): string {
-  if (typeof name !== 'string' || name.length === 0) {
-    throw QueueError.invalid('queue', name, 'a non-empty string');
-  }
-  return checkNameBytes('queue', name);
-}
-
-/**
- * Throws a `QueueError` naming `argument` (its size and the limit) when `name` is longer than
- * `limit` UTF-8 bytes (default `MAX_QUEUE_NAME_BYTES`, 512: queue names, task, group and
- * deduplication ids); `at` says where it is (` at index 3`).
- */
-export function checkNameBytes(
-  argument: string,
-  name: string,
-  limit = MAX_QUEUE_NAME_BYTES,
-  at = '',
-): string {
-  const bytes = utf8BytesOver(name, limit);
-  if (bytes !== undefined) {
-    throw new QueueError(
-      `invalid argument '${argument}': ${describeValue(name)}${at} is ${bytes} bytes long; the limit is ${limit}`,
-      argument,
-    );
-  }
-  return name;
 }
 
 /**

@@ -56,7 +56,7 @@ export function toLeasedTasks<P>(
       payload: parsePayload(reply[i + 4] as string | null) as P,
       fence: Number(reply[i + 6]),
       ...(enqueuedAt === null ? {} : { enqueuedAt: Number(enqueuedAt) }),
-      ...(opts === null ? {} : { options: toOwnOptions(String(opts)) }),
+      ...(opts === null ? {} : toStoredOptions(String(opts))),
       ...(traceparent === undefined ? {} : { traceparent }),
       ...(parent === null ? {} : { parent: toParent(String(parent)) }),
     });
@@ -70,38 +70,66 @@ function toParent(json: string): { queue: string; id: string } {
   return { queue: link.q, id: link.p };
 }
 
-/** The stored JSON of a task's own options ({m, b, t, x}) as `TaskOwnOptions`. */
-function toOwnOptions(json: string): TaskOwnOptions {
-  const o = JSON.parse(json) as { m?: number; b?: BackoffOptions; t?: number; x?: number };
+/**
+ * The stored JSON of a task's own options ({m, b, t, x, n}) as the task's `options` (when it has
+ * any but its name) and `name`.
+ */
+function toStoredOptions(json: string): { options?: TaskOwnOptions; name?: string } {
+  const o = JSON.parse(json) as {
+    m?: number;
+    b?: BackoffOptions;
+    t?: number;
+    x?: number;
+    n?: string;
+  };
+  const own =
+    o.m === undefined && o.b === undefined && o.t === undefined && o.x === undefined
+      ? undefined
+      : {
+          ...(o.m === undefined ? {} : { maxAttempts: o.m }),
+          ...(o.b === undefined ? {} : { backoff: o.b }),
+          ...(o.t === undefined ? {} : { timeoutMs: o.t }),
+          ...(o.x === undefined ? {} : { expiresAt: o.x }),
+        };
   return {
-    ...(o.m === undefined ? {} : { maxAttempts: o.m }),
-    ...(o.b === undefined ? {} : { backoff: o.b }),
-    ...(o.t === undefined ? {} : { timeoutMs: o.t }),
-    ...(o.x === undefined ? {} : { expiresAt: o.x }),
+    ...(own === undefined ? {} : { options: own }),
+    ...(o.n === undefined ? {} : { name: o.n }),
   };
 }
 
-/** The stored JSON of a task's own options, or '' when it has none. */
-export function storedOwnOptions(o: TaskOwnOptions): string {
+/** What is stored per task in the queue's `opts` hash: its own options and its name. */
+export type StoredTaskOptions = TaskOwnOptions & { readonly name?: string };
+
+/** The stored JSON of a task's own options and name, or '' when it has none. */
+export function storedOwnOptions(o: StoredTaskOptions): string {
   if (
     o.maxAttempts === undefined &&
     o.backoff === undefined &&
     o.timeoutMs === undefined &&
-    o.expiresAt === undefined
+    o.expiresAt === undefined &&
+    o.name === undefined
   )
     return '';
-  // "x" (the deadline) is read by the scripts (includes/expiry.lua).
-  return JSON.stringify({ m: o.maxAttempts, b: o.backoff, t: o.timeoutMs, x: o.expiresAt });
+  // "x" (the deadline) is read by the scripts (includes/expiry.lua), "n" (the name) by claim.lua.
+  return JSON.stringify({
+    m: o.maxAttempts,
+    b: o.backoff,
+    t: o.timeoutMs,
+    x: o.expiresAt,
+    n: o.name,
+  });
 }
 
 /**
  * Tasks of an inspect reply: {id, state, time, attempts, payload, lastError, info, result,
- * progress, ...}.
+ * progress, opts, ...}.
  */
 export function toTaskInfos<P>(queue: string, reply: Reply): QueueTaskInfo<P>[] {
   const infos: QueueTaskInfo<P>[] = [];
-  for (let i = 0; i < reply.length; i += 9) {
+  for (let i = 0; i < reply.length; i += 10) {
     const lastError = reply[i + 5];
+    const opts = reply[i + 9];
+    const name = opts === null ? undefined : toStoredOptions(String(opts)).name;
     const state = String(reply[i + 1]) as QueueTaskState;
     const result = reply[i + 7] === null ? undefined : String(reply[i + 7]);
     const progress = reply[i + 8];
@@ -114,6 +142,7 @@ export function toTaskInfos<P>(queue: string, reply: Reply): QueueTaskInfo<P>[] 
       queue,
       id: String(reply[i]),
       state,
+      ...(name === undefined ? {} : { name }),
       // A plain task's score carries a fraction that orders same-ms enqueues (enqueue.lua).
       time: Math.ceil(Number(reply[i + 2])),
       attempts: Number(reply[i + 3]),

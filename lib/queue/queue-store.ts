@@ -26,27 +26,15 @@ import { EnqueueBatcher, type EnqueueSegment, type SegmentOutcome } from './enqu
 import { MAX_QUEUE_BATCH, MAX_TASK_LOG_LINES } from './queue.constants';
 import { QueueMetrics, metricsDayKey, METRICS_KEEP_MS } from './metrics/queue-metrics';
 import { RedactingLogger } from '../redaction/redacting-logger';
+import type { EnqueueArgs, ReplicaWait, SettleStep } from './interfaces/queue-store.interface';
+
+export type { EnqueueArgs, ReplicaWait, SettleStep } from './interfaces/queue-store.interface';
 
 /** Expired leases one claim returns to the queue at most (the next claim takes the rest). */
 const RECLAIM_PER_CLAIM = 1_000;
 
 /** Queues whose keys are cached at most (a cache, not a registry: it is cleared when full). */
 const KEY_CACHE_SIZE = 1_000;
-
-/**
- * What a claim does with the caller's finished task before it leases more: `ack` (with its
- * result's JSON in `data`, '' for none), `nack` (retry after `delayMs`, or dead once out of
- * attempts), `fail` (dead at once), `release` (given back unattempted, due after `delayMs`). For
- * nack and fail, `data` is the failure (`encodeTaskError`).
- */
-export interface SettleStep {
-  kind: 'ack' | 'nack' | 'fail' | 'release';
-  task: LeasedTask;
-  delayMs?: number;
-  data?: string;
-  /** How long its handler ran (a worker's), for the queue's run-time percentiles. */
-  runMs?: number;
-}
 
 /** What a claim step settled each task as (claim.lua). */
 export const SETTLED = { stale: 0, done: 1, dead: 2, cancelled: 3 } as const;
@@ -60,32 +48,8 @@ export interface ClaimStepResult<P> {
   settled: number[];
 }
 
-/** `waitForReplicas` of a queue write: `WAIT replicas timeoutMs` after it. */
-export interface ReplicaWait {
-  replicas: number;
-  timeoutMs: number;
-}
-
 /** How long a count of the master's replicas (`INFO replication`) is reused, in ms. */
 const REPLICA_COUNT_MS = 5_000;
-
-/** What `enqueue.lua` is given besides the ids. */
-export interface EnqueueArgs {
-  delayMs: number;
-  replace: boolean;
-  /** The stored payload field (`storedPayload`); undefined: none (replace keeps the stored one). */
-  payload?: string;
-  priority: number;
-  group: string;
-  /** `storedOwnOptions`; '' for none. */
-  opts: string;
-  /** Unset: the module's `queue.waitForReplicas`; `false`: none. */
-  waitForReplicas?: ReplicaWait | false;
-  /** Each new id is claimed before every ready task (plain tasks due now only). */
-  lifo?: boolean;
-  /** `deduplication` (one id only): not added while another task holds this id. */
-  dedup?: { id: string; ttlMs: number; keepLastIfActive: boolean };
-}
 
 /**
  * The only user of the queue's Lua scripts: builds their KEYS (once per queue) and ARGV, runs
@@ -553,7 +517,7 @@ export class QueueStore {
   ): Promise<QueueTaskInfo<P>[]> {
     const reply = await this.connection.run(
       QUEUE_SCRIPTS.inspect,
-      [...inspectKeys(k), k.wchildren, k.expired],
+      [...inspectKeys(k), k.wchildren, k.expired, k.opts],
       ['list', state, offset, limit],
     );
     return toTaskInfos<P>(k.name, reply as (string | number | null)[]);
@@ -562,7 +526,7 @@ export class QueueStore {
   async get<P>(k: QueueRedisKeys, id: string): Promise<QueueTaskInfo<P> | undefined> {
     const reply = await this.connection.run(
       QUEUE_SCRIPTS.inspect,
-      [...inspectKeys(k), k.wchildren, k.expired],
+      [...inspectKeys(k), k.wchildren, k.expired, k.opts],
       ['get', id],
     );
     const info = toTaskInfos<P>(k.name, reply as (string | number | null)[])[0];

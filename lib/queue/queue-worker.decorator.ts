@@ -40,8 +40,12 @@ export type QueueWorkerDecorator<Handler> = <H extends Handler>(
  * `RunningTask<P>` (or a `LeasedTask<P>`): a handler declaring another payload type does not
  * compile.
  * @param queue the queue name, or a `TypedQueue` from `defineQueue`
- * @param options concurrency, leaseMs, maxAttempts, backoffMs, drainTimeoutMs, groupConcurrency,
- * limiter, groupLimiter, keepCompleted, keepDead, batch (defaults: the module's `queue` options)
+ * With `name`, the method is the handler of the tasks enqueued with that name, at most its own
+ * `concurrency` at a time; the named handlers of a queue share one claim loop (see
+ * `QueueWorkerOptions.name`). The module's `queue.workers[queue]` wins over these options.
+ * @param options name, concurrency, leaseMs, maxAttempts, backoffMs, drainTimeoutMs,
+ * groupConcurrency, limiter, groupLimiter, keepCompleted, keepDead, timeoutMs, backoff, batch
+ * (defaults: the module's `queue` options)
  * @example
  * const ORDERS = defineQueue<{ sku: string; userId: string }>('orders');
  * @Injectable()
@@ -49,6 +53,11 @@ export type QueueWorkerDecorator<Handler> = <H extends Handler>(
  *   @QueueWorker(ORDERS, { concurrency: 10, maxAttempts: 3 })
  *   async create(task: RunningTask<{ sku: string; userId: string }>) {
  *     await this.orders.create(task.payload, { signal: task.signal });
+ *   }
+ *
+ *   @QueueWorker('emails', { name: 'welcome', concurrency: 20 })
+ *   async welcome(task: RunningTask<{ to: string }>) {
+ *     await this.mailer.sendWelcome(task.payload.to);
  *   }
  *
  *   @QueueWorker('audit', { batch: { size: 100 } })

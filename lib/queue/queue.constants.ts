@@ -1,14 +1,17 @@
-/** Most ids one `enqueue` takes, and most tasks one `pop`/`top`/`claim`/`deadLetters` returns. */
-export const MAX_QUEUE_BATCH = 1_000;
+// Bounds that the option checks (lib/options) share with the queue live in
+// lib/options/queue-limits.ts, below both.
+export {
+  MAX_ATTEMPTS,
+  MAX_CONCURRENCY,
+  MAX_QUEUE_BATCH,
+  MAX_QUEUE_NAME_BYTES,
+} from '../options/queue-limits';
 
 /** Lines of a task's log kept (`task.log`): the last ones. */
 export const MAX_TASK_LOG_LINES = 100;
 
 /** Characters of one log line kept (longer lines are cut). */
 export const MAX_TASK_LOG_LINE = 1_000;
-
-/** Longest queue name accepted, in bytes (UTF-8). */
-export const MAX_QUEUE_NAME_BYTES = 512;
 
 /** Longest `delayMs` accepted: ten years. */
 export const MAX_DELAY_MS = 315_360_000_000;
@@ -21,12 +24,6 @@ export const MAX_IDLE_MS = 5_000;
 
 /** Metadata key under which `@QueueWorker` stores its registrations on a method. */
 export const QUEUE_WORKER_METADATA = 'nestjs-redis-lock:queue-worker';
-
-/** Largest `maxAttempts` accepted. */
-export const MAX_ATTEMPTS = 1_000_000;
-
-/** Largest worker `concurrency` accepted. */
-export const MAX_CONCURRENCY = 10_000;
 
 /** Priorities go from -MAX_PRIORITY (soonest) to MAX_PRIORITY (the Lua scripts rely on it). */
 export const MAX_PRIORITY = 1_000;

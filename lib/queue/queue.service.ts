@@ -6,7 +6,7 @@ import { RedisLockEvents } from '../events/redis-lock-events';
 import type { ResolvedQueueDefaults, ResolvedWorkerOptions } from '../options/resolve-options';
 import { checkMaxSize, checkRateLimit, checkWaitForReplicas } from '../options/resolve-options';
 import type { WaitForReplicasOptions } from '../interfaces/lock-options.interface';
-import { checkInt, checkKnownKeys, utf8BytesOver } from '../options/validate';
+import { checkInt, utf8BytesOver } from '../options/validate';
 import { PayloadTooLargeError } from '../errors/payload-too-large.error';
 import { RedisLockConnection } from '../redis/redis-connection';
 import { QueueTracing } from '../observability/tracing';
@@ -39,30 +39,26 @@ import type {
 import {
   checkCount,
   checkDelay,
-  checkGroup,
   checkIds,
   checkTime,
   checkLeaseMs,
   checkLeasedTask,
   checkMaxAttempts,
   checkOptionKeys,
-  checkOwnOptions,
   checkPage,
-  checkPayloadBytes,
-  checkPriority,
   checkScore,
   checkTaskId,
   serializeJson,
-  serializePayload,
   storedPayload,
 } from './queue-arguments';
-import { checkNameBytes, checkQueueName, type QueueRedisKeys } from './queue-keys';
-import { storedOwnOptions } from './queue-replies';
+import { checkQueueName, type QueueRedisKeys } from './queue-keys';
 import { QueueStore, SETTLED, type ClaimStepResult, type SettleStep } from './queue-store';
 import { resolveWorkerOptions } from './queue-worker-options';
 import { QueueWorkerRunner } from './worker/queue-worker';
 import { WorkerRegistry } from './worker/worker-registry';
-import { MAX_CONCURRENCY, MAX_DELAY_MS } from './queue.constants';
+import { resolveEnqueueOptions } from './enqueue-options';
+import { NamedWorkerLoops, type NamedHandlers } from './worker/named-handlers';
+import { MAX_CONCURRENCY } from './queue.constants';
 import { QueueScheduler } from './schedule/queue-scheduler';
 import type { QueueSchedule, QueueScheduleOptions } from './schedule/schedule.interface';
 import { encodeTaskError } from './task-errors';
@@ -114,6 +110,16 @@ export class QueueService implements BeforeApplicationShutdown {
   private readonly logger = new RedactingLogger('QueueService');
   private readonly defaults: ResolvedQueueDefaults;
   private readonly runners = new Set<QueueWorkerRunner>();
+  /** Named handlers (`process(queue, handler, { name })`): one claim loop per queue. */
+  private readonly namedLoops = new NamedWorkerLoops((handlers, given, onClosed) =>
+    this.startRunner(
+      handlers.queue,
+      resolveWorkerOptions(this.defaults, given),
+      unnamedHandler,
+      handlers,
+      onClosed,
+    ),
+  );
   private readonly tracing = new QueueTracing();
   /** @internal the owner of every Redis call of the queue */
   readonly store: QueueStore;
@@ -205,45 +211,12 @@ export class QueueService implements BeforeApplicationShutdown {
   ): Promise<number> {
     const k = this.keys(queue);
     const ids = checkIds(id);
-    const o = checkOptionKeys(options, ENQUEUE_OPTIONS);
-    if (o.replace !== undefined && typeof o.replace !== 'boolean') {
-      throw QueueError.invalid('replace', o.replace, 'true or false');
-    }
-    let delayMs = o.delayMs === undefined ? 0 : checkDelay('delayMs', o.delayMs);
-    let replace = o.replace === true;
-    if (o.debounceMs !== undefined) {
-      if (o.delayMs !== undefined || o.replace !== undefined) {
-        throw QueueError.invalid('debounceMs', o.debounceMs, 'no delayMs or replace beside it');
-      }
-      delayMs = checkDelay('debounceMs', o.debounceMs);
-      replace = true;
-    }
-    const priority = o.priority === undefined ? 0 : checkPriority(o.priority);
-    const group = o.group === undefined ? '' : checkGroup(o.group);
-    if (group && priority !== 0) {
-      throw QueueError.invalid('priority', o.priority, 'no priority on a task with a group');
-    }
-    const lifo = checkLifo(o.lifo, delayMs, replace, priority, group);
-    const dedup =
-      o.deduplication === undefined
-        ? undefined
-        : checkDedup(o.deduplication, ids, priority === 0 && group === '' && !replace && !lifo);
-    const opts = storedOwnOptions(checkOwnOptions(o));
-    const waitForReplicas = checkWaitForReplicas('waitForReplicas', o.waitForReplicas);
-    const json = serializePayload(o.payload);
-    if (json !== undefined) checkPayloadBytes(this.defaults, k.name, 'payload', json);
+    const { json, ...args } = resolveEnqueueOptions(this.defaults, k.name, ids, options);
     return this.tracing.enqueue(k.name, ids, (traceparent) =>
       this.store.enqueue(k, ids, {
-        delayMs,
-        replace,
+        ...args,
         // A replace without a payload keeps the stored one: no trace context is written over it.
-        payload: storedPayload(json, replace && json === undefined ? undefined : traceparent),
-        priority,
-        group,
-        opts,
-        waitForReplicas,
-        lifo,
-        dedup,
+        payload: storedPayload(json, args.replace && json === undefined ? undefined : traceparent),
       }),
     );
   }
@@ -742,15 +715,39 @@ export class QueueService implements BeforeApplicationShutdown {
   ): QueueWorkerHandle {
     const k = this.keys(queue);
     if (typeof handler !== 'function') throw QueueError.invalid('handler', handler, 'a function');
-    const o = resolveWorkerOptions(this.defaults, options);
+    // `queue.workers[queue]` (configuration) wins over the options given here.
+    const { names, ...configured } = this.defaults.workers.get(k.name) ?? {};
+    const o = resolveWorkerOptions(this.defaults, { ...options, ...configured });
     if (this.shuttingDown) {
       throw new QueueError(`queue '${k.name}': no new worker while the application shuts down`);
     }
+    if (o.name !== undefined) {
+      const own = names?.[o.name];
+      return this.namedLoops.add(
+        k.name,
+        o.name,
+        handler as QueueHandler,
+        { ...options, ...configured },
+        own?.concurrency ?? o.concurrency,
+        own?.timeoutMs ?? o.timeoutMs,
+      );
+    }
+    return this.startRunner(k.name, o, handler as QueueHandler);
+  }
+
+  /** Starts a claim loop on `queue`: of one handler, or of the queue's `named` handlers. */
+  private startRunner(
+    queue: string,
+    options: ResolvedWorkerOptions,
+    handler: QueueHandler,
+    named?: NamedHandlers,
+    onClosed?: () => void,
+  ): QueueWorkerRunner {
     const worker: QueueWorkerRunner = new QueueWorkerRunner(
-      k.name,
-      k,
-      handler as QueueHandler,
-      o,
+      queue,
+      this.keys(queue),
+      handler,
+      options,
       this.store,
       this.connection,
       this.logger,
@@ -758,7 +755,9 @@ export class QueueService implements BeforeApplicationShutdown {
       () => {
         this.runners.delete(worker);
         this.registry.remove(worker);
+        onClosed?.();
       },
+      named,
     );
     this.runners.add(worker);
     worker.start();
@@ -844,79 +843,11 @@ export class QueueService implements BeforeApplicationShutdown {
   }
 }
 
-/** `enqueue`'s `lifo`: only for plain tasks due now (the others are not in one FIFO line). */
-function checkLifo(
-  lifo: unknown,
-  delayMs: number,
-  replace: boolean,
-  priority: number,
-  group: string,
-): boolean {
-  if (lifo === undefined || lifo === false) return false;
-  if (lifo !== true) throw QueueError.invalid('lifo', lifo, 'true or false');
-  if (delayMs !== 0 || replace || priority !== 0 || group !== '') {
-    throw QueueError.invalid(
-      'lifo',
-      lifo,
-      'no delayMs, debounceMs, replace, priority or group beside it',
-    );
-  }
-  return true;
+/** The handler of a named loop's runner: never called (each task runs in its name's handler). */
+function unnamedHandler(): never {
+  throw new QueueError('a named loop runs each task in the handler of its name');
 }
 
-/** `enqueue`'s `deduplication`: `{ id, ttlMs? }`, with a single task id. */
-function checkDedup(
-  value: unknown,
-  ids: readonly string[],
-  plainLine: boolean,
-): { id: string; ttlMs: number; keepLastIfActive: boolean } {
-  const d = value as { id?: unknown; ttlMs?: unknown };
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-    throw QueueError.invalid('deduplication', value, 'an object { id, ttlMs? }');
-  }
-  checkKnownKeys('deduplication', value, ['id', 'ttlMs', 'keepLastIfActive'], QueueError.invalid);
-  const keep = (value as { keepLastIfActive?: unknown }).keepLastIfActive;
-  if (keep !== undefined && typeof keep !== 'boolean') {
-    throw QueueError.invalid('deduplication.keepLastIfActive', keep, 'true or false');
-  }
-  if (typeof d.id !== 'string' || d.id.length === 0) {
-    throw QueueError.invalid('deduplication.id', d.id, 'a non-empty string of at most 512 bytes');
-  }
-  checkNameBytes('deduplication.id', d.id);
-  const ttlMs =
-    d.ttlMs === undefined
-      ? 0
-      : checkInt('deduplication.ttlMs', d.ttlMs, 1, MAX_DELAY_MS, QueueError.invalid);
-  if (ids.length !== 1) {
-    throw QueueError.invalid('deduplication', value, 'a single task id beside it');
-  }
-  if (keep && (d.ttlMs !== undefined || !plainLine)) {
-    throw QueueError.invalid(
-      'deduplication.keepLastIfActive',
-      keep,
-      'no ttlMs, priority, group, replace or lifo beside it',
-    );
-  }
-  return { id: d.id, ttlMs, keepLastIfActive: keep === true };
-}
-
-/** The options `enqueue` accepts. */
-const ENQUEUE_OPTIONS = [
-  'delayMs',
-  'payload',
-  'replace',
-  'priority',
-  'group',
-  'debounceMs',
-  'maxAttempts',
-  'backoff',
-  'timeoutMs',
-  'waitForReplicas',
-  'lifo',
-  'deduplication',
-  'expiresInMs',
-  'expiresAt',
-];
 /** The worker options `claim` takes (the rest concern a running worker). */
 const CLAIM_OPTIONS = ['leaseMs', 'maxAttempts', 'groupConcurrency', 'limiter', 'groupLimiter'];
 /** The states `list` reads. */

@@ -136,6 +136,17 @@ describe('RedisLockQueueAdapter', () => {
     expect((await queues.stats('done')).completed).toBe(0);
   });
 
+  it("names a job by its task's name (enqueue's name), else by its id", async () => {
+    const adapter = new RedisLockQueueAdapter(queues, 'named-jobs');
+    await queues.enqueue('named-jobs', 'a', { name: 'welcome' });
+    await queues.enqueue('named-jobs', 'b');
+    const jobs = await adapter.getJobs(['waiting'], 0, 9);
+    expect(jobs.map((j) => [j.toJSON().id, j.toJSON().name]).sort()).toEqual([
+      ['a', 'welcome'],
+      ['b', 'b'],
+    ]);
+  });
+
   it('shows the progress of a running task', async () => {
     const adapter = new RedisLockQueueAdapter(queues, 'running');
     const reported = deferred();

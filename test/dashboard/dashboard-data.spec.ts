@@ -10,6 +10,7 @@ import {
   type DashboardLock,
   type DashboardOverview,
   type DashboardTask,
+  type QueueTaskInfo,
   type RedisLockDashboardOptions,
   type RunningTask,
 } from '../../lib';
@@ -25,6 +26,7 @@ import {
   DashboardService,
   TASK_JSON_PREVIEW_CHARS,
   dashboardJson,
+  toDashboardTask,
 } from '../../lib/dashboard/dashboard.service';
 import { lockRedisKeys } from '../../lib/lock/lock-keys';
 import { queueRedisKeys } from '../../lib/queue/queue-keys';
@@ -355,6 +357,24 @@ describe('GET api/overview: callers waiting inside each instance', () => {
     });
     expect((await shown('order:9'))?.localWaiters).toEqual([{ instance: 'live-proc', waiting: 1 }]);
     await holder.release();
+  });
+});
+
+describe('dashboard task rows', () => {
+  it("carry the task's name when it has one", () => {
+    const task: QueueTaskInfo = {
+      queue: 'q',
+      id: 'a',
+      state: 'ready',
+      time: 1,
+      attempts: 0,
+      payload: undefined,
+    };
+    expect(toDashboardTask({ ...task, name: 'welcome' })).toMatchObject({
+      id: 'a',
+      name: 'welcome',
+    });
+    expect(toDashboardTask(task)).not.toHaveProperty('name');
   });
 });
 

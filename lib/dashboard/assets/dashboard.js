@@ -377,6 +377,11 @@ function TaskDetail({ task, readOnly, act, now }) {
   return html`<dl class="task" data-testid="task">
     <dt>Id</dt>
     <dd class="mono">${t.id}</dd>
+    ${
+      t.name !== undefined &&
+      html`<dt>Name</dt>
+        <dd data-testid="task-name">${t.name}</dd>`
+    }
     <dt>State</dt>
     <dd data-testid="task-state">${t.state}</dd>
     <dt>Attempts</dt>
@@ -465,7 +470,10 @@ function TaskList({ queue, state, readOnly, act, now }) {
   const rows = (list.data || []).map(
     (t) =>
       html`<tr data-testid=${`${state}-row`} data-id=${t.id} key=${t.id}>
-        <td class="mono nowrap">${t.id}</td>
+        <td class="mono nowrap">
+          ${t.id}
+          ${t.name !== undefined && html` <span class="muted" data-testid="row-name">${t.name}</span>`}
+        </td>
         <td class="nowrap">
           ${clock(t.time)}
           ${

@@ -7,7 +7,7 @@ import type { LeasedTask } from '../interfaces/task.interface';
 import type { QueueRedisKeys } from '../queue-keys';
 import { ThrottledWarning } from '../../redis/throttled-warning';
 import { QUEUE_SCRIPTS } from '../queue-scripts';
-import type { QueueStore, ReplicaWait, SettleStep } from '../queue-store';
+import type { FlowStoreHost, ReplicaWait, SettleStep } from '../interfaces/queue-store.interface';
 import { MAX_QUEUE_BATCH } from '../queue.constants';
 import {
   addFlowCall,
@@ -21,12 +21,6 @@ import {
   type FlowRecord,
 } from './flow-keys';
 import type { FlowPlan } from './flow-tree';
-
-/** What `FlowStore` uses of the `QueueStore` that owns it. */
-export type FlowStoreHost = Pick<
-  QueueStore,
-  'connection' | 'defaults' | 'keys' | 'write' | 'cancel'
->;
 
 /**
  * The flows' part of the queue store (docs/queue.md, "Flows"): writes trees (add-flow.lua),

@@ -6,13 +6,13 @@ import { QUEUE_DEFAULTS, type ResolvedQueueDefaults } from '../../options/resolv
 import type { FlowNode, FlowTaskIds, OnChildFailure } from '../interfaces/flow.interface';
 import {
   checkOptionKeys,
-  checkOwnOptions,
   checkPayloadBytes,
   checkTaskId,
   serializePayload,
 } from '../queue-arguments';
 import { checkQueueName } from '../queue-keys';
 import { storedOwnOptions } from '../queue-replies';
+import { checkOwnOptions } from '../enqueue-options';
 import { MAX_FLOW_NODES } from '../queue.constants';
 
 /** One task of a checked flow, ready to be written (add-flow.lua). */
@@ -41,6 +41,7 @@ export interface FlowPlan {
 
 const NODE_KEYS = ['queue', 'id', 'payload', 'options', 'children'];
 const NODE_OPTIONS = [
+  'name',
   'maxAttempts',
   'backoff',
   'timeoutMs',

@@ -1,6 +1,6 @@
 import type { WaitForReplicasOptions } from '../../interfaces/lock-options.interface';
 import type { TaskError } from './queue-event.interface';
-import type { BackoffOptions } from './task.interface';
+import type { BackoffOptions } from '../../interfaces/queue-task.interface';
 
 /**
  * What a parent does when this child fails (ends dead — attempts used up, or
@@ -15,6 +15,8 @@ export type OnChildFailure = 'fail-parent' | 'ignore' | 'wait';
 
 /** The options of one node of a flow. */
 export interface FlowNodeOptions {
+  /** The task's name, routing it to a named handler (as `enqueue`'s `name`). */
+  name?: string;
   /** The task's own attempt limit (as `enqueue`'s). */
   maxAttempts?: number;
   /** The task's own retry delays (as `enqueue`'s). */

@@ -88,6 +88,8 @@ export interface QueueEvent {
   readonly progress?: unknown;
   /** `enqueued` (when delayed), `retrying`, `delayed`: due again this many ms later. */
   readonly delayMs?: number;
+  /** `enqueued` (by `enqueue`), `active`: the task's name, when it has one. */
+  readonly name?: string;
   /** `deduplicated`: the task that holds the deduplication id (the call's own id is `taskId`). */
   readonly keptTaskId?: string;
 }

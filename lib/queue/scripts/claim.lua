@@ -34,7 +34,9 @@
 -- KEYS[20] events    stream: the queue's events (includes/events.lua)
 -- KEYS[21] results   hash: id -> 'finishedAt|result JSON' of kept completed tasks
 -- KEYS[22] progress  hash: id -> JSON of the last progress value
--- KEYS[23] opts      hash: id -> JSON of the task's own options ('"m":' maxAttempts is read here)
+-- KEYS[23] opts      hash: id -> JSON of the task's own options and name ('"m":' maxAttempts is
+--                    read here: a name's quotes are escaped, so it cannot fake it; 'n', the name,
+--                    goes into the 'active' event)
 -- KEYS[24] cancels   hash: id -> reason, for leased tasks a cancel was asked for
 -- KEYS[25] cancelled zset: id -> time it was cancelled
 -- KEYS[26] fence     string: highest lease fence given out
@@ -573,7 +575,12 @@ local function leaseChosen()
     result[#result + 1] = fence + i
     result[#result + 1] = opts[i] or false
     result[#result + 1] = links[i] or false
-    emit(KEYS[20], eventsMaxLen, 'active', id, 'a', attempt)
+    local name = opts[i] and string.find(opts[i], '"n":', 1, true) and cjson.decode(opts[i]).n
+    if name then
+      emit(KEYS[20], eventsMaxLen, 'active', id, 'a', attempt, 'n', name)
+    else
+      emit(KEYS[20], eventsMaxLen, 'active', id, 'a', attempt)
+    end
   end
 end
 

@@ -43,7 +43,8 @@
 -- ARGV[6] group       '' for none
 -- ARGV[7] eventsMaxLen  length of the event stream (0: no events)
 -- ARGV[8] opts        JSON of the tasks' own options (maxAttempts, backoff, timeoutMs, x: the
---                     deadline of expiresAt, indexed in expiries), '' none
+--                     deadline of expiresAt, indexed in expiries) and name ('n', also written
+--                     into their 'enqueued' events), '' none
 -- ARGV[9] maxSize     the module's bound of tasks queued and running (0: none); the queue's own
 --                     (config 'maxSize') wins
 -- ARGV[10] lifo        '1': each new plain id goes before every ready task (claimed next); only
@@ -158,8 +159,17 @@ local function forgetRun(id)
   end
 end
 
+-- The tasks' name ('n' of opts), for their 'enqueued' events; false when they have none.
+local name = opts ~= '' and string.find(opts, '"n":', 1, true) and cjson.decode(opts).n
+
 local function enqueued(id)
-  if ARGV[1] ~= '0' then
+  if name then
+    if ARGV[1] ~= '0' then
+      emit(KEYS[10], eventsMaxLen, 'enqueued', id, 'd', ARGV[1], 'n', name)
+    else
+      emit(KEYS[10], eventsMaxLen, 'enqueued', id, 'n', name)
+    end
+  elseif ARGV[1] ~= '0' then
     emit(KEYS[10], eventsMaxLen, 'enqueued', id, 'd', ARGV[1])
   else
     emit(KEYS[10], eventsMaxLen, 'enqueued', id)

@@ -16,18 +16,19 @@
 -- KEYS[14] progress  hash: id -> JSON of the last progress value
 -- KEYS[15] wchildren zset: flow parent id -> children still to finish (includes/flow.lua)
 -- KEYS[16] expired   zset: id -> time it expired (not started by its deadline)
+-- KEYS[17] opts      hash: id -> JSON of the task's own options and name
 -- ARGV[1] 'get' or 'list'
 -- get:  ARGV[2] id
 -- list: ARGV[2] state ('ready' | 'delayed' | 'leased' | 'completed' | 'dead' | 'cancelled' |
 --       'expired' | 'waiting-children'),
 --       ARGV[3] offset, ARGV[4] limit
 --
--- Returns {id, state, time, attempts, payload, lastError, info, result, progress, ...} per task
+-- Returns {id, state, time, attempts, payload, lastError, info, result, progress, opts, ...} per task
 -- (get: one task, or an empty array when the id is unknown). time: due time (ready, delayed),
 -- lease expiry (leased), finish time (completed), time of death, cancel or expiry (dead,
 -- cancelled, expired) or
 -- enqueue time (waiting-children).
--- result: 'finishedAt|result JSON' (completed) or false; progress: JSON or false. ready lists tasks with a negative priority, then ungrouped ones by
+-- result: 'finishedAt|result JSON' (completed) or false; progress, opts: JSON or false. ready lists tasks with a negative priority, then ungrouped ones by
 -- due time, then positive priorities, then due delayed ones not yet moved to ready, then grouped
 -- ones by group; delayed lists ungrouped tasks, then those with a priority or a group.
 
@@ -51,6 +52,7 @@ local function describe(id, state, time)
   out[#out + 1] = info
   out[#out + 1] = result or false
   out[#out + 1] = redis.call('HGET', KEYS[14], id)
+  out[#out + 1] = redis.call('HGET', KEYS[17], id)
 end
 
 if ARGV[1] == 'get' then

@@ -30,11 +30,12 @@ import { MAX_CONCURRENCY, MAX_IDLE_MS } from '../queue.constants';
 import { settleFailure } from './failure-policy';
 import type { ChildFailure } from '../interfaces/flow.interface';
 import { WorkerTask, type TaskControl } from './worker-task';
+import type { NamedHandler, NamedHandlers } from './named-handlers';
 
 interface Running {
   readonly task: WorkerTask;
   /** When the handler started (`performance.now()`), for `runMs`. */
-  readonly started: number;
+  started: number;
   /** When the lease was last extended (or granted), `performance.now()`. */
   renewedAt: number;
   renewing: boolean;
@@ -105,14 +106,23 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
     private readonly logger: RedactingLogger,
     private readonly events: RedisLockEvents,
     private readonly onClosed: () => void,
+    /** Named handlers (`process(queue, handler, { name })`): each task runs in its name's. */
+    private readonly named?: NamedHandlers,
   ) {
     this.failures = new ThrottledWarning(logger);
     this.givesSignal = handler.length !== 1;
+    if (named) {
+      named.onSlotsChanged = () => {
+        this.options.concurrency = Math.max(1, named.total);
+        this.slotFreed?.();
+      };
+      this.options.concurrency = Math.max(1, named.total);
+    }
   }
 
   /** Starts the claim loop (once), and listens to the queue's cancels. */
   start(): void {
-    if (this.loop) return;
+    if (this.loop || this.stop.signal.aborted) return;
     const period = Math.max(1, Math.floor(this.options.leaseMs / 3));
     this.renewTimer = setInterval(() => this.renewDue(period), period);
     this.renewTimer.unref();
@@ -151,7 +161,9 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
   }
 
   /** @internal the task names it handles (named handlers); empty: every task */
-  readonly names: readonly string[] = [];
+  get names(): readonly string[] {
+    return this.named?.names ?? [];
+  }
 
   /**
    * Changes `concurrency` while it runs: a higher one claims more at once (a worker waiting for a
@@ -415,18 +427,60 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
     const { task } = entry;
     let failure: { error: unknown } | undefined;
     let result: unknown;
+    let named: NamedHandler | undefined;
     try {
+      let handler = this.handler;
+      let givesSignal = this.givesSignal;
+      let timeoutMs = task.options?.timeoutMs ?? this.options.timeoutMs;
+      if (this.named) {
+        named = this.named.route(task);
+        // No await when the name has a free slot (the common case): a promise per task costs.
+        const took = this.named.take(named, this.stop.signal);
+        if (took !== true && !(await this.namedSlot(entry, named, took))) {
+          named = undefined;
+          return;
+        }
+        ({ handler, givesSignal } = named);
+        timeoutMs = task.options?.timeoutMs ?? named.timeoutMs ?? this.options.timeoutMs;
+      }
       const run = this.tracing.process(this.queue, task, () =>
-        this.handler(task, (this.givesSignal ? task.signal : undefined) as AbortSignal),
+        handler(task, (givesSignal ? task.signal : undefined) as AbortSignal),
       );
-      const timeoutMs = task.options?.timeoutMs ?? this.options.timeoutMs;
       result = timeoutMs === undefined ? await run : await this.bounded([entry], run, timeoutMs);
     } catch (error) {
       failure = { error };
+    } finally {
+      if (named) this.named!.release(named);
     }
     entry.ended = true;
     if (entry.released) return;
     await this.finish(task, performance.now() - entry.started, task.failure ?? failure, result);
+  }
+
+  /**
+   * Waits for a run slot of the task's named handler (`took`: `NamedHandlers.take`'s promise; the
+   * task's lease is renewed meanwhile, as a running task's). `false` (no slot taken) when the task
+   * must not run: the worker stops (the task is given back) or its lease was lost; throws the
+   * reason when it was cancelled while it waited.
+   */
+  private async namedSlot(
+    entry: Running,
+    named: NamedHandler,
+    took: Promise<boolean>,
+  ): Promise<boolean> {
+    if (!(await took)) {
+      entry.released = true;
+      await this.giveBack([entry.task]);
+      return false;
+    }
+    entry.started = performance.now();
+    if (entry.ended || entry.released) {
+      this.named!.release(named);
+      return false;
+    }
+    // The slot stays taken: `execute` gives it back once this failure is settled.
+    if (entry.task.aborted) throw entry.task.signal.reason;
+    return true;
   }
 
   /**
@@ -446,6 +500,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
             this.events.emit('task.timeout', {
               queue: this.queue,
               id: entry.task.id,
+              ...(entry.task.name === undefined ? {} : { name: entry.task.name }),
               attempt: entry.task.attempt,
               runMs: performance.now() - entry.started,
               timeoutMs,
@@ -611,6 +666,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
     const base = () => ({
       queue: this.queue,
       id: task.id,
+      ...(task.name === undefined ? {} : { name: task.name }),
       attempt: task.attempt,
       runMs,
       ...(task.enqueuedAt === undefined

@@ -28,6 +28,7 @@ export class WorkerTask<P = unknown> implements RunningTask<P> {
   readonly enqueuedAt?: number;
   readonly traceparent?: string;
   readonly options?: TaskOwnOptions;
+  readonly name?: string;
   readonly parent?: { readonly queue: string; readonly id: string };
   /** Set by `fail(error)`: the attempt fails with it. */
   failure?: { error: unknown };
@@ -49,6 +50,7 @@ export class WorkerTask<P = unknown> implements RunningTask<P> {
     if (t.enqueuedAt !== undefined) this.enqueuedAt = t.enqueuedAt;
     if (t.traceparent !== undefined) this.traceparent = t.traceparent;
     if (t.options !== undefined) this.options = t.options;
+    if (t.name !== undefined) this.name = t.name;
     if (t.parent !== undefined) this.parent = t.parent;
   }
 

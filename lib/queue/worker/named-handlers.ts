@@ -1,0 +1,253 @@
+import { RedisLockOptionsError } from '../../errors/redis-lock-options.error';
+import { UnknownTaskNameError } from '../../errors/unknown-task-name.error';
+import { checkInt } from '../../options/validate';
+import type {
+  QueueHandler,
+  QueueWorkerHandle,
+  QueueWorkerOptions,
+} from '../interfaces/queue-options.interface';
+import type { LeasedTask } from '../interfaces/task.interface';
+import { MAX_CONCURRENCY } from '../queue.constants';
+
+/** The handler of one task name, with its own concurrency (`@QueueWorker(queue, { name })`). */
+export interface NamedHandler {
+  readonly name: string;
+  readonly handler: QueueHandler;
+  /** Whether the handler gets the task's signal as its second argument (see `QueueWorkerRunner`). */
+  readonly givesSignal: boolean;
+  concurrency: number;
+  /** Its own run timeout (`timeoutMs` of its registration or configuration), if any. */
+  readonly timeoutMs?: number;
+  /** Tasks of this name running now. */
+  running: number;
+  /** Tasks of this name claimed while `running` was at `concurrency`, first come first served. */
+  readonly waiting: (() => void)[];
+}
+
+/**
+ * The named handlers of one queue on one instance, behind its one claim loop: the loop has as many
+ * slots as their concurrencies add up to, and each claimed task runs in its name's handler once
+ * fewer than that handler's `concurrency` run (until then it waits here, its lease renewed like a
+ * running task's). Claims do not look at names: no Redis command is added per claim.
+ */
+export class NamedHandlers {
+  private readonly byName = new Map<string, NamedHandler>();
+  /** Called when the loop's slots change (a handler added, removed, or its concurrency changed). */
+  onSlotsChanged?: () => void;
+
+  constructor(readonly queue: string) {}
+
+  /** The loop's slots: the handlers' concurrencies added up. */
+  get total(): number {
+    let n = 0;
+    for (const h of this.byName.values()) n += h.concurrency;
+    return n;
+  }
+
+  get size(): number {
+    return this.byName.size;
+  }
+
+  /** The names that have a handler. */
+  get names(): string[] {
+    return [...this.byName.keys()];
+  }
+
+  /** Registers the handler of `name`; a second one for the same name is refused. */
+  add(name: string, handler: QueueHandler, concurrency: number, timeoutMs?: number): NamedHandler {
+    if (this.byName.has(name)) {
+      throw new RedisLockOptionsError(
+        'name',
+        name,
+        `a name without another handler on queue '${this.queue}' in this module`,
+      );
+    }
+    const entry: NamedHandler = {
+      name,
+      handler,
+      givesSignal: handler.length !== 1,
+      concurrency,
+      ...(timeoutMs === undefined ? {} : { timeoutMs }),
+      running: 0,
+      waiting: [],
+    };
+    this.byName.set(name, entry);
+    this.onSlotsChanged?.();
+    return entry;
+  }
+
+  remove(entry: NamedHandler): void {
+    if (this.byName.get(entry.name) !== entry) return;
+    this.byName.delete(entry.name);
+    this.onSlotsChanged?.();
+  }
+
+  setConcurrency(entry: NamedHandler, n: number): void {
+    entry.concurrency = checkInt('concurrency', n, 1, MAX_CONCURRENCY);
+    this.wakeWaiting(entry);
+    this.onSlotsChanged?.();
+  }
+
+  /** The handler of `task`'s name; `UnknownTaskNameError` when there is none. */
+  route(task: LeasedTask): NamedHandler {
+    const entry = task.name === undefined ? undefined : this.byName.get(task.name);
+    if (!entry)
+      throw new UnknownTaskNameError(this.queue, task.id, task.name, [...this.byName.keys()]);
+    return entry;
+  }
+
+  /**
+   * Takes a run slot of `entry`: at once when fewer than its `concurrency` run, else (a promise)
+   * once one ends or `stop` aborts (then it resolves `false` and takes nothing).
+   */
+  take(entry: NamedHandler, stop: AbortSignal): true | Promise<boolean> {
+    if (entry.running < entry.concurrency) {
+      entry.running++;
+      return true;
+    }
+    return new Promise<boolean>((resolve) => {
+      const onStop = () => {
+        const at = entry.waiting.indexOf(wake);
+        if (at >= 0) entry.waiting.splice(at, 1);
+        resolve(false);
+      };
+      const wake = () => {
+        stop.removeEventListener('abort', onStop);
+        entry.running++;
+        resolve(true);
+      };
+      entry.waiting.push(wake);
+      stop.addEventListener('abort', onStop, { once: true });
+    });
+  }
+
+  /** Gives back a run slot of `entry` taken with `take`: the next waiting task of its name runs. */
+  release(entry: NamedHandler): void {
+    entry.running--;
+    this.wakeWaiting(entry);
+  }
+
+  private wakeWaiting(entry: NamedHandler): void {
+    while (entry.waiting.length > 0 && entry.running < entry.concurrency) {
+      entry.waiting.shift()!();
+    }
+  }
+
+  /**
+   * The handle `process(queue, handler, { name })` returns: its `concurrency` is this name's,
+   * `close()` removes the name (the loop stops with the last one: `closeLoop`).
+   */
+  handle(entry: NamedHandler, closeLoop: () => Promise<void>): QueueWorkerHandle {
+    let closed: Promise<void> | undefined;
+    return {
+      queue: this.queue,
+      get concurrency() {
+        return entry.concurrency;
+      },
+      setConcurrency: (n: number) => this.setConcurrency(entry, n),
+      close: () => {
+        closed ??= (async () => {
+          this.remove(entry);
+          if (this.size === 0) await closeLoop();
+        })();
+        return closed;
+      },
+    };
+  }
+}
+
+/** The options a named handler has of its own; the others are its queue's claim loop's. */
+const PER_NAME_OPTIONS: readonly string[] = ['name', 'concurrency', 'timeoutMs'];
+
+/** One queue's named handlers, and the claim loop they share once it started. */
+interface NamedLoop {
+  readonly handlers: NamedHandlers;
+  /** The loop options given by its handlers so far (each key by one, or the same by several). */
+  readonly given: Record<string, unknown>;
+  runner?: QueueWorkerHandle;
+  closed: boolean;
+}
+
+/**
+ * The named handlers of every queue of one `QueueService`: one `NamedHandlers` and one claim loop
+ * per queue. Handlers registered in the same tick (every `@QueueWorker` at bootstrap) are
+ * gathered before the loop starts, so the loop options any of them gives apply from its first
+ * claim; a handler added once the loop runs may only repeat them.
+ */
+export class NamedWorkerLoops {
+  private readonly loops = new Map<string, NamedLoop>();
+
+  constructor(
+    /** Starts the claim loop of `handlers` with the loop options its handlers gave. */
+    private readonly startLoop: (
+      handlers: NamedHandlers,
+      given: QueueWorkerOptions,
+      onClosed: () => void,
+    ) => QueueWorkerHandle,
+  ) {}
+
+  /**
+   * Adds the handler of `name` to `queue`'s loop (`options`: as given to `process`; `concurrency`
+   * and `timeoutMs`: resolved, configuration applied).
+   * @throws RedisLockOptionsError for a name with a handler already, or a loop option that
+   *   differs from another handler's (or comes once the loop runs)
+   */
+  add(
+    queue: string,
+    name: string,
+    handler: QueueHandler,
+    options: QueueWorkerOptions,
+    concurrency: number,
+    timeoutMs: number | undefined,
+  ): QueueWorkerHandle {
+    let loop = this.loops.get(queue);
+    if (!loop || loop.closed) {
+      const created: NamedLoop = { handlers: new NamedHandlers(queue), given: {}, closed: false };
+      loop = created;
+      this.loops.set(queue, created);
+      queueMicrotask(() => {
+        if (created.closed) return;
+        created.runner = this.startLoop(created.handlers, created.given, () => {
+          created.closed = true;
+          if (this.loops.get(queue) === created) this.loops.delete(queue);
+        });
+      });
+    }
+    mergeLoopOptions(queue, loop, options);
+    const entry = loop.handlers.add(name, handler, concurrency, timeoutMs);
+    const current = loop;
+    return loop.handlers.handle(entry, async () => {
+      current.closed = true;
+      await current.runner?.close();
+    });
+  }
+}
+
+/** Adds the loop options of one handler's `options` to `loop.given`, or refuses a conflict. */
+function mergeLoopOptions(queue: string, loop: NamedLoop, options: QueueWorkerOptions): void {
+  for (const [key, value] of Object.entries(options)) {
+    if (PER_NAME_OPTIONS.includes(key) || value === undefined) continue;
+    if (key in loop.given) {
+      if (!sameOption(loop.given[key], value)) {
+        throw new RedisLockOptionsError(
+          key,
+          value,
+          `the same value as the other named handlers of queue '${queue}' (they share one claim loop; give it on one of them)`,
+        );
+      }
+    } else if (loop.runner) {
+      throw new RedisLockOptionsError(
+        key,
+        value,
+        `no loop option on a handler added to queue '${queue}' after its claim loop started (give it on the first handlers)`,
+      );
+    } else {
+      loop.given[key] = value;
+    }
+  }
+}
+
+function sameOption(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  return typeof a === 'object' && typeof b === 'object' && JSON.stringify(a) === JSON.stringify(b);
+}

@@ -1,0 +1,338 @@
+import 'reflect-metadata';
+import { Injectable, type INestApplicationContext } from '@nestjs/common';
+import { filter, firstValueFrom, take, toArray } from 'rxjs';
+import {
+  QueueError,
+  QueueService,
+  QueueWorker,
+  RedisLockEvents,
+  RedisLockOptionsError,
+  UnknownTaskNameError,
+  type RunningTask,
+  type TaskEventBase,
+} from '../../lib';
+import { Redis } from 'ioredis';
+import { commandCalls, createLockApp, sleep, uniquePrefix, waitFor } from '../support/helpers';
+import { startRedisServer, type RedisServer } from '../support/redis-server';
+
+/** A handler that records how many of its tasks run at once, and the peak. */
+function counting(ms = 15) {
+  const c = {
+    running: 0,
+    peak: 0,
+    done: [] as string[],
+    handler: async (task: RunningTask) => {
+      c.running++;
+      c.peak = Math.max(c.peak, c.running);
+      // Work that takes a while, so that tasks of one name overlap when they may.
+      await sleep(ms);
+      c.running--;
+      c.done.push(task.id);
+    },
+  };
+  return c;
+}
+
+describe('Named handlers: enqueue({ name }) routed to process(queue, handler, { name })', () => {
+  const prefix = uniquePrefix('queue-named');
+  let app: INestApplicationContext;
+  let queues: QueueService;
+  let n = 0;
+  const fresh = () => `named${++n}`;
+
+  beforeAll(async () => {
+    app = await createLockApp({ keyPrefix: prefix });
+    queues = app.get(QueueService);
+  });
+  afterAll(() => app.close());
+
+  it('stores the name: get, list, and the enqueued and active events show it', async () => {
+    const q = fresh();
+    const events = firstValueFrom(
+      queues.events(q, { from: 'start' }).pipe(
+        filter((e) => e.taskId === 'a'),
+        take(2),
+        toArray(),
+      ),
+    );
+    await queues.enqueue(q, 'a', { name: 'welcome', payload: { to: 'x' } });
+    await queues.enqueue(q, 'b', { payload: 1 });
+    expect(await queues.get(q, 'a')).toMatchObject({ state: 'ready', name: 'welcome' });
+    expect((await queues.get(q, 'b'))?.name).toBeUndefined();
+    const listed = await queues.list(q, 'ready');
+    expect(listed.map((t) => [t.id, t.name])).toEqual([
+      ['a', 'welcome'],
+      ['b', undefined],
+    ]);
+    const [task] = await queues.claim(q, 1);
+    expect(task).toMatchObject({ id: 'a', name: 'welcome', payload: { to: 'x' } });
+    // The name is not one of the task's own options.
+    expect(task.options).toBeUndefined();
+    expect((await events).map((e) => [e.type, e.name])).toEqual([
+      ['enqueued', 'welcome'],
+      ['active', 'welcome'],
+    ]);
+    await queues.ack(task);
+    expect(await queues.get(q, 'a')).toMatchObject({ state: 'completed', name: 'welcome' });
+  });
+
+  it('names flow nodes, and keeps a task own maxAttempts beside its name', async () => {
+    const q = fresh();
+    await queues.enqueueFlow({
+      queue: q,
+      id: 'parent',
+      options: { name: 'assemble' },
+      children: [{ queue: q, id: 'child', options: { name: 'part', maxAttempts: 1 } }],
+    });
+    expect((await queues.get(q, 'parent'))?.name).toBe('assemble');
+    const [child] = await queues.claim(q, 1);
+    expect(child).toMatchObject({ id: 'child', name: 'part', options: { maxAttempts: 1 } });
+    // maxAttempts 1 (its own, read by claim.lua beside the name): dead after one failure.
+    expect(await queues.nack(child, { error: new Error('boom') })).toBe('dead');
+  });
+
+  it('refuses a bad name with a QueueError naming it', async () => {
+    const q = fresh();
+    for (const bad of ['', 42, 'a\0b', 'x'.repeat(513)]) {
+      await expect(
+        queues.enqueue(q, 'a', { name: bad as unknown as string }),
+      ).rejects.toMatchObject({ name: 'QueueError', argument: 'name' });
+    }
+    await expect(queues.enqueue(q, 'a', { name: '' })).rejects.toBeInstanceOf(QueueError);
+  });
+
+  it('runs each task in the handler of its name, each at most its own concurrency at once (peaks = limits), on one claim loop', async () => {
+    const q = fresh();
+    const welcome = counting();
+    const invoice = counting();
+    const w1 = queues.process(q, welcome.handler, { name: 'welcome', concurrency: 3 });
+    const w2 = queues.process(q, invoice.handler, { name: 'invoice', concurrency: 1 });
+    expect([w1.concurrency, w2.concurrency]).toEqual([3, 1]);
+    await queues.enqueue(
+      q,
+      Array.from({ length: 12 }, (_, i) => `w${i}`),
+      { name: 'welcome' },
+    );
+    await queues.enqueue(
+      q,
+      Array.from({ length: 6 }, (_, i) => `i${i}`),
+      { name: 'invoice' },
+    );
+    await waitFor('18 tasks', () => welcome.done.length + invoice.done.length === 18, 10_000);
+    expect(welcome.done.sort()).toEqual(Array.from({ length: 12 }, (_, i) => `w${i}`).sort());
+    expect(invoice.done.sort()).toEqual(Array.from({ length: 6 }, (_, i) => `i${i}`).sort());
+    expect([welcome.peak, invoice.peak]).toEqual([3, 1]);
+    await waitFor('acks', async () => (await queues.stats(q)).completed === 18);
+    await w1.close();
+    await w2.close();
+  });
+
+  it('setConcurrency of a name changes that name only', async () => {
+    const q = fresh();
+    const a = counting();
+    const b = counting();
+    const wa = queues.process(q, a.handler, { name: 'a', concurrency: 1 });
+    const wb = queues.process(q, b.handler, { name: 'b', concurrency: 1 });
+    wa.setConcurrency(4);
+    expect([wa.concurrency, wb.concurrency]).toEqual([4, 1]);
+    await queues.enqueue(q, ['1', '2', '3', '4', '5', '6', '7', '8'], { name: 'a' });
+    await queues.enqueue(q, ['x', 'y', 'z'], { name: 'b' });
+    await waitFor('11 tasks', () => a.done.length + b.done.length === 11, 10_000);
+    expect([a.peak, b.peak]).toEqual([4, 1]);
+    await Promise.all([wa.close(), wb.close()]);
+  });
+
+  it('ends a task whose name has no handler (or that has no name) dead at once with UnknownTaskNameError naming the name', async () => {
+    const q = fresh();
+    const events = app.get(RedisLockEvents);
+    const dead: TaskEventBase[] = [];
+    const off = events.on('task.dead', (e) => dead.push(e));
+    const ran = counting(0);
+    const worker = queues.process(q, ran.handler, { name: 'welcome', maxAttempts: 5 });
+    await queues.enqueue(q, 'typo', { name: 'welcom' });
+    await queues.enqueue(q, 'anonymous');
+    await queues.enqueue(q, 'ok', { name: 'welcome' });
+    await waitFor('two dead', async () => (await queues.stats(q)).dead === 2);
+    const typo = await queues.get(q, 'typo');
+    expect(typo).toMatchObject({ state: 'dead', attempts: 1, name: 'welcom' });
+    expect(typo?.error).toMatchObject({ name: 'UnknownTaskNameError' });
+    expect(typo?.lastError).toContain("is named 'welcom'");
+    expect(typo?.lastError).toContain("'welcome'");
+    expect((await queues.get(q, 'anonymous'))?.lastError).toContain('has no name');
+    await waitFor('ok ran', () => ran.done.length === 1);
+    expect(ran.done).toEqual(['ok']);
+    expect(dead.map((e) => [e.id, e.name])).toEqual(
+      expect.arrayContaining([
+        ['typo', 'welcom'],
+        ['anonymous', undefined],
+      ]),
+    );
+    off();
+    await worker.close();
+    expect(new UnknownTaskNameError(q, 't', 'x', ['y'])).toBeInstanceOf(QueueError);
+  });
+
+  it('a worker without a name runs every task, named or not', async () => {
+    const q = fresh();
+    const seen: [string, string | undefined][] = [];
+    const worker = queues.process(q, (task) => void seen.push([task.id, task.name]));
+    await queues.enqueue(q, 'a', { name: 'welcome' });
+    await queues.enqueue(q, 'b');
+    await waitFor('two tasks', () => seen.length === 2);
+    expect(seen.sort()).toEqual([
+      ['a', 'welcome'],
+      ['b', undefined],
+    ]);
+    await worker.close();
+  });
+
+  it('refuses a second handler for a name, a loop option that differs between handlers, and name with batch', async () => {
+    const q = fresh();
+    const w = queues.process(q, () => undefined, { name: 'a', leaseMs: 10_000 });
+    expect(() => queues.process(q, () => undefined, { name: 'a' })).toThrow(RedisLockOptionsError);
+    expect(() => queues.process(q, () => undefined, { name: 'b', leaseMs: 20_000 })).toThrow(
+      /leaseMs.*other named handlers of queue/,
+    );
+    // The same value, or none, is fine; per-name options may differ.
+    const same = queues.process(q, () => undefined, { name: 'c', leaseMs: 10_000 });
+    const per = queues.process(q, () => undefined, { name: 'd', concurrency: 7, timeoutMs: 50 });
+    expect(() =>
+      queues.process(q, () => undefined, { name: 'e', batch: { size: 2 } } as never),
+    ).toThrow(/batch/);
+    expect(() => queues.process(q, () => undefined, { name: 5 as unknown as string })).toThrow(
+      RedisLockOptionsError,
+    );
+    await Promise.all([w.close(), same.close(), per.close()]);
+  });
+
+  it("a named handler's own timeoutMs bounds its tasks only", async () => {
+    const q = fresh();
+    const slow = queues.process(q, (task) => sleep(200).then(() => task.id), {
+      name: 'slow',
+      timeoutMs: 20,
+      maxAttempts: 1,
+    });
+    const fine = queues.process(q, (task) => sleep(40).then(() => task.id), { name: 'fine' });
+    await queues.enqueue(q, 's', { name: 'slow' });
+    await queues.enqueue(q, 'f', { name: 'fine' });
+    await waitFor('both finished', async () => {
+      const s = await queues.stats(q);
+      return s.dead === 1 && s.completed === 1;
+    });
+    expect((await queues.get(q, 's'))?.error).toMatchObject({ name: 'TaskTimeoutError' });
+    expect((await queues.get(q, 'f'))?.state).toBe('completed');
+    await Promise.all([slow.close(), fine.close()]);
+  });
+});
+
+@Injectable()
+class EmailWorker {
+  readonly seen: string[] = [];
+
+  @QueueWorker('named-decorated', { name: 'welcome', concurrency: 2 })
+  welcome(task: RunningTask<{ to: string }>) {
+    this.seen.push(`welcome:${task.payload.to}`);
+  }
+
+  @QueueWorker('named-decorated', { name: 'invoice' })
+  invoice(task: RunningTask<{ to: string }>) {
+    this.seen.push(`invoice:${task.payload.to}`);
+  }
+}
+
+describe('@QueueWorker(queue, { name })', () => {
+  it('routes the tasks of each name to its method, events carrying the name', async () => {
+    const app = await createLockApp({ keyPrefix: uniquePrefix('queue-named-dec') }, [EmailWorker]);
+    try {
+      const queues = app.get(QueueService);
+      const completed: [string, string | undefined][] = [];
+      app.get(RedisLockEvents).on('task.completed', (e) => completed.push([e.id, e.name]));
+      await queues.enqueue('named-decorated', 'a', { name: 'welcome', payload: { to: 'ann' } });
+      await queues.enqueue('named-decorated', 'b', { name: 'invoice', payload: { to: 'bob' } });
+      const worker = app.get(EmailWorker);
+      await waitFor('both', () => completed.length === 2);
+      expect(worker.seen.sort()).toEqual(['invoice:bob', 'welcome:ann']);
+      expect(completed.sort()).toEqual([
+        ['a', 'welcome'],
+        ['b', 'invoice'],
+      ]);
+    } finally {
+      await app.close();
+    }
+  });
+});
+
+describe('Named handlers: what a claim costs (dedicated redis-server)', () => {
+  let server: RedisServer;
+  let app: INestApplicationContext;
+  let queues: QueueService;
+  let probe: Redis;
+
+  beforeAll(async () => {
+    server = await startRedisServer();
+    probe = new Redis(server.url);
+    app = await createLockApp({ redis: server.url });
+    queues = app.get(QueueService);
+  });
+  afterAll(async () => {
+    await app.close();
+    probe.disconnect();
+    await server.stop();
+  });
+
+  /**
+   * Commands the server ran while one worker drained 30 named tasks (enqueued before it started),
+   * from its start until the last completed event, BLPOP and pub/sub aside (they depend on
+   * timing, not on the tasks).
+   */
+  async function drainCost(q: string, named: boolean): Promise<Record<string, number>> {
+    await queues.enqueue(
+      q,
+      Array.from({ length: 30 }, (_, i) => `t${i}`),
+      { name: 'welcome' },
+    );
+    let completed = 0;
+    const off = app.get(RedisLockEvents).on('task.completed', (e) => {
+      if (e.queue === q) completed++;
+    });
+    const before = await commandCalls(probe);
+    const worker = queues.process(q, () => undefined, named ? { name: 'welcome' } : {});
+    await waitFor('30 completed', () => completed === 30, 10_000);
+    const after = await commandCalls(probe);
+    off();
+    await worker.close();
+    const delta: Record<string, number> = {};
+    for (const [command, calls] of after) {
+      const n = calls - (before.get(command) ?? 0);
+      if (n > 0 && !['info', 'blpop', 'subscribe', 'ssubscribe', 'ping'].includes(command)) {
+        delta[command] = n;
+      }
+    }
+    return delta;
+  }
+
+  it('routing by name adds no Redis command: the same commands as one unnamed handler draining the same tasks', async () => {
+    // Loads the scripts first, so that no NOSCRIPT retry is counted.
+    await drainCost('warm-up', false);
+    const unnamed = await drainCost('cost-unnamed', false);
+    const named = await drainCost('cost-named', true);
+    // A worker that found nothing left claims once or twice more before it idles, depending on
+    // when the wake-up marker is read: those empty claims run only the commands below, and are
+    // compared apart from the rest.
+    const { evalsha, time, exists, hmget, zrange, zrangebyscore, llen, ...perTask } = named;
+    const u = { ...unnamed };
+    for (const key of ['evalsha', 'time', 'exists', 'hmget', 'zrange', 'zrangebyscore', 'llen']) {
+      delete (u as Record<string, number>)[key];
+    }
+    // Every command of the 30 leases and acks, to the unit.
+    expect(perTask).toEqual(u);
+    expect(perTask).toMatchObject({ hincrby: 30, xadd: 60, zrem: 60 });
+    // One ack-and-claim script per task, the first claim, and at most two empty ones.
+    for (const calls of [named.evalsha, unnamed.evalsha]) {
+      expect(calls).toBeGreaterThanOrEqual(31);
+      expect(calls).toBeLessThanOrEqual(33);
+    }
+    expect([time, exists, hmget, zrange, zrangebyscore, llen].every((c) => c > 0)).toBe(true);
+    expect(evalsha).toBe(time);
+  });
+});
