@@ -327,10 +327,12 @@ describe('Named handlers: what a claim costs (dedicated redis-server)', () => {
     // Every command of the 30 leases and acks, to the unit.
     expect(perTask).toEqual(u);
     expect(perTask).toMatchObject({ hincrby: 30, xadd: 60, zrem: 60 });
-    // One ack-and-claim script per task, the first claim, and at most two empty ones.
+    // One ack-and-claim script per task, the first claim, at most two empty ones, and the
+    // workers registry's write at the worker's start (one more if the drain outlasts its 5 s
+    // heartbeat).
     for (const calls of [named.evalsha, unnamed.evalsha]) {
       expect(calls).toBeGreaterThanOrEqual(31);
-      expect(calls).toBeLessThanOrEqual(33);
+      expect(calls).toBeLessThanOrEqual(35);
     }
     expect([time, exists, hmget, zrange, zrangebyscore, llen].every((c) => c > 0)).toBe(true);
     expect(evalsha).toBe(time);
