@@ -468,6 +468,7 @@ export const COMMANDS: Record<string, Command> = {
     const ms = ctx.keys.pttl(key);
     return ms < 0 ? ms : Math.round(ms / 1000);
   },
+  dump: (ctx, [key]) => ctx.keys.dump(key),
   get: (ctx, [key]) => getString(ctx, key),
   mget: (ctx, keys) =>
     keys.map((k) => (ctx.keys.typeOf(k) === 'string' ? getString(ctx, k) : null)),

@@ -129,6 +129,27 @@ export class MemoryKeyspace {
     return e.expireAt === undefined ? -1 : e.expireAt - this.now();
   }
 
+  /**
+   * A serialization of the value of `key` (DUMP: not Redis's format, but equal for equal values,
+   * so a test can compare snapshots); null when absent.
+   */
+  dump(key: string): string | null {
+    const e = this.entry(key);
+    if (!e) return null;
+    const v = e.value as unknown;
+    const plain =
+      e.type === 'string'
+        ? (v as { v: string }).v
+        : e.type === 'hash'
+          ? [...(v as Map<string, string>)].sort()
+          : e.type === 'set'
+            ? [...(v as Set<string>)].sort()
+            : e.type === 'zset'
+              ? [...(v as MemorySortedSet).scores].sort()
+              : v;
+    return JSON.stringify([e.type, plain]);
+  }
+
   /** Every live key. */
   keys(): string[] {
     return [...this.entries.keys()].filter((k) => this.exists(k));
