@@ -405,7 +405,7 @@ function xrange(ctx: CommandContext, [key, a, b, ...rest]: string[], rev: boolea
   return picked.slice(0, count).map(entryReply);
 }
 
-/** Entries of `s` after `id` (`$`: none yet), at most `count`. */
+/** Entries of `s` after `id` (`$`: none yet), at most `count`; a binary search (ids ascend). */
 export function streamEntriesAfter(
   s: MemoryStream | undefined,
   id: string,
@@ -414,7 +414,14 @@ export function streamEntriesAfter(
   if (!s || id === '$') return [];
   const after = parseStreamId(id, 0);
   if (!after) throw commandError('Invalid stream ID specified as stream command argument');
-  return s.entries.filter((e) => compareId(e, after) > 0).slice(0, count);
+  let lo = 0;
+  let hi = s.entries.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (compareId(s.entries[mid], after) > 0) hi = mid;
+    else lo = mid + 1;
+  }
+  return s.entries.slice(lo, lo + count);
 }
 
 export { entryReply as streamEntryReply };

@@ -8,6 +8,7 @@ import {
 import { MemoryKeyspace } from './memory-keyspace';
 import { commandError, MemoryReplyError, OK, type MemoryReply } from './memory-replies';
 import { LuaEngine } from './lua-engine';
+import { setImmediateUnfaked } from '../../redis/unfaked-ticks';
 
 /** Who receives the messages of a channel: a client of the server. */
 export interface MemorySubscriber {
@@ -17,6 +18,14 @@ export interface MemorySubscriber {
     message: string,
     pattern?: string,
   ): void;
+}
+
+/** A connected client, as CLIENT LIST shows it. */
+export interface MemoryClientInfo {
+  readonly id: number;
+  name: string;
+  /** The last command it sent. */
+  cmd: string;
 }
 
 /** A client waiting in BLPOP or XREAD BLOCK. */
@@ -57,8 +66,31 @@ export class MemoryRedisServer {
   private readonly patterns = new Map<string, Set<MemorySubscriber>>();
   private blocked: Blocked[] = [];
   private readonly stats = new Map<string, number>();
+  private readonly clients = new Set<MemoryClientInfo>();
+  private nextClientId = 1;
+
   /** Clients connected now (INFO clients). */
-  connectedClients = 0;
+  get connectedClients(): number {
+    return this.clients.size;
+  }
+
+  /** Registers a new client; `disconnect` it when it ends. */
+  connect(): MemoryClientInfo {
+    const info = { id: this.nextClientId++, name: '', cmd: 'NULL' };
+    this.clients.add(info);
+    return info;
+  }
+
+  disconnect(info: MemoryClientInfo): void {
+    this.clients.delete(info);
+  }
+
+  /** CLIENT LIST. */
+  clientList(): string {
+    return [...this.clients]
+      .map((c) => `id=${c.id} addr=in-memory:${c.id} name=${c.name} db=0 cmd=${c.cmd}\n`)
+      .join('');
+  }
 
   private readonly context: CommandContext = {
     keys: this.keys,
@@ -256,8 +288,8 @@ export class MemoryRedisServer {
   }
 
   /**
-   * Sends `message` to the subscribers of `channel`; they receive it after the command (or
-   * script) that published it, in publishing order, as from a socket.
+   * Sends `message` to the subscribers of `channel`; they receive it in a later turn of the
+   * event loop (as from a socket), in publishing order.
    */
   publish(channel: string, message: string, sharded: boolean): number {
     const direct = [...((sharded ? this.shardChannels : this.channels).get(channel) ?? [])];
@@ -267,7 +299,7 @@ export class MemoryRedisServer {
           patternMatches(pattern, channel) ? [...set].map((who) => [pattern, who] as const) : [],
         );
     if (direct.length + patterned.length === 0) return 0;
-    void Promise.resolve().then(() => {
+    setImmediateUnfaked(() => {
       for (const who of direct) who.deliver(sharded ? 'smessage' : 'message', channel, message);
       for (const [pattern, who] of patterned) who.deliver('pmessage', channel, message, pattern);
     });

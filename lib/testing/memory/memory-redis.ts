@@ -1,7 +1,12 @@
 import { EventEmitter } from 'node:events';
+import { setImmediateUnfaked } from '../../redis/unfaked-ticks';
 import { COMMANDS } from './memory-commands';
-import { MemoryReplyError, MemoryStatus, type MemoryReply } from './memory-replies';
-import { MemoryRedisServer, type MemorySubscriber } from './memory-redis-server';
+import { commandError, MemoryStatus, type MemoryReply } from './memory-replies';
+import {
+  MemoryRedisServer,
+  type MemoryClientInfo,
+  type MemorySubscriber,
+} from './memory-redis-server';
 
 /* eslint-disable @typescript-eslint/no-unsafe-declaration-merging -- ioredis's command methods, added to the prototypes below, are variadic */
 
@@ -35,6 +40,7 @@ function toJs(name: string, reply: MemoryReply, buffers: boolean): unknown {
 
 /** Commands the client runs itself (blocking reads, pub/sub, QUIT), counted by the server. */
 const CLIENT_SIDE = new Set([
+  'client',
   'blpop',
   'xread',
   'subscribe',
@@ -45,6 +51,17 @@ const CLIENT_SIDE = new Set([
   'punsubscribe',
   'quit',
 ]);
+
+/**
+ * The reply of a command, delivered as a socket's would be: in a later turn of the event loop
+ * (the command itself ran at once, in order). A caller looping on commands thus lets timers and
+ * I/O run between them, as over a network; the `setImmediate` of before any fake timers.
+ */
+function answer(reply: unknown, failure?: unknown): Promise<unknown> {
+  return new Promise((resolve, reject) =>
+    setImmediateUnfaked(() => (failure === undefined ? resolve(reply) : reject(failure))),
+  );
+}
 
 const closed = () => new Error('Connection is closed.');
 
@@ -72,6 +89,8 @@ export class MemoryRedis extends EventEmitter {
   status: 'ready' | 'end' = 'ready';
   readonly isCluster = false;
   readonly options: MemoryRedisOptions;
+  /** What CLIENT LIST shows of this client. */
+  private readonly clientInfo: MemoryClientInfo;
   private readonly stops = new Set<() => void>();
   private readonly pendingRejects = new Set<(err: Error) => void>();
   private readonly subscriptions = new Map<string, 'channel' | 'shard' | 'pattern'>();
@@ -89,7 +108,7 @@ export class MemoryRedis extends EventEmitter {
   ) {
     super();
     this.options = { host: 'in-memory', port: 6379, ...options };
-    server.connectedClients++;
+    this.clientInfo = server.connect();
   }
 
   /** Runs a command by name, as ioredis's `call`. */
@@ -105,7 +124,10 @@ export class MemoryRedis extends EventEmitter {
   private send(name: string, args: string[], buffers = false): Promise<unknown> {
     if (this.status !== 'ready') return Promise.reject(closed());
     if (CLIENT_SIDE.has(name)) this.server.count(name);
+    this.clientInfo.cmd = name;
     switch (name) {
+      case 'client':
+        return this.clientCommand(args);
       case 'blpop':
         return this.blocking(name, (resolve) =>
           this.server.blpop(args.slice(0, -1), Number(args[args.length - 1]) * 1000, resolve),
@@ -132,11 +154,33 @@ export class MemoryRedis extends EventEmitter {
         this.end();
         return Promise.resolve('OK');
     }
+    let reply: unknown;
+    let failure: unknown;
     try {
-      return Promise.resolve(toJs(name, this.server.execute(name, args), buffers));
+      reply = toJs(name, this.server.execute(name, args), buffers);
     } catch (err) {
-      return Promise.reject(err instanceof MemoryReplyError ? err : err);
+      failure = err;
     }
+    return answer(reply, failure);
+  }
+
+  /** CLIENT LIST | ID | SETNAME | GETNAME. */
+  private clientCommand([sub, name]: string[]): Promise<unknown> {
+    const s = sub?.toUpperCase();
+    if (s === 'SETNAME') this.clientInfo.name = name;
+    const reply =
+      s === 'LIST'
+        ? this.server.clientList()
+        : s === 'ID'
+          ? this.clientInfo.id
+          : s === 'GETNAME'
+            ? this.clientInfo.name || null
+            : s === 'SETNAME'
+              ? 'OK'
+              : undefined;
+    return reply === undefined
+      ? answer(undefined, commandError(`unknown subcommand '${sub}'`))
+      : answer(reply);
   }
 
   private blocking(
@@ -153,7 +197,7 @@ export class MemoryRedis extends EventEmitter {
       try {
         stop = start((reply) => {
           done();
-          resolve(toJs(name, reply, false));
+          void answer(toJs(name, reply, false)).then(resolve);
         });
       } catch (err) {
         done();
@@ -227,7 +271,7 @@ export class MemoryRedis extends EventEmitter {
   private end(): void {
     if (this.status === 'end') return;
     this.status = 'end';
-    this.server.connectedClients--;
+    this.server.disconnect(this.clientInfo);
     for (const stop of this.stops) stop();
     this.stops.clear();
     for (const reject of this.pendingRejects) reject(closed());
