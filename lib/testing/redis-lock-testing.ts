@@ -13,8 +13,7 @@ export interface RunUntilIdleOptions {
   queues?: readonly QueueName[];
   /**
    * Moves the clock, for fake timers: `(ms) => jest.advanceTimersByTimeAsync(ms)` (or vitest's
-   * `vi.advanceTimersByTimeAsync`). Given, it is called with 0 while tasks are ready or leased,
-   * and with the time to the next due task while only delayed ones are left (backoffs, delays).
+   * `vi.advanceTimersByTimeAsync`). Given, it is called with 1 (ms) while tasks are ready or leased (a worker's short waits are timers too), and with the time to the next due task while only delayed ones are left (backoffs, delays).
    * Not given (real timers), the helper waits 5 ms between looks and delayed tasks do not count.
    */
   advance?: (ms: number) => Promise<unknown> | unknown;
@@ -88,7 +87,7 @@ export class RedisLockTesting {
       const waiting = delayed && stats.some((s) => s.delayed > 0);
       if (!busy && !waiting) return step;
       if (!advance) await new Promise((resolve) => setTimeout(resolve, 5));
-      else if (busy) await advance(0);
+      else if (busy) await advance(1);
       else await advance(Math.max(1, (await this.nextDue(queues)) - Date.now()));
       if (step === maxSteps) {
         const left = queues.map(
