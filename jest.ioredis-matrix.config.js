@@ -4,7 +4,13 @@
  * is a project whose `ioredis` import resolves to that install; one run, one summary.
  * @type {import('jest').Config}
  */
-const base = require('./jest.config');
+const config = require('./jest.config');
+/** The main config's redis-server project (its other project runs on the in-memory backend). */
+const base = {
+  ...config.projects.find((p) => p.displayName === 'redis'),
+  maxWorkers: config.maxWorkers,
+  testTimeout: config.testTimeout,
+};
 
 /** `[{ version, dir }]`: each install's version and its `node_modules/ioredis` folder. */
 const installs = JSON.parse(process.env.IOREDIS_MATRIX || '[]');

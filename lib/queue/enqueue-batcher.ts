@@ -1,4 +1,5 @@
 import { MAX_QUEUE_BATCH } from './queue.constants';
+import { nextTick } from '../redis/unfaked-ticks';
 
 /**
  * Merges the plain enqueue calls one process makes to one queue in the same tick into one
@@ -83,7 +84,7 @@ export class EnqueueBatcher<O> {
       if (!batch) {
         const created: Batch<O> = { shared, sharedKey, calls: [], sent: false, ids: 0, payload: 0 };
         this.open.set(queue, created);
-        process.nextTick(() => this.send(queue, created));
+        nextTick(() => this.send(queue, created));
         batch = created;
       }
       batch.calls.push({ segment, resolve, reject });

@@ -1,4 +1,5 @@
 import type { Cluster, Redis } from 'ioredis';
+import { nextTick } from './unfaked-ticks';
 
 type Stream = Redis['stream'];
 
@@ -43,7 +44,7 @@ export function coalesceWrites(client: Redis | Cluster): void {
     // at once; the commands that follow it in this tick are held.
     if (((client as Redis).commandQueue?.length ?? 0) === 0) return;
     stream.cork();
-    process.nextTick(release, stream);
+    nextTick(release, stream);
     held.set(stream, 1);
   } else if (count >= MAX_HELD) {
     // Sends what is held, and holds the next ones.

@@ -124,6 +124,7 @@ describe('type tests (test/types)', () => {
       expect(Object.keys(readConfig(file).options.paths ?? {}).sort()).toEqual([
         'nestjs-redis-lock',
         'nestjs-redis-lock/bull-board',
+        'nestjs-redis-lock/testing',
       ]);
     }
   });

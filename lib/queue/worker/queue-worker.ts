@@ -31,6 +31,7 @@ import { settleFailure } from './failure-policy';
 import type { ChildFailure } from '../interfaces/flow.interface';
 import { WorkerTask, type TaskControl } from './worker-task';
 import type { NamedHandler, NamedHandlers } from './named-handlers';
+import { setImmediateUnfaked } from '../../redis/unfaked-ticks';
 
 interface Running {
   readonly task: WorkerTask;
@@ -336,7 +337,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
     step ??= settleFailure(task, failure!.error, this.options);
     return new Promise<void>((resolve) => {
       this.finished.push({ step: step!, runMs, failure, resolve });
-      if (this.finished.length === 1) setImmediate(() => void this.flush());
+      if (this.finished.length === 1) setImmediateUnfaked(() => void this.flush());
     });
   }
 

@@ -1,0 +1,12 @@
+/**
+ * `process.nextTick` and `setImmediate` as they were when the library loaded. The library defers
+ * work to the end of the tick (batched enqueues, corked socket writes, a worker's acks) with
+ * these, so that a test's fake timers, which replace both (`jest.useFakeTimers()` does by
+ * default), do not hold that work until the test moves the clock: an `await queues.enqueue()`
+ * under fake timers resolves as it does without them. Timers (`setTimeout`) stay fakeable:
+ * TTLs, delays and backoffs follow the fake clock.
+ */
+export const nextTick: typeof process.nextTick = process.nextTick.bind(process);
+
+/** `setImmediate` as it was when the library loaded (see `nextTick`). */
+export const setImmediateUnfaked: typeof setImmediate = setImmediate;

@@ -1,0 +1,195 @@
+import { Injectable, type INestApplicationContext } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+import {
+  LockService,
+  LockTimeoutError,
+  QueueService,
+  QueueWorker,
+  SemaphoreService,
+  WithLock,
+  type RunningTask,
+} from '../../lib';
+import { RedisLockTesting, RedisLockTestingModule, MemoryRedisServer } from '../../lib/testing';
+import { deferred } from '../support/helpers';
+
+// RedisLockTestingModule: the module on the in-memory Redis, driven by Jest's fake timers. The
+// example of docs/testing.md, plus what it promises (no open handles, helpers, shared servers).
+
+interface Email {
+  to: string;
+}
+
+@Injectable()
+class Mailer {
+  readonly sent: string[] = [];
+  /** How many sends fail before one succeeds. */
+  failures = 1;
+
+  @QueueWorker('emails', { maxAttempts: 3, backoff: { type: 'fixed', delayMs: 60_000 } })
+  async send(task: RunningTask<Email>): Promise<void> {
+    if (this.failures-- > 0) throw new Error('SMTP unavailable');
+    this.sent.push(task.payload.to);
+  }
+}
+
+@Injectable()
+class Inventory {
+  @WithLock('sku:<0>', { waitMs: 1_000 })
+  async reserve(sku: string, until: Promise<void>): Promise<string> {
+    await until;
+    return sku;
+  }
+}
+
+describe('RedisLockTestingModule (fake timers)', () => {
+  let app: INestApplicationContext;
+  let testing: RedisLockTesting;
+  const advance = (ms: number) => jest.advanceTimersByTimeAsync(ms);
+
+  beforeEach(async () => {
+    jest.useFakeTimers();
+    const moduleRef = await Test.createTestingModule({
+      imports: [RedisLockTestingModule.forRoot({ keyPrefix: 'shop:' })],
+      providers: [Mailer, Inventory],
+    }).compile();
+    app = await moduleRef.init();
+    testing = app.get(RedisLockTesting);
+  });
+
+  afterEach(async () => {
+    await app.close();
+    jest.useRealTimers();
+  });
+
+  it('retries a failed task after its 60 s backoff, not before', async () => {
+    const queues = app.get(QueueService);
+    const mailer = app.get(Mailer);
+    await queues.enqueue('emails', 'welcome-1', { payload: { to: 'ada@example.com' } });
+
+    // The first attempt fails: the task waits out its backoff.
+    await testing.runUntilIdle({ advance, delayed: false });
+    expect(mailer.sent).toEqual([]);
+    const [waiting] = await testing.enqueued<Email>('emails');
+    expect(waiting).toMatchObject({ id: 'welcome-1', state: 'delayed', attempts: 1 });
+    expect(waiting.time - Date.now()).toBeGreaterThan(59_900); // its 60 s backoff
+
+    await advance(59_000);
+    expect(mailer.sent).toEqual([]);
+    await advance(1_000);
+    await testing.runUntilIdle({ advance });
+    expect(mailer.sent).toEqual(['ada@example.com']);
+    expect(await queues.get('emails', 'welcome-1')).toMatchObject({
+      state: 'completed',
+      attempts: 2,
+    });
+  });
+
+  it('runUntilIdle moves the clock through every backoff until the queues are idle', async () => {
+    const queues = app.get(QueueService);
+    const mailer = app.get(Mailer);
+    mailer.failures = 2;
+    const start = Date.now();
+    await queues.enqueue('emails', ['a', 'b'], { payload: { to: 'x@example.com' } });
+    await testing.runUntilIdle({ advance });
+    expect(mailer.sent).toEqual(['x@example.com', 'x@example.com']);
+    // Both fail once (2 failures in all), wait out their 60 s backoff and then complete.
+    expect(Date.now() - start).toBeGreaterThanOrEqual(60_000);
+    expect(await testing.enqueued('emails')).toEqual([]);
+    expect(await queues.stats('emails')).toMatchObject({
+      ready: 0,
+      delayed: 0,
+      leased: 0,
+      dead: 0,
+    });
+  });
+
+  it('@WithLock: a second caller waits for the holder and times out after waitMs', async () => {
+    const inventory = app.get(Inventory);
+    const release = deferred();
+    const first = inventory.reserve('apple', release.promise);
+    await advance(0);
+    const second = inventory.reserve('apple', Promise.resolve());
+    const secondFails = expect(second).rejects.toBeInstanceOf(LockTimeoutError);
+    await advance(1_000);
+    await secondFails;
+    release.resolve();
+    await expect(first).resolves.toBe('apple');
+    // Released: the next caller gets it at once.
+    await expect(inventory.reserve('apple', Promise.resolve())).resolves.toBe('apple');
+  });
+
+  it('expires a lock when its TTL passes on the fake clock', async () => {
+    const locks = app.get(LockService);
+    const lock = await locks.acquire('report', { ttlMs: 5_000 });
+    expect(await locks.tryAcquire('report')).toBeNull();
+    await advance(5_001);
+    const again = await locks.tryAcquire('report');
+    expect(again).toBeDefined();
+    await again!.release();
+    await lock.release().catch(() => undefined);
+  });
+
+  it('semaphores count permits on the in-memory Redis', async () => {
+    const semaphores = app.get(SemaphoreService);
+    const a = await semaphores.acquire('exports', { limit: 2 });
+    const b = await semaphores.acquire('exports', { limit: 2 });
+    expect(await semaphores.tryAcquire('exports', { limit: 2 })).toBeNull();
+    await a.release();
+    const c = await semaphores.tryAcquire('exports', { limit: 2 });
+    expect(c).toBeDefined();
+    await Promise.all([b.release(), c!.release()]);
+  });
+});
+
+describe('RedisLockTestingModule (real timers)', () => {
+  it('two applications on one MemoryRedisServer share locks; flush() empties it', async () => {
+    const server = new MemoryRedisServer();
+    const apps = await Promise.all(
+      [1, 2].map(async () =>
+        (
+          await Test.createTestingModule({
+            imports: [RedisLockTestingModule.forRoot({ server })],
+          }).compile()
+        ).init(),
+      ),
+    );
+    const [one, two] = apps.map((a) => a.get(LockService));
+    const held = await one.acquire('shared');
+    expect(await two.tryAcquire('shared')).toBeNull();
+    await held.release();
+    const taken = await two.tryAcquire('shared');
+    expect(taken).toBeDefined();
+    await taken!.release();
+    await apps[0].get(RedisLockTesting).flush();
+    expect(await apps[0].get(RedisLockTesting).client.dbsize()).toBe(0);
+    await Promise.all(apps.map((a) => a.close()));
+    // Every client the modules made (subscribers, blockers) is closed: nothing keeps Jest open.
+    expect(server.connectedClients).toBe(0);
+  });
+
+  it('without advance, runUntilIdle polls real time and ignores delayed tasks', async () => {
+    const moduleRef = await Test.createTestingModule({
+      imports: [RedisLockTestingModule.forRoot()],
+      providers: [Mailer],
+    }).compile();
+    const app = await moduleRef.init();
+    const mailer = app.get(Mailer);
+    mailer.failures = 0;
+    await app.get(QueueService).enqueue('emails', 'x', { payload: { to: 'y@example.com' } });
+    await app.get(RedisLockTesting).runUntilIdle();
+    expect(mailer.sent).toEqual(['y@example.com']);
+    await app.close();
+  });
+
+  it('rejects after maxSteps, naming what is left', async () => {
+    const moduleRef = await Test.createTestingModule({
+      imports: [RedisLockTestingModule.forRoot()],
+    }).compile();
+    const app = await moduleRef.init();
+    await app.get(QueueService).enqueue('orphans', 'x');
+    await expect(
+      app.get(RedisLockTesting).runUntilIdle({ queues: ['orphans'], maxSteps: 3 }),
+    ).rejects.toThrow(/not idle after 3 steps \(orphans: .*"ready":1/);
+    await app.close();
+  });
+});
