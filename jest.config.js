@@ -35,6 +35,10 @@ const CONTRACT = [
   'queue/queue-sizes',
   'queue/queue-worker',
   'queue/queue.service',
+  'rate-limit/rate-limiter.service',
+  'waiting-room/waiting-room.service',
+  'queue/queue-named',
+  'queue/queue-expire',
 ];
 
 /** @type {import('jest').Config} */

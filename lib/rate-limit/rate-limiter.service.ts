@@ -11,6 +11,7 @@ import {
   type RateLimitResult,
 } from './rate-limit-options';
 import { CONSUME_SCRIPT } from './rate-limit-scripts';
+import { setImmediateUnfaked } from '../redis/unfaked-ticks';
 
 /** One consume's part of a script call: its key and its 5 arguments (consume.lua). */
 interface Check {
@@ -88,7 +89,7 @@ export class RateLimiterService {
       const refused = this.refusedLocally(denyKey);
       // Answered after the event loop's turn, as a Redis reply would be: a caller that loops
       // until admitted does not hold the process.
-      if (refused) return new Promise((resolve) => setImmediate(resolve, refused));
+      if (refused) return new Promise((resolve) => setImmediateUnfaked(resolve, refused));
     }
     const sliding = o.algorithm === 'sliding-window';
     const id = sliding ? `${this.idPrefix}${(this.calls++).toString(36)}` : '';

@@ -1,3 +1,5 @@
+import { nextTick } from './unfaked-ticks';
+
 /**
  * Merges the calls one process makes in the same tick into one Redis call per group (e.g. per
  * Cluster slot): many concurrent callers then cost Redis one script run and this process one
@@ -35,7 +37,7 @@ export class TickBatcher<I, O> {
       if (!batch) {
         const created: Batch<I, O> = { items: [], callers: [], weight: 0, sent: false };
         this.open.set(group, created);
-        process.nextTick(() => this.flush(group, created));
+        nextTick(() => this.flush(group, created));
         batch = created;
       }
       batch.items.push(item);

@@ -11,6 +11,7 @@ import {
   type RoomMessage,
   type WaitingRoomStore,
 } from './waiting-room-store';
+import { setImmediateUnfaked } from '../redis/unfaked-ticks';
 
 /**
  * Least time between two admission calls for one room, in ms (after its own call or an admission
@@ -183,7 +184,7 @@ export class RoomWatch {
 
   /** A visitor stopped waiting here unadmitted: unparked with the others of this tick. */
   private unpark(visitor: string): void {
-    if (this.unparking.push(visitor) === 1) setImmediate(() => void this.flushUnpark());
+    if (this.unparking.push(visitor) === 1) setImmediateUnfaked(() => void this.flushUnpark());
   }
 
   private async flushUnpark(): Promise<void> {

@@ -606,6 +606,15 @@ export const COMMANDS: Record<string, Command> = {
   zrangebyscore: (ctx, args) => zrange(ctx, args, 'SCORE'),
   zrevrangebyscore: (ctx, args) => zrange(ctx, args, 'SCORE', true),
   zrangebylex: (ctx, args) => zrange(ctx, args, 'LEX'),
+  zpopmin: (ctx, [key, count]) => {
+    const z = ctx.keys.read(key, 'zset');
+    if (!z) return [];
+    const popped = z.sorted().slice(0, count === undefined ? 1 : Math.max(0, int(count)));
+    const reply = popped.flatMap((m) => [m, formatDouble(z.scores.get(m)!)]);
+    for (const m of popped) z.delete(m);
+    ctx.keys.dropIfEmpty(key);
+    return reply;
+  },
   zremrangebyscore: (ctx, [key, min, max]) => zremBy(ctx, key, (z) => scoreRange(z, min, max)),
   zremrangebyrank: (ctx, [key, start, stop]) =>
     zremBy(ctx, key, (z) => {
