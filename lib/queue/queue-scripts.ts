@@ -18,7 +18,7 @@ const FLOW = include('flow');
  * script, one SHA), so that a failed call says what it was doing ("Redis queue ack failed").
  */
 export const QUEUE_SCRIPTS = {
-  enqueue: new LuaScript('queue enqueue', file('enqueue'), TASK_INFO, EVENTS),
+  enqueue: new LuaScript('queue enqueue', file('enqueue'), TASK_INFO, EVENTS, FINISHED),
   pop: new LuaScript('queue pop', file('pop'), EVENTS),
   top: new LuaScript('queue top', file('top')),
   dequeue: new LuaScript('queue dequeue', file('dequeue'), EVENTS),

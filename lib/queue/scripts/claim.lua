@@ -474,10 +474,14 @@ local function leaseChosen()
   variadic('HSET', KEYS[4], counted)
   local opts = hasOpts and hmget(KEYS[23], chosen) or {}
   local links = hasParents and hmget(KEYS[30], chosen) or {}
-  -- Fences: above the last one given out and above the Redis time in µs.
-  local fence = math.max(tonumber(redis.call('GET', KEYS[26]) or '0'),
-    tonumber(t[1]) * 1000000 + tonumber(t[2]))
-  redis.call('SET', KEYS[26], string.format('%.0f', fence + taken))
+  -- Fences: above the last one given out and above the Redis time in µs. One SET ... GET while
+  -- the time is past the last fence (the common case), a second SET when it is not.
+  local fence = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local last = tonumber(redis.call('SET', KEYS[26], string.format('%.0f', fence + taken), 'GET') or '0')
+  if last >= fence then
+    fence = last
+    redis.call('SET', KEYS[26], string.format('%.0f', fence + taken))
+  end
   for i, id in ipairs(chosen) do
     result[#result + 1] = id
     local m = not scores[i] and parseInfo(infos[i])
@@ -541,11 +545,14 @@ local function leaseFromGroup()
 end
 
 local special = present(KEYS[11]) or present(KEYS[13])
+-- Without priorities or groups: whether due holds ready tasks beyond the ones leased.
+local dueMore = nil
 if n > 0 then
   if not special then
-    -- Only ungrouped tasks without priority: one range read.
-    local ready = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, n)
-    for i = 1, #ready, 2 do lease(ready[i], ready[i + 1]) end
+    -- Only ungrouped tasks without priority: one range read, of one more than can be leased.
+    local ready = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, n + 1)
+    for i = 1, math.min(#ready, 2 * n), 2 do lease(ready[i], ready[i + 1]) end
+    dueMore = #ready > 2 * n
     variadic('ZREM', KEYS[1], chosen)
   else
     local groupTurn = true
@@ -592,7 +599,11 @@ if n > 0 and taken == n and count == n then
   -- The caller is full: it will not wait, so only pass the wake-up on if ready tasks remain
   -- (a burst is spread over every idle worker one round trip at a time).
   local more = present(KEYS[11]) or present(KEYS[13])
-    or #redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 1) > 0
+  if not more and dueMore ~= nil then
+    more = dueMore
+  elseif not more then
+    more = #redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 1) > 0
+  end
   if more and redis.call('LLEN', KEYS[7]) == 0 then redis.call('RPUSH', KEYS[7], '1') end
   if outboxed then result[4] = 1 end
   return result
