@@ -20,7 +20,7 @@ const EXPIRY = include('expiry');
  * script, one SHA), so that a failed call says what it was doing ("Redis queue ack failed").
  */
 export const QUEUE_SCRIPTS = {
-  enqueue: new LuaScript('queue enqueue', file('enqueue'), TASK_INFO, EVENTS, EXPIRY),
+  enqueue: new LuaScript('queue enqueue', file('enqueue'), TASK_INFO, EVENTS, EXPIRY, FINISHED),
   pop: new LuaScript('queue pop', file('pop'), EVENTS),
   top: new LuaScript('queue top', file('top')),
   dequeue: new LuaScript('queue dequeue', file('dequeue'), EVENTS),

@@ -644,6 +644,25 @@ describe('A task’s life in a worker', () => {
       expect(Number.isSafeInteger(a2.fence)).toBe(true);
     });
 
+    it('rises above the last fence given out when that one is ahead of the Redis clock', async () => {
+      const q = fresh();
+      const key = queueRedisKeys(prefix, q).fence;
+      // A counter ahead of the clock (µs): the next fences follow it, not the clock.
+      const ahead = (Number((await redis.time())[0]) + 1_000_000) * 1_000_000;
+      await redis.set(key, String(ahead));
+      await queues.enqueue(q, ['a', 'b']);
+      const leased = await queues.claim(q, 2);
+      expect(leased.map((t) => t.fence).sort((x, y) => x - y)).toEqual([ahead + 1, ahead + 2]);
+      expect(await redis.get(key)).toBe(String(ahead + 2));
+      // Without a counter (lost in a failover), the clock: above the last fence of this test's
+      // server clock, and rising.
+      await redis.del(key);
+      await queues.enqueue(q, 'c');
+      const [c] = await queues.claim(q, 1);
+      expect(c.fence).toBeGreaterThan(Number((await redis.time())[0]) * 1_000_000 - 60_000_000);
+      expect(Number(await redis.get(key))).toBe(c.fence);
+    });
+
     it('refuses the write of a worker frozen (SIGSTOP) past its lease once the worker that took the task over wrote: one write accepted, one refused', async () => {
       const q = fresh();
       const resource = `fence-${q}`;

@@ -114,22 +114,26 @@ local eventsMaxLen = tonumber(ARGV[15])
 -- Everything stored per task, deleted when it is forgotten.
 local TASK_HASHES = {KEYS[3], KEYS[4], KEYS[8], KEYS[9], KEYS[21], KEYS[22], KEYS[23], KEYS[27],
   KEYS[32]}
--- One EXISTS for both while neither exists (the common case).
-local hasOpts, hasNext = false, false
+-- `plain`: none of the keys of the features a plain queue does not use exists (task options,
+-- kept deduplicated calls, cancels, flows, delayed tasks with a priority or a group, parked
+-- groups, priorities, groups with ready or leased tasks): one EXISTS for all of them in the common
+-- case, instead of one per feature. It stays true until this call writes one of them (`unplain`);
+-- while it holds, the checks below need no command of their own.
+local plain = redis.call('EXISTS', KEYS[23], KEYS[28], KEYS[24], KEYS[30], KEYS[31], KEYS[10],
+  KEYS[15], KEYS[11], KEYS[13], KEYS[14]) == 0
+local function unplain()
+  plain = false
+end
+-- Whether key k exists: false without a command while `plain` holds (k one of its keys).
+local function present(k)
+  return not plain and redis.call('EXISTS', k) == 1
+end
+local hasOpts, hasNext = present(KEYS[23]), present(KEYS[28])
+local hasCancels = present(KEYS[24])
 -- Tasks with a deadline wait in the queue (every one has options: looked for only then).
-local hasExpiries = false
-if redis.call('EXISTS', KEYS[23], KEYS[28]) > 0 then
-  hasOpts = redis.call('EXISTS', KEYS[23]) == 1
-  hasNext = not hasOpts or redis.call('EXISTS', KEYS[28]) == 1
-  hasExpiries = hasOpts and redis.call('EXISTS', KEYS[34]) == 1
-end
-local hasCancels = redis.call('EXISTS', KEYS[24]) == 1
+local hasExpiries = hasOpts and redis.call('EXISTS', KEYS[34]) == 1
 -- Flows: whether any task of this queue has a parent, and whether its outbox holds outcomes.
-local hasParents, outboxed = false, false
-if redis.call('EXISTS', KEYS[30], KEYS[31]) > 0 then
-  hasParents = redis.call('EXISTS', KEYS[30]) == 1
-  outboxed = redis.call('EXISTS', KEYS[31]) == 1
-end
+local hasParents, outboxed = present(KEYS[30]), present(KEYS[31])
 local parentGroups = hasParents and flowGroups(35)
 
 -- Task `id` ended ('c' completed with result d, 'f' failed with error d): its parent learns it.
@@ -169,6 +173,7 @@ end
 -- another worker when one waits: a slow worker does not keep the same groups.
 local freedGroups = nil
 local function groupSlotFreed(g)
+  unplain()
   if redis.call('HINCRBY', KEYS[14], g, -1) <= 0 then redis.call('HDEL', KEYS[14], g) end
   if freedGroups then freedGroups[#freedGroups + 1] = g else toRing(g) end
 end
@@ -191,6 +196,7 @@ end
 -- A leased task goes back to the queue, due at `at`. A grouped task takes its old place at the
 -- head of its group, and the group waits until `at` (retries keep the group's order).
 local function requeue(id, at)
+  unplain()
   local m = meta(id)
   if not m then
     redis.call('ZADD', KEYS[1], at, id)
@@ -232,6 +238,7 @@ end
 
 -- A leased task ends in finished-set `zset` (dead, cancelled), kept per keepDead.
 local function finish(id, zset)
+  unplain()
   addKeptCall(id)
   redis.call('ZADD', zset, now, id)
   local m = meta(id)
@@ -357,9 +364,12 @@ if settles > 0 then
     if hasCancels then variadic('HDEL', KEYS[24], valid) end
   end
   if #acked > 0 then
-    for _, v in ipairs(hmget(KEYS[8], acked)) do
-      local m = parseInfo(v)
-      if m and m.group ~= '' then groupSlotFreed(m.group) end
+    -- A grouped task leased leaves its group in gactive: while `plain` holds, none is.
+    if not plain then
+      for _, v in ipairs(hmget(KEYS[8], acked)) do
+        local m = parseInfo(v)
+        if m and m.group ~= '' then groupSlotFreed(m.group) end
+      end
     end
     if #failedBefore > 0 then variadic('HDEL', KEYS[9], failedBefore) end
     if hasNext then
@@ -428,7 +438,7 @@ for _, id in ipairs(expired) do
 end
 
 -- 3. Delayed tasks with a priority or a group, and parked groups, whose time has come.
-if redis.call('EXISTS', KEYS[10]) == 1 then
+if present(KEYS[10]) then
   for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[10], '-inf', now, 'LIMIT', 0, 1000)) do
     redis.call('ZREM', KEYS[10], id)
     local m = meta(id)
@@ -440,7 +450,7 @@ if redis.call('EXISTS', KEYS[10]) == 1 then
     end
   end
 end
-if redis.call('EXISTS', KEYS[15]) == 1 then
+if present(KEYS[15]) then
   for _, g in ipairs(redis.call('ZRANGEBYSCORE', KEYS[15], '-inf', now, 'LIMIT', 0, 1000)) do
     redis.call('ZREM', KEYS[15], g)
     dropEndedWindow(g)
@@ -558,16 +568,28 @@ local function leaseChosen()
   variadic('HSET', KEYS[5], tokens)
   if limiterMax > 0 then variadic('ZADD', KEYS[17], limits) end
   local infos, payloads = hmget(KEYS[8], chosen), hmget(KEYS[3], chosen)
+  -- Attempts: one read and one write for all the chosen tasks, not an HINCRBY each.
+  local attempts, counted = hmget(KEYS[4], chosen), {}
+  for i, id in ipairs(chosen) do
+    attempts[i] = (tonumber(attempts[i]) or 0) + 1
+    counted[#counted + 1] = id
+    counted[#counted + 1] = attempts[i]
+  end
+  variadic('HSET', KEYS[4], counted)
   local links = hasParents and hmget(KEYS[30], chosen) or {}
-  -- Fences: above the last one given out and above the Redis time in µs.
-  local fence = math.max(tonumber(redis.call('GET', KEYS[26]) or '0'),
-    tonumber(t[1]) * 1000000 + tonumber(t[2]))
-  redis.call('SET', KEYS[26], string.format('%.0f', fence + taken))
+  -- Fences: above the last one given out and above the Redis time in µs. One SET ... GET while
+  -- the time is past the last fence (the common case), a second SET when it is not.
+  local fence = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local last = tonumber(redis.call('SET', KEYS[26], string.format('%.0f', fence + taken), 'GET') or '0')
+  if last >= fence then
+    fence = last
+    redis.call('SET', KEYS[26], string.format('%.0f', fence + taken))
+  end
   for i, id in ipairs(chosen) do
     result[#result + 1] = id
     local m = not scores[i] and parseInfo(infos[i])
     result[#result + 1] = scores[i] or (m and m.due) or now
-    local attempt = redis.call('HINCRBY', KEYS[4], id, '1')
+    local attempt = attempts[i]
     result[#result + 1] = attempt
     result[#result + 1] = tokens[i * 2]
     result[#result + 1] = payloads[i]
@@ -630,12 +652,15 @@ local function leaseFromGroup()
   return true
 end
 
-local special = redis.call('EXISTS', KEYS[11]) == 1 or redis.call('EXISTS', KEYS[13]) == 1
+local special = present(KEYS[11]) or present(KEYS[13])
+-- Without priorities or groups: whether due holds ready tasks beyond the ones leased.
+local dueMore = nil
 if n > 0 then
   if not special then
-    -- Only ungrouped tasks without priority: one range read.
-    local ready = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, n)
-    for i = 1, #ready, 2 do lease(ready[i], ready[i + 1]) end
+    -- Only ungrouped tasks without priority: one range read, of one more than can be leased.
+    local ready = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, n + 1)
+    for i = 1, math.min(#ready, 2 * n), 2 do lease(ready[i], ready[i + 1]) end
+    dueMore = #ready > 2 * n
     variadic('ZREM', KEYS[1], chosen)
   else
     local groupTurn = true
@@ -681,22 +706,26 @@ end
 if n > 0 and taken == n and count == n then
   -- The caller is full: it will not wait, so only pass the wake-up on if ready tasks remain
   -- (a burst is spread over every idle worker one round trip at a time).
-  local more = redis.call('EXISTS', KEYS[11]) == 1 or redis.call('EXISTS', KEYS[13]) == 1
-    or #redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 1) > 0
+  local more = present(KEYS[11]) or present(KEYS[13])
+  if not more and dueMore ~= nil then
+    more = dueMore
+  elseif not more then
+    more = #redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 1) > 0
+  end
   if more and redis.call('LLEN', KEYS[7]) == 0 then redis.call('RPUSH', KEYS[7], '1') end
   if outboxed then result[4] = 1 end
   result[5], result[6] = endedHere.expired, endedHere.dead
   return result
 end
 local nextAt = -1
-local readyLeft = redis.call('EXISTS', KEYS[11]) == 1 or redis.call('EXISTS', KEYS[13]) == 1
+local readyLeft = present(KEYS[11]) or present(KEYS[13])
 local nextDue = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2]
 if readyLeft or (nextDue and tonumber(nextDue) <= now) then
   nextAt = now
 elseif nextDue then
   nextAt = tonumber(nextDue)
 end
-for _, k in ipairs({KEYS[10], KEYS[15]}) do
+for _, k in ipairs(plain and {} or {KEYS[10], KEYS[15]}) do
   local s = redis.call('ZRANGE', k, 0, 0, 'WITHSCORES')[2]
   if s and (nextAt == -1 or tonumber(s) < nextAt) then nextAt = math.max(tonumber(s), now) end
 end

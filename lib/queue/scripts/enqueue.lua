@@ -180,6 +180,9 @@ end
 -- enqueue HSETNX both tells a new id apart and records its enqueue time: one command instead of
 -- looking in the leased, due and info keys first.
 local plain = not replace and group == '' and priority == 0
+-- The payloads and due scores of the plain ids added (not LIFO: its score reads the head of due),
+-- written by finishCall with one HSET and one ZADD for the whole call instead of one each.
+local newPayloads, newDue = {}, {}
 
 -- Deduplication: the task holding the id is unfinished when it has an info entry and is not in
 -- done, dead or cancelled. Each call also looks at 4 random entries and drops the stale ones, so
@@ -264,8 +267,21 @@ local function addIds(first, last)
         forgetRun(id)
       end
       if plain and redis.call('HSETNX', KEYS[7], id, nowText) == 1 then
-        setPayload(id)
-        redis.call('ZADD', KEYS[1], lifo and lifoScore() or dueScore(), id)
+        if lifo then
+          setPayload(id)
+          redis.call('ZADD', KEYS[1], lifoScore(), id)
+        else
+          if hasPayload then
+            newPayloads[#newPayloads + 1] = id
+            newPayloads[#newPayloads + 1] = payloadText
+          else
+            redis.call('HDEL', KEYS[3], id)
+          end
+          if opts ~= '' then redis.call('HSET', KEYS[12], id, opts) end
+          if expiresAt then redis.call('ZADD', KEYS[19], expiresAt, id) end
+          newDue[#newDue + 1] = dueScore()
+          newDue[#newDue + 1] = id
+        end
         added = added + 1
         changed = true
         enqueued(id)
@@ -313,6 +329,8 @@ end
 -- Idle workers block on this list; one marker wakes one of them, and claim.lua passes it on
 -- while ready tasks remain. Delayed tasks wake them too, so they can shorten their wait.
 local function finishCall()
+  variadic('HSET', KEYS[3], newPayloads)
+  variadic('ZADD', KEYS[1], newDue)
   if tieN then redis.call('SET', KEYS[15], nowText .. ' ' .. tieN) end
   if changed and redis.call('LLEN', KEYS[6]) == 0 then redis.call('RPUSH', KEYS[6], '1') end
 end
