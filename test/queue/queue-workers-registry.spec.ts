@@ -43,7 +43,18 @@ describe('QueueService.workers: the workers of every instance', () => {
     });
     const childPid = Number((await lineFrom(child, /^ready \d+$/, 60_000)).split(' ')[1]);
 
-    await waitFor('both instances listed', async () => (await queues.workers(QUEUE)).length === 2);
+    // `running` is as of each entry's last heartbeat (every 5 s): the parent's first entry was
+    // written when its worker started, before the task did.
+    await waitFor(
+      'both instances listed, the parent running its task',
+      async () => {
+        const listed = await queues.workers(QUEUE);
+        return (
+          listed.length === 2 && listed.some((w) => w.instance === 'parent' && w.running === 1)
+        );
+      },
+      15_000,
+    );
     const workers = await queues.workers(QUEUE);
     expect(workers.map((w) => [w.instance, w.concurrency, w.pid, w.running])).toEqual([
       ['parent', 3, process.pid, 1],
