@@ -59,6 +59,7 @@ describe('bench shapes', () => {
     expect(shapes.lock.map((s) => s.id)).toEqual([
       'serial',
       'parallel-16',
+      'distinct-keys',
       'contended-4',
       'handoff',
       'wake',
