@@ -123,6 +123,9 @@ describe('WaitingRoomService', () => {
   it('drops a visitor not seen for absentMs; parked visitors keep their places', async () => {
     await rooms[0].open('absent', { admitPerSecond: 0, passTtlMs: 60_000, absentMs: 3_000 });
     await rooms[0].join('absent', 'gone');
+    // Joined one after the other, so their order is known (a wait keeps a joined visitor's place).
+    await rooms[1].join('absent', 'stay1');
+    await rooms[2].join('absent', 'stay2');
     const controller = new AbortController();
     const parked = ['stay1', 'stay2'].map((v, i) =>
       rooms[i + 1].wait('absent', v, { waitMs: 30_000, signal: controller.signal }).catch((e) => e),
