@@ -717,7 +717,13 @@ export class QueueService implements BeforeApplicationShutdown {
     if (typeof handler !== 'function') throw QueueError.invalid('handler', handler, 'a function');
     // `queue.workers[queue]` (configuration) wins over the options given here.
     const { names, ...configured } = this.defaults.workers.get(k.name) ?? {};
-    const o = resolveWorkerOptions(this.defaults, { ...options, ...configured });
+    // Options that are not an object are left as given, for resolveWorkerOptions to refuse.
+    const given: QueueWorkerOptions | undefined =
+      options !== undefined &&
+      (options === null || typeof options !== 'object' || Array.isArray(options))
+        ? options
+        : { ...options, ...configured };
+    const o = resolveWorkerOptions(this.defaults, given);
     if (this.shuttingDown) {
       throw new QueueError(`queue '${k.name}': no new worker while the application shuts down`);
     }
@@ -727,7 +733,7 @@ export class QueueService implements BeforeApplicationShutdown {
         k.name,
         o.name,
         handler as QueueHandler,
-        { ...options, ...configured },
+        given ?? {},
         own?.concurrency ?? o.concurrency,
         own?.timeoutMs ?? o.timeoutMs,
       );
