@@ -26,8 +26,9 @@ import { MAX_ATTEMPTS, MAX_DELAY_MS } from './queue.constants';
 /**
  * `enqueue`'s options, checked and normalized in one place (the building blocks — a delay, a
  * priority, a backoff — come from queue-arguments.ts and the option checks): what enqueue.lua is
- * given besides the ids, and the payload's JSON text (`json`, undefined for none), which the
- * caller stores with its trace context.
+ * given besides the ids, with the payload's JSON text as `payload` (undefined for none), which the
+ * caller replaces by the stored field (`storedPayload`, with its trace context). One object of one
+ * shape on every call: enqueue's hot path reads it (no rest/spread copies, measured 3 µs per task).
  * @throws QueueError naming the offending option (its own options: `RedisLockOptionsError`);
  *   PayloadTooLargeError past the queue's `maxPayloadBytes`
  */
@@ -36,7 +37,7 @@ export function resolveEnqueueOptions(
   queue: string,
   ids: readonly string[],
   options: EnqueueOptions | undefined,
-): Omit<EnqueueArgs, 'payload'> & { json?: string } {
+): EnqueueArgs {
   const o = checkOptionKeys(options, ENQUEUE_OPTIONS);
   if (o.replace !== undefined && typeof o.replace !== 'boolean') {
     throw QueueError.invalid('replace', o.replace, 'true or false');
@@ -64,17 +65,7 @@ export function resolveEnqueueOptions(
   const waitForReplicas = checkWaitForReplicas('waitForReplicas', o.waitForReplicas);
   const json = serializePayload(o.payload);
   if (json !== undefined) checkPayloadBytes(defaults, queue, 'payload', json);
-  return {
-    delayMs,
-    replace,
-    priority,
-    group,
-    opts,
-    waitForReplicas,
-    lifo,
-    dedup,
-    ...(json === undefined ? {} : { json }),
-  };
+  return { delayMs, replace, payload: json, priority, group, opts, waitForReplicas, lifo, dedup };
 }
 
 /** `enqueue`'s `lifo`: only for plain tasks due now (the others are not in one FIFO line). */
@@ -146,16 +137,19 @@ export function checkOwnOptions(o: {
   expiresAt?: unknown;
 }): StoredTaskOptions {
   const expiresAt = checkExpiry(o.expiresInMs, o.expiresAt);
+  // One literal of one shape (no spreads of optional parts): every enqueue runs this.
   return {
-    ...(expiresAt === undefined ? {} : { expiresAt }),
-    ...(o.name === undefined ? {} : { name: checkTaskName('name', o.name, QueueError.invalid) }),
-    ...(o.maxAttempts === undefined
-      ? {}
-      : { maxAttempts: checkInt('maxAttempts', o.maxAttempts, 1, MAX_ATTEMPTS) }),
-    ...(o.backoff === undefined
-      ? {}
-      : { backoff: checkBackoff('backoff', o.backoff) as TaskOwnOptions['backoff'] }),
-    ...(o.timeoutMs === undefined ? {} : { timeoutMs: checkTimeoutMs('timeoutMs', o.timeoutMs) }),
+    expiresAt,
+    name: o.name === undefined ? undefined : checkTaskName('name', o.name, QueueError.invalid),
+    maxAttempts:
+      o.maxAttempts === undefined
+        ? undefined
+        : checkInt('maxAttempts', o.maxAttempts, 1, MAX_ATTEMPTS),
+    backoff:
+      o.backoff === undefined
+        ? undefined
+        : (checkBackoff('backoff', o.backoff) as TaskOwnOptions['backoff']),
+    timeoutMs: o.timeoutMs === undefined ? undefined : checkTimeoutMs('timeoutMs', o.timeoutMs),
   };
 }
 

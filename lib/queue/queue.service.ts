@@ -211,14 +211,16 @@ export class QueueService implements BeforeApplicationShutdown {
   ): Promise<number> {
     const k = this.keys(queue);
     const ids = checkIds(id);
-    const { json, ...args } = resolveEnqueueOptions(this.defaults, k.name, ids, options);
-    return this.tracing.enqueue(k.name, ids, (traceparent) =>
-      this.store.enqueue(k, ids, {
-        ...args,
-        // A replace without a payload keeps the stored one: no trace context is written over it.
-        payload: storedPayload(json, args.replace && json === undefined ? undefined : traceparent),
-      }),
-    );
+    const args = resolveEnqueueOptions(this.defaults, k.name, ids, options);
+    const json = args.payload;
+    return this.tracing.enqueue(k.name, ids, (traceparent) => {
+      // A replace without a payload keeps the stored one: no trace context is written over it.
+      args.payload = storedPayload(
+        json,
+        args.replace && json === undefined ? undefined : traceparent,
+      );
+      return this.store.enqueue(k, ids, args);
+    });
   }
 
   /**
