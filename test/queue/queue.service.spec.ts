@@ -145,6 +145,27 @@ describe('QueueService', () => {
       expect(await queues.stats(q)).toMatchObject(queueStats({ ready: 2, delayed: 1 }));
     });
 
+    it('sorts out, in one call of several ids, new, queued, leased, dead and cancelled ids and repeats', async () => {
+      const q = fresh();
+      await queues.enqueue(q, ['leased', 'dead', 'cancelled', 'queued'], { payload: 'old' });
+      const [leased, dead] = await queues.claim(q, 2);
+      expect([leased.id, dead.id]).toEqual(['leased', 'dead']);
+      expect(await queues.nack(dead, { maxAttempts: 1 })).toBe('dead');
+      expect(await queues.cancel(q, 'cancelled')).toBe('cancelled');
+      const ids = ['new', 'queued', 'dead', 'leased', 'cancelled', 'new', 'dead', 'other'];
+      // new, dead (as a new task), cancelled (as a new task), other: 4.
+      expect(await queues.enqueue(q, ids, { payload: 'again' })).toBe(4);
+      expect(await queues.stats(q)).toMatchObject(queueStats({ ready: 5, leased: 1, dead: 0 }));
+      const claimed = await queues.claim(q, 10);
+      expect(claimed.map((t) => [t.id, t.payload, t.attempt])).toEqual([
+        ['queued', 'old', 1],
+        ['new', 'again', 1],
+        ['dead', 'again', 1],
+        ['cancelled', 'again', 1],
+        ['other', 'again', 1],
+      ]);
+    });
+
     it('adds a dead id again as a new task (attempts reset)', async () => {
       const q = fresh();
       await queues.enqueue(q, 'd');
