@@ -304,6 +304,51 @@ describe('Redis Cluster: 3 masters + 3 replicas, real redis-server processes', (
       }
     });
 
+    it('named handlers, expiring tasks, the runtime limiter, metrics and the workers registry work on the cluster (queues on different masters)', async () => {
+      const [named, expiring, limited] = await namesOnEveryMaster(cluster, 'cluster-migrate');
+      // Named handlers: each task runs in the handler of its name.
+      const ran: string[] = [];
+      const a = queues.process(named, async (t) => void ran.push(`a:${t.id}`), { name: 'a' });
+      const b = queues.process(named, async (t) => void ran.push(`b:${t.id}`), { name: 'b' });
+      // The runtime limiter: at most 2 starts per minute on every instance.
+      await queues.setRateLimit(limited, { max: 2, durationMs: 60_000 });
+      expect(await queues.getRateLimit(limited)).toEqual({ max: 2, durationMs: 60_000 });
+      const l = queues.process(limited, async () => undefined);
+      try {
+        await queues.enqueue(named, 'x', { name: 'a' });
+        await queues.enqueue(named, 'y', { name: 'b' });
+        await queues.enqueue(limited, ['l1', 'l2', 'l3']);
+        // Expiring tasks: a paused queue's task past its deadline ends expired, never run.
+        await queues.pause(expiring);
+        await queues.enqueue(expiring, 'late', { expiresInMs: 50 });
+        const e = queues.process(expiring, async () => {
+          throw new Error('an expired task ran');
+        });
+        try {
+          await waitFor(
+            'expired',
+            async () => (await queues.get(expiring, 'late'))?.state === 'expired',
+          );
+        } finally {
+          await e.close();
+        }
+        await waitFor('named ran', () => ran.length === 2);
+        expect(ran.sort()).toEqual(['a:x', 'b:y']);
+        await waitFor('two started', async () => (await queues.stats(limited)).completed === 2);
+        expect((await queues.stats(limited)).ready).toBe(1);
+        // The workers registry lists this instance's workers of each queue.
+        const listed = await queues.workers(named);
+        expect(listed.flatMap((w) => w.names).sort()).toEqual(['a', 'b']);
+        // Metrics: one minute's counts, written to the queue's own slot.
+        await queues.store.metrics.flush(true);
+        const points = await queues.metrics(named);
+        expect(points.reduce((n, p) => n + p.completed, 0)).toBe(2);
+        expect((await queues.metrics(expiring)).reduce((n, p) => n + p.expired, 0)).toBe(1);
+      } finally {
+        await Promise.all([a.close(), b.close(), l.close()]);
+      }
+    });
+
     it('crash safety: 600 tasks, 3 worker processes, 2 SIGKILLs: no task lost, each acked once', async () => {
       const queue = 'crash';
       const TASKS = 600;
