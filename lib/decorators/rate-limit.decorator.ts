@@ -6,7 +6,7 @@ import type { RateLimiterService } from '../rate-limit/rate-limiter.service';
 import { checkBeforeCall } from './checked-call';
 import { moduleServiceOf } from './lock-service.registry';
 import { decoratedMethod, replaceMethod } from './method-wrapper';
-import { compileSingleKey, type LockKeyFunction } from './with-lock-key';
+import { compileSingleKey, type KeyedMethodDecorator, type LockKeyFunction } from './with-lock-key';
 import { RATE_LIMITED } from './with-lock.constants';
 
 /** @internal The RateLimiterService of each running module, by the LockService beside it. */
@@ -32,6 +32,11 @@ export const rateLimiterServices = new WeakMap<LockService, RateLimiterService>(
  * async buy(@Param('sku') sku: string, @Body() body: BuyDto) { … }
  * ```
  */
+export function RateLimit<A extends unknown[]>(
+  key: (...args: A) => string,
+  options: RateLimitOptions,
+): KeyedMethodDecorator<A>;
+export function RateLimit(key: string, options: RateLimitOptions): MethodDecorator;
 export function RateLimit(
   key: string | LockKeyFunction,
   options: RateLimitOptions,

@@ -5,7 +5,7 @@ import type { WaitingRoomService } from '../waiting-room/waiting-room.service';
 import { checkBeforeCall } from './checked-call';
 import { moduleServiceOf } from './lock-service.registry';
 import { decoratedMethod, replaceMethod } from './method-wrapper';
-import { compileSingleKey, type LockKeyFunction } from './with-lock-key';
+import { compileSingleKey, type KeyedMethodDecorator, type LockKeyFunction } from './with-lock-key';
 
 /** @internal The WaitingRoomService of each running module, by the LockService beside it. */
 export const waitingRoomServices = new WeakMap<LockService, WaitingRoomService>();
@@ -26,6 +26,11 @@ export const waitingRoomServices = new WeakMap<LockService, WaitingRoomService>(
  * async buy(@Param('sku') sku: string, @Body() body: BuyDto) { … }
  * ```
  */
+export function RequiresPass<A extends unknown[]>(
+  room: string,
+  visitor: (...args: A) => string,
+): KeyedMethodDecorator<A>;
+export function RequiresPass(room: string, visitor: string): MethodDecorator;
 export function RequiresPass(room: string, visitor: string | LockKeyFunction): MethodDecorator {
   const roomName = checkKeyName(room, 'waiting room name');
   return <T>(

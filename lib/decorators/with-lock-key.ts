@@ -16,6 +16,29 @@ export type LockKeyFunction<A extends unknown[] = any[]> = (
 ) => string | readonly string[];
 
 /**
+ * What `@WithLock(keyFunction)` (and `@RateLimit`, `@RequiresPass` with a function) returns: a
+ * method decorator that accepts a method only when the key function can take the method's leading
+ * arguments (`A`), so `@WithLock((id: number) => …)` on `pay(id: string)` does not compile (the
+ * error names `KeyFunctionMismatch`). It is also a plain `MethodDecorator`, so
+ * `applyDecorators(WithLock(fn), …)` compiles, without that check.
+ */
+export type KeyedMethodDecorator<A extends unknown[]> = (<M>(
+  target: object,
+  propertyKey: string | symbol,
+  descriptor: TypedPropertyDescriptor<M>,
+) => [M] extends [(...args: [...A, ...any[]]) => unknown]
+  ? TypedPropertyDescriptor<M> | void
+  : TypedPropertyDescriptor<KeyFunctionMismatch>) &
+  MethodDecorator;
+
+/**
+ * The type a compile error of `@WithLock(keyFunction)` (or `@RateLimit`, `@RequiresPass`) names
+ * when the key function's parameters do not accept the decorated method's arguments.
+ */
+export type KeyFunctionMismatch =
+  "the key function's parameters do not accept this method's arguments";
+
+/**
  * What `@WithLock` locks: a key template (`'stock:<0>'`), an array of them (all keys or none), or
  * a `LockKeyFunction` of the method's arguments.
  */

@@ -8,6 +8,7 @@ import { heldCall, runLockedStream } from './locked-stream';
 import { decoratedMethod, rejectSignalOption, replaceMethod } from './method-wrapper';
 import {
   compileLockKey,
+  type KeyedMethodDecorator,
   type LockKeyBuilder,
   type LockKeyFunction,
   type WithLockKey,
@@ -21,28 +22,6 @@ import {
  * `mode: 'shared'` takes a read lock (any number of shared holders, or one exclusive).
  */
 export type WithLockDecoratorOptions = Omit<WithLockOptions, 'signal'>;
-
-/**
- * What `@WithLock(keyFunction)` returns: a method decorator that accepts a method only when the
- * key function can take the method's leading arguments (`A`), so `@WithLock((id: number) => …)`
- * on `pay(id: string)` does not compile (the error names `KeyFunctionMismatch`). It is also a
- * plain `MethodDecorator`, so `applyDecorators(WithLock(fn), …)` compiles, without that check.
- */
-export type KeyedMethodDecorator<A extends unknown[]> = (<M>(
-  target: object,
-  propertyKey: string | symbol,
-  descriptor: TypedPropertyDescriptor<M>,
-) => [M] extends [(...args: [...A, ...any[]]) => unknown]
-  ? TypedPropertyDescriptor<M> | void
-  : TypedPropertyDescriptor<KeyFunctionMismatch>) &
-  MethodDecorator;
-
-/**
- * The type a compile error of `@WithLock(keyFunction)` names when the key function's parameters
- * do not accept the decorated method's arguments.
- */
-export type KeyFunctionMismatch =
-  "@WithLock: the key function's parameters do not accept this method's arguments";
 
 /** @internal Everything a wrapped method needs on each call, fixed when it is decorated. */
 export interface LockedMethod {
