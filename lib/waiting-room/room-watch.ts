@@ -20,6 +20,14 @@ import { setImmediateUnfaked } from '../redis/unfaked-ticks';
  * second, whatever its rate and number of instances.
  */
 const MIN_ADVANCE_GAP_MS = 400;
+/**
+ * Added to that gap after an admission made by another instance's call: the instance that made
+ * the last call makes the next one, and the others, whose timers would fire within ms of it, find
+ * its message first instead of each making a call that admits one visitor or none. Should that
+ * instance stop calling (its visitors are all in), another one takes over this much later; the
+ * Redis clock admits all that were due meanwhile.
+ */
+const FOLLOWER_DELAY_MS = 100;
 /** Least time between two `onProgress` calls of one waiter, in ms. */
 const PROGRESS_EVERY_MS = 1_000;
 
@@ -59,7 +67,8 @@ export class RoomWatch {
   private advanceTimer?: NodeJS.Timeout;
   private presenceTimer?: NodeJS.Timeout;
   private progressTimer?: NodeJS.Timeout;
-  private lastAdvance = 0;
+  /** Local ms from which this instance may call for admissions (`MIN_ADVANCE_GAP_MS`). */
+  private advanceFrom = 0;
   private advancing = false;
   private syncing = false;
 
@@ -259,7 +268,8 @@ export class RoomWatch {
     // Everyone admitted stood ahead of every visitor still in line.
     if (admitted.length > 0) {
       // Another instance's call admits for this one too: the gap between calls is the room's.
-      this.lastAdvance = Date.now();
+      const follower = m.i !== this.instance;
+      this.advanceFrom = Date.now() + MIN_ADVANCE_GAP_MS + (follower ? FOLLOWER_DELAY_MS : 0);
       for (const same of this.waiters.values()) {
         for (const w of same) {
           if (m.t > w.asOf) w.position = Math.max(1, w.position - admitted.length);
@@ -283,7 +293,7 @@ export class RoomWatch {
     for (const same of this.waiters.values())
       for (const w of same) first = Math.min(first, w.position);
     const due = clock.next + this.offset + ((first - 1) * 1000) / clock.rate;
-    const delay = Math.max(0, due - Date.now(), this.lastAdvance + MIN_ADVANCE_GAP_MS - Date.now());
+    const delay = Math.max(0, due - Date.now(), this.advanceFrom - Date.now());
     this.advanceTimer = setTimeout(() => void this.advance(), Math.ceil(delay));
     this.advanceTimer.unref();
   }
@@ -291,9 +301,9 @@ export class RoomWatch {
   private async advance(): Promise<void> {
     if (this.advancing) return;
     this.advancing = true;
-    this.lastAdvance = Date.now();
+    this.advanceFrom = Date.now() + MIN_ADVANCE_GAP_MS;
     try {
-      this.setClock(await this.store.advance(this.room, this.keys));
+      this.setClock(await this.store.advance(this.room, this.keys, this.instance));
     } catch (err) {
       this.failAll(err);
     } finally {

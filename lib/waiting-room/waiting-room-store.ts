@@ -30,10 +30,7 @@ const SCRIPTS = {
 /** Visitors whose presence one script call marks. */
 const PRESENCE_BATCH = 1_000;
 
-/**
- * The room's clock as one reply saw it: Redis now, the next admission's Redis time, the rate and
- * the ticket of the first visitor in line.
- */
+/** The room's clock as one reply saw it: Redis now, the next admission's Redis time, the rate. */
 export interface RoomClock {
   /** Redis time of the reply, in ms. */
   redisNow: number;
@@ -41,8 +38,6 @@ export interface RoomClock {
   next: number;
   /** `admitPerSecond`. */
   rate: number;
-  /** Ticket of the first visitor in line (0: nobody waits). */
-  head: number;
   /** `absentMs`. */
   absent: number;
 }
@@ -66,7 +61,6 @@ export interface RoomMessage {
   a: string[] | Record<string, never>;
   /** Next admission (Redis ms, as text). */
   n: string;
-  h: number;
   /** Rate, as text. */
   r: string;
   /** Redis now, ms. */
@@ -75,6 +69,8 @@ export interface RoomMessage {
   p: number;
   /** absentMs. */
   x: number;
+  /** Id of the instance whose call admitted `a` ('' for none: a plain `join`, `open`). */
+  i: string;
 }
 
 /**
@@ -120,11 +116,12 @@ export class WaitingRoomStore {
   /** Joins; with `instance`, parks the visitor on that instance (it waits there). */
   async join(room: string, keys: string[], visitor: string, instance = ''): Promise<JoinReply> {
     const r = await this.run(room, SCRIPTS.join, keys, [visitor, instance]);
-    return { ...clockOf(r), admitted: r[5] === 1, value: Number(r[6]), ticket: Number(r[7]) };
+    return { ...clockOf(r), admitted: r[4] === 1, value: Number(r[5]), ticket: Number(r[6]) };
   }
 
-  async advance(room: string, keys: string[]): Promise<RoomClock> {
-    return clockOf(await this.run(room, SCRIPTS.advance, keys, []));
+  /** Admits whoever is due, by a call of `instance` (named in the admission message). */
+  async advance(room: string, keys: string[], instance: string): Promise<RoomClock> {
+    return clockOf(await this.run(room, SCRIPTS.advance, keys, [instance]));
   }
 
   /** Renews `instance`'s lease; `held: false` when it had run out (park its visitors again). */
@@ -134,7 +131,7 @@ export class WaitingRoomStore {
     instance: string,
   ): Promise<{ clock: RoomClock; held: boolean }> {
     const r = await this.run(room, SCRIPTS.lease, keys, [instance]);
-    return { clock: clockOf(r), held: r[5] === 1 };
+    return { clock: clockOf(r), held: r[4] === 1 };
   }
 
   /** Visitors that stopped waiting on `instance` unadmitted: seen now, no longer parked. */
@@ -162,8 +159,8 @@ export class WaitingRoomStore {
       const r = await this.run(room, SCRIPTS.presence, keys, [instance, ...batch]);
       clock = clockOf(r);
       batch.forEach((visitor, j) => {
-        const kind = r[5 + j * 2];
-        const value = Number(r[6 + j * 2]);
+        const kind = r[4 + j * 2];
+        const value = Number(r[5 + j * 2]);
         presence.set(
           visitor,
           kind === 1
@@ -199,12 +196,11 @@ function clockOf(r: unknown[]): RoomClock {
     redisNow: Number(r[0]),
     next: Number(r[1]),
     rate: Number(r[2]),
-    head: Number(r[3]),
-    absent: Number(r[4]),
+    absent: Number(r[3]),
   };
 }
 
 /** The clock a room message carries. */
 export function messageClock(m: RoomMessage): RoomClock {
-  return { redisNow: m.t, next: Number(m.n), rate: Number(m.r), head: m.h, absent: m.x };
+  return { redisNow: m.t, next: Number(m.n), rate: Number(m.r), absent: m.x };
 }
