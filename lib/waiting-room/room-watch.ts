@@ -14,10 +14,10 @@ import {
 import { setImmediateUnfaked } from '../redis/unfaked-ticks';
 
 /**
- * Least time between two admission calls for one room, in ms (after its own call or an admission
- * message from any instance): above 2.5 visitors a second, admissions come in batches (the Redis
- * clock counts them: a late call admits all that are due), so a room costs about 2.5 such calls a
- * second, whatever its rate and number of instances.
+ * Least time between two admission calls for one room, in ms (after this instance's own call, or
+ * another instance's call heard of): above 2.5 visitors a second, admissions come in batches (the
+ * Redis clock counts them: a late call admits all that are due), so a room costs about 2.5 such
+ * calls a second, whatever its rate and number of instances.
  */
 const MIN_ADVANCE_GAP_MS = 400;
 /**
@@ -69,6 +69,11 @@ export class RoomWatch {
   private progressTimer?: NodeJS.Timeout;
   /** Local ms from which this instance may call for admissions (`MIN_ADVANCE_GAP_MS`). */
   private advanceFrom = 0;
+  /**
+   * This instance's timer made the last admission call heard of: while admissions come in
+   * batches it keeps making them, every `MIN_ADVANCE_GAP_MS`, for every instance's visitors.
+   */
+  private leading = false;
   private advancing = false;
   private syncing = false;
 
@@ -173,14 +178,19 @@ export class RoomWatch {
 
   /**
    * The ETA of a visitor at `position`, in ms, by `clock` (read `sinceMs` ago): its turn on the
-   * room's clock, plus half the gap between admission calls when admissions come in batches.
+   * room's clock; when admissions come in batches, the first admission call at or after it (one
+   * every `MIN_ADVANCE_GAP_MS` from the last one, or from the next admission when that is later).
    */
   static eta(clock: RoomClock, position: number, sinceMs = 0): number | null {
     if (clock.rate <= 0) return null;
     const interval = 1000 / clock.rate;
-    const batching = interval < MIN_ADVANCE_GAP_MS ? MIN_ADVANCE_GAP_MS / 2 : 0;
-    const wait = clock.next - clock.redisNow - sinceMs + (position - 1) * interval + batching;
-    return Math.max(0, Math.round(wait));
+    let turn = clock.next + (position - 1) * interval;
+    if (interval < MIN_ADVANCE_GAP_MS) {
+      const gap = MIN_ADVANCE_GAP_MS;
+      const from = clock.next > clock.lastCall + gap ? clock.next : clock.lastCall;
+      turn = from + Math.ceil((turn - from) / gap) * gap;
+    }
+    return Math.max(0, Math.round(turn - clock.redisNow - sinceMs));
   }
 
   /** Rejects every local visitor (the module shuts down); they keep their places for `absentMs`. */
@@ -265,11 +275,14 @@ export class RoomWatch {
         w.resolve({ admitted: true, position: 0, etaMs: 0, passExpiresInMs: m.p });
       }
     }
+    // Another instance's timer call admits for this one too: the gap between calls is the
+    // room's (this instance's own call set it when it started; other calls keep the pace).
+    if (admitted.length > 0 && m.i !== '') {
+      this.leading = m.i === this.instance;
+      if (!this.leading) this.advanceFrom = Date.now() + MIN_ADVANCE_GAP_MS + FOLLOWER_DELAY_MS;
+    }
     // Everyone admitted stood ahead of every visitor still in line.
     if (admitted.length > 0) {
-      // Another instance's call admits for this one too: the gap between calls is the room's.
-      const follower = m.i !== this.instance;
-      this.advanceFrom = Date.now() + MIN_ADVANCE_GAP_MS + (follower ? FOLLOWER_DELAY_MS : 0);
       for (const same of this.waiters.values()) {
         for (const w of same) {
           if (m.t > w.asOf) w.position = Math.max(1, w.position - admitted.length);
@@ -281,8 +294,9 @@ export class RoomWatch {
 
   /**
    * Sets the one admission timer: when, by the room's clock, the first local visitor's turn
-   * comes. A position that is high (visitors ahead left) only makes it late, and a late call
-   * admits every visitor that is due.
+   * comes (the room's next admission, for the instance leading the batches: its calls admit every
+   * instance's visitors at an even pace). A position that is high (visitors ahead left) only
+   * makes it late, and a late call admits every visitor that is due.
    */
   private schedule(): void {
     clearTimeout(this.advanceTimer);
@@ -292,7 +306,9 @@ export class RoomWatch {
     let first = Infinity;
     for (const same of this.waiters.values())
       for (const w of same) first = Math.min(first, w.position);
-    const due = clock.next + this.offset + ((first - 1) * 1000) / clock.rate;
+    const interval = 1000 / clock.rate;
+    const lead = this.leading && interval < MIN_ADVANCE_GAP_MS;
+    const due = clock.next + this.offset + (lead ? 0 : (first - 1) * interval);
     const delay = Math.max(0, due - Date.now(), this.advanceFrom - Date.now());
     this.advanceTimer = setTimeout(() => void this.advance(), Math.ceil(delay));
     this.advanceTimer.unref();

@@ -40,6 +40,11 @@ export interface RoomClock {
   rate: number;
   /** `absentMs`. */
   absent: number;
+  /**
+   * Redis time of the last admission made by an instance's admission timer, in ms (0: none): the
+   * timer calls come `MIN_ADVANCE_GAP_MS` apart from it (room-watch.ts).
+   */
+  lastCall: number;
 }
 
 /** What `join` found. */
@@ -69,7 +74,9 @@ export interface RoomMessage {
   p: number;
   /** absentMs. */
   x: number;
-  /** Id of the instance whose call admitted `a` ('' for none: a plain `join`, `open`). */
+  /** `RoomClock.lastCall`. */
+  l: number;
+  /** Id of the instance whose admission timer's call admitted `a` ('' for any other call). */
   i: string;
 }
 
@@ -116,7 +123,7 @@ export class WaitingRoomStore {
   /** Joins; with `instance`, parks the visitor on that instance (it waits there). */
   async join(room: string, keys: string[], visitor: string, instance = ''): Promise<JoinReply> {
     const r = await this.run(room, SCRIPTS.join, keys, [visitor, instance]);
-    return { ...clockOf(r), admitted: r[4] === 1, value: Number(r[5]), ticket: Number(r[6]) };
+    return { ...clockOf(r), admitted: r[5] === 1, value: Number(r[6]), ticket: Number(r[7]) };
   }
 
   /** Admits whoever is due, by a call of `instance` (named in the admission message). */
@@ -131,7 +138,7 @@ export class WaitingRoomStore {
     instance: string,
   ): Promise<{ clock: RoomClock; held: boolean }> {
     const r = await this.run(room, SCRIPTS.lease, keys, [instance]);
-    return { clock: clockOf(r), held: r[4] === 1 };
+    return { clock: clockOf(r), held: r[5] === 1 };
   }
 
   /** Visitors that stopped waiting on `instance` unadmitted: seen now, no longer parked. */
@@ -159,8 +166,8 @@ export class WaitingRoomStore {
       const r = await this.run(room, SCRIPTS.presence, keys, [instance, ...batch]);
       clock = clockOf(r);
       batch.forEach((visitor, j) => {
-        const kind = r[4 + j * 2];
-        const value = Number(r[5 + j * 2]);
+        const kind = r[5 + j * 2];
+        const value = Number(r[6 + j * 2]);
         presence.set(
           visitor,
           kind === 1
@@ -197,10 +204,11 @@ function clockOf(r: unknown[]): RoomClock {
     next: Number(r[1]),
     rate: Number(r[2]),
     absent: Number(r[3]),
+    lastCall: Number(r[4]),
   };
 }
 
 /** The clock a room message carries. */
 export function messageClock(m: RoomMessage): RoomClock {
-  return { redisNow: m.t, next: Number(m.n), rate: Number(m.r), absent: m.x };
+  return { redisNow: m.t, next: Number(m.n), rate: Number(m.r), absent: m.x, lastCall: m.l };
 }

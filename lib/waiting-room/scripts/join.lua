@@ -2,8 +2,8 @@
 -- admits whoever's turn has come, and says where the visitor stands.
 -- KEYS: see includes/room.lua. ARGV[1] sharded, ARGV[2] visitor, ARGV[3] instance id ('' for a
 -- plain join; else the visitor is parked on that instance, which then waits for it).
--- Returns {0} when the room is not open; else {now, next, rate, absent, admitted (1/0), pass ms
--- left (admitted) or position (1 = next in line), ticket (0 when admitted)}.
+-- Returns {0} when the room is not open; else {now, next, rate, absent, at, admitted (1/0), pass
+-- ms left (admitted) or position (1 = next in line), ticket (0 when admitted)}.
 
 local visitor, instance = ARGV[2], ARGV[3]
 local s = settings()
@@ -33,19 +33,19 @@ if not pass or pass <= now then
     if not on then redis.call('ZADD', seen, now, visitor) end
   end
   keepFor(s)
-  admit(s, instance)
+  admit(s, '')
   -- Everyone in line has a ticket above the cursor (the last one admitted).
   if ticket > s.cursor then
     local reply = state(s)
-    reply[5] = 0
-    reply[6] = redis.call('ZRANK', line, visitor) + 1
-    reply[7] = ticket
+    reply[6] = 0
+    reply[7] = redis.call('ZRANK', line, visitor) + 1
+    reply[8] = ticket
     return reply
   end
   pass = now + s.passTtl
 end
 local reply = state(s)
-reply[5] = 1
-reply[6] = pass - now
-reply[7] = 0
+reply[6] = 1
+reply[7] = pass - now
+reply[8] = 0
 return reply

@@ -1,7 +1,7 @@
 -- Renews the lease of an instance with visitors parked in `wait`: it stands for all of them; and
 -- forgets those of its visitors admitted since its last renewal (includes/room.lua).
 -- KEYS: see includes/room.lua. ARGV[1] sharded, ARGV[2] instance id.
--- Returns {0} when the room is not open; else {now, next, rate, absent, held}, held 0 when the
+-- Returns {0} when the room is not open; else {now, next, rate, absent, at, held}, held 0 when the
 -- lease had run out and was recovered (its visitors must be parked again: presence.lua).
 
 local s = settings()
@@ -15,5 +15,5 @@ if held then
   keepFor(s)
 end
 local reply = state(s)
-reply[5] = held and 1 or 0
+reply[6] = held and 1 or 0
 return reply

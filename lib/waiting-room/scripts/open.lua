@@ -1,7 +1,7 @@
 -- Opens a room or changes its settings live: visitors keep their places and the admissions
 -- already made stand; the next one comes one new interval after the last.
 -- KEYS: see includes/room.lua. ARGV[1] sharded, ARGV[2] admitPerSecond, ARGV[3] passTtl ms,
--- ARGV[4] absent ms. Returns {now, next, rate, absent}. Publishes the new settings.
+-- ARGV[4] absent ms. Returns {now, next, rate, absent, at}. Publishes the new settings.
 
 local rate, passTtl, absent = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local now = clock()

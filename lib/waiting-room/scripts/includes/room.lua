@@ -5,7 +5,9 @@
 --   KEYS[1] room     hash: 'rate' (admitPerSecond), 'passTtl', 'absent' (ms), 'next' (Redis ms
 --                    at which the next visitor may be admitted), 'seq' (last ticket), 'cursor'
 --                    (ticket of the last visitor admitted), 'trim' (Redis ms from which the
---                    next admission trims the expired passes and extends the passes' TTL)
+--                    next admission trims the expired passes and extends the passes' TTL),
+--                    'at' (Redis ms of the last admission made by an instance's admission timer,
+--                    advance.lua: the calls come every 400 ms from it; the ETA counts them)
 --   KEYS[2] line     zset: visitor -> ticket (join order)
 --   KEYS[3] seen     zset: visitor in line -> last time it was seen (Redis ms)
 --   KEYS[4] passes   zset: admitted visitor -> pass expiry (Redis ms)
@@ -20,7 +22,8 @@
 --                    so an admission costs the same few commands however many are admitted
 --   KEYS[5] channel  pub/sub channel of the room: JSON messages
 --                    {a = admitted visitors, n = next, r = rate, t = Redis now, p = passTtl,
---                     x = absent, i = id of the instance whose call admitted them ('' if none)}
+--                     x = absent, l = 'at', i = id of the instance whose timer's call admitted
+--                     them ('' for any other call)}
 -- Every script takes ARGV[1] sharded ('1': SPUBLISH on Cluster, else PUBLISH).
 
 local room, line, seen, passes, channel = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -39,7 +42,7 @@ end
 
 -- The room's settings, or nil when it is not open.
 local function settings()
-  local s = redis.call('HMGET', room, 'rate', 'passTtl', 'absent', 'next', 'cursor', 'trim')
+  local s = redis.call('HMGET', room, 'rate', 'passTtl', 'absent', 'next', 'cursor', 'trim', 'at')
   if not s[1] then return nil end
   return {
     rate = tonumber(s[1]),
@@ -48,6 +51,7 @@ local function settings()
     next = tonumber(s[4]) or clock(),
     cursor = tonumber(s[5]) or 0,
     trim = tonumber(s[6]) or 0,
+    at = tonumber(s[7]) or 0,
   }
 end
 
@@ -59,13 +63,13 @@ end
 local function publish(s, admitted, instance)
   redis.call(publishCommand, channel, cjson.encode({
     a = admitted, n = fmt(s.next), r = tostring(s.rate), t = clock(), p = s.passTtl,
-    x = s.absent, i = instance,
+    x = s.absent, l = s.at, i = instance,
   }))
 end
 
--- What every reply about the room starts with: Redis now, next admission, rate, absent ms.
+-- What every reply about the room starts with: Redis now, next admission, rate, absent ms, 'at'.
 local function state(s)
-  return { clock(), fmt(s.next), tostring(s.rate), s.absent }
+  return { clock(), fmt(s.next), tostring(s.rate), s.absent, s.at }
 end
 
 -- Lets the state expire once nobody comes: the line when nobody was seen and no instance renewed
@@ -150,7 +154,8 @@ end
 
 -- Admits the visitors whose turn has come, first in line first: one per 1000 / rate ms of Redis
 -- time since `next`. Credit does not pile up while the line is empty: `next` is then not earlier
--- than now. Publishes the admitted visitors, for the call of `instance` ('' for none). Rate 0:
+-- than now. Publishes the admitted visitors, for the timer call of `instance` ('' for any other
+-- call: a join, a presence check, `open`). Rate 0:
 -- nobody is admitted (the room holds). The admitted stay in `seen` (and, parked, in their
 -- instance's set): `prune` and `forgetAdmitted` drop them later, in one command for many.
 local function admit(s, instance)
@@ -168,7 +173,15 @@ local function admit(s, instance)
     s.cursor = tonumber(popped[i + 1])
   end
   local n = #admitted
-  if n > 0 then redis.call('ZADD', passes, unpack(passArgs)) end
+  local fields = { 'next', 0, 'cursor', 0 }
+  if n > 0 then
+    redis.call('ZADD', passes, unpack(passArgs))
+    if instance ~= '' then
+      s.at = now
+      fields[#fields + 1] = 'at'
+      fields[#fields + 1] = now
+    end
+  end
   if n < due then
     s.next = math.max(s.next + n * interval, now)
   else
@@ -183,9 +196,10 @@ local function admit(s, instance)
     local keep = s.passTtl + every
     if redis.call('PTTL', passes) < keep then redis.call('PEXPIRE', passes, keep) end
     s.trim = now + every
-    redis.call('HSET', room, 'next', fmt(s.next), 'cursor', s.cursor, 'trim', s.trim)
-  else
-    redis.call('HSET', room, 'next', fmt(s.next), 'cursor', s.cursor)
+    fields[#fields + 1] = 'trim'
+    fields[#fields + 1] = s.trim
   end
+  fields[2], fields[4] = fmt(s.next), s.cursor
+  redis.call('HSET', room, unpack(fields))
   if n > 0 then publish(s, admitted, instance) end
 end
