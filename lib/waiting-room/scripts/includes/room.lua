@@ -155,9 +155,9 @@ end
 -- Admits the visitors whose turn has come, first in line first: one per 1000 / rate ms of Redis
 -- time since `next`. Credit does not pile up while the line is empty: `next` is then not earlier
 -- than now. Publishes the admitted visitors, for the timer call of `instance` ('' for any other
--- call: a join, a presence check, `open`). Rate 0:
--- nobody is admitted (the room holds). The admitted stay in `seen` (and, parked, in their
--- instance's set): `prune` and `forgetAdmitted` drop them later, in one command for many.
+-- call: a join, a presence check, `open`). Rate 0: nobody is admitted (the room holds). The
+-- admitted stay in `seen` (and, parked, in their instance's set): `prune` and `forgetAdmitted`
+-- drop them later, in one command for many.
 local function admit(s, instance)
   if s.rate <= 0 then return end
   local now = clock()
