@@ -14,12 +14,20 @@ import {
 import { setImmediateUnfaked } from '../redis/unfaked-ticks';
 
 /**
- * Least time between two admission calls for one room, in ms (after its own call or an admission
- * message from any instance): above 2.5 visitors a second, admissions come in batches (the Redis
- * clock counts them: a late call admits all that are due), so a room costs about 2.5 such calls a
- * second, whatever its rate and number of instances.
+ * Least time between two admission calls for one room, in ms (after this instance's own call, or
+ * another instance's call heard of): above 2.5 visitors a second, admissions come in batches (the
+ * Redis clock counts them: a late call admits all that are due), so a room costs about 2.5 such
+ * calls a second, whatever its rate and number of instances.
  */
 const MIN_ADVANCE_GAP_MS = 400;
+/**
+ * Added to that gap after an admission made by another instance's call: the instance that made
+ * the last call makes the next one, and the others, whose timers would fire within ms of it, find
+ * its message first instead of each making a call that admits one visitor or none. Should that
+ * instance stop calling (its visitors are all in), another one takes over this much later; the
+ * Redis clock admits all that were due meanwhile.
+ */
+const FOLLOWER_DELAY_MS = 100;
 /** Least time between two `onProgress` calls of one waiter, in ms. */
 const PROGRESS_EVERY_MS = 1_000;
 
@@ -59,7 +67,13 @@ export class RoomWatch {
   private advanceTimer?: NodeJS.Timeout;
   private presenceTimer?: NodeJS.Timeout;
   private progressTimer?: NodeJS.Timeout;
-  private lastAdvance = 0;
+  /** Local ms from which this instance may call for admissions (`MIN_ADVANCE_GAP_MS`). */
+  private advanceFrom = 0;
+  /**
+   * This instance's timer made the last admission call heard of: while admissions come in
+   * batches it keeps making them, every `MIN_ADVANCE_GAP_MS`, for every instance's visitors.
+   */
+  private leading = false;
   private advancing = false;
   private syncing = false;
 
@@ -164,14 +178,19 @@ export class RoomWatch {
 
   /**
    * The ETA of a visitor at `position`, in ms, by `clock` (read `sinceMs` ago): its turn on the
-   * room's clock, plus half the gap between admission calls when admissions come in batches.
+   * room's clock; when admissions come in batches, the first admission call at or after it (one
+   * every `MIN_ADVANCE_GAP_MS` from the last one, or from the next admission when that is later).
    */
   static eta(clock: RoomClock, position: number, sinceMs = 0): number | null {
     if (clock.rate <= 0) return null;
     const interval = 1000 / clock.rate;
-    const batching = interval < MIN_ADVANCE_GAP_MS ? MIN_ADVANCE_GAP_MS / 2 : 0;
-    const wait = clock.next - clock.redisNow - sinceMs + (position - 1) * interval + batching;
-    return Math.max(0, Math.round(wait));
+    let turn = clock.next + (position - 1) * interval;
+    if (interval < MIN_ADVANCE_GAP_MS) {
+      const gap = MIN_ADVANCE_GAP_MS;
+      const from = clock.next > clock.lastCall + gap ? clock.next : clock.lastCall;
+      turn = from + Math.ceil((turn - from) / gap) * gap;
+    }
+    return Math.max(0, Math.round(turn - clock.redisNow - sinceMs));
   }
 
   /** Rejects every local visitor (the module shuts down); they keep their places for `absentMs`. */
@@ -256,10 +275,14 @@ export class RoomWatch {
         w.resolve({ admitted: true, position: 0, etaMs: 0, passExpiresInMs: m.p });
       }
     }
+    // Another instance's timer call admits for this one too: the gap between calls is the
+    // room's (this instance's own call set it when it started; other calls keep the pace).
+    if (admitted.length > 0 && m.i !== '') {
+      this.leading = m.i === this.instance;
+      if (!this.leading) this.advanceFrom = Date.now() + MIN_ADVANCE_GAP_MS + FOLLOWER_DELAY_MS;
+    }
     // Everyone admitted stood ahead of every visitor still in line.
     if (admitted.length > 0) {
-      // Another instance's call admits for this one too: the gap between calls is the room's.
-      this.lastAdvance = Date.now();
       for (const same of this.waiters.values()) {
         for (const w of same) {
           if (m.t > w.asOf) w.position = Math.max(1, w.position - admitted.length);
@@ -271,8 +294,9 @@ export class RoomWatch {
 
   /**
    * Sets the one admission timer: when, by the room's clock, the first local visitor's turn
-   * comes. A position that is high (visitors ahead left) only makes it late, and a late call
-   * admits every visitor that is due.
+   * comes (the room's next admission, for the instance leading the batches: its calls admit every
+   * instance's visitors at an even pace). A position that is high (visitors ahead left) only
+   * makes it late, and a late call admits every visitor that is due.
    */
   private schedule(): void {
     clearTimeout(this.advanceTimer);
@@ -282,8 +306,10 @@ export class RoomWatch {
     let first = Infinity;
     for (const same of this.waiters.values())
       for (const w of same) first = Math.min(first, w.position);
-    const due = clock.next + this.offset + ((first - 1) * 1000) / clock.rate;
-    const delay = Math.max(0, due - Date.now(), this.lastAdvance + MIN_ADVANCE_GAP_MS - Date.now());
+    const interval = 1000 / clock.rate;
+    const lead = this.leading && interval < MIN_ADVANCE_GAP_MS;
+    const due = clock.next + this.offset + (lead ? 0 : (first - 1) * interval);
+    const delay = Math.max(0, due - Date.now(), this.advanceFrom - Date.now());
     this.advanceTimer = setTimeout(() => void this.advance(), Math.ceil(delay));
     this.advanceTimer.unref();
   }
@@ -291,9 +317,9 @@ export class RoomWatch {
   private async advance(): Promise<void> {
     if (this.advancing) return;
     this.advancing = true;
-    this.lastAdvance = Date.now();
+    this.advanceFrom = Date.now() + MIN_ADVANCE_GAP_MS;
     try {
-      this.setClock(await this.store.advance(this.room, this.keys));
+      this.setClock(await this.store.advance(this.room, this.keys, this.instance));
     } catch (err) {
       this.failAll(err);
     } finally {

@@ -30,10 +30,7 @@ const SCRIPTS = {
 /** Visitors whose presence one script call marks. */
 const PRESENCE_BATCH = 1_000;
 
-/**
- * The room's clock as one reply saw it: Redis now, the next admission's Redis time, the rate and
- * the ticket of the first visitor in line.
- */
+/** The room's clock as one reply saw it: Redis now, the next admission's Redis time, the rate. */
 export interface RoomClock {
   /** Redis time of the reply, in ms. */
   redisNow: number;
@@ -41,10 +38,13 @@ export interface RoomClock {
   next: number;
   /** `admitPerSecond`. */
   rate: number;
-  /** Ticket of the first visitor in line (0: nobody waits). */
-  head: number;
   /** `absentMs`. */
   absent: number;
+  /**
+   * Redis time of the last admission made by an instance's admission timer, in ms (0: none): the
+   * timer calls come `MIN_ADVANCE_GAP_MS` apart from it (room-watch.ts).
+   */
+  lastCall: number;
 }
 
 /** What `join` found. */
@@ -66,7 +66,6 @@ export interface RoomMessage {
   a: string[] | Record<string, never>;
   /** Next admission (Redis ms, as text). */
   n: string;
-  h: number;
   /** Rate, as text. */
   r: string;
   /** Redis now, ms. */
@@ -75,6 +74,10 @@ export interface RoomMessage {
   p: number;
   /** absentMs. */
   x: number;
+  /** `RoomClock.lastCall`. */
+  l: number;
+  /** Id of the instance whose admission timer's call admitted `a` ('' for any other call). */
+  i: string;
 }
 
 /**
@@ -123,8 +126,9 @@ export class WaitingRoomStore {
     return { ...clockOf(r), admitted: r[5] === 1, value: Number(r[6]), ticket: Number(r[7]) };
   }
 
-  async advance(room: string, keys: string[]): Promise<RoomClock> {
-    return clockOf(await this.run(room, SCRIPTS.advance, keys, []));
+  /** Admits whoever is due, by a call of `instance` (named in the admission message). */
+  async advance(room: string, keys: string[], instance: string): Promise<RoomClock> {
+    return clockOf(await this.run(room, SCRIPTS.advance, keys, [instance]));
   }
 
   /** Renews `instance`'s lease; `held: false` when it had run out (park its visitors again). */
@@ -199,12 +203,12 @@ function clockOf(r: unknown[]): RoomClock {
     redisNow: Number(r[0]),
     next: Number(r[1]),
     rate: Number(r[2]),
-    head: Number(r[3]),
-    absent: Number(r[4]),
+    absent: Number(r[3]),
+    lastCall: Number(r[4]),
   };
 }
 
 /** The clock a room message carries. */
 export function messageClock(m: RoomMessage): RoomClock {
-  return { redisNow: m.t, next: Number(m.n), rate: Number(m.r), head: m.h, absent: m.x };
+  return { redisNow: m.t, next: Number(m.n), rate: Number(m.r), absent: m.x, lastCall: m.l };
 }

@@ -4,7 +4,7 @@ import { Redis } from 'ioredis';
 import { WaitingRoomService } from '../../lib';
 import { commandCalls, createLockApp, uniquePrefix, waitFor } from '../support/helpers';
 import { startRedisServer, type RedisServer } from '../support/redis-server';
-import { admissionTimes, inversions, joinInTurn } from './support';
+import { admissionTimes, inversions, joinInTurn, roomKeys } from './support';
 
 /** Commands run on the server (every kind, scripts' own included) since the last RESETSTAT. */
 async function totalCalls(redis: Redis): Promise<number> {
@@ -69,5 +69,45 @@ describe('WaitingRoomService: what parked visitors cost (dedicated redis-server)
     // In join order, by Redis.
     const times = await admissionTimes(own, prefix, 'cost', visitors, passTtlMs);
     expect(inversions(times as number[])).toBe(0);
+  });
+
+  it('admitting 100/s to 300 visitors parked on 2 instances: a few commands per admission call, none per admitted visitor', async () => {
+    const passTtlMs = 60_000;
+    await rooms[0].open('batch', { admitPerSecond: 0, passTtlMs });
+    const visitors = Array.from({ length: 300 }, (_, i) => `b${i}`);
+    await joinInTurn(rooms, 'batch', visitors);
+    let admitted = 0;
+    const waits = visitors.map((v, i) =>
+      rooms[i % 2].wait('batch', v, { waitMs: 60_000 }).then(() => admitted++),
+    );
+    await waitFor(
+      '300 parked visitors',
+      () => rooms[0].localWaiters('batch') + rooms[1].localWaiters('batch') === 300,
+    );
+    await rooms[1].open('batch', { admitPerSecond: 100, passTtlMs });
+    await own.config('RESETSTAT');
+    // Calls of the admission timers only (lease renewals come every absentMs / 3 = 20 s).
+    await waitFor('200 visitors admitted', () => admitted >= 200, 20_000);
+    const calls = await commandCalls(own);
+    // The channel of the first test's room, left by its instances meanwhile, is not this room's.
+    const total =
+      (await totalCalls(own)) - (calls.get('unsubscribe') ?? 0) - (calls.get('sunsubscribe') ?? 0);
+    const inRedis = await own.zcard(roomKeys(prefix, 'batch').passes);
+    const scripts = calls.get('evalsha') ?? 0;
+    const admissions = calls.get('publish') ?? 0;
+    // An admission call: the script, HMGET of the settings, TIME, ZPOPMIN, ZADD of the passes,
+    // HSET of the clock, PUBLISH; a trim of the expired passes now and then (ZREMRANGEBYSCORE,
+    // PTTL, PEXPIRE: at most one per 5 s); a call that found nobody due: the script, HMGET, TIME.
+    // Nothing per admitted visitor: the parked ones are forgotten by their instance's next lease
+    // renewal, in one go.
+    const trims = calls.get('pttl') ?? 0;
+    expect(total).toBeLessThanOrEqual(7 * admissions + 3 * (scripts - admissions) + 3 * trims);
+    for (const perVisitor of ['hdel', 'zrem', 'srem']) expect(calls.get(perVisitor) ?? 0).toBe(0);
+    // One HMGET per call: the settings (none of the admitted visitors' parking).
+    expect(calls.get('hmget') ?? 0).toBeLessThanOrEqual(scripts);
+    // Batches of about 100/s x the 400 ms between calls: well under one command per admission.
+    expect(total / inRedis).toBeLessThan(0.5);
+    await rooms[0].open('batch', { admitPerSecond: 100_000, passTtlMs });
+    await Promise.all(waits);
   });
 });

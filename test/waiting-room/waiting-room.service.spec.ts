@@ -193,6 +193,66 @@ describe('WaitingRoomService', () => {
     );
   });
 
+  it("an instance's next lease renewal forgets its parked visitors that were admitted; one admitted comes back as a plain visitor", async () => {
+    await rooms[0].open('forget', { admitPerSecond: 0, passTtlMs: 60_000, absentMs: 3_000 });
+    await joinInTurn(rooms, 'forget', ['a', 'b']);
+    const { parkedBy, seen, passes } = roomKeys(prefix, 'forget');
+    const first = ['a', 'b'].map((v) => rooms[0].wait('forget', v, { waitMs: 30_000 }));
+    await waitFor('2 parked visitors', () => rooms[0].localWaiters('forget') === 2);
+    await rooms[1].open('forget', { admitPerSecond: 1_000, passTtlMs: 60_000, absentMs: 3_000 });
+    await Promise.all(first);
+    await rooms[1].open('forget', { admitPerSecond: 0, passTtlMs: 60_000, absentMs: 3_000 });
+    // The admission left their parking (one command for them all, at the next renewal).
+    expect(await redis.hmget(parkedBy, 'a', 'b')).toEqual([expect.any(String), expect.any(String)]);
+    // 'z' keeps the instance renewing its lease (every absentMs / 3).
+    await rooms[0].join('forget', 'z');
+    const controller = new AbortController();
+    const z = rooms[0].wait('forget', 'z', { waitMs: 30_000, signal: controller.signal });
+    const zDone = z.catch((e) => e);
+    await waitFor(
+      "the admitted visitors' parking forgotten",
+      async () => (await redis.hmget(parkedBy, 'a', 'b')).every((x) => x === null),
+      10_000,
+      50,
+    );
+    expect(await redis.zmscore(seen, 'a', 'b', 'z')).toEqual([null, null, 'inf']);
+    expect(await redis.hexists(parkedBy, 'z')).toBe(1);
+    expect(await redis.zscore(passes, 'a')).not.toBeNull();
+    controller.abort();
+    await zDone;
+  });
+
+  it('a visitor parked before its pass expired joins again as a plain visitor: seen, and dropped when absent', async () => {
+    const settings = { passTtlMs: 200, absentMs: 3_000 };
+    await rooms[0].open('again', { admitPerSecond: 0, ...settings });
+    const { parkedBy, seen, line } = roomKeys(prefix, 'again');
+    // Parked on rooms[1], which has no visitor left to renew its lease for once it is admitted.
+    const parked = rooms[1].wait('again', 'p', { waitMs: 30_000 });
+    await waitFor('a parked visitor', () => rooms[1].localWaiters('again') === 1);
+    await rooms[0].open('again', { admitPerSecond: 1_000, ...settings });
+    expect(await parked).toMatchObject({ admitted: true });
+    expect(await redis.hexists(parkedBy, 'p')).toBe(1);
+    await waitFor(
+      'the pass to expire',
+      async () => !(await rooms[0].hasPass('again', 'p')),
+      5_000,
+      20,
+    );
+    await rooms[0].open('again', { admitPerSecond: 0, ...settings });
+    expect(await rooms[0].join('again', 'p')).toMatchObject({ admitted: false, position: 1 });
+    expect(await redis.hexists(parkedBy, 'p')).toBe(0);
+    expect(Number(await redis.zscore(seen, 'p'))).toBeLessThan(Infinity);
+    // Another visitor keeps the line alive (and each join drops those absent): 'p' goes.
+    await waitFor(
+      "the absent visitor dropped, the line's keys kept alive by another one",
+      async () =>
+        (await rooms[2].join('again', 'r')).position === 1 &&
+        (await redis.zscore(line, 'p')) === null,
+      10_000,
+      200,
+    );
+  });
+
   it('wait: times out with the position, keeps the place; an aborted wait rejects with the reason', async () => {
     await rooms[0].open('timeout', { admitPerSecond: 0, passTtlMs: 60_000 });
     await rooms[0].join('timeout', 'first');

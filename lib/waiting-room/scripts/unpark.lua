@@ -10,7 +10,7 @@ for i = 3, #ARGV do
   local visitor = ARGV[i]
   if redis.call('HGET', parkedBy, visitor) == ARGV[2] then
     redis.call('HDEL', parkedBy, visitor)
-    redis.call('SREM', parkedSet(ARGV[2]), visitor)
+    redis.call('ZREM', parkedSet(ARGV[2]), visitor)
     redis.call('ZADD', seen, 'XX', now, visitor)
     count = count + 1
   end

@@ -4,7 +4,10 @@
 -- Keys of one room (all under one hash tag, so one Cluster slot), in this order:
 --   KEYS[1] room     hash: 'rate' (admitPerSecond), 'passTtl', 'absent' (ms), 'next' (Redis ms
 --                    at which the next visitor may be admitted), 'seq' (last ticket), 'cursor'
---                    (ticket of the last visitor admitted)
+--                    (ticket of the last visitor admitted), 'trim' (Redis ms from which the
+--                    next admission trims the expired passes and extends the passes' TTL),
+--                    'at' (Redis ms of the last admission made by an instance's admission timer,
+--                    advance.lua: the calls come every 400 ms from it; the ETA counts them)
 --   KEYS[2] line     zset: visitor -> ticket (join order)
 --   KEYS[3] seen     zset: visitor in line -> last time it was seen (Redis ms)
 --   KEYS[4] passes   zset: admitted visitor -> pass expiry (Redis ms)
@@ -12,11 +15,15 @@
 --                    by each instance with visitors parked in `wait`
 --   KEYS[7] parkedBy hash: visitor parked in `wait` -> instance id. A parked visitor's `seen` score
 --                    is +inf: its instance's lease stands for it (one renewal per instance, not
---                    one per visitor); `<room>:parked:<instance>` (a set, same hash tag) lists
---                    the visitors of one instance, for when its lease runs out
+--                    one per visitor); `<room>:parked:<instance>` (a zset, same hash tag: visitor
+--                    -> ticket) lists the visitors of one instance, for when its lease runs out.
+--                    An admission leaves its visitors there (and in `seen`): the instance's next
+--                    lease renewal forgets those with tickets up to 'cursor' (`forgetAdmitted`),
+--                    so an admission costs the same few commands however many are admitted
 --   KEYS[5] channel  pub/sub channel of the room: JSON messages
---                    {a = admitted visitors, n = next, h = head ticket, r = rate, t = Redis now,
---                     p = passTtl, x = absent}
+--                    {a = admitted visitors, n = next, r = rate, t = Redis now, p = passTtl,
+--                     x = absent, l = 'at', i = id of the instance whose timer's call admitted
+--                     them ('' for any other call)}
 -- Every script takes ARGV[1] sharded ('1': SPUBLISH on Cluster, else PUBLISH).
 
 local room, line, seen, passes, channel = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -24,15 +31,18 @@ local leases, parkedBy = KEYS[6], KEYS[7]
 local publishCommand = ARGV[1] == '1' and 'SPUBLISH' or 'PUBLISH'
 -- Bounds the work of one call: visitors dropped for absence, visitors admitted.
 local MAX_BATCH = 1000
+-- Least time between two trims of the expired passes, in ms (admissions in between only add),
+-- or passTtl when shorter: the passes key outlives its last pass by at most this.
+local MAX_TRIM_EVERY = 5000
 
--- The set of the visitors parked on `instance`.
+-- The zset of the visitors parked on `instance` (visitor -> ticket).
 local function parkedSet(instance)
   return room .. ':parked:' .. instance
 end
 
 -- The room's settings, or nil when it is not open.
 local function settings()
-  local s = redis.call('HMGET', room, 'rate', 'passTtl', 'absent', 'next', 'cursor')
+  local s = redis.call('HMGET', room, 'rate', 'passTtl', 'absent', 'next', 'cursor', 'trim', 'at')
   if not s[1] then return nil end
   return {
     rate = tonumber(s[1]),
@@ -40,37 +50,26 @@ local function settings()
     absent = tonumber(s[3]),
     next = tonumber(s[4]) or clock(),
     cursor = tonumber(s[5]) or 0,
+    trim = tonumber(s[6]) or 0,
+    at = tonumber(s[7]) or 0,
   }
-end
-
--- Ticket of the first visitor in line, or 0 when nobody waits; read once per script, after the
--- line last changed (`lineChanged`).
-local headCache = nil
-local function headTicket()
-  if not headCache then
-    headCache = tonumber(redis.call('ZRANGE', line, 0, 0, 'WITHSCORES')[2]) or 0
-  end
-  return headCache
-end
-local function lineChanged()
-  headCache = nil
 end
 
 local function fmt(ms)
   return string.format('%.3f', ms)
 end
 
-local function publish(s, admitted)
+-- `instance`: the id of the instance whose call this is ('' for none).
+local function publish(s, admitted, instance)
   redis.call(publishCommand, channel, cjson.encode({
-    a = admitted, n = fmt(s.next), h = headTicket(), r = tostring(s.rate), t = clock(),
-    p = s.passTtl, x = s.absent,
+    a = admitted, n = fmt(s.next), r = tostring(s.rate), t = clock(), p = s.passTtl,
+    x = s.absent, l = s.at, i = instance,
   }))
 end
 
--- What every reply about the room starts with: Redis now, next admission, rate, head ticket,
--- absent ms.
+-- What every reply about the room starts with: Redis now, next admission, rate, absent ms, 'at'.
 local function state(s)
-  return { clock(), fmt(s.next), tostring(s.rate), headTicket(), s.absent }
+  return { clock(), fmt(s.next), tostring(s.rate), s.absent, s.at }
 end
 
 -- Lets the state expire once nobody comes: the line when nobody was seen and no instance renewed
@@ -79,20 +78,21 @@ local function keepFor(s)
   for _, key in ipairs({ line, seen, leases, parkedBy }) do redis.call('PEXPIRE', key, s.absent) end
 end
 
--- Parks `visitor` on `instance` (it waits in `wait` there): its instance's lease stands for it.
-local function park(s, visitor, instance)
+-- Parks `visitor` (in line with `ticket`) on `instance` (it waits in `wait` there): its
+-- instance's lease stands for it.
+local function park(s, visitor, ticket, instance)
   local before = redis.call('HGET', parkedBy, visitor)
-  if before and before ~= instance then redis.call('SREM', parkedSet(before), visitor) end
+  if before and before ~= instance then redis.call('ZREM', parkedSet(before), visitor) end
   redis.call('HSET', parkedBy, visitor, instance)
   local set = parkedSet(instance)
-  redis.call('SADD', set, visitor)
+  redis.call('ZADD', set, ticket, visitor)
   redis.call('PEXPIRE', set, s.absent * 2)
   redis.call('ZADD', seen, '+inf', visitor)
   redis.call('ZADD', leases, clock() + s.absent, instance)
 end
 
--- Ends the parking of `visitors` (admitted, or their instance gone): their instances' sets and
--- `parkedBy` forget them.
+-- Ends the parking of `visitors` (dropped for absence, or joining again after their pass): their
+-- instances' sets and `parkedBy` forget them.
 local function unparkAll(visitors)
   if #visitors == 0 then return end
   local by = redis.call('HMGET', parkedBy, unpack(visitors))
@@ -104,7 +104,7 @@ local function unparkAll(visitors)
     end
   end
   for instance, members in pairs(sets) do
-    redis.call('SREM', parkedSet(instance), unpack(members))
+    redis.call('ZREM', parkedSet(instance), unpack(members))
   end
   redis.call('HDEL', parkedBy, unpack(visitors))
 end
@@ -117,7 +117,7 @@ local function recoverLeases(s)
   for i = 1, #dead, 2 do
     local set = parkedSet(dead[i])
     local seenAt = tonumber(dead[i + 1]) - s.absent * 2 / 3
-    local visitors = redis.call('SMEMBERS', set)
+    local visitors = redis.call('ZRANGE', set, 0, -1)
     for _, visitor in ipairs(visitors) do
       redis.call('ZADD', seen, 'XX', seenAt, visitor)
       redis.call('HDEL', parkedBy, visitor)
@@ -133,24 +133,38 @@ local function prune(s)
   recoverLeases(s)
   local gone = redis.call('ZRANGEBYSCORE', seen, '-inf', now - s.absent, 'LIMIT', 0, MAX_BATCH)
   if #gone > 0 then
-    lineChanged()
     redis.call('ZREM', line, unpack(gone))
     redis.call('ZREM', seen, unpack(gone))
     unparkAll(gone)
   end
 end
 
+-- Forgets the visitors parked on `instance` that were admitted since (tickets up to 'cursor'):
+-- run by its lease renewals, so that admissions need not.
+local function forgetAdmitted(s, instance)
+  local set = parkedSet(instance)
+  local done = redis.call('ZRANGEBYSCORE', set, '-inf', s.cursor)
+  for i = 1, #done, MAX_BATCH do
+    local batch = { unpack(done, i, math.min(i + MAX_BATCH - 1, #done)) }
+    redis.call('HDEL', parkedBy, unpack(batch))
+    redis.call('ZREM', seen, unpack(batch))
+  end
+  if #done > 0 then redis.call('ZREMRANGEBYSCORE', set, '-inf', s.cursor) end
+end
+
 -- Admits the visitors whose turn has come, first in line first: one per 1000 / rate ms of Redis
 -- time since `next`. Credit does not pile up while the line is empty: `next` is then not earlier
--- than now. Publishes the admitted visitors. Rate 0: nobody is admitted (the room holds).
-local function admit(s)
+-- than now. Publishes the admitted visitors, for the timer call of `instance` ('' for any other
+-- call: a join, a presence check, `open`). Rate 0: nobody is admitted (the room holds). The
+-- admitted stay in `seen` (and, parked, in their instance's set): `prune` and `forgetAdmitted`
+-- drop them later, in one command for many.
+local function admit(s, instance)
   if s.rate <= 0 then return end
   local now = clock()
   if s.next > now then return end
   local interval = 1000 / s.rate
   local due = math.min(math.floor((now - s.next) / interval) + 1, MAX_BATCH)
   local popped = redis.call('ZPOPMIN', line, due)
-  lineChanged()
   local admitted, passArgs = {}, {}
   for i = 1, #popped, 2 do
     admitted[#admitted + 1] = popped[i]
@@ -159,22 +173,33 @@ local function admit(s)
     s.cursor = tonumber(popped[i + 1])
   end
   local n = #admitted
+  local fields = { 'next', 0, 'cursor', 0 }
   if n > 0 then
     redis.call('ZADD', passes, unpack(passArgs))
-    redis.call('ZREM', seen, unpack(admitted))
-    unparkAll(admitted)
+    if instance ~= '' then
+      s.at = now
+      fields[#fields + 1] = 'at'
+      fields[#fields + 1] = now
+    end
   end
   if n < due then
     s.next = math.max(s.next + n * interval, now)
   else
     s.next = s.next + n * interval
   end
-  redis.call('HSET', room, 'next', fmt(s.next), 'cursor', s.cursor)
-  if n > 0 then
-    -- Expired passes go as new ones come (`hasPass` reads the expiry; the key expires whole).
+  if n > 0 and now >= s.trim then
+    -- Expired passes go once per `every` ms (`hasPass` reads the expiry); the key lives until
+    -- the last pass given before the next trim expires, then goes whole. `open` sets 'trim' to
+    -- 0: a longer passTtl extends it at the next admission.
+    local every = math.min(MAX_TRIM_EVERY, s.passTtl)
     redis.call('ZREMRANGEBYSCORE', passes, '-inf', now)
-    local ttl = redis.call('PTTL', passes)
-    if ttl < s.passTtl then redis.call('PEXPIRE', passes, s.passTtl) end
-    publish(s, admitted)
+    local keep = s.passTtl + every
+    if redis.call('PTTL', passes) < keep then redis.call('PEXPIRE', passes, keep) end
+    s.trim = now + every
+    fields[#fields + 1] = 'trim'
+    fields[#fields + 1] = s.trim
   end
+  fields[2], fields[4] = fmt(s.next), s.cursor
+  redis.call('HSET', room, unpack(fields))
+  if n > 0 then publish(s, admitted, instance) end
 end
