@@ -71,7 +71,7 @@ module.exports = {
       testMatch: CONTRACT.map((file) => `<rootDir>/test/${file}.spec.ts`),
       transform,
       moduleNameMapper: { '^ioredis$': '<rootDir>/test/support/memory-ioredis.ts' },
-      globalSetup: '<rootDir>/test/support/memory-global-setup.ts',
+      setupFiles: ['<rootDir>/test/support/memory-env.ts'],
       setupFilesAfterEnv: [
         '<rootDir>/test/support/after-env.ts',
         // Skips the few tests of these files that need a real redis-server, saying why.
