@@ -35,7 +35,7 @@ describe('WaitingRoomService on a Redis Cluster (3 masters)', () => {
     async (room) => {
       const keys = [
         ...Object.values(roomKeys(prefix, room)),
-        `${roomKeys(prefix, room).settings}:parked:x`,
+        `${roomKeys(prefix, room).settings}:parkedz:x`,
       ];
       expect(new Set(keys.map(clusterKeySlot)).size).toBe(1);
       const passTtlMs = 60_000;

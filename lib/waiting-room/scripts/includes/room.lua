@@ -15,8 +15,10 @@
 --                    by each instance with visitors parked in `wait`
 --   KEYS[7] parkedBy hash: visitor parked in `wait` -> instance id. A parked visitor's `seen` score
 --                    is +inf: its instance's lease stands for it (one renewal per instance, not
---                    one per visitor); `<room>:parked:<instance>` (a zset, same hash tag: visitor
---                    -> ticket) lists the visitors of one instance, for when its lease runs out.
+--                    one per visitor); `<room>:parkedz:<instance>` (a zset, same hash tag: visitor
+--                    -> ticket; named apart from the sets of earlier versions, `:parked:`, so
+--                    that instances of both during a rolling deploy never meet the other type)
+--                    lists the visitors of one instance, for when its lease runs out.
 --                    An admission leaves its visitors there (and in `seen`): the instance's next
 --                    lease renewal forgets those with tickets up to 'cursor' (`forgetAdmitted`),
 --                    so an admission costs the same few commands however many are admitted
@@ -37,7 +39,7 @@ local MAX_TRIM_EVERY = 5000
 
 -- The zset of the visitors parked on `instance` (visitor -> ticket).
 local function parkedSet(instance)
-  return room .. ':parked:' .. instance
+  return room .. ':parkedz:' .. instance
 end
 
 -- The room's settings, or nil when it is not open.
