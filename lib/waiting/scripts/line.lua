@@ -4,14 +4,20 @@
 -- line (zset: token -> arrival order), entries (hash: token -> "deadlineMs:<spec>", the spec being
 -- what the script that grants needs to know of the waiter).
 
--- Redis TIME in ms, read at most once per script and only when it is needed (clock()).
-local clockMs = nil
+-- Redis TIME in ms, read at most once per script and only when it is needed (clock()); the same
+-- reading in microseconds, as a string (clockMicros(), a fence's seed: fence-counter.lua).
+local clockMs, clockUs = nil, nil
 local function clock()
   if not clockMs then
     local t = redis.call('TIME')
     clockMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    clockUs = t[1] .. string.sub('00000' .. t[2], -6)
   end
   return clockMs
+end
+local function clockMicros()
+  clock()
+  return clockUs
 end
 
 -- Writes the entry of `token` ("deadlineMs:<spec>"), live until `now` + `entryTtl` ms; the line
@@ -30,15 +36,18 @@ local function joinLine(line, entries, token, spec, entryTtl, now)
   renewEntry(line, entries, token, spec, entryTtl, now)
 end
 
--- The first waiter in `line` whose entry is still live at `now` (ms), and its entry; entries of
--- waiters that stopped renewing (crashed, frozen, gave up) are dropped on the way, not waited for.
--- nil when nobody live waits.
+-- The first waiter in `line` whose entry is still live at `now` (ms), its entry, and whether
+-- anyone (live or not) stands behind it; entries of waiters that stopped renewing (crashed,
+-- frozen, gave up) are dropped on the way, not waited for. nil when nobody live waits.
 local function liveHead(line, entries, now)
   while true do
-    local head = redis.call('ZRANGE', line, 0, 0)[1]
-    if not head then return nil, nil end
+    local first = redis.call('ZRANGE', line, 0, 1)
+    local head = first[1]
+    if not head then return nil, nil, false end
     local entry = redis.call('HGET', entries, head)
-    if entry and tonumber(string.match(entry, '^%d+')) >= now then return head, entry end
+    if entry and tonumber(string.match(entry, '^%d+')) >= now then
+      return head, entry, first[2] ~= nil
+    end
     redis.call('ZREM', line, head)
     redis.call('HDEL', entries, head)
   end
