@@ -30,7 +30,6 @@
 -- (lock-scripts.ts: fence-counter.lua, acquire-fast.lua, line.lua, hand-over.lua, this file) so
 -- that a call it answers does not set them up; it also defines `token` and `flags`, used here.
 
-local ttl = tonumber(ARGV[2])
 local fencingFlag = string.sub(flags, 1, 1)
 local fencing = fencingFlag == '1'
 local respectLine = string.sub(flags, 2, 2) == '1'
@@ -56,7 +55,7 @@ local function blocked(i, waitMs, v)
   local value, line, entries = KEYS[i * 4 + 1], KEYS[i * 4 + 3], KEYS[i * 4 + 4]
   if wait then
     if join then
-      joinLine(line, entries, token, ttl .. ':' .. fencingFlag .. ':' .. mode, entryTtl, clock())
+      joinLine(line, entries, token, ARGV[2] .. ':' .. fencingFlag .. ':' .. mode, entryTtl, clock())
     end
     markWaited(value, v)
   end
@@ -82,7 +81,7 @@ if n == 1 then
     if head and head ~= token then return blocked(0, -2, nil) end
   end
   -- Free (this script read it so, and nothing ran since): SET NX cannot be refused.
-  redis.call('SET', value, token, 'NX', 'PX', ttl)
+  redis.call('SET', value, token, 'NX', 'PX', ARGV[2])
   local others = 0
   if inLine then
     leave(line, entries)
@@ -108,7 +107,7 @@ for i = 0, n - 1 do
   local value, line = KEYS[i * 4 + 1], KEYS[i * 4 + 3]
   local v = token
   if redis.call('EXISTS', line) == 1 then v = marked end
-  redis.call('SET', value, v, 'PX', ttl)
+  redis.call('SET', value, v, 'PX', ARGV[2])
   result[i + 3] = fenceOf(KEYS[i * 4 + 2])
 end
 return result

@@ -20,19 +20,23 @@ local function clockMicros()
   return clockUs
 end
 
+-- Numbers reach Redis as strings made with '%d' (integers): a plain number argument or
+-- concatenation formats it with '%.14g', which costs the server several times more.
+
 -- Writes the entry of `token` ("deadlineMs:<spec>"), live until `now` + `entryTtl` ms; the line
 -- lives as long as someone renews it.
 local function renewEntry(line, entries, token, spec, entryTtl, now)
-  redis.call('HSET', entries, token, (now + entryTtl) .. ':' .. spec)
-  redis.call('PEXPIRE', line, entryTtl * 2)
-  redis.call('PEXPIRE', entries, entryTtl * 2)
+  redis.call('HSET', entries, token, string.format('%d:%s', now + entryTtl, spec))
+  local keep = string.format('%d', entryTtl * 2)
+  redis.call('PEXPIRE', line, keep)
+  redis.call('PEXPIRE', entries, keep)
 end
 
 -- Puts `token` at the end of `line` with its entry (see renewEntry). Score = last score + 1:
 -- strict arrival order, independent of clocks; NX keeps the place of a waiter only checking again.
 local function joinLine(line, entries, token, spec, entryTtl, now)
-  local last = redis.call('ZRANGE', line, -1, -1, 'WITHSCORES')[2]
-  redis.call('ZADD', line, 'NX', (tonumber(last) or 0) + 1, token)
+  local last = redis.call('ZRANGE', line, '-1', '-1', 'WITHSCORES')[2]
+  redis.call('ZADD', line, 'NX', string.format('%d', (tonumber(last) or 0) + 1), token)
   renewEntry(line, entries, token, spec, entryTtl, now)
 end
 
@@ -41,7 +45,7 @@ end
 -- frozen, gave up) are dropped on the way, not waited for. nil when nobody live waits.
 local function liveHead(line, entries, now)
   while true do
-    local first = redis.call('ZRANGE', line, 0, 1)
+    local first = redis.call('ZRANGE', line, '0', '1')
     local head = first[1]
     if not head then return nil, nil, false end
     local entry = redis.call('HGET', entries, head)
