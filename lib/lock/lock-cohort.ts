@@ -4,7 +4,7 @@ import { LocalLine } from '../waiting/local-line';
 import type { LineRenewal, RenewedPlace } from '../waiting/line-renewal';
 import type { HandoffKind } from '../observability/metrics';
 import type { Lock, LockCohortRef } from './lock';
-import type { LockRedisKeys } from './lock-keys';
+import { waiterChannel, type LockRedisKeys } from './lock-keys';
 import {
   entrySpec,
   LINE_ENTRY_TTL_MS,
@@ -37,6 +37,8 @@ export interface CohortHost {
   readonly renewal: LineRenewal<LineEntry, LineStatus>;
   /** Bound of consecutive local handoffs while other processes wait. */
   readonly maxLocalHandoffs: number;
+  /** The instance's tag, the head of its tokens (names its waiter channels: `waiterChannel`). */
+  readonly tag: string;
   newToken(): string;
   /** Creates the Lock handle of a grant and registers it as held. */
   grant(
@@ -55,6 +57,8 @@ export interface CohortHost {
   /** Forgets a granted lock that no caller took (it was passed on). */
   forget(lock: Lock): void;
   listen(channel: string, onMessage: (message: string) => void): Promise<() => void>;
+  /** Whether `channel` is subscribed already (a `listen` on it costs no round trip). */
+  isSubscribed(channel: string): boolean;
   /** The cohort has nobody holding or waiting: forget it. */
   dispose(cohort: LockCohort): void;
   /** A background step failed (logged; the waiters are told or retried). */
@@ -106,10 +110,15 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
   /** The module is shutting down: nothing new starts. */
   private closed = false;
 
+  /** Where releases tell this instance that it was handed the lock (or woken). */
+  private readonly waiterChannel: string;
+
   constructor(
     private readonly host: CohortHost,
     readonly key: LockRedisKeys,
-  ) {}
+  ) {
+    this.waiterChannel = waiterChannel(key.channel, host.tag);
+  }
 
   /** How long the holder holds the lock at most, as far as this process knows. */
   private holderMs(): number | undefined {
@@ -139,7 +148,16 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
   acquire(o: ResolvedLockOptions, started: number): Promise<Obtained> {
     // A local holder whose lock ran out unreleased holds nothing any more.
     if (this.holder?.isLost) this.lost(this.holder);
-    if (this.idle) return this.tryFirst(o, started);
+    if (this.idle) {
+      // Still subscribed from a recent wait (the lock is contended): the first attempt joins the
+      // line at once when it is refused, one script instead of a try and then a join.
+      if (o.waitMs === 0 || !this.host.isSubscribed(this.waiterChannel)) {
+        return this.tryFirst(o, started);
+      }
+      const p = this.enqueue(o, started, false);
+      this.drive();
+      return p;
+    }
     if (o.waitMs === 0) {
       // Held here or queued behind another process: surely taken. Only an attempt in flight
       // leaves it open (it may fail, e.g. Redis unreachable): then try too.
@@ -578,14 +596,23 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
     }
   }
 
+  /**
+   * Listens on the lock's channel ('f': free, nobody live in line) and on this instance's waiter
+   * channel (handoffs and wake-ups meant for it: `waiterChannel`), both subscribed at once.
+   */
   private async subscribe(): Promise<void> {
     if (this.unlisten) return;
-    try {
-      this.unlisten = await this.host.listen(this.key.channel, this.onMessage);
-    } catch (err) {
+    const channels = [this.key.channel, this.waiterChannel];
+    const listened = await Promise.allSettled(
+      channels.map((c) => this.host.listen(c, this.onMessage)),
+    );
+    const stops = listened.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+    const failed = listened.find((r) => r.status === 'rejected');
+    if (failed) {
       // No subscription: the heartbeat and the holder's PTTL still move us on (slower).
-      this.host.warn(`lock ${this.key.name}: subscribing failed`, err);
+      this.host.warn(`lock ${this.key.name}: subscribing failed`, failed.reason);
     }
+    if (stops.length > 0) this.unlisten = () => stops.forEach((stop) => stop());
   }
 
   private dispose(): void {

@@ -2,6 +2,7 @@ import { LockKeyError } from '../errors/lock-key.error';
 import { describeValue } from '../errors/describe-value';
 import { clusterKeySlot, slotTag } from '../redis/cluster-slot';
 import { taggedKey } from '../redis/tagged-key';
+import { tokenTag } from './lock-tokens';
 
 /** Longest lock name accepted, in bytes (UTF-8). */
 export const MAX_KEY_BYTES = 512;
@@ -109,6 +110,17 @@ function makeLockRedisKeys(prefix: string, name: string, fences: FenceScope): Lo
     channel: `${value}:released`,
     shared: `${value}:shared`,
   };
+}
+
+/**
+ * The channel on which a release tells the waiter `token` of the lock with channel `channel` that
+ * it was handed the lock ('h …') or woken ('w …'): the lock's channel and the tag of the instance
+ * that made the token (`waiterChannel` in hand-over.lua), so that a handoff reaches that instance
+ * alone, not every instance waiting for the lock. Same Cluster slot as `channel`. `token` may be
+ * the instance's tag itself (its tokens' first 8 characters).
+ */
+export function waiterChannel(channel: string, token: string): string {
+  return `${channel}:${tokenTag(token)}`;
 }
 
 /** The fence counter of the locks of `prefix`: the server's (`slot` undefined) or slot `slot`'s. */

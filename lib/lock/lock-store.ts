@@ -156,6 +156,8 @@ export interface LockStore {
   isLocked(key: LockRedisKeys): Promise<boolean>;
   /** Calls `onMessage` for release announcements of a lock until the returned function is called. */
   listen(channel: string, onMessage: (message: string) => void): Promise<() => void>;
+  /** Whether `channel` is subscribed already (a `listen` on it costs no round trip). */
+  isSubscribed(channel: string): boolean;
 }
 
 /**

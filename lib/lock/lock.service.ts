@@ -91,12 +91,14 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown {
     this.cohorts = new LockCohorts({
       store: this.store,
       maxLocalHandoffs: connection.options.maxLocalHandoffs,
+      tag: this.tag,
       newToken: this.token,
       deadline: (sentAt, ms) => holderDeadline(sentAt, ms, connection.options.clockDriftFactor),
       grant: (key, token, o, fence, expiresAt, cohort) =>
         this.acquirer.grant([key], token, o, [fence], expiresAt, cohort),
       forget: (lock) => this.held.forget(lock),
       listen: (channel, onMessage) => this.store.listen(channel, onMessage),
+      isSubscribed: (channel) => this.store.isSubscribed(channel),
       warn: (what, err) => this.warn(what, err),
       holdTime: (key) => this.held.holdTime(key.value),
       handedOff: (lock, kind) => this.metrics.handoff(lock.label, kind),

@@ -234,6 +234,11 @@ export class QuorumLockStore implements LockStore {
     return this.quorum.decide([key], 'isLocked', outcomes, (n) => n === 1);
   }
 
+  /** Whether `channel` is subscribed on a majority of the nodes already. */
+  isSubscribed(channel: string): boolean {
+    return this.nodes.filter((n) => n.hub.isSubscribed(channel)).length >= this.quorum.needed;
+  }
+
   /**
    * Subscribes on every node; resolves once a majority subscribed (or every node settled). A
    * release that counts ran on a majority, which shares a node with ours, so it is heard; a node

@@ -4,7 +4,7 @@ import type { ResolvedLockOptions } from '../options/resolve-options';
 import type { RedisLockConnection } from '../redis/redis-connection';
 import { WakeSignal } from '../waiting/wake-signal';
 import type { Lock } from './lock';
-import type { LockRedisKeys } from './lock-keys';
+import { waiterChannel, type LockRedisKeys } from './lock-keys';
 import { LINE_ENTRY_TTL_MS, LINE_RENEW_MS } from './lock-store';
 import { LOCK_SCRIPTS } from './lock-scripts';
 import { holderDeadline } from '../waiting/grant-deadline';
@@ -71,13 +71,16 @@ export class SharedLocks {
     const wake = new WakeSignal(
       (m) => m === 'f' || m === `w ${token}` || m.startsWith(`h ${token} `),
     );
-    let unlisten: (() => void) | undefined;
+    const unlisten: Array<() => void> = [];
     let done = false;
     try {
-      try {
-        unlisten = await this.connection.hub.listen(k.channel, wake.push);
-      } catch {
-        // No subscription: the renewal period paces this waiter.
+      // 'f' comes on the lock's channel, what is meant for this waiter on its waiter channel.
+      for (const channel of [k.channel, waiterChannel(k.channel, token)]) {
+        try {
+          unlisten.push(await this.connection.hub.listen(channel, wake.push));
+        } catch {
+          // No subscription: the renewal period paces this waiter.
+        }
       }
       const deadline = started + o.waitMs;
       for (;;) {
@@ -99,7 +102,7 @@ export class SharedLocks {
       }
       return new LockTimeoutError([k.name], Date.now() - started, holderMs(last.wait));
     } finally {
-      unlisten?.();
+      for (const stop of unlisten) stop();
       // Gave up (timeout, abort, failure): leave the line, returning a grant that came meanwhile.
       if (!done) await this.release(k, token).catch(() => undefined);
     }

@@ -218,6 +218,10 @@ export class SingleNodeLockStore implements LockStore {
     return (await this.connection.call('lock EXISTS', (c) => c.exists(key.value))) === 1;
   }
 
+  isSubscribed(channel: string): boolean {
+    return this.connection.hub.isSubscribed(channel);
+  }
+
   listen(channel: string, onMessage: (message: string) => void): Promise<() => void> {
     // Re-subscribed after a reconnect or failover: messages may have been lost, check again.
     return this.connection.hub.listen(channel, onMessage, () => onMessage(RECHECK_MESSAGE));

@@ -11,6 +11,8 @@ interface Listener {
 interface ChannelEntry {
   listeners: Set<Listener>;
   subscribed?: Promise<void>;
+  /** Its subscription was answered (and not given up since). */
+  active?: boolean;
   linger?: NodeJS.Timeout;
   /** Cluster: the hash slot of the channel, and the master that served it at the last check. */
   slot?: number;
@@ -126,7 +128,10 @@ export class PubSubHub {
         await bounded(operation, this.send(sub, channel, 'subscribe'), this.timeoutMs);
       });
       entry.subscribed = subscribed;
-      subscribed.catch(() => (current.subscribed = undefined));
+      subscribed.then(
+        () => (current.active = current.subscribed === subscribed),
+        () => (current.subscribed = undefined),
+      );
     }
     try {
       await entry.subscribed;
@@ -135,6 +140,14 @@ export class PubSubHub {
       throw err;
     }
     return unlisten;
+  }
+
+  /**
+   * Whether `channel` is subscribed now (a listener has it, or it lingers after the last one left):
+   * a `listen` on it then resolves without a round trip.
+   */
+  isSubscribed(channel: string): boolean {
+    return this.channels.get(channel)?.active === true;
   }
 
   /**

@@ -247,10 +247,11 @@ describe('LockService local cohorts', () => {
       const other = await createLockApp({ redis: server.url, keyPrefix: prefix });
       try {
         const next = other.get(LockService).acquire('frozen', { waitMs: 20_000 });
-        // Its attempt dropped the frozen entry (deadline passed) and took its own place.
+        // Its attempt took a place behind the frozen entry (a held lock's waiter reads nothing
+        // in its line); the release skips that entry, whose deadline passed, and drops it.
         await waitFor('the other waiter in line', async () => {
           const tokens = await redis.zrange(line, 0, -1);
-          return tokens.length === 1 && tokens[0] !== frozenToken;
+          return tokens.length === 2 && tokens[0] === frozenToken;
         });
         expect(await held.release()).toBe(true);
         const lock = await next;
@@ -378,7 +379,9 @@ describe('LockService local cohorts', () => {
             ),
           );
         const mine = run(locks, 6);
-        await waitForLocalWaiters(locks, 'cross', 5);
+        // All six wait here (the first one too, once its attempt was refused or, while the
+        // instance is still subscribed from the round before, from the start).
+        await waitForLocalWaiters(locks, 'cross', 6);
         await waitForLine(redis, prefix, 'cross', 1);
         const theirs = run(third.get(LockService), 6);
         await waitForLine(redis, prefix, 'cross', 2);

@@ -30,7 +30,6 @@
 -- (lock-scripts.ts: fence-counter.lua, acquire-fast.lua, line.lua, hand-over.lua, this file) so
 -- that a call it answers does not set them up; it also defines `token` and `flags`, used here.
 
-local ttl = tonumber(ARGV[2])
 local fencingFlag = string.sub(flags, 1, 1)
 local fencing = fencingFlag == '1'
 local respectLine = string.sub(flags, 2, 2) == '1'
@@ -51,37 +50,38 @@ local function leave(line, entries)
   redis.call('HDEL', entries, token)
 end
 
--- Not granted: wait behind the holder (or the line's head).
-local function blocked(i, waitMs)
+-- Not granted: wait behind the holder (or the line's head). `v`: the lock's value (nil: free).
+local function blocked(i, waitMs, v)
   local value, line, entries = KEYS[i * 4 + 1], KEYS[i * 4 + 3], KEYS[i * 4 + 4]
   if wait then
     if join then
-      joinLine(line, entries, token, ttl .. ':' .. fencingFlag .. ':' .. mode, entryTtl, clock())
+      joinLine(line, entries, token, ARGV[2] .. ':' .. fencingFlag .. ':' .. mode, entryTtl, clock())
     end
-    markWaited(value, redis.call('GET', value))
+    markWaited(value, v)
   end
   return {0, clock(), waitMs, redis.call('ZCARD', line)}
 end
 
 if n == 1 then
   local value, fence, line, entries = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-  -- Already ours: release.lua handed it to this token while it waited in line.
-  if join then
-    local v = redis.call('GET', value)
-    if v == token or v == marked then
+  local v = redis.call('GET', value)
+  if v then
+    -- Already ours: release.lua handed it to this token while it waited in line.
+    if join and (v == token or v == marked) then
       leave(line, entries)
       return {1, v == marked and 1 or 0, fencing and tonumber(redis.call('GET', fence) or '0') or 0}
     end
+    -- Held: wait behind the holder, whoever is first in line (nothing in the line to read).
+    return blocked(0, redis.call('PTTL', value), v)
   end
   local inLine = redis.call('EXISTS', line) == 1
   if inLine and respectLine then
     local head = liveHead(line, entries, clock())
-    -- Behind the head: the holder's PTTL, or -2 when the lock is free (PTTL of a missing key).
-    if head and head ~= token then return blocked(0, redis.call('PTTL', value)) end
+    -- Free, but another waiter is first: -2 (the PTTL of a missing key).
+    if head and head ~= token then return blocked(0, -2, nil) end
   end
-  if not redis.call('SET', value, token, 'NX', 'PX', ttl) then
-    return blocked(0, redis.call('PTTL', value))
-  end
+  -- Free (this script read it so, and nothing ran since): SET NX cannot be refused.
+  redis.call('SET', value, token, 'NX', 'PX', ARGV[2])
   local others = 0
   if inLine then
     leave(line, entries)
@@ -96,10 +96,10 @@ end
 for i = 0, n - 1 do
   local value, line, entries = KEYS[i * 4 + 1], KEYS[i * 4 + 3], KEYS[i * 4 + 4]
   local pttl = redis.call('PTTL', value)
-  if pttl ~= -2 then return blocked(i, pttl) end
+  if pttl ~= -2 then return blocked(i, pttl, wait and redis.call('GET', value) or nil) end
   if respectLine and redis.call('EXISTS', line) == 1 then
     local head = liveHead(line, entries, clock())
-    if head and head ~= token then return blocked(i, -2) end
+    if head and head ~= token then return blocked(i, -2, nil) end
   end
 end
 local result = {1, 0}
@@ -107,7 +107,7 @@ for i = 0, n - 1 do
   local value, line = KEYS[i * 4 + 1], KEYS[i * 4 + 3]
   local v = token
   if redis.call('EXISTS', line) == 1 then v = marked end
-  redis.call('SET', value, v, 'PX', ttl)
+  redis.call('SET', value, v, 'PX', ARGV[2])
   result[i + 3] = fenceOf(KEYS[i * 4 + 2])
 end
 return result

@@ -8,27 +8,39 @@ local function markWaited(value, v)
   if v and string.sub(v, -1) ~= '*' then redis.call('SET', value, v .. '*', 'KEEPTTL') end
 end
 
+-- The channel on which the waiter `token` of lock channel `channel` is told it was handed the lock
+-- or woken: `channel` followed by ':' and the token's first 8 characters, the tag of the instance
+-- that made it (lib/lock/lock-tokens.ts, waiterChannel in lib/lock/lock-keys.ts). A message thus
+-- reaches the one instance it is for, not every instance waiting for the lock (each delivery costs
+-- the server a write to a subscriber's connection). Same Cluster slot as `channel`.
+local function waiterChannel(channel, token)
+  return channel .. ':' .. string.sub(token, 1, 8)
+end
+
 -- Gives the lock `value`, which its holder (or last shared holder) just left, to the first live
--- waiter: a fair one ('h' entry) owns it as soon as the script ends and is told on `channel` with
--- 'h <token> <fence> <nowMs> <ttlMs> <others>' (a new fence when its entry asks for fencing;
--- others = 1 when more waiters remain); a non-fair or shared one ('w', 'r' entry) is only woken,
--- with 'w <token>', to race for the free lock. Returns false when nobody live waits: the caller
--- frees the lock.
+-- waiter: a fair one ('h' entry) owns it as soon as the script ends and is told on its waiter
+-- channel with 'h <token> <fence> <nowMs> <ttlMs> <others>' (a new fence when its entry asks for
+-- fencing; others = 1 when more waiters remain); a non-fair or shared one ('w', 'r' entry) is only
+-- woken, with 'w <token>', to race for the free lock. Returns false when nobody live waits: the
+-- caller frees the lock.
 local function handOver(value, fence, line, entries, channel, publish, fenceTtl, now)
-  local next, entry = liveHead(line, entries, now)
+  local next, entry, more = liveHead(line, entries, now)
   if not next then return false end
   local ttl, fencing, mode = string.match(entry, '^%d+:(%d+):(%d):(%a)$')
   if mode ~= 'h' then
     redis.call('DEL', value)
-    redis.call(publish, channel, 'w ' .. next)
+    redis.call(publish, waiterChannel(channel, next), 'w ' .. next)
     return true
   end
   redis.call('ZREM', line, next)
   redis.call('HDEL', entries, next)
-  local others = redis.call('EXISTS', line)
-  redis.call('SET', value, others == 1 and next .. '*' or next, 'PX', ttl)
-  local f = fencing == '1' and nextFence(fence, fenceTtl) or 0
-  -- %.0f: a fence is a 16-digit number, which plain concatenation would round.
-  redis.call(publish, channel, string.format('h %s %.0f %.0f %s %d', next, f, now, ttl, others))
+  local others = more and 1 or 0
+  redis.call('SET', value, more and next .. '*' or next, 'PX', ttl)
+  -- `now` is clock()'s: the fence is seeded from the same reading of TIME.
+  local f = fencing == '1' and nextFence(fence, fenceTtl, clockMicros()) or 0
+  -- %d: a fence is a 16-digit number, which plain concatenation would round (and '%.0f' costs
+  -- several times more).
+  redis.call(publish, waiterChannel(channel, next),
+    string.format('h %s %d %d %s %d', next, f, now, ttl, others))
   return true
 end

@@ -17,9 +17,11 @@
 -- ARGV[5] entry     with rejoin: "ttlMs:fencing:mode" of its entry
 -- ARGV[6] entryTtl  with rejoin: ms its entry stays live without renewal
 --
--- Publishes on each released lock's channel either
+-- Publishes, for each released lock, either on the waiter channel of <token> (the lock's channel
+-- and ':' and the token's instance tag, waiterChannel in hand-over.lua)
 --   'h <token> <fence> <nowMs> <ttlMs> <others>'  handed to the fair waiter <token>,
---   'w <token>'                                   free; wakes the non-fair waiter <token>, or
+--   'w <token>'                                   free; wakes the non-fair waiter <token>,
+-- or on the lock's channel
 --   'f'                                           free, nobody live was in line (wakes watchers).
 -- Returns the number of locks that were held by ARGV[1] (and are released now); with rejoin,
 -- {released, rejoined, fence, nowMs}: rejoined = 1 when the rejoin token stands in line, 2 when

@@ -30,7 +30,7 @@ local function addReader(reader, readerTtl)
 end
 
 -- Grants the shared waiters at the head of the line, up to the first exclusive one, and tells
--- each: 'h <token> <fence> <nowMs> <ttlMs> 0'.
+-- each on its waiter channel: 'h <token> <fence> <nowMs> <ttlMs> 0'.
 local function serveReaders(publish)
   while true do
     local head, entry = liveHead(line, entries, now)
@@ -38,7 +38,7 @@ local function serveReaders(publish)
     local readerTtl, fencing, mode = string.match(entry, '^%d+:(%d+):(%d):(%a)$')
     if mode ~= 'r' then return end
     addReader(head, tonumber(readerTtl))
-    redis.call(publish, channel,
+    redis.call(publish, waiterChannel(channel, head),
       string.format('h %s %.0f %.0f %s 0', head, currentFence(fencing), now, readerTtl))
   end
 end

@@ -13,8 +13,10 @@
 --
 -- Functions (no KEYS or ARGV of their own; return values below):
 --   fenceSeed()                 Redis TIME in microseconds, as a string
---   nextFence(key, ttl)         the next fence of the string counter `key` (a new counter lives
---                               `ttl` ms); returns it as a number
+--   nextFence(key, ttl, seed)   the next fence of the string counter `key` (a new counter lives
+--                               `ttl` ms); returns it as a number. `seed`: Redis TIME in
+--                               microseconds as a string, when the script has read it already
+--                               (clockMicros(), lib/waiting/scripts/line.lua); else it is read
 --   nextFenceField(hash, field) the same for a counter kept in a hash field (no TTL of its own)
 
 -- Redis TIME in microseconds, as a string (a 16-digit number that Lua would print as 1.7e+15).
@@ -25,8 +27,8 @@ end
 
 -- The next fence of the string counter `key`; a new counter lives `ttl` ms. The usual case (the
 -- clock is ahead of the counter) is TIME + one SET that also reads the old value (Redis 6.2+).
-local function nextFence(key, ttl)
-  local now = fenceSeed()
+local function nextFence(key, ttl, seed)
+  local now = seed or fenceSeed()
   local last = redis.call('SET', key, now, 'KEEPTTL', 'GET')
   if not last then
     redis.call('PEXPIRE', key, ttl)

@@ -1,0 +1,208 @@
+/**
+ * Where the Redis CPU of a contended section goes, in counts the machine's load does not move:
+ * `--processes` instances of each library of `--libraries` (each its own connections, as separate
+ * processes would have; all in this Node process) loop on one key of a dedicated redis-server for
+ * `--seconds`, each section acquire → `MULTI INCR` → sleep `--hold` ms → `DECR` → release, as in
+ * the bench's contended shape (bench/shapes/contended.shape.ts). Per section: INFO commandstats
+ * calls of each command (the sections' own MULTI/INCR/DECR included; commands inside scripts
+ * counted too), and the server's CPU (`INFO cpu`). The libraries take turns, `--rounds` times.
+ *
+ * Call counts do not depend on the machine's load; the server's CPU per section does, less than
+ * wall time (every I/O event costs it system time), and commandstats' `usec` is wall time of the
+ * command, which a loaded machine inflates by descheduling the server mid-script.
+ *
+ * `--libraries` takes the bench's lock library ids and `fair-floor` (see `fairFloor`).
+ *
+ *   node -r ts-node/register/transpile-only bench/contended-cost.ts [--libraries ours,original]
+ *     [--processes 8] [--seconds 4] [--hold 1] [--rounds 1] [--url redis://…] [--callgrind]
+ */
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Redis from 'ioredis';
+import type { LockAdapter } from './adapters/lock-adapter';
+import { lockLibrary } from './adapters/lock-libraries';
+import { freePort, redisServerBinary, startRedisServer } from '../scripts/redis-server';
+import { redisCpuUs } from './support/cpu-meter';
+import { numberArg } from './support/script-args';
+
+const PROCESSES = numberArg('processes', 8);
+const SECONDS = numberArg('seconds', 4);
+const HOLD_MS = numberArg('hold', 1);
+const ROUNDS = numberArg('rounds', 1);
+const option = (name: string) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? process.argv[i + 1] : undefined;
+};
+
+/** Calls per command since the last CONFIG RESETSTAT (the measuring's own left out). */
+async function commandCalls(redis: Redis): Promise<Map<string, number>> {
+  const info = await redis.info('commandstats');
+  const calls = new Map<string, number>();
+  for (const m of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) calls.set(m[1], Number(m[2]));
+  for (const own of ['info', 'config|resetstat', 'flushall']) calls.delete(own);
+  return calls;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * `fair-floor`: the least a fair lock with direct handoff does, for comparison (not a lock to
+ * use: no TTL of a waiter's place, no fence, no recovery). A waiter's one script takes the free
+ * lock or joins a list; the release's one script pops the next waiter, makes it the holder and
+ * publishes to that waiter's own channel, on which it waits. Two requests and one delivery a
+ * section, as ours, with 2 + 3 commands inside.
+ */
+const FLOOR_JOIN =
+  "if redis.call('SET', KEYS[1], ARGV[1], 'NX') then return 1 end " +
+  "redis.call('RPUSH', KEYS[2], ARGV[1]) return 0";
+const FLOOR_RELEASE =
+  "local next = redis.call('LPOP', KEYS[2]) " +
+  "if not next then redis.call('DEL', KEYS[1]) return 0 end " +
+  "redis.call('SET', KEYS[1], next) redis.call('PUBLISH', KEYS[1] .. ':' .. next, '1') return 1";
+
+async function fairFloor(url: string): Promise<LockAdapter> {
+  const client = new Redis(url);
+  const sub = new Redis(url);
+  const me = Math.random().toString(36).slice(2);
+  const waiting = new Map<string, () => void>();
+  sub.on('message', (channel: string) => waiting.get(channel)?.());
+  return {
+    async acquire(key: string) {
+      const channel = `${key}:${me}`;
+      if (!waiting.has(channel)) await sub.subscribe(channel);
+      const handed = new Promise<void>((resolve) => waiting.set(channel, resolve));
+      const got = await client.eval(FLOOR_JOIN, 2, key, `${key}:line`, me);
+      if (got !== 1) await handed;
+      waiting.set(channel, () => undefined);
+      return key;
+    },
+    async release(key: unknown) {
+      await client.eval(FLOOR_RELEASE, 2, key as string, `${key as string}:line`);
+    },
+    async close() {
+      client.disconnect();
+      sub.disconnect();
+    },
+  };
+}
+
+/** One library's contended run: per-section command calls and server CPU, and fairness. */
+async function measure(id: string, url: string, admin: Redis, round: number): Promise<string> {
+  const create = id === 'fair-floor' ? fairFloor : lockLibrary(id).create;
+  const adapters = await Promise.all(Array.from({ length: PROCESSES }, () => create(url)));
+  const markers = adapters.map(() => new Redis(url));
+  const run = async (ms: number, key: string) => {
+    const until = Date.now() + ms;
+    return Promise.all(
+      adapters.map(async (adapter, i) => {
+        let sections = 0;
+        while (Date.now() < until) {
+          const lock = await adapter.acquire(key).catch(() => undefined);
+          if (!lock) continue;
+          await markers[i].multi().incr(`${key}:inside`).incr(`${key}:counter`).exec();
+          await sleep(HOLD_MS);
+          await markers[i].decr(`${key}:inside`);
+          await adapter.release(lock);
+          sections++;
+        }
+        return sections;
+      }),
+    );
+  };
+  await run(500, `warm:${id}:${round}`);
+  await admin.config('RESETSTAT');
+  const cpu0 = await redisCpuUs(admin);
+  const counts = await run(SECONDS * 1000, `contended:${id}:${round}`);
+  const cpu = (await redisCpuUs(admin)) - cpu0;
+  const calls = await commandCalls(admin);
+  await Promise.all(adapters.map((a) => a.close()));
+  markers.forEach((m) => m.disconnect());
+  const sections = counts.reduce((a, b) => a + b, 0);
+  const jain = sections ** 2 / (counts.length * counts.reduce((a, b) => a + b * b, 0));
+  const sorted = [...calls].sort((a, b) => b[1] - a[1]);
+  const total = sorted.reduce((a, [, n]) => a + n, 0);
+  const per = (n: number) => (n / sections).toFixed(2);
+  return (
+    `${id}: ${sections} sections, Jain ${jain.toFixed(3)}, server CPU ${(cpu / sections).toFixed(1)} µs/section, ` +
+    `${per(total)} commands/section: ${sorted.map(([c, n]) => `${c} ${per(n)}`).join(', ')}`
+  );
+}
+
+/**
+ * `--callgrind`: a redis-server of its own under valgrind's callgrind (`--hz 1`, as
+ * bench/script-instructions.ts), whose user-space instructions are counted over each run
+ * (zeroed before, dumped after): a per-section figure no load moves. Needs `valgrind`.
+ */
+async function callgrindServer(): Promise<{
+  url: string;
+  instructions: () => number;
+  stop: () => void;
+}> {
+  const dir = mkdtempSync(join(tmpdir(), 'contended-cost-'));
+  const port = await freePort();
+  const server = spawn(
+    'valgrind',
+    [
+      '--tool=callgrind',
+      `--callgrind-out-file=${dir}/callgrind.out`,
+      redisServerBinary(),
+      ...['--port', String(port), '--save', '', '--appendonly', 'no', '--hz', '1', '--dir', dir],
+    ],
+    { stdio: 'ignore' },
+  );
+  const ping = new Redis(port, { retryStrategy: () => 200, maxRetriesPerRequest: null });
+  ping.on('error', () => undefined);
+  await ping.ping();
+  ping.disconnect();
+  const control = (what: string) =>
+    execFileSync('callgrind_control', [what, String(server.pid)], { stdio: 'ignore' });
+  control('--zero');
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    instructions: () => {
+      control('--dump');
+      let total = 0;
+      for (const file of readdirSync(dir).filter((f) => /^callgrind\.out\.\d+$/.test(f))) {
+        const totals = /^(?:summary|totals): (\d+)/m.exec(readFileSync(join(dir, file), 'utf8'));
+        if (totals) total = Number(totals[1]);
+        rmSync(join(dir, file));
+      }
+      control('--zero');
+      return total;
+    },
+    stop: () => {
+      server.kill('SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function main(): Promise<void> {
+  const grind = process.argv.includes('--callgrind') ? await callgrindServer() : undefined;
+  const url = option('url') ?? grind?.url;
+  const server = url ? undefined : await startRedisServer();
+  const admin = new Redis(url ?? server!.url);
+  const ids = (option('libraries') ?? 'ours').split(',');
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const id of ids) {
+      grind?.instructions();
+      const line = await measure(id, url ?? server!.url, admin, round);
+      const counted = grind
+        ? `, ${(grind.instructions() / sectionsOf(line) / 1000).toFixed(0)} k instructions/section`
+        : '';
+      console.log(line.replace(/(\d+) sections,/, `$1 sections${counted},`));
+    }
+  }
+  admin.disconnect();
+  await server?.stop();
+  grind?.stop();
+}
+
+const sectionsOf = (line: string) => Number(/(\d+) sections/.exec(line)![1]);
+
+void main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
