@@ -16,14 +16,11 @@
  *   node -r ts-node/register/transpile-only bench/contended-cost.ts [--libraries ours,original]
  *     [--processes 8] [--seconds 4] [--hold 1] [--rounds 1] [--url redis://…] [--callgrind]
  */
-import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import Redis from 'ioredis';
 import type { LockAdapter } from './adapters/lock-adapter';
 import { lockLibrary } from './adapters/lock-libraries';
-import { freePort, redisServerBinary, startRedisServer } from '../scripts/redis-server';
+import { startRedisServer } from '../scripts/redis-server';
+import { callgrindServer } from './support/callgrind-server';
 import { redisCpuUs } from './support/cpu-meter';
 import { numberArg } from './support/script-args';
 
@@ -130,55 +127,6 @@ async function measure(id: string, url: string, admin: Redis, round: number): Pr
   );
 }
 
-/**
- * `--callgrind`: a redis-server of its own under valgrind's callgrind (`--hz 1`, as
- * bench/script-instructions.ts), whose user-space instructions are counted over each run
- * (zeroed before, dumped after): a per-section figure no load moves. Needs `valgrind`.
- */
-async function callgrindServer(): Promise<{
-  url: string;
-  instructions: () => number;
-  stop: () => void;
-}> {
-  const dir = mkdtempSync(join(tmpdir(), 'contended-cost-'));
-  const port = await freePort();
-  const server = spawn(
-    'valgrind',
-    [
-      '--tool=callgrind',
-      `--callgrind-out-file=${dir}/callgrind.out`,
-      redisServerBinary(),
-      ...['--port', String(port), '--save', '', '--appendonly', 'no', '--hz', '1', '--dir', dir],
-    ],
-    { stdio: 'ignore' },
-  );
-  const ping = new Redis(port, { retryStrategy: () => 200, maxRetriesPerRequest: null });
-  ping.on('error', () => undefined);
-  await ping.ping();
-  ping.disconnect();
-  const control = (what: string) =>
-    execFileSync('callgrind_control', [what, String(server.pid)], { stdio: 'ignore' });
-  control('--zero');
-  return {
-    url: `redis://127.0.0.1:${port}`,
-    instructions: () => {
-      control('--dump');
-      let total = 0;
-      for (const file of readdirSync(dir).filter((f) => /^callgrind\.out\.\d+$/.test(f))) {
-        const totals = /^(?:summary|totals): (\d+)/m.exec(readFileSync(join(dir, file), 'utf8'));
-        if (totals) total = Number(totals[1]);
-        rmSync(join(dir, file));
-      }
-      control('--zero');
-      return total;
-    },
-    stop: () => {
-      server.kill('SIGKILL');
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
-}
-
 async function main(): Promise<void> {
   const grind = process.argv.includes('--callgrind') ? await callgrindServer() : undefined;
   const url = option('url') ?? grind?.url;
@@ -187,7 +135,7 @@ async function main(): Promise<void> {
   const ids = (option('libraries') ?? 'ours').split(',');
   for (let round = 0; round < ROUNDS; round++) {
     for (const id of ids) {
-      grind?.instructions();
+      grind?.zero();
       const line = await measure(id, url ?? server!.url, admin, round);
       const counted = grind
         ? `, ${(grind.instructions() / sectionsOf(line) / 1000).toFixed(0)} k instructions/section`
@@ -197,7 +145,7 @@ async function main(): Promise<void> {
   }
   admin.disconnect();
   await server?.stop();
-  grind?.stop();
+  await grind?.stop();
 }
 
 const sectionsOf = (line: string) => Number(/(\d+) sections/.exec(line)![1]);

@@ -12,14 +12,12 @@
  *
  *   node -r ts-node/register/transpile-only bench/script-instructions.ts [--pairs 1000]
  */
-import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Redis from 'ioredis';
 import { LOCK_SCRIPTS } from '../lib/lock/lock-scripts';
 import { FENCE_COUNTER_PRELUDE, LINE_PRELUDE } from '../lib/waiting/waiting-scripts';
-import { freePort, redisServerBinary } from '../scripts/redis-server';
+import { callgrindServer } from './support/callgrind-server';
 import { numberArg } from './support/script-args';
 
 const PAIRS = numberArg('pairs', 1_000);
@@ -112,19 +110,8 @@ const VARIANTS: Variant[] = [
 
 /** Instructions per pair of `variant`, on a fresh redis-server under callgrind. */
 async function instructionsPerPair(variant: Variant): Promise<number> {
-  const dir = mkdtempSync(join(tmpdir(), 'script-instructions-'));
-  const port = await freePort();
-  const server = spawn(
-    'valgrind',
-    [
-      '--tool=callgrind',
-      `--callgrind-out-file=${dir}/callgrind.out`,
-      redisServerBinary(),
-      ...['--port', String(port), '--save', '', '--appendonly', 'no', '--hz', '1', '--dir', dir],
-    ],
-    { stdio: 'ignore' },
-  );
-  const client = new Redis(port, { retryStrategy: () => 200, maxRetriesPerRequest: null });
+  const server = await callgrindServer();
+  const client = new Redis(server.port, { retryStrategy: () => 200, maxRetriesPerRequest: null });
   client.on('error', () => undefined);
   try {
     const release = (await client.script('LOAD', variant.release)) as string;
@@ -153,20 +140,12 @@ async function instructionsPerPair(variant: Variant): Promise<number> {
       }
     };
     await pairs(200);
-    execFileSync('callgrind_control', ['--zero', String(server.pid)], { stdio: 'ignore' });
+    server.zero();
     await pairs(PAIRS);
-    execFileSync('callgrind_control', ['--dump', String(server.pid)], { stdio: 'ignore' });
-    // The dump of the zeroed counters: the one file whose name ends in a dump number.
-    for (const file of readdirSync(dir).filter((f) => /^callgrind\.out\.\d+$/.test(f))) {
-      const totals = /^(?:summary|totals): (\d+)/m.exec(readFileSync(join(dir, file), 'utf8'));
-      if (totals) return Number(totals[1]) / PAIRS;
-    }
-    throw new Error(`${variant.name}: no callgrind dump in ${dir}`);
+    return server.instructions() / PAIRS;
   } finally {
     client.disconnect();
-    server.kill('SIGKILL');
-    await new Promise((resolve) => server.once('exit', resolve));
-    rmSync(dir, { recursive: true, force: true });
+    await server.stop();
   }
 }
 
