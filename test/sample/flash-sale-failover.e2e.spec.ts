@@ -182,11 +182,15 @@ describeWithPostgres('sample: a Redis master killed mid-sale strands no unit', (
           const old = await sentinel.currentMaster();
           const next = await sentinel.killMaster();
           await sentinel.servers.find((s) => s.port === old)!.restart();
+          // Sentinel turns a master that comes back into a replica only once it has reported
+          // itself a master for 8 s (4 publish periods) without being down, and it polls a
+          // replica's INFO every 10 s: 10 to 20 s, more on a loaded machine (30 s was too short
+          // once in CI).
           await waitFor(
             'the restarted node to replicate the new master',
             async () =>
               /connected_slaves:1/.test(String(await askNode(next, 'INFO', 'replication'))),
-            30_000,
+            60_000,
             100,
           );
         },
