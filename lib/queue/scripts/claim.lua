@@ -101,6 +101,10 @@
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- `now` as the argument of commands: a Lua number given to redis.call is formatted by Redis with
+-- %.17g (printf's floating-point path), which costs as much as a small command; '%d' does not.
+-- Numbers sent on every call (times, limits, attempts) go as strings for that reason.
+local nowArg = string.format('%d', now)
 local count = tonumber(ARGV[1])
 local leaseMs = tonumber(ARGV[2])
 local maxAttempts = tonumber(ARGV[3])
@@ -417,7 +421,7 @@ local settleFreed = freedGroups
 freedGroups = nil
 
 -- 2. Return expired leases: a crashed worker's tasks come back without any janitor.
-local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, tonumber(ARGV[5]))
+local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', nowArg, 'LIMIT', '0', ARGV[5])
 for _, id in ipairs(expired) do
   redis.call('ZREM', KEYS[2], id)
   redis.call('HDEL', KEYS[5], id)
@@ -554,13 +558,13 @@ local function leaseChosen()
   local leases, tokens, limits = {}, {}, {}
   local leasedUntil = string.format('%.0f', now + leaseMs)
   for i, id in ipairs(chosen) do
-    local token = ARGV[4] .. ':' .. i
+    local token = string.format('%s:%d', ARGV[4], i)
     leases[#leases + 1] = leasedUntil
     leases[#leases + 1] = id
     tokens[#tokens + 1] = id
     tokens[#tokens + 1] = token
     if limiterMax > 0 then
-      limits[#limits + 1] = now
+      limits[#limits + 1] = nowArg
       limits[#limits + 1] = token
     end
   end
@@ -571,7 +575,7 @@ local function leaseChosen()
   -- Attempts: one read and one write for all the chosen tasks, not an HINCRBY each.
   local attempts, counted = hmget(KEYS[4], chosen), {}
   for i, id in ipairs(chosen) do
-    attempts[i] = (tonumber(attempts[i]) or 0) + 1
+    attempts[i] = string.format('%d', (tonumber(attempts[i]) or 0) + 1)
     counted[#counted + 1] = id
     counted[#counted + 1] = attempts[i]
   end
@@ -658,7 +662,8 @@ local dueMore = nil
 if n > 0 then
   if not special then
     -- Only ungrouped tasks without priority: one range read, of one more than can be leased.
-    local ready = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, n + 1)
+    local ready = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', nowArg, 'WITHSCORES', 'LIMIT', '0',
+      string.format('%d', n + 1))
     for i = 1, math.min(#ready, 2 * n), 2 do lease(ready[i], ready[i + 1]) end
     dueMore = #ready > 2 * n
     variadic('ZREM', KEYS[1], chosen)
@@ -671,7 +676,7 @@ if n > 0 then
     while taken < n and steps < n * 4 + 1000 do
       steps = steps + 1
       p = p or redis.call('ZRANGE', KEYS[11], 0, 0, 'WITHSCORES')
-      d = d or redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, 1)
+      d = d or redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', nowArg, 'WITHSCORES', 'LIMIT', '0', '1')
       local pFirst = p[1] and tonumber(p[2]) < 1000 * PRIO_BASE
       if p[1] and (pFirst or (not d[1] and ringEmpty)) then
         redis.call('ZREM', KEYS[11], p[1])
@@ -710,7 +715,7 @@ if n > 0 and taken == n and count == n then
   if not more and dueMore ~= nil then
     more = dueMore
   elseif not more then
-    more = #redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 1) > 0
+    more = #redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', nowArg, 'LIMIT', '0', '1') > 0
   end
   if more and redis.call('LLEN', KEYS[7]) == 0 then redis.call('RPUSH', KEYS[7], '1') end
   if outboxed then result[4] = 1 end
@@ -719,14 +724,14 @@ if n > 0 and taken == n and count == n then
 end
 local nextAt = -1
 local readyLeft = present(KEYS[11]) or present(KEYS[13])
-local nextDue = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2]
+local nextDue = redis.call('ZRANGE', KEYS[1], '0', '0', 'WITHSCORES')[2]
 if readyLeft or (nextDue and tonumber(nextDue) <= now) then
   nextAt = now
 elseif nextDue then
   nextAt = tonumber(nextDue)
 end
 for _, k in ipairs(plain and {} or {KEYS[10], KEYS[15]}) do
-  local s = redis.call('ZRANGE', k, 0, 0, 'WITHSCORES')[2]
+  local s = redis.call('ZRANGE', k, '0', '0', 'WITHSCORES')[2]
   if s and (nextAt == -1 or tonumber(s) < nextAt) then nextAt = math.max(tonumber(s), now) end
 end
 if nextAt == now and not rejoined and not expiredChosen and (taken < n or blockedUntil) then
@@ -737,10 +742,10 @@ if expiryBacklog then
   nextAt = now
 elseif hasExpiries then
   -- The next deadline: an idle caller comes back to end the task that passes it.
-  local x = redis.call('ZRANGE', KEYS[34], 0, 0, 'WITHSCORES')[2]
+  local x = redis.call('ZRANGE', KEYS[34], '0', '0', 'WITHSCORES')[2]
   if x and (nextAt == -1 or tonumber(x) < nextAt) then nextAt = math.max(tonumber(x), now) end
 end
-local nextLease = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')[2]
+local nextLease = redis.call('ZRANGE', KEYS[2], '0', '0', 'WITHSCORES')[2]
 if nextLease and nextAt ~= now and (nextAt == -1 or tonumber(nextLease) < nextAt) then
   nextAt = tonumber(nextLease)
 end

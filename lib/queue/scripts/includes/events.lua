@@ -29,8 +29,8 @@ local function emit(key, maxLen, type, id, ...)
     return
   end
   if id then
-    redis.call('XADD', key, 'MAXLEN', '~', maxLen, '*', 't', type, 'i', id, ...)
+    redis.call('XADD', key, 'MAXLEN', '~', string.format('%d', maxLen), '*', 't', type, 'i', id, ...)
   else
-    redis.call('XADD', key, 'MAXLEN', '~', maxLen, '*', 't', type)
+    redis.call('XADD', key, 'MAXLEN', '~', string.format('%d', maxLen), '*', 't', type)
   end
 end

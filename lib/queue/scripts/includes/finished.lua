@@ -25,11 +25,15 @@ end
 -- past `maxCount` is cut to `maxCount - slack`: the next calls then add without trimming, and the
 -- fixed cost of a trim (a read, a ZREM, a command per hash) is paid once per `slack` tasks.
 local function trimFinished(zset, upTo, maxCount, slack)
-  local old = redis.call('ZRANGEBYSCORE', zset, '-inf', upTo, 'LIMIT', 0, 100)
+  -- Numbers go to redis.call as '%d' strings (Redis formats a Lua number with %.17g: costly).
+  local old = redis.call('ZRANGEBYSCORE', zset, '-inf', string.format('%d', upTo), 'LIMIT', '0', '100')
   local over = redis.call('ZCARD', zset) - #old - maxCount
   if over > 0 and slack then over = over + slack end
   if over > 0 then
-    for _, d in ipairs(redis.call('ZRANGE', zset, #old, #old + over - 1)) do old[#old + 1] = d end
+    local last = string.format('%d', #old + over - 1)
+    for _, d in ipairs(redis.call('ZRANGE', zset, string.format('%d', #old), last)) do
+      old[#old + 1] = d
+    end
   end
   if #old > 0 then variadic('ZREM', zset, old) end
   return old
