@@ -16,7 +16,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Redis from 'ioredis';
 import { LOCK_SCRIPTS } from '../lib/lock/lock-scripts';
-import { FENCE_COUNTER_PRELUDE, LINE_PRELUDE } from '../lib/waiting/waiting-scripts';
+import { FENCE_COUNTER_PRELUDES, LINE_PRELUDES } from '../lib/waiting/waiting-scripts';
 import { callgrindServer } from './support/callgrind-server';
 import { numberArg } from './support/script-args';
 
@@ -37,7 +37,9 @@ interface Variant {
 const lua = (file: string) => readFileSync(file, 'utf8');
 const lockLua = (name: string) =>
   lua(join(__dirname, '..', 'lib', 'lock', 'scripts', `${name}.lua`));
-const HELPERS = [lua(FENCE_COUNTER_PRELUDE), lua(LINE_PRELUDE), lockLua('hand-over')];
+const HELPERS = [...new Set([...FENCE_COUNTER_PRELUDES, ...LINE_PRELUDES])]
+  .map(lua)
+  .concat(lockLua('hand-over'));
 const RELEASE_IF_OWNER =
   "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) return 1 end return 0";
 /** A minimal acquire: `SET NX PX`, then `extra` (Lua), granted with fence 0. */

@@ -1,13 +1,13 @@
 import { join } from 'node:path';
 import { LuaScript } from '../redis/lua-script';
-import { FENCE_COUNTER_PRELUDE, LINE_PRELUDE } from '../waiting/waiting-scripts';
+import { FENCE_COUNTER_PRELUDES, LINE_PRELUDES } from '../waiting/waiting-scripts';
 
 const file = (name: string) => join(__dirname, 'scripts', `${name}.lua`);
 /**
  * The helpers of the scripts that read, join or renew a lock's line (the line's own, then marking
  * the holder and handing over), with the fence counter handing over needs.
  */
-const LINE = [FENCE_COUNTER_PRELUDE, LINE_PRELUDE, file('hand-over')];
+const LINE = [...FENCE_COUNTER_PRELUDES, ...LINE_PRELUDES, file('hand-over')];
 
 /** The lock's Lua scripts, read once per process. */
 export const LOCK_SCRIPTS = {
@@ -15,9 +15,9 @@ export const LOCK_SCRIPTS = {
   acquire: new LuaScript(
     'lock acquire',
     file('acquire'),
-    FENCE_COUNTER_PRELUDE,
+    ...FENCE_COUNTER_PRELUDES,
     file('acquire-fast'),
-    LINE_PRELUDE,
+    ...LINE_PRELUDES,
     file('hand-over'),
   ),
   release: new LuaScript('lock release', file('release'), file('release-fast'), ...LINE),
@@ -27,7 +27,7 @@ export const LOCK_SCRIPTS = {
   quorumRaiseFence: new LuaScript(
     'lock quorum-raise-fence',
     file('quorum-raise-fence'),
-    FENCE_COUNTER_PRELUDE,
+    ...FENCE_COUNTER_PRELUDES,
   ),
   leaveLine: new LuaScript('lock leave-line', file('leave-line')),
   handoff: new LuaScript('lock handoff', file('handoff'), ...LINE),

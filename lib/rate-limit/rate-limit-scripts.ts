@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { LuaScript } from '../redis/lua-script';
+import { LuaScript, TIME_MICROS_PRELUDE } from '../redis/lua-script';
 
 const includes = (file: string) => join(__dirname, 'scripts', 'includes', file);
 
@@ -10,6 +10,7 @@ const includes = (file: string) => join(__dirname, 'scripts', 'includes', file);
 export const CONSUME_SCRIPT = new LuaScript(
   'rate limit',
   join(__dirname, 'scripts', 'consume.lua'),
+  TIME_MICROS_PRELUDE,
   includes('redis-time.lua'),
   includes('sliding-window.lua'),
   includes('token-bucket.lua'),

@@ -1,6 +1,13 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Cluster, Redis } from 'ioredis';
+
+/**
+ * The helper that turns a Redis TIME reply into its microseconds as a string (`timeMicros`): a
+ * prelude of the fence counter, of the line of waiting processes and of the rate limiter.
+ */
+export const TIME_MICROS_PRELUDE = join(__dirname, 'scripts', 'time-micros.lua');
 
 /** Replies and failures that an ioredis `Cluster` follows or retries by itself. */
 const CLUSTER_RETRIED =
@@ -25,7 +32,8 @@ export class LuaScript {
     file: string,
     ...preludes: string[]
   ) {
-    this.source = [...preludes, file].map((f) => readFileSync(f, 'utf8')).join('\n');
+    // A prelude that several others need is named by each of them: it is put in once, first.
+    this.source = [...new Set([...preludes, file])].map((f) => readFileSync(f, 'utf8')).join('\n');
     this.sha = createHash('sha1').update(this.source).digest('hex');
   }
 

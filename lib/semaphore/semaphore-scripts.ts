@@ -1,14 +1,14 @@
 import { join } from 'node:path';
 import { LuaScript } from '../redis/lua-script';
-import { FENCE_COUNTER_PRELUDE, LINE_PRELUDE } from '../waiting/waiting-scripts';
+import { FENCE_COUNTER_PRELUDES, LINE_PRELUDES } from '../waiting/waiting-scripts';
 
 /** One operation's script, with fence-counter.lua, the line's helpers and common.lua before it. */
 const script = (operation: string) =>
   new LuaScript(
     `semaphore ${operation}`,
     join(__dirname, 'scripts', `${operation}.lua`),
-    FENCE_COUNTER_PRELUDE,
-    LINE_PRELUDE,
+    ...FENCE_COUNTER_PRELUDES,
+    ...LINE_PRELUDES,
     join(__dirname, 'scripts', 'common.lua'),
   );
 

@@ -4,7 +4,7 @@ import { checkKeyName } from '../lock/lock-keys';
 import { LuaScript } from '../redis/lua-script';
 import type { RedisLockConnection } from '../redis/redis-connection';
 import { taggedKey } from '../redis/tagged-key';
-import { LINE_PRELUDE } from '../waiting/waiting-scripts';
+import { LINE_PRELUDES } from '../waiting/waiting-scripts';
 import type { WaitingRoomOptions } from './waiting-room-options';
 
 const ROOM_PRELUDE = join(__dirname, 'scripts', 'includes', 'room.lua');
@@ -12,7 +12,7 @@ const script = (name: string) =>
   new LuaScript(
     `waiting room ${name}`,
     join(__dirname, 'scripts', `${name}.lua`),
-    LINE_PRELUDE,
+    ...LINE_PRELUDES,
     ROOM_PRELUDE,
   );
 

@@ -11,7 +11,7 @@ local function clock()
   if not clockMs then
     local t = redis.call('TIME')
     clockMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    clockUs = t[1] .. string.sub('00000' .. t[2], -6)
+    clockUs = timeMicros(t)
   end
   return clockMs
 end

@@ -6,6 +6,6 @@
 -- Returns now (ms, a number with µs), msDigits (whole ms, a string), frac (the 3 digits of µs).
 local function redisTimeMs()
   local t = redis.call('TIME')
-  local us = string.sub('00000' .. t[2], -6)
-  return tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000, t[1] .. string.sub(us, 1, 3), string.sub(us, 4)
+  local us = timeMicros(t)
+  return tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000, string.sub(us, 1, -4), string.sub(us, -3)
 end

@@ -19,10 +19,9 @@
 --                               (clockMicros(), lib/waiting/scripts/line.lua); else it is read
 --   nextFenceField(hash, field) the same for a counter kept in a hash field (no TTL of its own)
 
--- Redis TIME in microseconds, as a string (a 16-digit number that Lua would print as 1.7e+15).
+-- Redis TIME in microseconds, as a string (timeMicros, lib/redis/scripts/time-micros.lua).
 local function fenceSeed()
-  local t = redis.call('TIME')
-  return t[1] .. string.sub('00000' .. t[2], -6)
+  return timeMicros(redis.call('TIME'))
 end
 
 -- The next fence of the string counter `key`; a new counter lives `ttl` ms. The usual case (the
