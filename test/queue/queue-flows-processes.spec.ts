@@ -1,15 +1,7 @@
 import 'reflect-metadata';
-import type { INestApplicationContext } from '@nestjs/common';
-import type { Redis } from 'ioredis';
-import { QueueService, type FlowNode } from '../../lib';
+import type { FlowNode } from '../../lib';
 import { exited, lineFrom, spawnTs } from '../support/child';
-import {
-  createLockApp,
-  redisClient,
-  testRedisUrl,
-  uniquePrefix,
-  waitFor,
-} from '../support/helpers';
+import { queueAppAndClient, testRedisUrl, uniquePrefix, waitFor } from '../support/helpers';
 
 /** A worker process (test/fixtures/queue-flow-child.ts) and its pid. */
 interface FlowWorker {
@@ -23,9 +15,7 @@ describe('QueueService.enqueueFlow with workers in 3 processes, one SIGKILLed mi
   const FLOWS = 500;
   const KIDS = 10;
   const TREES = 30;
-  let app: INestApplicationContext;
-  let queues: QueueService;
-  let obs: Redis;
+  const ctx = queueAppAndClient(prefix);
 
   const spawnWorker = async (): Promise<FlowWorker> => {
     const child = spawnTs('test/fixtures/queue-flow-child.ts', [], {
@@ -39,19 +29,10 @@ describe('QueueService.enqueueFlow with workers in 3 processes, one SIGKILLed mi
     const line = await lineFrom(child, /^ready \d+$/, 30_000);
     return { child, pid: line.split(' ')[1] };
   };
-  const hash = async (name: string) => obs.hgetall(`${prefix}obs:${name}`);
-
-  beforeAll(async () => {
-    app = await createLockApp({ keyPrefix: prefix });
-    queues = app.get(QueueService);
-    obs = redisClient();
-  });
-  afterAll(async () => {
-    await app.close();
-    obs.disconnect();
-  });
+  const hash = async (name: string) => ctx.redis.hgetall(`${prefix}obs:${name}`);
 
   it(`${FLOWS} flows of 1 parent x ${KIDS} children over 3 queues and ${TREES} trees 3 levels deep: every parent runs after all its children, with their results; none lost`, async () => {
+    const { queues, redis: obs } = ctx;
     const flat: FlowNode[] = Array.from({ length: FLOWS }, (_, f) => {
       const children = Array.from({ length: KIDS }, (_, i) => ({
         queue: i % 2 === 0 ? CHILDREN_A : CHILDREN_B,

@@ -2,7 +2,12 @@ import { randomBytes } from 'node:crypto';
 import { Test } from '@nestjs/testing';
 import type { INestApplicationContext, Provider } from '@nestjs/common';
 import { Redis } from 'ioredis';
-import { RedisLockModule, type QueueStats, type RedisLockModuleOptions } from '../../lib';
+import {
+  QueueService,
+  RedisLockModule,
+  type QueueStats,
+  type RedisLockModuleOptions,
+} from '../../lib';
 import { lockRedisKeys } from '../../lib/lock/lock-keys';
 
 /** URL of the redis-server started by the global setup. */
@@ -36,6 +41,34 @@ export async function createLockApp(
     providers,
   }).compile();
   return moduleRef.init();
+}
+
+/**
+ * For a `describe` block whose tests enqueue and look at Redis from outside (e.g. beside worker
+ * processes): a `createLockApp` with key prefix `prefix` and a `redisClient`, opened before its
+ * tests and closed after them. Read `queues` and `redis` inside the tests.
+ */
+export function queueAppAndClient(prefix: string): { queues: QueueService; redis: Redis } {
+  let app: INestApplicationContext | undefined;
+  let queues: QueueService | undefined;
+  let redis: Redis | undefined;
+  beforeAll(async () => {
+    app = await createLockApp({ keyPrefix: prefix });
+    queues = app.get(QueueService);
+    redis = redisClient();
+  });
+  afterAll(async () => {
+    await app?.close();
+    redis?.disconnect();
+  });
+  return {
+    get queues() {
+      return queues!;
+    },
+    get redis() {
+      return redis!;
+    },
+  };
 }
 
 /** Polls `condition` every `intervalMs` until it holds; throws with `what` after `timeoutMs`. */

@@ -15,10 +15,14 @@ export interface QueueWorkerChild {
 
 /**
  * Starts a worker process with `env` (REDIS_URL, PREFIX, QUEUE, LEASE_MS, CONCURRENCY, ...) and
- * resolves once its worker runs.
+ * resolves once its worker runs (it printed 'ready <pid>'). `fixture`: another worker fixture
+ * that prints the same line.
  */
-export async function spawnQueueWorker(env: NodeJS.ProcessEnv): Promise<QueueWorkerChild> {
-  const child = spawnTs('test/fixtures/queue-worker-child.ts', [], env);
+export async function spawnQueueWorker(
+  env: NodeJS.ProcessEnv,
+  fixture = 'test/fixtures/queue-worker-child.ts',
+): Promise<QueueWorkerChild> {
+  const child = spawnTs(fixture, [], env);
   const line = await lineFrom(child, /^ready \d+$/, 30_000);
   return { child, pid: line.split(' ')[1] };
 }
