@@ -2,8 +2,9 @@ import { UnrecoverableTaskError } from './unrecoverable-task.error';
 
 /**
  * A worker with named handlers claimed a task whose name (or lack of one) has no handler on this
- * instance: the task ends dead at once with this error, without running (requeue it with
- * `requeueDead` once a handler for the name is deployed).
+ * instance, nor on any live worker of the queue (the workers registry; a task another worker runs
+ * is given back for it instead): the task ends dead at once with this error, without running
+ * (requeue it with `requeueDead` once a handler for the name is deployed).
  */
 export class UnknownTaskNameError extends UnrecoverableTaskError {
   constructor(

@@ -189,7 +189,8 @@ export interface QueueWorkerOptions {
    * Makes this a named handler: it runs only the tasks enqueued with this `name`, at most
    * `concurrency` of them at a time (its own). The named handlers of a queue share one claim loop
    * on this instance (its slots: their concurrencies added up); a task whose name has no handler
-   * there — or that has no name — ends dead at once with `UnknownTaskNameError`. Their other
+   * there — or that has no name — is given back for a live worker that runs it (another instance,
+   * per the workers registry), or ends dead at once with `UnknownTaskNameError` when none does. Their other
    * options (lease, limiter, attempts, backoff…) are the loop's: give them on one handler, or the
    * same on each (`RedisLockOptionsError` otherwise); only `concurrency` and `timeoutMs` are per
    * name. Not with `batch`. Without `name`, a worker runs every task of the queue, named or not.

@@ -30,3 +30,9 @@ export const MAX_PRIORITY = 1_000;
 
 /** Most nodes (tasks) one `enqueueFlow` takes, children at every level included. */
 export const MAX_FLOW_NODES = 1_000;
+
+/**
+ * A task of a name that no handler on the instance that claimed it runs, but a live worker
+ * elsewhere does, is given back due this many ms later (docs/queue.md, named handlers).
+ */
+export const PASS_ON_DELAY_MS = 1_000;

@@ -767,6 +767,7 @@ export class QueueService implements BeforeApplicationShutdown {
       },
       named,
     );
+    if (named) named.handledElsewhere = (name) => this.registry.handles(queue, name);
     this.runners.add(worker);
     worker.start();
     this.registry.add(worker);

@@ -34,6 +34,11 @@ export class NamedHandlers {
   private readonly byName = new Map<string, NamedHandler>();
   /** Called when the loop's slots change (a handler added, removed, or its concurrency changed). */
   onSlotsChanged?: () => void;
+  /**
+   * Whether a live worker of the queue elsewhere (another instance, another module's loop) runs
+   * tasks of `name` (the workers registry); set by the queue service.
+   */
+  handledElsewhere: (name: string | undefined) => Promise<boolean> = () => Promise.resolve(false);
 
   constructor(readonly queue: string) {}
 
@@ -88,12 +93,14 @@ export class NamedHandlers {
     this.onSlotsChanged?.();
   }
 
-  /** The handler of `task`'s name; `UnknownTaskNameError` when there is none. */
-  route(task: LeasedTask): NamedHandler {
-    const entry = task.name === undefined ? undefined : this.byName.get(task.name);
-    if (!entry)
-      throw new UnknownTaskNameError(this.queue, task.id, task.name, [...this.byName.keys()]);
-    return entry;
+  /** The handler of `task`'s name; `undefined` when there is none here. */
+  route(task: LeasedTask): NamedHandler | undefined {
+    return task.name === undefined ? undefined : this.byName.get(task.name);
+  }
+
+  /** What ends a task that no handler runs, here or on a live worker elsewhere. */
+  unknownName(task: LeasedTask): UnknownTaskNameError {
+    return new UnknownTaskNameError(this.queue, task.id, task.name, [...this.byName.keys()]);
   }
 
   /**

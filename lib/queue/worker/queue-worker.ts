@@ -26,7 +26,7 @@ import type { QueueRedisKeys } from '../queue-keys';
 import { SETTLED, type ClaimStepResult, type QueueStore, type SettleStep } from '../queue-store';
 import type { ResolvedWorkerOptions } from '../queue-worker-options';
 import { checkInt, utf8BytesOver } from '../../options/validate';
-import { MAX_CONCURRENCY, MAX_IDLE_MS } from '../queue.constants';
+import { MAX_CONCURRENCY, MAX_IDLE_MS, PASS_ON_DELAY_MS } from '../queue.constants';
 import { settleFailure } from './failure-policy';
 import type { ChildFailure } from '../interfaces/flow.interface';
 import { WorkerTask, type TaskControl } from './worker-task';
@@ -435,6 +435,10 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
       let timeoutMs = task.options?.timeoutMs ?? this.options.timeoutMs;
       if (this.named) {
         named = this.named.route(task);
+        if (!named) {
+          if (await this.passedOn(entry)) return;
+          throw this.named.unknownName(task);
+        }
         // No await when the name has a free slot (the common case): a promise per task costs.
         const took = this.named.take(named, this.stop.signal);
         if (took !== true && !(await this.namedSlot(entry, named, took))) {
@@ -456,6 +460,27 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
     entry.ended = true;
     if (entry.released) return;
     await this.finish(task, performance.now() - entry.started, task.failure ?? failure, result);
+  }
+
+  /**
+   * A task whose name no handler here runs: given back, due `PASS_ON_DELAY_MS` later and its
+   * attempt not counted, when a live worker elsewhere runs that name (the workers registry) — in a
+   * rolling deploy the old instances leave a new name's tasks to the new ones instead of burying
+   * them. `false` when none does: the task ends dead (`UnknownTaskNameError`), so a misspelt name
+   * does not go round the instances unseen. A registry that cannot be read counts as "one does":
+   * nothing is buried on a guess.
+   */
+  private async passedOn(entry: Running): Promise<boolean> {
+    const { task } = entry;
+    const elsewhere = await this.named!.handledElsewhere(task.name).catch(() => true);
+    if (!elsewhere) return false;
+    entry.released = true;
+    this.logger.debug(
+      `queue '${this.queue}': task '${task.id}' (${task.name === undefined ? 'no name' : `name '${task.name}'`}) ` +
+        `left to the workers that handle it, due in ${PASS_ON_DELAY_MS} ms`,
+    );
+    await this.giveBack([task], PASS_ON_DELAY_MS);
+    return true;
   }
 
   /**
@@ -789,10 +814,10 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
   }
 
   /** Returns tasks to the queue without counting the attempt, in one call. Never rejects. */
-  private async giveBack(tasks: readonly LeasedTask[]): Promise<void> {
+  private async giveBack(tasks: readonly LeasedTask[], delayMs = 0): Promise<void> {
     if (tasks.length === 0) return;
     try {
-      const steps = tasks.map((task): SettleStep => ({ kind: 'release', task }));
+      const steps = tasks.map((task): SettleStep => ({ kind: 'release', task, delayMs }));
       await this.backend.claim(this.queue, 0, this.options, steps);
     } catch (err) {
       // Their leases run out and a later claim returns them (counting the attempt).

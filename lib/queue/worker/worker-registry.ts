@@ -11,6 +11,12 @@ export const WORKER_HEARTBEAT_MS = 5_000;
 /** An entry not written again for this long is a dead instance's, and is dropped, in ms. */
 export const WORKER_ENTRY_TTL_MS = 3 * WORKER_HEARTBEAT_MS;
 
+/**
+ * How long `handles` answers from one read of a queue's workers, in ms: a burst of tasks of a name
+ * no handler here runs costs one read, not one per task.
+ */
+const HANDLES_READ_MS = 1_000;
+
 /** What the registry reads of a running worker. */
 export interface RegisteredWorker {
   readonly queue: string;
@@ -48,6 +54,8 @@ export class WorkerRegistry {
   private seq = 0;
   private readonly host = hostname();
   private readonly warning: ThrottledWarning;
+  /** The last read of each queue's workers by `handles`, and when it was made. */
+  private readonly read = new Map<string, { at: number; workers: Promise<QueueWorkerInfo[]> }>();
 
   constructor(
     private readonly connection: RedisLockConnection,
@@ -104,6 +112,24 @@ export class WorkerRegistry {
       });
     }
     return workers.sort((a, b) => a.since - b.since || a.instance.localeCompare(b.instance));
+  }
+
+  /**
+   * Whether a live worker of `queue` (on any instance, this one included) runs the tasks named
+   * `name` (`undefined`: tasks without a name): it has a handler of that name, or no names at all
+   * (it runs every task). From a read of at most `HANDLES_READ_MS` ago.
+   */
+  async handles(queue: string, name: string | undefined): Promise<boolean> {
+    const now = Date.now();
+    let last = this.read.get(queue);
+    if (!last || now - last.at > HANDLES_READ_MS) {
+      last = { at: now, workers: this.list(queue) };
+      this.read.set(queue, last);
+    }
+    const workers = await last.workers;
+    return workers.some(
+      (w) => w.names.length === 0 || (name !== undefined && w.names.includes(name)),
+    );
   }
 
   /** Stops the heartbeat and drops every entry of this instance (shutdown). */
