@@ -431,33 +431,11 @@ export { entryReply as streamEntryReply };
 const hashOf = (ctx: CommandContext, key: string) => ctx.keys.read(key, 'hash');
 const setOf = (ctx: CommandContext, key: string) => ctx.keys.read(key, 'set');
 
-/** The millisecond of the last TIME, and how many µs of it were handed out. */
-const lastTime = { ms: -1, us: 0 };
-
-/**
- * TIME's microseconds within millisecond `ms`: 0 for the first call in it, then one more per call
- * (up to 999), as a real clock moves between two calls. `Date.now()` (and a fake clock that stands
- * still) has whole milliseconds only; without this, two grants in one millisecond saw the same
- * time, which a real Redis never shows (the lock's fence then takes its slower path).
- */
-function microsWithin(ms: number): number {
-  if (lastTime.ms !== ms) {
-    lastTime.ms = ms;
-    lastTime.us = 0;
-  } else if (lastTime.us < 999) {
-    lastTime.us++;
-  }
-  return lastTime.us;
-}
-
 /** The commands of the in-memory Redis, by lower-case name. */
 export const COMMANDS: Record<string, Command> = {
   ping: (_, [message]) => (message === undefined ? new MemoryStatus('PONG') : message),
   echo: (_, [message]) => message,
-  time: (ctx) => {
-    const ms = ctx.keys.now();
-    return [String(Math.floor(ms / 1000)), String((ms % 1000) * 1000 + microsWithin(ms))];
-  },
+  time: (ctx) => ctx.keys.time(),
   info: (ctx, [section]) => ctx.info(section?.toLowerCase()),
   config: (ctx, [sub, name]) => {
     const s = sub?.toUpperCase();

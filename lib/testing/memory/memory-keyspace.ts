@@ -53,8 +53,29 @@ export class MemoryKeyspace {
   /** Keys of lists and streams written since `takeWritten()` (to serve blocked readers). */
   private written = new Set<string>();
 
+  /** The millisecond of the last `time()`, and how many µs of it were handed out. */
+  private readonly lastTime = { ms: -1, us: 0 };
+
   now(): number {
     return Date.now();
+  }
+
+  /**
+   * TIME: seconds and microseconds. The microseconds within a millisecond are 0 for the first call
+   * in it, then one more per call (up to 999), as a real clock moves between two calls. `Date.now()`
+   * (and a fake clock that stands still) has whole milliseconds only; without this, two grants in
+   * one millisecond saw the same time, which a real Redis never shows (the lock's fence then takes
+   * its slower path). Counted per in-memory server, as each Redis has its own clock.
+   */
+  time(): [string, string] {
+    const ms = this.now();
+    if (this.lastTime.ms !== ms) {
+      this.lastTime.ms = ms;
+      this.lastTime.us = 0;
+    } else if (this.lastTime.us < 999) {
+      this.lastTime.us++;
+    }
+    return [String(Math.floor(ms / 1000)), String((ms % 1000) * 1000 + this.lastTime.us)];
   }
 
   private entry(key: string): Entry | undefined {
