@@ -385,7 +385,7 @@ if settles > 0 then
       -- Numbers made strings once per call, not once per task (a conversion costs as much as a
       -- small command in Redis's Lua).
       local kept, results = {}, {}
-      local keptUntil, finishedAt = string.format('%.0f', now + keepMs), string.format('%.0f', now)
+      local keptUntil, finishedAt = string.format('%d', now + keepMs), nowArg
       for i, id in ipairs(acked) do
         kept[#kept + 1] = keptUntil
         kept[#kept + 1] = id
@@ -556,7 +556,7 @@ local function leaseChosen()
     end
   end
   local leases, tokens, limits = {}, {}, {}
-  local leasedUntil = string.format('%.0f', now + leaseMs)
+  local leasedUntil = string.format('%d', now + leaseMs)
   for i, id in ipairs(chosen) do
     local token = string.format('%s:%d', ARGV[4], i)
     leases[#leases + 1] = leasedUntil
@@ -584,10 +584,10 @@ local function leaseChosen()
   -- Fences: above the last one given out and above the Redis time in µs. One SET ... GET while
   -- the time is past the last fence (the common case), a second SET when it is not.
   local fence = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  local last = tonumber(redis.call('SET', KEYS[26], string.format('%.0f', fence + taken), 'GET') or '0')
+  local last = tonumber(redis.call('SET', KEYS[26], string.format('%d', fence + taken), 'GET') or '0')
   if last >= fence then
     fence = last
-    redis.call('SET', KEYS[26], string.format('%.0f', fence + taken))
+    redis.call('SET', KEYS[26], string.format('%d', fence + taken))
   end
   for i, id in ipairs(chosen) do
     result[#result + 1] = id

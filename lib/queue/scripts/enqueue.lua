@@ -68,7 +68,7 @@
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- `now` as a string, made once (Redis's Lua converts a number on every call that passes one).
-local nowText = string.format('%.0f', now)
+local nowText = string.format('%d', now)
 local due = now + tonumber(ARGV[1])
 local replace = ARGV[2] == '1'
 local hasPayload = ARGV[3] == '1'

@@ -23,7 +23,7 @@ end
 
 -- A ready task's score in prio: lower priorities first, then enqueue order.
 local function prioScore(prio, seq)
-  return string.format('%.0f', (prio + 1000) * PRIO_BASE + seq)
+  return string.format('%d', (prio + 1000) * PRIO_BASE + seq)
 end
 
 -- Puts `group` at the end of the round-robin `ring` (unless it is in it already).
