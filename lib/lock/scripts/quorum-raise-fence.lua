@@ -12,14 +12,14 @@
 -- Returns {1} when every counter was below its fence and is set to it now;
 --         {0, last_1, ..., last_n} when at least one was not (then nothing is changed): each
 --         counter's value, a missing counter (a node restarted empty, or the counter's TTL passed)
---         counting as Redis TIME in microseconds (fenceSeed), above every fence handed out before.
+--         counting as Redis TIME in microseconds (timeMicros), above every fence handed out before.
 
 local last = {}
 local below = true
 for i = 1, #KEYS do
   local v = redis.call('GET', KEYS[i])
   if not v then
-    v = fenceSeed()
+    v = timeMicros()
     redis.call('SET', KEYS[i], v, 'PX', ARGV[1])
   end
   last[i] = tonumber(v)

@@ -12,22 +12,17 @@
 --   (docs/locks.md, "Fences").
 --
 -- Functions (no KEYS or ARGV of their own; return values below):
---   fenceSeed()                 Redis TIME in microseconds, as a string
 --   nextFence(key, ttl, seed)   the next fence of the string counter `key` (a new counter lives
 --                               `ttl` ms); returns it as a number. `seed`: Redis TIME in
---                               microseconds as a string, when the script has read it already
---                               (clockMicros(), lib/waiting/scripts/line.lua); else it is read
+--                               microseconds as a string (timeMicros, lib/redis/scripts/
+--                               time-micros.lua), when the script has read it already (clockMicros(),
+--                               lib/waiting/scripts/line.lua); else it is read
 --   nextFenceField(hash, field) the same for a counter kept in a hash field (no TTL of its own)
-
--- Redis TIME in microseconds, as a string (timeMicros, lib/redis/scripts/time-micros.lua).
-local function fenceSeed()
-  return timeMicros(redis.call('TIME'))
-end
 
 -- The next fence of the string counter `key`; a new counter lives `ttl` ms. The usual case (the
 -- clock is ahead of the counter) is TIME + one SET that also reads the old value (Redis 6.2+).
 local function nextFence(key, ttl, seed)
-  local now = seed or fenceSeed()
+  local now = seed or timeMicros()
   local last = redis.call('SET', key, now, 'KEEPTTL', 'GET')
   if not last then
     redis.call('PEXPIRE', key, ttl)
@@ -43,7 +38,7 @@ end
 
 -- The next fence of the counter in `field` of `hash`.
 local function nextFenceField(hash, field)
-  local now = fenceSeed()
+  local now = timeMicros()
   local last = redis.call('HGET', hash, field)
   if last and tonumber(last) >= tonumber(now) then
     return redis.call('HINCRBY', hash, field, 1)
