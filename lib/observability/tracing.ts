@@ -80,14 +80,24 @@ export class QueueTracing extends LibraryTracer {
   /**
    * Runs a task's handler in a CONSUMER span `process <queue>`: a child of the producer's span
    * (from the task's `traceparent`), linked to it as well; the handler runs with it active.
+   * Untraced, it is the handler's own call (what it returns or throws): no promise of its own
+   * per task.
    */
-  async process<T>(
+  process<T>(
+    queue: string,
+    task: { id: string; attempt: number; traceparent?: string },
+    run: () => T | Promise<T>,
+  ): T | Promise<T> {
+    const tracer = this.get();
+    return tracer ? this.traced(tracer, queue, task, run) : run();
+  }
+
+  private async traced<T>(
+    tracer: Tracer,
     queue: string,
     task: { id: string; attempt: number; traceparent?: string },
     run: () => T | Promise<T>,
   ): Promise<T> {
-    const tracer = this.get();
-    if (!tracer) return run();
     const api = otelApi!;
     const parent =
       task.traceparent === undefined

@@ -15,6 +15,9 @@ export function storedResult(field: string): { finishedAt: number; result?: unkn
 
 type Reply = (string | number | null)[];
 
+/** `T` with its fields writable, while one is built. */
+type Building<T> = { -readonly [K in keyof T]: T[K] };
+
 /** Tasks of a `pop`/`top` reply: {id, score, payload, ...}. */
 export function toTasks<P>(queue: string, reply: Reply): Task<P>[] {
   const tasks: Task<P>[] = [];
@@ -46,7 +49,9 @@ export function toLeasedTasks<P>(
     const opts = reply[i + 7];
     const parent = reply[i + 8];
     const traceparent = storedTrace(reply[i + 4] as string | null);
-    tasks.push({
+    // The optional fields are set only when present (no spread of an empty object per task: a
+    // drain builds one of these per task).
+    const task: Building<LeasedTask<P>> = {
       queue,
       id: String(reply[i]),
       score: Number(reply[i + 1]),
@@ -55,11 +60,12 @@ export function toLeasedTasks<P>(
       leaseExpiresAt: now + leaseMs,
       payload: parsePayload(reply[i + 4] as string | null) as P,
       fence: Number(reply[i + 6]),
-      ...(enqueuedAt === null ? {} : { enqueuedAt: Number(enqueuedAt) }),
-      ...(opts === null ? {} : toStoredOptions(String(opts))),
-      ...(traceparent === undefined ? {} : { traceparent }),
-      ...(parent === null ? {} : { parent: toParent(String(parent)) }),
-    });
+    };
+    if (enqueuedAt !== null) task.enqueuedAt = Number(enqueuedAt);
+    if (opts !== null) Object.assign(task, toStoredOptions(String(opts)));
+    if (traceparent !== undefined) task.traceparent = traceparent;
+    if (parent !== null) task.parent = toParent(String(parent));
+    tasks.push(task);
   }
   return tasks;
 }

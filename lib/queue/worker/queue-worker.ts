@@ -510,10 +510,11 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
   }
 
   /**
-   * `run`, or a `TaskTimeoutError` once `timeoutMs` passed: the signal aborts with it, and the
-   * attempt fails at once (the slot is free again; what the handler does later is ignored).
+   * `run` (what the handler returned: a promise or a value), or a `TaskTimeoutError` once
+   * `timeoutMs` passed: the signal aborts with it, and the attempt fails at once (the slot is free
+   * again; what the handler does later is ignored).
    */
-  private bounded(entries: Running[], run: Promise<unknown>, timeoutMs: number): Promise<unknown> {
+  private bounded(entries: Running[], run: unknown, timeoutMs: number): Promise<unknown> {
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
@@ -537,8 +538,9 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
       }, timeoutMs);
     });
     // The handler may still settle after the timeout: nobody waits for it then.
-    run.catch(() => undefined);
-    return Promise.race([run, timedOut]).finally(() => clearTimeout(timer));
+    const running = Promise.resolve(run);
+    running.catch(() => undefined);
+    return Promise.race([running, timedOut]).finally(() => clearTimeout(timer));
   }
 
   /** The JSON of a handler's result; throws a `QueueError` naming the task past its bounds. */
