@@ -12,14 +12,8 @@ import {
   type TaskEventBase,
 } from '../../lib';
 import { Redis } from 'ioredis';
-import {
-  commandCalls,
-  createLockApp,
-  deferred,
-  sleep,
-  uniquePrefix,
-  waitFor,
-} from '../support/helpers';
+import { commandCalls, createLockApp, sleep, uniquePrefix, waitFor } from '../support/helpers';
+import { expectTasksPassedOn } from '../support/named-pass-on';
 import { startRedisServer, type RedisServer } from '../support/redis-server';
 
 /** A handler that records how many of its tasks run at once, and the peak. */
@@ -179,46 +173,8 @@ describe('Named handlers: enqueue({ name }) routed to process(queue, handler, { 
     expect(new UnknownTaskNameError(q, 't', 'x', ['y'])).toBeInstanceOf(QueueError);
   });
 
-  it('leaves a task whose name no handler here runs to a live worker that runs it (the workers registry): given back unattempted, not dead', async () => {
-    const q = fresh();
-    const gate = deferred();
-    const others: string[] = [];
-    // A worker that runs every task, kept busy by the first one until the gate opens.
-    const other = queues.process(
-      q,
-      async (task) => {
-        if (task.id === 'blocker') await gate.promise;
-        else others.push(task.id);
-      },
-      { concurrency: 1 },
-    );
-    await queues.enqueue(q, 'blocker');
-    await waitFor('blocker running', async () => (await queues.stats(q)).leased === 1);
-    await waitFor('the other worker registered', async () =>
-      (await queues.workers(q)).some((w) => w.names.length === 0),
-    );
-    const ran = counting(0);
-    const named = queues.process(q, ran.handler, { name: 'a' });
-    const events = firstValueFrom(
-      queues.events(q, { from: 'start' }).pipe(
-        filter((e) => e.type === 'delayed' && e.taskId === 'b1'),
-        take(1),
-      ),
-    );
-    await queues.enqueue(q, ['b1', 'b2', 'b3'], { name: 'b' });
-    // Only the named loop has a free slot: it claims the b tasks and gives them back.
-    await events;
-    gate.resolve();
-    await waitFor('b tasks ran', () => others.length === 3, 10_000);
-    expect(others.sort()).toEqual(['b1', 'b2', 'b3']);
-    expect(ran.done).toEqual([]);
-    expect(await queues.stats(q)).toMatchObject({ dead: 0 });
-    for (const id of ['b1', 'b2', 'b3']) {
-      // Given back unattempted: one counted attempt, the one that ran.
-      expect(await queues.get(q, id)).toMatchObject({ state: 'completed', attempts: 1 });
-    }
-    await Promise.all([named.close(), other.close()]);
-  });
+  it('leaves a task whose name no handler here runs to a live worker that runs it (the workers registry): given back unattempted, not dead', () =>
+    expectTasksPassedOn(queues, fresh()));
 
   it('a worker without a name runs every task, named or not', async () => {
     const q = fresh();

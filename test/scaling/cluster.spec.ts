@@ -37,6 +37,7 @@ import {
   waitQueueDrained,
 } from '../support/queue-crash';
 import { startRedisCluster, type RedisClusterProcesses } from '../support/redis-cluster';
+import { expectTasksPassedOn } from '../support/named-pass-on';
 import { askNode } from '../support/redis-node';
 
 /** Lock names whose slots are served by three different masters (one per master). */
@@ -348,6 +349,9 @@ describe('Redis Cluster: 3 masters + 3 replicas, real redis-server processes', (
         await Promise.all([a.close(), b.close(), l.close()]);
       }
     });
+
+    it("a named-handler loop leaves a task of a name it has no handler for to the queue's other worker (the workers registry, in the queue's slot)", () =>
+      expectTasksPassedOn(queues, 'pass-on'));
 
     it('crash safety: 600 tasks, 3 worker processes, 2 SIGKILLs: no task lost, each acked once', async () => {
       const queue = 'crash';
