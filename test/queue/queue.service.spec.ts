@@ -302,6 +302,29 @@ describe('QueueService', () => {
       expect(await leftovers(q)).toEqual([]);
     });
 
+    it('keeps the lease tokens of a few leases in a hashtable, not a listpack searched end to end', async () => {
+      const q = fresh();
+      await queues.enqueue(q, ['a', 'b']);
+      await queues.claim(q, 2);
+      expect(await redis.call('OBJECT', 'ENCODING', key(q, 'tokens'))).toBe('hashtable');
+    });
+
+    it('deletes the lease tokens (and the field that keeps them a hashtable) with the last lease', async () => {
+      const q = fresh();
+      const tokens = key(q, 'tokens');
+      await queues.enqueue(q, ['a', 'b', 'c']);
+      const [a, b] = await queues.claim(q, 2);
+      expect((await redis.hkeys(tokens)).sort()).toEqual(['', 'a', 'b']);
+      const [c] = await queues.claim(q, 1);
+      expect(await queues.ack(a)).toBe(true);
+      expect((await redis.hkeys(tokens)).sort()).toEqual(['', 'b', 'c']);
+      expect(await queues.ack(b)).toBe(true);
+      expect(await redis.exists(tokens)).toBe(1);
+      expect(await queues.ack(c)).toBe(true);
+      expect(await redis.exists(tokens)).toBe(0);
+      expect(await leftovers(q)).toEqual([]);
+    });
+
     it('an expired but not yet reclaimed lease can still be acked', async () => {
       const q = fresh();
       await queues.enqueue(q, 'slow');

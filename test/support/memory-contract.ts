@@ -7,6 +7,8 @@ const OTHER_PROCESSES = 'other processes (child apps) reach only a real redis-se
 
 /** Tests (by name) that stay on redis-server, with why. */
 export const NEEDS_REDIS_SERVER: Readonly<Record<string, string>> = {
+  'keeps the lease tokens of a few leases in a hashtable, not a listpack searched end to end':
+    'OBJECT ENCODING (how redis-server stores a hash)',
   'a promoted replica that missed the last grants hands out higher fences (two real servers)':
     'replication between two redis-servers',
   'fails with RedisUnavailableError within commandTimeoutMs, and works again after a restart':
