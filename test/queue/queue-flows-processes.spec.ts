@@ -1,13 +1,8 @@
 import 'reflect-metadata';
 import type { FlowNode } from '../../lib';
-import { exited, lineFrom, spawnTs } from '../support/child';
+import { exited } from '../support/child';
 import { queueAppAndClient, testRedisUrl, uniquePrefix, waitFor } from '../support/helpers';
-
-/** A worker process (test/fixtures/queue-flow-child.ts) and its pid. */
-interface FlowWorker {
-  child: ReturnType<typeof spawnTs>;
-  pid: string;
-}
+import { spawnQueueWorker, type QueueWorkerChild } from '../support/queue-crash';
 
 describe('QueueService.enqueueFlow with workers in 3 processes, one SIGKILLed midway', () => {
   const prefix = uniquePrefix('queue-flows-proc');
@@ -17,18 +12,19 @@ describe('QueueService.enqueueFlow with workers in 3 processes, one SIGKILLed mi
   const TREES = 30;
   const ctx = queueAppAndClient(prefix);
 
-  const spawnWorker = async (): Promise<FlowWorker> => {
-    const child = spawnTs('test/fixtures/queue-flow-child.ts', [], {
-      REDIS_URL: testRedisUrl(),
-      PREFIX: prefix,
-      QUEUES_JSON: JSON.stringify([PARENTS, CHILDREN_A, CHILDREN_B]),
-      // Long enough that a live worker stalled by a loaded machine keeps its leases.
-      LEASE_MS: '2000',
-      CONCURRENCY: '50',
-    });
-    const line = await lineFrom(child, /^ready \d+$/, 30_000);
-    return { child, pid: line.split(' ')[1] };
-  };
+  /** A worker process of the three queues (test/fixtures/queue-flow-child.ts). */
+  const spawnWorker = (): Promise<QueueWorkerChild> =>
+    spawnQueueWorker(
+      {
+        REDIS_URL: testRedisUrl(),
+        PREFIX: prefix,
+        QUEUES_JSON: JSON.stringify([PARENTS, CHILDREN_A, CHILDREN_B]),
+        // Long enough that a live worker stalled by a loaded machine keeps its leases.
+        LEASE_MS: '2000',
+        CONCURRENCY: '50',
+      },
+      'test/fixtures/queue-flow-child.ts',
+    );
   const hash = async (name: string) => ctx.redis.hgetall(`${prefix}obs:${name}`);
 
   it(`${FLOWS} flows of 1 parent x ${KIDS} children over 3 queues and ${TREES} trees 3 levels deep: every parent runs after all its children, with their results; none lost`, async () => {
@@ -80,7 +76,7 @@ describe('QueueService.enqueueFlow with workers in 3 processes, one SIGKILLed mi
     }
 
     // Midway: SIGKILL a worker process that is running tasks.
-    let victim: FlowWorker | undefined;
+    let victim: QueueWorkerChild | undefined;
     await waitFor(
       'half the tasks done, on a worker running tasks',
       async () => {
