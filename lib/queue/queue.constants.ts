@@ -36,3 +36,11 @@ export const MAX_FLOW_NODES = 1_000;
  * elsewhere does, is given back due this many ms later (docs/queue.md, named handlers).
  */
 export const PASS_ON_DELAY_MS = 1_000;
+
+/**
+ * A worker that gave a task back for that reason waits this much longer than the others before it
+ * claims on its own again (an idle worker's wake-up at the next due time), for PASS_ON_DELAY_MS
+ * plus this after the give-back: when the task is due, the workers that run its name claim first
+ * when they are free, instead of racing the one that gave it back.
+ */
+export const PASS_ON_GRACE_MS = 100;

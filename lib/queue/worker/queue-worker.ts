@@ -26,7 +26,12 @@ import type { QueueRedisKeys } from '../queue-keys';
 import { SETTLED, type ClaimStepResult, type QueueStore, type SettleStep } from '../queue-store';
 import type { ResolvedWorkerOptions } from '../queue-worker-options';
 import { checkInt, utf8BytesOver } from '../../options/validate';
-import { MAX_CONCURRENCY, MAX_IDLE_MS, PASS_ON_DELAY_MS } from '../queue.constants';
+import {
+  MAX_CONCURRENCY,
+  MAX_IDLE_MS,
+  PASS_ON_DELAY_MS,
+  PASS_ON_GRACE_MS,
+} from '../queue.constants';
 import { settleFailure } from './failure-policy';
 import type { ChildFailure } from '../interfaces/flow.interface';
 import { WorkerTask, type TaskControl } from './worker-task';
@@ -84,6 +89,8 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
   private finished: FinishedTask[] = [];
   /** Ack-and-claim calls in flight (`flush`). */
   private flushing = 0;
+  /** Until when (`performance.now()`) this worker lets others claim first (`passedOn`). */
+  private passedOnUntil = 0;
   /** Renews the leases of running tasks: one timer per worker, not one per task. */
   private renewTimer?: NodeJS.Timeout;
   /** Stops listening to the queue's cancels. */
@@ -347,7 +354,11 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
    */
   private async idle(nextInMs: number): Promise<void> {
     if (this.stop.signal.aborted) return;
-    const ms = Math.min(MAX_IDLE_MS, nextInMs < 0 ? MAX_IDLE_MS : Math.max(MIN_IDLE_MS, nextInMs));
+    let ms = Math.min(MAX_IDLE_MS, nextInMs < 0 ? MAX_IDLE_MS : Math.max(MIN_IDLE_MS, nextInMs));
+    // Soon after a pass-on, the workers that run the name claim first (PASS_ON_GRACE_MS).
+    if (nextInMs >= 0 && performance.now() < this.passedOnUntil) {
+      ms = Math.min(MAX_IDLE_MS, ms + PASS_ON_GRACE_MS);
+    }
     this.blocker ??= this.connection.duplicate();
     const blocker = this.blocker;
     const popped = bounded(
@@ -480,6 +491,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
         `left to the workers that handle it, due in ${PASS_ON_DELAY_MS} ms`,
     );
     await this.giveBack([task], PASS_ON_DELAY_MS);
+    this.passedOnUntil = performance.now() + PASS_ON_DELAY_MS + PASS_ON_GRACE_MS;
     return true;
   }
 
