@@ -27,6 +27,18 @@ describe('QueueService replicated writes (waitForReplicas) on a real master and 
       async () => /master_link_status:up/.test(await replicaClient.info('replication')),
       20_000,
     );
+    // The master's side too: the replica online, and one write it acknowledged (its first
+    // acknowledgement can take longer than the 300 ms the tests allow on a loaded machine).
+    const masterClient = redisClient(master.url);
+    try {
+      await waitFor('the master sees the replica online', async () =>
+        /slave0:.*state=online/.test(await masterClient.info('replication')),
+      );
+      await masterClient.set(`${prefix}warm-up`, '1');
+      expect(await masterClient.wait(1, 10_000)).toBe(1);
+    } finally {
+      masterClient.disconnect();
+    }
     app = await createLockApp({
       redis: master.url,
       keyPrefix: prefix,
