@@ -75,6 +75,32 @@ function parseCurl(line: string): { method: 'GET' | 'POST'; url: string; body?: 
   };
 }
 
+/**
+ * `promise`, or a failure after `ms` that says what did not happen and what the sample printed
+ * last (a hang shows where it hung instead of running into the test's timeout).
+ */
+function within<T>(
+  ms: number,
+  what: string,
+  promise: Promise<T>,
+  out: { stdout: () => string; stderr: () => string },
+): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () =>
+        reject(
+          new Error(
+            `${what}: not within ${ms} ms; the sample's last output:\n` +
+              `${out.stdout().slice(-2_000)}\n--- stderr ---\n${out.stderr().slice(-2_000)}`,
+          ),
+        ),
+      ms,
+    );
+  });
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+}
+
 describe('npm run sample (sample/main.ts)', () => {
   it('starts a private redis-server when REDIS_URL is unset, prints curl commands that work, and stops both on SIGTERM', async () => {
     const child = spawnTs('sample/main.ts', [], { PORT: '0', REDIS_URL: '', KEY_PREFIX: '' });
@@ -116,7 +142,8 @@ describe('npm run sample (sample/main.ts)', () => {
       ]);
       const statuses: number[] = [];
       for (const curl of curls) {
-        statuses.push((await sendJson(agent, curl.method, curl.url, curl.body)).status);
+        const answer = sendJson(agent, curl.method, curl.url, curl.body);
+        statuses.push((await within(30_000, `${curl.method} ${curl.url}`, answer, out)).status);
       }
       expect(statuses).toEqual([201, 202, 200, 200, 200, 201, 200, 200, 200]);
       // The dashboard's printed URL serves the page, and its data shows the task desk's queue.
@@ -140,14 +167,16 @@ describe('npm run sample (sample/main.ts)', () => {
         DATABASE_URL: '',
       });
       const secondOut = output(second);
-      expect(await exited(second)).toBe(1);
+      expect(await within(60_000, 'the second instance to exit', exited(second), secondOut)).toBe(
+        1,
+      );
       expect(secondOut.stderr()).toContain(
         "EmbeddedDatabaseSharedError: another sample instance on this Redis (key prefix 'sample:') keeps " +
           'its orders in its own embedded PostgreSQL',
       );
 
       child.kill('SIGTERM');
-      expect(await exited(child)).toBe(0);
+      expect(await within(60_000, 'the sample to exit on SIGTERM', exited(child), out)).toBe(0);
       expect(out.stdout()).toContain(
         `stopped the private redis-server at redis://127.0.0.1:${redisPort}`,
       );
