@@ -4,6 +4,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import type { ChildProcess } from 'node:child_process';
 import { exited, lineFrom, spawnTs } from '../support/child';
+import { withTimeout } from '../../bench/support/with-timeout';
 import { uniquePrefix, waitFor } from '../support/helpers';
 import { createDatabase, HAVE_POSTGRES, startTestPostgres } from './support/postgres';
 import { sendJson, startSample } from './support/sample-app';
@@ -76,8 +77,8 @@ function parseCurl(line: string): { method: 'GET' | 'POST'; url: string; body?: 
 }
 
 /**
- * `promise`, or a failure after `ms` that says what did not happen and what the sample printed
- * last (a hang shows where it hung instead of running into the test's timeout).
+ * `promise`, or a failure after `ms` (`withTimeout`) that also shows what the sample printed
+ * last: a hang says where it hung instead of running into the test's timeout.
  */
 function within<T>(
   ms: number,
@@ -85,20 +86,12 @@ function within<T>(
   promise: Promise<T>,
   out: { stdout: () => string; stderr: () => string },
 ): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () =>
-        reject(
-          new Error(
-            `${what}: not within ${ms} ms; the sample's last output:\n` +
-              `${out.stdout().slice(-2_000)}\n--- stderr ---\n${out.stderr().slice(-2_000)}`,
-          ),
-        ),
-      ms,
+  return withTimeout(promise, ms, what).catch((err: Error) => {
+    throw new Error(
+      `${err.message}; the sample's last output:\n${out.stdout().slice(-2_000)}\n` +
+        `--- stderr ---\n${out.stderr().slice(-2_000)}`,
     );
   });
-  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
 }
 
 describe('npm run sample (sample/main.ts)', () => {
