@@ -4,11 +4,19 @@ import { nextTick } from '../redis/unfaked-ticks';
 /**
  * Merges the plain enqueue calls one process makes to one queue in the same tick into one
  * `enqueue.lua` call with a segment per call (its ids and payload): 50 producers awaiting their
- * enqueues in a loop then cost Redis one script run per tick instead of 50, and this process one
- * command to write. Each call keeps its own outcome (its count of ids added, or its own
- * `QueueFullError`: the script checks the bound per segment, in order, all or nothing for each).
- * The lock's `coalesceWrites` does the same for socket writes; this goes one step further because
- * the calls share their script.
+ * enqueues in a loop then cost Redis one or two script runs per tick instead of 50, and this
+ * process as many commands to write. Each call keeps its own outcome (its count of ids added, or
+ * its own `QueueFullError`: the script checks the bound per segment, in order, all or nothing for
+ * each). The lock's `coalesceWrites` does the same for socket writes; this goes one step further
+ * because the calls share their script.
+ *
+ * Two calls, not one, when nothing of this process's merged enqueues is in flight and the batch
+ * holds at least `SPLIT_MIN_IDS` ids: its first half then comes back while Redis still runs the
+ * second, so the callers of the first half make their next calls (this process's work) while
+ * Redis works for the others. With one call per tick the two took turns, each idle while the
+ * other worked; once split, the two halves keep alternating (each is sent while the other is in
+ * flight, so it goes whole), and they merge and split again when their replies come back
+ * together. The worker's flush keeps two calls in flight for the same reason.
  */
 
 /** One caller's part of a merged call. */
@@ -23,6 +31,12 @@ export type SegmentOutcome = { added: number } | { size: number; maxSize: number
 
 /** Payload characters in one merged call at most (past it, the next call starts a new one). */
 export const MAX_MERGED_PAYLOAD = 1 << 20;
+
+/**
+ * Ids in a batch from which it goes as two calls when nothing else is in flight: below it, a
+ * second script run's fixed cost is about what the overlap saves.
+ */
+export const SPLIT_MIN_IDS = 8;
 
 interface Waiting {
   readonly segment: EnqueueSegment;
@@ -51,6 +65,8 @@ interface Batch<O> {
  */
 export class EnqueueBatcher<O> {
   private readonly open = new Map<string, Batch<O>>();
+  /** Merged calls sent and not answered yet, of every queue. */
+  private inFlight = 0;
 
   constructor(
     private readonly run: (
@@ -104,12 +120,44 @@ export class EnqueueBatcher<O> {
     if (batch.sent) return;
     batch.sent = true;
     const { calls } = batch;
+    if (this.inFlight === 0 && batch.ids >= SPLIT_MIN_IDS && calls.length > 1) {
+      const cut = halfOf(calls, batch.ids);
+      this.runCalls(batch.shared, calls.slice(0, cut));
+      this.runCalls(batch.shared, calls.slice(cut));
+    } else {
+      this.runCalls(batch.shared, calls);
+    }
+  }
+
+  /** Sends `calls` (of one batch, in order) as one script call. */
+  private runCalls(shared: O, calls: readonly Waiting[]): void {
+    this.inFlight++;
     this.run(
-      batch.shared,
+      shared,
       calls.map((c) => c.segment),
     ).then(
-      (outcomes) => calls.forEach((c, i) => c.resolve(outcomes[i])),
-      (err: unknown) => calls.forEach((c) => c.reject(err)),
+      (outcomes) => {
+        this.inFlight--;
+        calls.forEach((c, i) => c.resolve(outcomes[i]));
+      },
+      (err: unknown) => {
+        this.inFlight--;
+        calls.forEach((c) => c.reject(err));
+      },
     );
   }
+}
+
+/**
+ * Where to cut `calls` (more than one, `ids` ids in all) into two: the first half holds the first
+ * calls with at most half of the ids, and at least one call; so does the second.
+ */
+function halfOf(calls: readonly Waiting[], ids: number): number {
+  let cut = 0;
+  let taken = 0;
+  while (cut < calls.length - 1 && taken + calls[cut].segment.ids.length <= ids / 2) {
+    taken += calls[cut].segment.ids.length;
+    cut++;
+  }
+  return Math.max(cut, 1);
 }

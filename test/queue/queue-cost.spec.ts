@@ -65,27 +65,28 @@ describe('QueueService: what enqueue and a worker step cost (dedicated redis-ser
     expect(await queues.stats('cost')).toMatchObject(queueStats({ ready: 11 }));
   });
 
-  it('merges the enqueues that concurrent callers make in one tick into one script call, each with its own outcome', async () => {
+  it('merges the enqueues that concurrent callers make in one tick into two script calls, each caller with its own outcome', async () => {
     const before = await commandCalls(probe);
     const added = await Promise.all(
       Array.from({ length: 50 }, (_, n) => queues.enqueue('burst', `id-${n}`, { payload: n })),
     );
     expect(added).toEqual(Array.from({ length: 50 }, () => 1));
-    // One script for the 50: its fixed part once (TIME, EXISTS, the bound, the tie counter, the
-    // wake-up list), the payloads and due scores with one HSET and one ZADD for all, the rest
-    // (HSETNX: is the id new; its event) per task.
+    // Two scripts for the 50 (25 each: nothing else was in flight, so the first half comes back
+    // while Redis runs the second): their fixed part twice (TIME, EXISTS, the bound, the tie
+    // counter, the wake-up list; the first wakes the workers), the payloads and due scores with
+    // one HSET and one ZADD per script, the rest (HSETNX: is the id new; its event) per task.
     expect(Object.fromEntries(await callsSince(probe, before))).toEqual({
-      evalsha: 1,
-      time: 1,
-      exists: 1,
-      hget: 1,
-      get: 1,
-      set: 1,
-      llen: 1,
+      evalsha: 2,
+      time: 2,
+      exists: 2,
+      hget: 2,
+      get: 2,
+      set: 2,
+      llen: 2,
       rpush: 1,
       hsetnx: 50,
-      hset: 1,
-      zadd: 1,
+      hset: 2,
+      zadd: 2,
       xadd: 50,
     });
     const popped = await queues.pop('burst', 50);
@@ -93,6 +94,29 @@ describe('QueueService: what enqueue and a worker step cost (dedicated redis-ser
     expect(popped.map((t) => [t.id, t.payload])).toEqual(
       Array.from({ length: 50 }, (_, n) => [`id-${n}`, n]),
     );
+  });
+
+  it('sends a merged batch as one call while another is in flight, as one call below 8 ids, in the order of the calls', async () => {
+    const q = 'burst-in-flight';
+    const enqueue = (from: number, count: number) =>
+      Array.from({ length: count }, (_, n) =>
+        queues.enqueue(q, `id-${from + n}`, { payload: from + n }),
+      );
+    const before = await commandCalls(probe);
+    // Two calls, sent at the end of this tick.
+    const first = enqueue(0, 50);
+    // After they were sent and before any reply can be read (that needs the event loop's I/O
+    // phase, which comes after every tick callback): one call of 50, both others in flight.
+    await new Promise<void>((resolve) => process.nextTick(resolve));
+    const second = enqueue(50, 50);
+    expect(await Promise.all([...first, ...second])).toEqual(Array.from({ length: 100 }, () => 1));
+    expect((await callsSince(probe, before)).get('evalsha')).toBe(3);
+    // Nothing in flight, 7 ids: one call.
+    const third = await commandCalls(probe);
+    expect(await Promise.all(enqueue(100, 7))).toEqual(Array.from({ length: 7 }, () => 1));
+    expect((await callsSince(probe, third)).get('evalsha')).toBe(1);
+    const popped = await queues.pop(q, 107);
+    expect(popped.map((t) => t.payload)).toEqual(Array.from({ length: 107 }, (_, n) => n));
   });
 
   it('in a merged call, a full queue refuses only the calls past its bound, and an id given twice is added once', async () => {
