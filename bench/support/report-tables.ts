@@ -374,7 +374,8 @@ const ENQUEUE_NOTE =
   'Both with their defaults: each add also writes an event (ours `enqueued`; BullMQ `added` and ' +
   "`waiting`) to the queue's capped event stream (10,000 entries for both). Each producer calls " +
   '`enqueue` / `queue.add` with one job and awaits it; ours merges the calls its producers make ' +
-  'in one tick into one script run (docs/queue.md, "Calls of one tick are merged"): hence ' +
+  'in one tick into one script run, or two (halves that alternate, so that the producers and ' +
+  'Redis work side by side; docs/queue.md, "Calls of one tick are merged"): hence ' +
   'requests/job below 1. BullMQ has no such merge for `add` (its `addBulk` takes one list from ' +
   'one caller).';
 
