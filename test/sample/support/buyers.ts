@@ -24,6 +24,7 @@ export async function buyUntilAnswered(
   sku: string,
   userId: string,
   maxAttempts = 40,
+  onAnswer?: (status: number) => void,
 ): Promise<BuyerOutcome> {
   const outcome: BuyerOutcome = { userId, statuses: [], dropped: 0 };
   for (let attempt = 0; attempt < maxAttempts; attempt++) {
@@ -38,6 +39,7 @@ export async function buyUntilAnswered(
       continue;
     }
     outcome.statuses.push(answer.status);
+    onAnswer?.(answer.status);
     if (answer.status === 202 || answer.status === 409) {
       outcome.orderId = answer.body.orderId;
       return outcome;
@@ -60,16 +62,20 @@ export async function buyUntilAnswered(
   return outcome;
 }
 
-/** `buyUntilAnswered` for every buyer, `concurrency` at a time. */
+/**
+ * `buyUntilAnswered` for every buyer, `concurrency` at a time; `onAnswer` sees the status of
+ * every HTTP answer as it comes (e.g. to act at the n-th sale while the others still buy).
+ */
 export function buyAll(
   agent: Agent,
   url: (index: number) => string,
   sku: string,
   userIds: readonly string[],
   concurrency = 100,
+  onAnswer?: (status: number) => void,
 ): Promise<BuyerOutcome[]> {
   return mapConcurrently(userIds, concurrency, (userId, i) =>
-    buyUntilAnswered(agent, () => url(i), sku, userId),
+    buyUntilAnswered(agent, () => url(i), sku, userId, undefined, onAnswer),
   );
 }
 
