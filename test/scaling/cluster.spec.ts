@@ -272,19 +272,30 @@ describe('Redis Cluster: 3 masters + 3 replicas, real redis-server processes', (
         names.map((n) => cluster.masterOfSlot(clusterKeySlot(`{${n}}`))),
       );
       expect(new Set(masters).size).toBeGreaterThan(1);
-      for (const name of names) {
-        await queues.setMaxSize(name, 50);
-        // 100 enqueues racing for a bound of 50: exactly 50 added, 50 refused.
-        const outcomes = await Promise.all(
-          Array.from({ length: 100 }, (_, i) =>
-            queues.enqueue(name, `t${i}`).then(
-              (n) => (n === 1 ? 'added' : 'other'),
-              (err: unknown) => (err instanceof QueueFullError ? 'full' : String(err)),
+      for (const name of names) await queues.setMaxSize(name, 50);
+      // 100 enqueues on each queue, all three queues in the same tick, racing for a bound of 50:
+      // exactly 50 added, 50 refused, in the order of the calls. Merged per queue: the first
+      // queue's batch goes as two calls (nothing was in flight), the others' whole (two were);
+      // the bound is checked call by call, in order, on each queue's master.
+      const perQueue = await Promise.all(
+        names.map((name) =>
+          Promise.all(
+            Array.from({ length: 100 }, (_, i) =>
+              queues.enqueue(name, `t${i}`).then(
+                (n) => (n === 1 ? 'added' : 'other'),
+                (err: unknown) => (err instanceof QueueFullError ? 'full' : String(err)),
+              ),
             ),
           ),
-        );
+        ),
+      );
+      for (const outcomes of perQueue) {
         expect(outcomes.filter((o) => o === 'added')).toHaveLength(50);
         expect(outcomes.filter((o) => o === 'full')).toHaveLength(50);
+        expect(outcomes).toEqual([
+          ...Array.from({ length: 50 }, () => 'added'),
+          ...Array.from({ length: 50 }, () => 'full'),
+        ]);
       }
       const [a] = names;
       const seen: string[] = [];
