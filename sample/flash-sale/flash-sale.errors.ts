@@ -87,6 +87,24 @@ export class OrderUnconfirmedError extends SampleError {
 }
 
 /**
+ * The sale changed between the batch's read and its write under the stock lock (its `seq` moved:
+ * the lock was lost, say Redis stalled past its TTL, and another instance sold meanwhile). Nothing
+ * was taken: HTTP 503 + `Retry-After`, and the buyer's retry buys under the lock again.
+ */
+export class SaleChangedError extends SampleError {
+  readonly kind = 'unavailable';
+
+  constructor(
+    readonly sku: string,
+    reason: string,
+  ) {
+    super(`flash sale '${sku}' changed while a batch was sold (${reason}): nothing was taken`, {
+      sku,
+    });
+  }
+}
+
+/**
  * On a Redis Cluster, a sale's write reached fewer replicas than required within the wait: a
  * failover now could lose it. Answered 503 + Retry-After (`outageOf` says Redis); the buyer's
  * retry finds their unit or buys again.

@@ -7,7 +7,7 @@ import { OrdersWorker } from './orders.worker';
 import { SaleSettler } from './sale-settler';
 import { SaleEvents } from './sale-events';
 import { SaleExistsGuard, SoldOutGuard } from './sale.guards';
-import { UnitReleaser } from './unit-releaser';
+import { SaleUnits } from './sale-units';
 import { WaitingRoomController } from './waiting-room.controller';
 
 /**
@@ -24,7 +24,7 @@ import { WaitingRoomController } from './waiting-room.controller';
     SaleExistsGuard,
     SaleSettler,
     SoldOutGuard,
-    UnitReleaser,
+    SaleUnits,
   ],
 })
 export class FlashSaleModule {}

@@ -40,7 +40,7 @@ import {
   type SaleKeys,
 } from './flash-sale-keys';
 import { OrdersRepository } from './orders.repository';
-import { UnitReleaser } from './unit-releaser';
+import { SaleUnits } from './sale-units';
 
 /**
  * The stock lock of a purchase: buyers wait up to 2 s in a first-come-first-served line (then
@@ -68,9 +68,10 @@ interface Sold {
 /**
  * The flash sale: stock and buyers of each sale live in Redis, the orders are rows in PostgreSQL
  * (`OrdersRepository`). Every change of a sale's stock runs under the lock `stock:<sku>` (the
- * controller's `@WithLock` for a new sale, batches of purchases in `buy`), so the checks and the
- * decrement can be plain commands: 10 units never become 11 orders. Writing the order, the slow
- * part, is handed to the `orders` queue (`OrdersWorker`).
+ * controller's `@WithLock` for a new sale, batches of purchases in `buy`), so the checks are plain
+ * reads and a batch's write one script (`SaleUnits.take`, which also refuses a write whose lock
+ * was lost): 10 units never become 11 orders. Writing the order, the slow part, is handed to the
+ * `orders` queue (`OrdersWorker`).
  */
 @Injectable()
 export class FlashSaleService {
@@ -79,7 +80,7 @@ export class FlashSaleService {
     private readonly queues: QueueService,
     private readonly locks: LockService,
     private readonly rows: OrdersRepository,
-    private readonly releaser: UnitReleaser,
+    private readonly units: SaleUnits,
     private readonly config: SampleConfig,
     private readonly rooms: WaitingRoomService,
   ) {}
@@ -123,8 +124,9 @@ export class FlashSaleService {
    * the worker writes a row once (none if the unit went back on sale meanwhile).
    * @returns the order id and where to follow it
    * @throws SaleNotFoundError, AlreadyBoughtError (one unit per buyer), SoldOutError,
-   *   QueueFullError (503), OrderUnconfirmedError (503), LockTimeoutError (the stock lock could
-   *   not be had within 2 s: 423)
+   *   QueueFullError (503), OrderUnconfirmedError (503), SaleChangedError (503: the stock lock
+   *   was lost before the write), LockTimeoutError (the stock lock could not be had within 2 s:
+   *   423)
    */
   async buy(sku: string, userId: string): Promise<BuyAccepted> {
     const { order, repeated } = await this.locks.withLockBatch(
@@ -299,20 +301,12 @@ export class FlashSaleService {
     if (boughtNow.size === 0) return results;
     // Past this point we write: if the lock was lost (e.g. Redis stalled beyond its TTL), another
     // buyer may be inside the critical section, so stop (`LockLostError`: the buyers get a 503
-    // and may retry).
+    // and may retry). A loss noticed only later is caught by the write (`SaleChangedError`).
     lock.signal.throwIfAborted();
     const units = [...boughtNow.values()];
-    await this.redis.exec(
-      this.redis.client
-        .multi()
-        .hincrby(k.sale, 'stock', -units.length)
-        .hincrby(k.sale, 'sold', units.length)
-        .hincrby(k.sale, 'seq', units.length)
-        .hset(k.buyers, Object.fromEntries(units.map((o) => [o.userId, JSON.stringify(o)])))
-        .hset(k.orders, Object.fromEntries(units.map((o) => [o.orderId, JSON.stringify(o)])))
-        // Every unit taken is held until it is settled: its row written, or back on sale.
-        .zadd(k.holds, ...units.flatMap((o) => [Date.parse(o.boughtAt), o.orderId])),
-    );
+    // One script, not a MULTI: ioredis may send the write again after a failover, and the script
+    // takes the batch's units once (`take-units.lua`); every unit taken is held until settled.
+    await this.units.take(sku, Number(seq), units);
     const refused = new Map<string, Error>();
     try {
       // On a Cluster or Sentinel, a sale a failover could still lose (its master not yet
@@ -326,7 +320,7 @@ export class FlashSaleService {
         if (outcome.status === 'rejected') refused.set(units[i].userId, outcome.reason as Error);
       });
       const full = units.filter((o) => refused.get(o.userId) instanceof QueueFullError);
-      await this.releaser.release(
+      await this.units.release(
         sku,
         full.map((o) => o.orderId),
       );

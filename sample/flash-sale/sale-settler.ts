@@ -9,7 +9,7 @@ import { SampleConfig } from '../config/sample-config';
 import { SampleRedis } from '../redis/sample-redis';
 import { ORDERS_QUEUE, saleKeys, salesIndexKey } from './flash-sale-keys';
 import { OrdersRepository, type OrderOutcome } from './orders.repository';
-import { UnitReleaser } from './unit-releaser';
+import { SaleUnits } from './sale-units';
 
 /** How often the held units of every sale are looked at, in ms (one instance per tick). */
 export const SETTLE_EVERY_MS = 1_000;
@@ -63,7 +63,7 @@ export class SaleSettler implements OnApplicationBootstrap, BeforeApplicationShu
     private readonly redis: SampleRedis,
     private readonly queues: QueueService,
     private readonly rows: OrdersRepository,
-    private readonly releaser: UnitReleaser,
+    private readonly units: SaleUnits,
     private readonly locks: LockService,
     private readonly config: SampleConfig,
   ) {}
@@ -143,7 +143,7 @@ export class SaleSettler implements OnApplicationBootstrap, BeforeApplicationShu
     const settledAs = (outcome: OrderOutcome) => due.filter((id) => decided.get(id) === outcome);
     const ordered = settledAs('ordered');
     if (ordered.length > 0) await this.redis.client.zrem(k.holds, ...ordered);
-    const released = await this.releaser.release(sku, settledAs('released'));
+    const released = await this.units.release(sku, settledAs('released'));
     return { ordered: ordered.length, released, inFlight: open.length - idle.length };
   }
 }

@@ -4,13 +4,19 @@ import { Logger } from '@nestjs/common';
 import request from 'supertest';
 import { LockService, QueueService } from '../../lib';
 import type { PostgresServer } from '../../scripts/postgres-server';
+import { SampleConfig } from '../../sample/config/sample-config';
 import type {
   BuyAccepted,
   Order,
   OrderRow,
+  OrderView,
   SaleStatus,
 } from '../../sample/flash-sale/flash-sale.dto';
-import { uniquePrefix, waitFor } from '../support/helpers';
+import { SaleChangedError } from '../../sample/flash-sale/flash-sale.errors';
+import { SaleUnits } from '../../sample/flash-sale/sale-units';
+import { SampleRedis } from '../../sample/redis/sample-redis';
+import { testRedisUrl, uniquePrefix, waitFor } from '../support/helpers';
+import { startReplyCuttingProxy } from '../support/reply-cutting-proxy';
 import { createDatabase, describeWithPostgres, startTestPostgres } from './support/postgres';
 import { mapConcurrently, sendJson, startSample, type RunningSample } from './support/sample-app';
 
@@ -239,6 +245,50 @@ describeWithPostgres(
       expect(again.body).toMatchObject({ orderId: 'lens-2' });
       expect(await settledStatus('lens')).toMatchObject({ stock: 0, sold: 1, orders: 1 });
     }, 30_000);
+
+    it("takes a unit once when ioredis sends the sale's write again after losing its reply (a failover), and refuses a write whose sale moved", async () => {
+      await createSale('speaker', 3);
+      // Instance c reaches Redis through a proxy that loses the reply to the sale's write and
+      // closes the connection: Redis ran it, and ioredis sends it again on the new connection (as
+      // after a master killed once its replica had the write: the promoted replica runs it twice).
+      const proxy = await startReplyCuttingProxy(testRedisUrl());
+      const c = await startSample({
+        keyPrefix: a.app.get(SampleRedis).prefix,
+        databaseUrl: a.app.get(SampleConfig).databaseUrl,
+        saleHoldMs: HOLD_MS,
+        redisUrl: proxy.url,
+      });
+      // The write's arguments: each unit's order id, then its buyer (RESP bulk strings).
+      const write = 'speaker-1\r\n$3\r\nivy\r\n';
+      try {
+        proxy.cutAfter(write);
+        const bought = await request(c.url)
+          .post('/flash-sales/speaker/buy')
+          .send({ userId: 'ivy' });
+        expect(bought.status).toBe(202);
+        expect(bought.body).toMatchObject({ orderId: 'speaker-1' });
+        expect([proxy.cuts, proxy.seen(write)]).toEqual([1, 2]);
+        // One unit taken, not two (a MULTI of HINCRBYs took two here and held one).
+        expect(await statusOf(a, 'speaker')).toMatchObject({ stock: 2, sold: 1 });
+        expect(await settledStatus('speaker')).toMatchObject({ stock: 2, sold: 1, orders: 1 });
+      } finally {
+        await c.app.close();
+        await proxy.close();
+      }
+
+      // The same batch again takes nothing; a batch numbered from a seq the sale has left (its
+      // stock lock was lost and another instance sold) is refused, nothing taken.
+      const units = a.app.get(SaleUnits);
+      const ivy = (await request(a.url).get('/orders/speaker-1').expect(200)).body as OrderView;
+      const { orderId, sku, userId, price, boughtAt } = ivy;
+      await units.take('speaker', 0, [{ orderId, sku, userId, price, boughtAt }]);
+      const stale = { orderId: 'speaker-1', sku, userId: 'jo', price, boughtAt };
+      await expect(units.take('speaker', 0, [stale])).rejects.toThrow(SaleChangedError);
+      await expect(units.take('speaker', 0, [stale])).rejects.toThrow(
+        "flash sale 'speaker' changed while a batch was sold (SALE_CHANGED the sale's seq is 1, not 0): nothing was taken",
+      );
+      expect(await statusOf(b, 'speaker')).toMatchObject({ stock: 2, sold: 1, orders: 1 });
+    });
 
     it('answers 423 Locked with Retry-After when the stock lock stays taken past the 2 s wait', async () => {
       await createSale('watch', 3);
