@@ -7,6 +7,12 @@ local token = ARGV[1]
 local flags = ARGV[3]
 if #KEYS == 4 and string.sub(flags, 3, 3) == '0' and redis.call('EXISTS', KEYS[3]) == 0 then
   if not redis.call('SET', KEYS[1], token, 'NX', 'PX', ARGV[2]) then
+    -- Held by this token: the same call run twice (resent, see acquire.lua). Granted.
+    local v = redis.call('GET', KEYS[1])
+    if v == token or v == token .. '*' then
+      local fence = string.sub(flags, 1, 1) == '1' and tonumber(redis.call('GET', KEYS[2])) or 0
+      return {1, v == token and 0 or 1, fence}
+    end
     return {0, 0, redis.call('PTTL', KEYS[1]), 0}
   end
   if string.sub(flags, 1, 1) ~= '1' then return {1, 0, 0} end

@@ -29,6 +29,10 @@
 -- fence (nextFence: TIME, SET). It is acquire-fast.lua, which comes before this file's helpers
 -- (lock-scripts.ts: fence-counter.lua, acquire-fast.lua, line.lua, hand-over.lua, this file) so
 -- that a call it answers does not set them up; it also defines `token` and `flags`, used here.
+-- A lock whose value is this call's token is granted, with the fence it has: ioredis sends a
+-- command again when its connection closed before the reply, and after a failover the promoted
+-- replica may have run the first call already. The token is fresh for every acquisition (or a
+-- line token release.lua handed the lock to), so nobody else's call can find it there.
 
 local fencingFlag = string.sub(flags, 1, 1)
 local fencing = fencingFlag == '1'
@@ -66,9 +70,10 @@ if n == 1 then
   local value, fence, line, entries = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
   local v = redis.call('GET', value)
   if v then
-    -- Already ours: release.lua handed it to this token while it waited in line.
-    if join and (v == token or v == marked) then
-      leave(line, entries)
+    -- Already ours: release.lua handed it to this token while it waited in line, or the same
+    -- call ran before.
+    if v == token or v == marked then
+      if join then leave(line, entries) end
       return {1, v == marked and 1 or 0, fencing and tonumber(redis.call('GET', fence) or '0') or 0}
     end
     -- Held: wait behind the holder, whoever is first in line (nothing in the line to read).
@@ -96,7 +101,18 @@ end
 for i = 0, n - 1 do
   local value, line, entries = KEYS[i * 4 + 1], KEYS[i * 4 + 3], KEYS[i * 4 + 4]
   local pttl = redis.call('PTTL', value)
-  if pttl ~= -2 then return blocked(i, pttl, wait and redis.call('GET', value) or nil) end
+  if pttl ~= -2 then
+    local v = redis.call('GET', value)
+    -- The first held by this token: the same call ran before (all or nothing: all are ours).
+    if i == 0 and (v == token or v == marked) then
+      local result = {1, 0}
+      for j = 0, n - 1 do
+        result[j + 3] = fencing and tonumber(redis.call('GET', KEYS[j * 4 + 2]) or '0') or 0
+      end
+      return result
+    end
+    return blocked(i, pttl, wait and v or nil)
+  end
   if respectLine and redis.call('EXISTS', line) == 1 then
     local head = liveHead(line, entries, clock())
     if head and head ~= token then return blocked(i, -2, nil) end

@@ -14,4 +14,8 @@ if st and string.sub(st, 1, #ARGV[2] + 3) == 's ' .. ARGV[2] .. ' ' then
   redis.call('HSET', KEYS[1], field, 'r ' .. ARGV[2])
   return 1
 end
+-- Started by this token: the same call ran before (ioredis sends a command again when its
+-- connection closed before the reply; after a failover the promoted replica may have run it). The
+-- token is fresh for every run, so the caller still runs the handler, once.
+if st == 'r ' .. ARGV[2] then return 1 end
 return 0
