@@ -21,17 +21,27 @@
 local token, flags = ARGV[1], ARGV[3]
 local nowMs = clock()
 local n = #KEYS / 2
+local fencing = string.sub(flags, 1, 1) == '1'
 
 for i = 0, n - 1 do
   local value = KEYS[i * 2 + 1]
   local pttl = redis.call('PTTL', value)
   if pttl ~= -2 then
-    if string.sub(flags, 2, 2) == 'm' then markWaited(value, redis.call('GET', value)) end
+    local v = redis.call('GET', value)
+    -- The first held by this token: the same call ran before (ioredis sends a command again when
+    -- its connection closed before the reply). All or nothing: all are ours, with their fences.
+    if i == 0 and (v == token or v == token .. '*') then
+      local result = {1, nowMs}
+      for j = 0, n - 1 do
+        result[j + 3] = fencing and tonumber(redis.call('GET', KEYS[j * 2 + 2]) or '0') or 0
+      end
+      return result
+    end
+    if string.sub(flags, 2, 2) == 'm' then markWaited(value, v) end
     return {0, nowMs, pttl}
   end
 end
 local result = {1, nowMs}
-local fencing = string.sub(flags, 1, 1) == '1'
 for i = 0, n - 1 do
   redis.call('SET', KEYS[i * 2 + 1], token, 'PX', ARGV[2])
   result[i + 3] = fencing and nextFence(KEYS[i * 2 + 2], ARGV[4]) or 0

@@ -55,6 +55,18 @@ for i = 0, #KEYS / 5 - 1 do
 end
 
 if rejoin == '' then return released end
+if released == 0 then
+  -- The rejoin token in place: the same call ran before (ioredis sends a command again when its
+  -- connection closed before the reply; a promoted replica may have run the first). The token is
+  -- fresh for every rejoin: answer as that run did, or as the lock's handoff to it since.
+  local v = redis.call('GET', KEYS[1])
+  if v == rejoin or v == rejoin .. '*' then
+    local fencing = string.match(ARGV[5], '^%d+:(%d)')
+    local f = fencing == '1' and tonumber(redis.call('GET', KEYS[2])) or 0
+    return {1, 2, f, clock()}
+  end
+  if redis.call('ZSCORE', KEYS[3], rejoin) then return {1, 1, 0, clock()} end
+end
 if released == 1 then
   local value, fence, line, entries = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
   local ttl, fencing = string.match(ARGV[5], '^(%d+):(%d)')

@@ -86,6 +86,7 @@ export function addFlowCall(
   keysOf: (queue: string) => QueueRedisKeys,
   eventsMaxLen: number,
   maxSize: number,
+  callId: string,
 ): { keys: string[]; args: (string | number)[]; queues: string[] } {
   const groups = new Map<string, number>();
   const keys: string[] = [];
@@ -107,7 +108,9 @@ export function addFlowCall(
         })
       : '';
     const flow =
-      n.children.length > 0 ? JSON.stringify({ c: n.children.map((c) => [c.queue, c.id]) }) : '';
+      n.children.length > 0
+        ? JSON.stringify({ c: n.children.map((c) => [c.queue, c.id]), k: callId })
+        : '';
     args.push(g, n.id, n.payload ?? '', n.opts, link, flow);
   }
   return { keys, args, queues: [...groups.keys()] };

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { RedactingLogger } from '../../redaction/redacting-logger';
 import { FlowError } from '../../errors/flow.error';
@@ -54,6 +55,8 @@ export class FlowStore {
    */
   async add(plan: FlowPlan, wait: ReplicaWait | false | undefined): Promise<FlowTaskIds> {
     const calls = flowCalls(plan, !this.host.connection.isCluster);
+    // Recorded with each parent: a call that finds its own record ran before (add-flow.lua).
+    const callId = randomUUID();
     for (let i = 0; i < calls.length; i++) {
       const nodes = calls[i];
       const { keys, args, queues } = addFlowCall(
@@ -61,6 +64,7 @@ export class FlowStore {
         (q) => this.host.keys(q),
         this.host.defaults.eventsMaxLen,
         this.host.defaults.maxSize ?? 0,
+        callId,
       );
       let reply: (string | number)[];
       try {

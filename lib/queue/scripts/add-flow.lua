@@ -15,10 +15,14 @@
 --   payload stored payload field ('' for none)
 --   opts    JSON of the task's own options ('' for none)
 --   parent  JSON {q, p, b, m, c} of the link to its parent ('' for a root)
---   flow    JSON {c = {{queue, id}, ...}} of its children ('' for a leaf)
+--   flow    JSON {c = {{queue, id}, ...}, k = call id} of its children ('' for a leaf); the call
+--           id is fresh for every enqueueFlow
 --
 -- Returns {'ok', added}, {'exists', nodeIndex} (0-based: that task exists in its queue, in any
--- state still kept) or {'full', groupIndex (0-based), size, maxSize}.
+-- state still kept) or {'full', groupIndex (0-based), size, maxSize}. A call whose first node is
+-- a parent recorded with this call's id ran before (ioredis sends a command again when its
+-- connection closed before the reply; after a failover the promoted replica may have run it):
+-- {'ok', added} again, nothing written.
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -33,7 +37,14 @@ end
 local adding = {}
 for i = 0, nodes - 1 do
   local g = groupOf(i)
-  if redis.call('HEXISTS', KEYS[g + 1], ARGV[4 + i * 6]) == 1 then return {'exists', i} end
+  if redis.call('HEXISTS', KEYS[g + 1], ARGV[4 + i * 6]) == 1 then
+    local flow = ARGV[8 + i * 6]
+    if i == 0 and flow ~= '' then
+      local stored = redis.call('HGET', KEYS[g + 11], ARGV[4 + i * 6])
+      if stored and cjson.decode(stored).k == cjson.decode(flow).k then return {'ok', nodes} end
+    end
+    return {'exists', i}
+  end
   adding[g] = (adding[g] or 0) + 1
 end
 

@@ -1,6 +1,7 @@
 -- Sliding-window rate limit: a log of what was admitted in the last `windowMs`. Admits `cost`
 -- more units when those already in the window plus `cost` stay within `limit`, so no window of
--- `windowMs` (on the Redis clock) ever admits more than `limit`. A refusal writes nothing.
+-- `windowMs` (on the Redis clock) ever admits more than `limit`. A refusal writes nothing. The
+-- same call run twice (the same id) is admitted once, and answered as admitted both times.
 --
 -- key     ZSET: member "<call id>" (cost 1) or "<call id>:<n>" -> time admitted (ms, Redis TIME,
 --         with µs)
@@ -19,18 +20,27 @@ local function slidingWindow(key, limit, window, windowArg, cost, id, now, msDig
   local used = redis.call('ZCARD', key)
   if used + cost <= limit then
     local at = msDigits .. '.' .. frac
+    local added
     if cost == 1 then
-      redis.call('ZADD', key, at, id)
+      added = redis.call('ZADD', key, 'NX', at, id)
     else
       local args = {}
       for n = 1, cost do
         args[2 * n - 1] = at
         args[2 * n] = id .. ':' .. n
       end
-      redis.call('ZADD', key, unpack(args))
+      added = redis.call('ZADD', key, 'NX', unpack(args))
     end
+    -- Nothing added: this same call ran before (see below); its entries are counted in `used`.
+    if added == 0 then return 1, limit - used, 0, window end
     redis.call('PEXPIRE', key, windowArg)
     return 1, limit - used - cost, 0, window
+  end
+  -- Admitted already: ioredis sends a command again when its connection closed before the reply,
+  -- and after a failover the promoted replica may have run the first call (whose entries may be
+  -- what fills the window now). The id is unique to the call.
+  if redis.call('ZSCORE', key, cost == 1 and id or id .. ':1') then
+    return 1, limit - used, 0, window
   end
   -- Refused: `cost` fits once the (used + cost - limit) oldest entries have left the window.
   local edge = used + cost - limit - 1
