@@ -99,7 +99,9 @@ export class RateLimiterService {
       if (refused) return new Promise((resolve) => setImmediateUnfaked(resolve, refused));
     }
     const sliding = o.algorithm === 'sliding-window';
-    const id = sliding ? `${this.idPrefix}${(this.calls++).toString(36)}` : '';
+    // Unique to the call: the script answers a second run of it as the first (ioredis may send a
+    // call again after a failover).
+    const id = `${this.idPrefix}${(this.calls++).toString(36)}`;
     // Keys of one script call must share a slot on Cluster: batches by hash tag there.
     const group = this.connection.isCluster ? (hashTagOf(redisKey) ?? redisKey) : '';
     const sentAt = performance.now();

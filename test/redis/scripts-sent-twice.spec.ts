@@ -146,6 +146,21 @@ describe('scripts sent twice (a reply lost with the connection)', () => {
     expect(await limiter.consume('once', options)).toMatchObject({ allowed: false });
   });
 
+  it('a token-bucket check run twice takes its cost once and is answered as admitted', async () => {
+    const limiter = app.get(RateLimiterService);
+    const options = { limit: 1, windowMs: 60_000, algorithm: 'token-bucket' as const };
+    // Loaded first (a NOSCRIPT answer would run nothing).
+    await limiter.consume('warm', options);
+    const key = rateLimitRedisKey(prefix, 'token-bucket', 'bucket-once');
+    const call = `${key}\r\n$1\r\nt\r\n`;
+    proxy.cutAfter(call);
+    const cutsBefore = proxy.cuts;
+    const result = await limiter.consume('bucket-once', options);
+    expect([proxy.cuts - cutsBefore, proxy.seen(call)]).toEqual([1, 2]);
+    expect(result).toMatchObject({ allowed: true, remaining: 0 });
+    expect(await limiter.consume('bucket-once', options)).toMatchObject({ allowed: false });
+  });
+
   it('a flow added by a call run twice is reported added, once, and its parent waits for its children', async () => {
     const queues = app.get(QueueService);
     // Loaded first (a NOSCRIPT answer would run nothing).

@@ -5,7 +5,7 @@
 --
 -- KEYS[i]   the key of check i: a sliding window's log or a token bucket
 -- ARGV[5i-4 .. 5i]  check i: algorithm ('s' sliding window, 't' token bucket), limit, windowMs,
---                   cost, id (sliding window: unique to the check, without ':'; else '')
+--                   cost, id (unique to the check, without ':' or spaces)
 --
 -- Returns 4 values per check: allowed (1 or 0), remaining, retryAfterMs, resetMs; or -1 and the
 -- error message, 0, 0 when the check failed.
@@ -21,7 +21,7 @@ for i = 1, #KEYS do
       ARGV[a + 3], cost, ARGV[a + 5], now, msDigits, frac)
   else
     ok, allowed, remaining, retryAfter, reset = pcall(tokenBucket, KEYS[i], limit, window, cost,
-      now, msDigits, frac)
+      ARGV[a + 5], now, msDigits, frac)
   end
   if not ok then
     local message = type(allowed) == 'table' and allowed.err or tostring(allowed)
