@@ -322,7 +322,9 @@ export class QueueService implements BeforeApplicationShutdown {
    * the module's `keepCompleted` window, else deleted with it). `waitForReplicas` (else the
    * module's `queue.waitForReplicas`) waits for replicas: fewer throw `QueueReplicationError`. Resolves `false` (and changes
    * nothing) when the lease is stale: it expired and the task was returned or claimed by someone
-   * else.
+   * else, or the task was acked already with another result. The same ack again (same lease and
+   * result, e.g. sent twice by ioredis after a failover) resolves `true` and changes nothing while
+   * the completed task is kept (`keepCompleted`).
    * @throws PayloadTooLargeError when the result's JSON is past `queue.maxResultBytes` (the lease
    *   is kept: ack again)
    */

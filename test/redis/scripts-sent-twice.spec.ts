@@ -201,6 +201,29 @@ describe('scripts sent twice (a reply lost with the connection)', () => {
     ).rejects.toThrow(FlowError);
   });
 
+  it('an ack run twice answers acked, and the task is completed once', async () => {
+    const queues = app.get(QueueService);
+    await queues.enqueue('resend-ack', 'ack-once', { payload: 1 });
+    const [task] = await queues.claim('resend-ack', 1, { leaseMs: 30_000 });
+    const call = '$3\r\nack\r\n$8\r\nack-once\r\n';
+    const cutsBefore = proxy.cuts;
+    proxy.cutAfter(call);
+    expect(await queues.ack(task, 'done')).toBe(true);
+    expect([proxy.cuts - cutsBefore, proxy.seen(call)]).toEqual([1, 2]);
+    expect(await queues.get('resend-ack', 'ack-once')).toMatchObject({
+      state: 'completed',
+      attempts: 1,
+      result: 'done',
+    });
+    // A stale lease's ack is still refused.
+    await queues.enqueue('resend-ack', 'ack-stale', { payload: 2 });
+    const [first] = await queues.claim('resend-ack', 1, { leaseMs: 30_000 });
+    expect(await queues.nack(first, { delayMs: 0 })).toBe('retried');
+    const [second] = await queues.claim('resend-ack', 1, { leaseMs: 30_000 });
+    expect(await queues.ack(second)).toBe(true);
+    expect(await queues.ack(first)).toBe(false);
+  });
+
   it('a tick start run twice still tells the instance to run the tick', async () => {
     const key = `${prefix}tick:{resend-job}`;
     const token = 'resend-token';

@@ -369,6 +369,15 @@ if settles > 0 then
           emit(KEYS[20], eventsMaxLen, 'delayed', id, 'd', ARGV[at + 4])
         end
       end
+    elseif kind == 'ack' and not seen[id] and redis.call('ZSCORE', KEYS[19], id)
+        and redis.call('HGET', KEYS[4], id) == attempt
+        and string.sub(redis.call('HGET', KEYS[21], id) or '', -#data - 1) == '|' .. data then
+      -- Completed (and kept) at this lease's attempt with this result: this same ack ran before
+      -- (ioredis sends a command again when its connection closed before the reply; a promoted
+      -- replica may have run the first). Any later lease would have counted another attempt.
+      -- Acked, nothing more.
+      seen[id] = true
+      settled = 1
     end
     result[#result + 1] = settled
   end
