@@ -10,8 +10,7 @@ if #KEYS == 4 and string.sub(flags, 3, 3) == '0' and redis.call('EXISTS', KEYS[3
     -- Held by this token: the same call run twice (resent, see acquire.lua). Granted.
     local v = redis.call('GET', KEYS[1])
     if v == token or v == token .. '*' then
-      local fence = string.sub(flags, 1, 1) == '1' and tonumber(redis.call('GET', KEYS[2])) or 0
-      return {1, v == token and 0 or 1, fence}
+      return {1, v == token and 0 or 1, string.sub(flags, 1, 1) == '1' and lastFence(KEYS[2]) or 0}
     end
     return {0, 0, redis.call('PTTL', KEYS[1]), 0}
   end

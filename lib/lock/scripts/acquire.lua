@@ -74,7 +74,7 @@ if n == 1 then
     -- call ran before.
     if v == token or v == marked then
       if join then leave(line, entries) end
-      return {1, v == marked and 1 or 0, fencing and tonumber(redis.call('GET', fence) or '0') or 0}
+      return {1, v == marked and 1 or 0, fencing and lastFence(fence) or 0}
     end
     -- Held: wait behind the holder, whoever is first in line (nothing in the line to read).
     return blocked(0, redis.call('PTTL', value), v)
@@ -107,7 +107,7 @@ for i = 0, n - 1 do
     if i == 0 and (v == token or v == marked) then
       local result = {1, 0}
       for j = 0, n - 1 do
-        result[j + 3] = fencing and tonumber(redis.call('GET', KEYS[j * 4 + 2]) or '0') or 0
+        result[j + 3] = fencing and lastFence(KEYS[j * 4 + 2]) or 0
       end
       return result
     end

@@ -16,7 +16,7 @@ if v ~= old and v ~= old .. '*' then
   -- Held by the new token: the same call ran before (ioredis sends a command again when its
   -- connection closed before the reply; after a failover the promoted replica may have run it).
   if v == ARGV[2] or v == ARGV[2] .. '*' then
-    return {1, v == ARGV[2] and 0 or 1, ARGV[4] == '1' and tonumber(redis.call('GET', fence)) or 0}
+    return {1, v == ARGV[2] and 0 or 1, ARGV[4] == '1' and lastFence(fence) or 0}
   end
   return {0}
 end

@@ -33,7 +33,7 @@ for i = 0, n - 1 do
     if i == 0 and (v == token or v == token .. '*') then
       local result = {1, nowMs}
       for j = 0, n - 1 do
-        result[j + 3] = fencing and tonumber(redis.call('GET', KEYS[j * 2 + 2]) or '0') or 0
+        result[j + 3] = fencing and lastFence(KEYS[j * 2 + 2]) or 0
       end
       return result
     end

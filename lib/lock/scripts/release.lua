@@ -62,8 +62,7 @@ if released == 0 then
   local v = redis.call('GET', KEYS[1])
   if v == rejoin or v == rejoin .. '*' then
     local fencing = string.match(ARGV[5], '^%d+:(%d)')
-    local f = fencing == '1' and tonumber(redis.call('GET', KEYS[2])) or 0
-    return {1, 2, f, clock()}
+    return {1, 2, fencing == '1' and lastFence(KEYS[2]) or 0, clock()}
   end
   if redis.call('ZSCORE', KEYS[3], rejoin) then return {1, 1, 0, clock()} end
 end

@@ -20,7 +20,7 @@ for i = 0, #KEYS / 4 - 1 do
   local status, f, pttl = 0, 0, 0
   if v == token or v == token .. '*' then
     status = 2
-    f = tonumber(redis.call('GET', fence) or '0')
+    f = lastFence(fence)
     pttl = redis.call('PTTL', value)
   elseif redis.call('ZSCORE', line, token) then
     renewEntry(line, entries, token, ARGV[i * 2 + 3], entryTtl, now)

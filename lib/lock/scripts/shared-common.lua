@@ -14,7 +14,7 @@ local now = clock()
 -- A shared grant does not increment the fence: it reports the latest exclusive grant's.
 local function currentFence(fencing)
   if fencing ~= '1' then return 0 end
-  return tonumber(redis.call('GET', fence) or '0')
+  return lastFence(fence)
 end
 
 -- Adds a shared holder (out of the line): the sentinel lives as long as the longest shared

@@ -18,6 +18,9 @@
 --                               time-micros.lua), when the script has read it already (clockMicros(),
 --                               lib/waiting/scripts/line.lua); else it is read
 --   nextFenceField(hash, field) the same for a counter kept in a hash field (no TTL of its own)
+--   lastFence(key)              the string counter's value as a number (0 when it is gone): the
+--                               fence the last grant handed out, for a grant found again (a
+--                               lock handed over while its taker waited, a call run twice)
 
 -- The next fence of the string counter `key`; a new counter lives `ttl` ms. The usual case (the
 -- clock is ahead of the counter) is TIME + one SET that also reads the old value (Redis 6.2+).
@@ -34,6 +37,11 @@ local function nextFence(key, ttl, seed)
     return f
   end
   return tonumber(now)
+end
+
+-- The fence the string counter `key` handed out last (0: none, or the counter is gone).
+local function lastFence(key)
+  return tonumber(redis.call('GET', key) or '0')
 end
 
 -- The next fence of the counter in `field` of `hash`.
