@@ -51,6 +51,18 @@ describe('scripts sent twice (a reply lost with the connection)', () => {
     redis.disconnect();
   });
 
+  /**
+   * Runs `act` with the reply to the next call carrying `call` (RESP bytes) dropped once, and
+   * checks that that call was sent twice: what `act` resolves with is the second run's answer.
+   */
+  async function sentTwice<T>(call: string, act: () => Promise<T>): Promise<T> {
+    const cutsBefore = proxy.cuts;
+    proxy.cutAfter(call);
+    const result = await act();
+    expect([proxy.cuts - cutsBefore, proxy.seen(call)]).toEqual([1, 2]);
+    return result;
+  }
+
   /** The RESP bytes of a script call's first two keys: the lock's value and fence keys. */
   function lockCall(name: string): string {
     const k = lockRedisKeys(prefix, name);
@@ -58,10 +70,9 @@ describe('scripts sent twice (a reply lost with the connection)', () => {
   }
 
   it('an uncontended acquire run twice is granted, with a fence, and the lock holds its token', async () => {
-    const cutsBefore = proxy.cuts;
-    proxy.cutAfter(lockCall('fast'));
-    const lock = await locks.tryAcquire('fast', { fencing: true });
-    expect([proxy.cuts - cutsBefore, proxy.seen(lockCall('fast'))]).toEqual([1, 2]);
+    const lock = await sentTwice(lockCall('fast'), () =>
+      locks.tryAcquire('fast', { fencing: true }),
+    );
     expect(lock).not.toBeNull();
     expect(lock!.fence).toBeGreaterThan(0);
     expect(await redis.get(lockRedisKeys(prefix, 'fast').value)).toMatch(/^[^*]+$/);
@@ -71,10 +82,9 @@ describe('scripts sent twice (a reply lost with the connection)', () => {
 
   it('a multi-key acquire run twice is granted and holds every lock', async () => {
     const names = ['multi-a{t}', 'multi-b{t}'];
-    const cutsBefore = proxy.cuts;
-    proxy.cutAfter(lockCall(names[0]));
-    const lock = await locks.tryAcquire(names, { fencing: true });
-    expect([proxy.cuts - cutsBefore, proxy.seen(lockCall(names[0]))]).toEqual([1, 2]);
+    const lock = await sentTwice(lockCall(names[0]), () =>
+      locks.tryAcquire(names, { fencing: true }),
+    );
     expect(lock).not.toBeNull();
     expect(await locks.tryAcquire(names[1])).toBeNull();
     expect(await lock!.release()).toBe(true);
@@ -85,11 +95,10 @@ describe('scripts sent twice (a reply lost with the connection)', () => {
     const first = await locks.acquire('handoff', { fencing: true });
     const next = locks.acquire('handoff', { fencing: true, waitMs: 5_000 });
     await waitForLocalWaiters(locks, 'handoff', 1);
-    const cutsBefore = proxy.cuts;
-    proxy.cutAfter(lockCall('handoff'));
-    await first.release();
-    const second = await next;
-    expect([proxy.cuts - cutsBefore, proxy.seen(lockCall('handoff'))]).toEqual([1, 2]);
+    const second = await sentTwice(lockCall('handoff'), async () => {
+      await first.release();
+      return next;
+    });
     expect(second.fence).toBeGreaterThan(first.fence!);
     expect(await second.release()).toBe(true);
     expect(await redis.exists(lockRedisKeys(prefix, 'handoff').value)).toBe(0);
@@ -117,11 +126,10 @@ describe('scripts sent twice (a reply lost with the connection)', () => {
       const secondLock = await second;
       const third = mine.acquire('rejoin', { fencing: true, waitMs: 10_000 });
       await waitForLocalWaiters(mine, 'rejoin', 1);
-      const cutsBefore = proxy.cuts;
-      proxy.cutAfter(lockCall('rejoin'));
-      await secondLock.release();
-      const theirLock = await theirs;
-      expect([proxy.cuts - cutsBefore, proxy.seen(lockCall('rejoin'))]).toEqual([1, 2]);
+      const theirLock = await sentTwice(lockCall('rejoin'), async () => {
+        await secondLock.release();
+        return theirs;
+      });
       expect(theirLock.fence).toBeGreaterThan(secondLock.fence!);
       await theirLock.release();
       const thirdLock = await third;
@@ -133,36 +141,27 @@ describe('scripts sent twice (a reply lost with the connection)', () => {
     }
   });
 
-  it('a sliding-window check run twice is admitted once and answered as admitted', async () => {
-    const limiter = app.get(RateLimiterService);
-    const options = { limit: 1, windowMs: 60_000 };
-    // Loaded first (a NOSCRIPT answer would run nothing).
-    await limiter.consume('warm', options);
-    const key = rateLimitRedisKey(prefix, 'sliding-window', 'once');
-    const call = `${key}\r\n$1\r\ns\r\n`;
-    proxy.cutAfter(call);
-    const cutsBefore = proxy.cuts;
-    const result = await limiter.consume('once', options);
-    expect([proxy.cuts - cutsBefore, proxy.seen(call)]).toEqual([1, 2]);
-    expect(result).toMatchObject({ allowed: true, remaining: 0 });
-    expect(await redis.zcard(key)).toBe(1);
-    expect(await limiter.consume('once', options)).toMatchObject({ allowed: false });
-  });
-
-  it('a token-bucket check run twice takes its cost once and is answered as admitted', async () => {
-    const limiter = app.get(RateLimiterService);
-    const options = { limit: 1, windowMs: 60_000, algorithm: 'token-bucket' as const };
-    // Loaded first (a NOSCRIPT answer would run nothing).
-    await limiter.consume('warm', options);
-    const key = rateLimitRedisKey(prefix, 'token-bucket', 'bucket-once');
-    const call = `${key}\r\n$1\r\nt\r\n`;
-    proxy.cutAfter(call);
-    const cutsBefore = proxy.cuts;
-    const result = await limiter.consume('bucket-once', options);
-    expect([proxy.cuts - cutsBefore, proxy.seen(call)]).toEqual([1, 2]);
-    expect(result).toMatchObject({ allowed: true, remaining: 0 });
-    expect(await limiter.consume('bucket-once', options)).toMatchObject({ allowed: false });
-  });
+  it.each([
+    ['sliding-window', 's'],
+    ['token-bucket', 't'],
+  ] as const)(
+    'a %s check run twice counts once and is answered as admitted',
+    async (algorithm, code) => {
+      const limiter = app.get(RateLimiterService);
+      const options = { limit: 1, windowMs: 60_000, algorithm };
+      // Loaded first (a NOSCRIPT answer would run nothing).
+      await limiter.consume('warm', options);
+      const name = `once-${algorithm}`;
+      const key = rateLimitRedisKey(prefix, algorithm, name);
+      const result = await sentTwice(`${key}\r\n$1\r\n${code}\r\n`, () =>
+        limiter.consume(name, options),
+      );
+      expect(result).toMatchObject({ allowed: true, remaining: 0 });
+      // The window's log holds the call once.
+      if (algorithm === 'sliding-window') expect(await redis.zcard(key)).toBe(1);
+      expect(await limiter.consume(name, options)).toMatchObject({ allowed: false });
+    },
+  );
 
   it('a flow added by a call run twice is reported added, once, and its parent waits for its children', async () => {
     const queues = app.get(QueueService);
@@ -172,16 +171,15 @@ describe('scripts sent twice (a reply lost with the connection)', () => {
       id: 'warm',
       children: [{ queue: 'resend-flow', id: 'warm-child' }],
     });
-    const call = 'resend-root-payload';
-    proxy.cutAfter(call);
-    const cutsBefore = proxy.cuts;
-    const ids = await queues.enqueueFlow({
-      queue: 'resend-flow',
-      id: 'root',
-      payload: call,
-      children: [{ queue: 'resend-flow', id: 'child' }],
-    });
-    expect([proxy.cuts - cutsBefore, proxy.seen(call)]).toEqual([1, 2]);
+    const payload = 'resend-root-payload';
+    const ids = await sentTwice(payload, () =>
+      queues.enqueueFlow({
+        queue: 'resend-flow',
+        id: 'root',
+        payload,
+        children: [{ queue: 'resend-flow', id: 'child' }],
+      }),
+    );
     expect(ids).toEqual({
       queue: 'resend-flow',
       id: 'root',
@@ -205,11 +203,8 @@ describe('scripts sent twice (a reply lost with the connection)', () => {
     const queues = app.get(QueueService);
     await queues.enqueue('resend-ack', 'ack-once', { payload: 1 });
     const [task] = await queues.claim('resend-ack', 1, { leaseMs: 30_000 });
-    const call = '$3\r\nack\r\n$8\r\nack-once\r\n';
-    const cutsBefore = proxy.cuts;
-    proxy.cutAfter(call);
-    expect(await queues.ack(task, 'done')).toBe(true);
-    expect([proxy.cuts - cutsBefore, proxy.seen(call)]).toEqual([1, 2]);
+    const ack = '$3\r\nack\r\n$8\r\nack-once\r\n';
+    expect(await sentTwice(ack, () => queues.ack(task, 'done'))).toBe(true);
     expect(await queues.get('resend-ack', 'ack-once')).toMatchObject({
       state: 'completed',
       attempts: 1,
