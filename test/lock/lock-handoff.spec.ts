@@ -2,7 +2,9 @@ import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
 import type { Redis } from 'ioredis';
 import { LockService } from '../../lib';
+import { LOCK_SCRIPTS } from '../../lib/lock/lock-scripts';
 import { lockRedisKeys } from '../../lib/lock/lock-keys';
+import { acquireFlags, LINE_ENTRY_TTL_MS } from '../../lib/lock/lock-store';
 import {
   commandCalls,
   createLockApp,
@@ -125,5 +127,34 @@ describe('LockService handoff and fairness', () => {
     const barger = await holder.acquire('unfair', { fair: false });
     expect(await barger.isHeld()).toBe(true);
     await barger.release();
+  });
+
+  it("a newcomer leaves an existing line's expiry as it is; a waiter checking again renews it", async () => {
+    const k = lockRedisKeys(prefix, 'expiry');
+    // What a waiting acquire of the lock sends (fair, fenced, waits in line).
+    const stand = (token: string) =>
+      LOCK_SCRIPTS.acquire.run(
+        redis,
+        [k.value, k.fence, k.line, k.entries],
+        [token, 10_000, acquireFlags(true, true, 'line'), LINE_ENTRY_TTL_MS, 60_000],
+      );
+    const ttls = async () => [await redis.pttl(k.line), await redis.pttl(k.entries)];
+    const keep = 2 * LINE_ENTRY_TTL_MS;
+    await redis.set(k.value, 'holder', 'PX', 60_000);
+    // The first waiter makes the line: it lives twice an entry's TTL.
+    expect(await stand('first')).toEqual([0, expect.any(Number), expect.any(Number), 1]);
+    for (const ttl of await ttls()) expect(ttl).toBeGreaterThan(keep - 1_000);
+    await redis.pexpire(k.line, 600_000);
+    await redis.pexpire(k.entries, 600_000);
+    // A newcomer to it: behind the first, with an entry, and the line's expiry untouched.
+    expect(await stand('second')).toEqual([0, expect.any(Number), expect.any(Number), 2]);
+    expect(await redis.zrange(k.line, 0, -1)).toEqual(['first', 'second']);
+    expect(await redis.hget(k.entries, 'second')).toMatch(/^\d+:10000:1:h$/);
+    for (const ttl of await ttls()) expect(ttl).toBeGreaterThan(keep * 10);
+    // The first checking again keeps its place and renews the line (a shared waiter's renewal).
+    expect(await stand('first')).toEqual([0, expect.any(Number), expect.any(Number), 2]);
+    expect(await redis.zrange(k.line, 0, -1)).toEqual(['first', 'second']);
+    for (const ttl of await ttls()) expect(ttl).toBeLessThanOrEqual(keep);
+    await redis.del(k.value, k.line, k.entries, k.fence);
   });
 });
