@@ -17,9 +17,11 @@ export function editorLockKey(editor: string): string {
 export interface DeskKeys {
   /** HASH: editor → JSON of the leased task they hold. */
   holders: string;
-  /** HASH: task id → the editor who submitted it. */
-  submittedBy: string;
-  /** HASH: task id → how many times it was submitted (1; more would be a bug). */
+  /**
+   * HASH: `<attempt>:<task id>` → the editor who submitted that lease of the task. One field per
+   * acked lease, written again unchanged when a write runs twice (ioredis resends a command whose
+   * reply was lost), so a task's fields count its submissions: 1, more would be a bug.
+   */
   submissions: string;
 }
 
@@ -28,7 +30,6 @@ export function deskKeys(prefix: string): DeskKeys {
   const base = `${prefix}{desk}`;
   return {
     holders: `${base}:holders`,
-    submittedBy: `${base}:submitted-by`,
     submissions: `${base}:submissions`,
   };
 }

@@ -64,7 +64,9 @@ export class TaskDeskService {
   /**
    * Finishes the editor's task (acks the lease), then forgets that the editor holds it. Runs
    * under the lock `editor:<editor>`. When the ack fails (e.g. a Redis timeout), the editor
-   * still holds the task and may submit again while the lease runs.
+   * still holds the task and may submit again while the lease runs (an ack of the same lease
+   * sent again answers true). The submission is recorded per lease (`<attempt>:<task id>`), so a
+   * write sent twice (ioredis resends a command whose reply was lost) counts once.
    * @throws NoTaskHeldError when the editor holds none; LeaseLostError when the lease ran out
    *   and the task was handed out again
    */
@@ -81,8 +83,7 @@ export class TaskDeskService {
       this.redis.client
         .multi()
         .hdel(this.keys.holders, editor)
-        .hset(this.keys.submittedBy, held.id, editor)
-        .hincrby(this.keys.submissions, held.id, 1),
+        .hset(this.keys.submissions, `${held.attempt}:${held.id}`, editor),
     );
     return { editor, taskId: held.id, attempt: held.attempt };
   }
@@ -96,14 +97,15 @@ export class TaskDeskService {
         this.redis.client
           .multi()
           .hgetall(this.keys.holders)
-          .hgetall(this.keys.submittedBy)
           .hgetall(this.keys.submissions),
       ),
     ]);
-    const [holders, submittedBy, submissions] = replies as Record<string, string>[];
+    const [holders, submissions] = replies as Record<string, string>[];
     const submitted: DeskStatus['submitted'] = {};
-    for (const [taskId, by] of Object.entries(submittedBy)) {
-      submitted[taskId] = { by, times: Number(submissions[taskId] ?? 0) };
+    for (const [field, by] of Object.entries(submissions)) {
+      // `<attempt>:<task id>`: the attempt is digits, so the first ':' ends it.
+      const taskId = field.slice(field.indexOf(':') + 1);
+      submitted[taskId] = { by, times: (submitted[taskId]?.times ?? 0) + 1 };
     }
     return {
       pool,

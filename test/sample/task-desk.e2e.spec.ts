@@ -3,8 +3,10 @@ import { Agent } from 'node:http';
 import { Logger } from '@nestjs/common';
 import request from 'supertest';
 import { QueueService } from '../../lib';
+import { SampleRedis } from '../../sample/redis/sample-redis';
 import type { DeskStatus, DeskTask, NextTaskResult } from '../../sample/task-desk/task-desk.dto';
-import { uniquePrefix, waitFor, queueStats } from '../support/helpers';
+import { queueStats, testRedisUrl, uniquePrefix, waitFor } from '../support/helpers';
+import { startReplyCuttingProxy } from '../support/reply-cutting-proxy';
 import { sendJson, startSample, type RunningSample } from './support/sample-app';
 
 /** Short enough to watch a lease run out in a test, long enough for one edit on a busy machine. */
@@ -176,6 +178,39 @@ describe('sample: task desk on two app instances sharing one Redis', () => {
     expect(again.status).toBe(200);
     expect(again.body.task).toMatchObject({ id: 'memo', attempt: 2 });
     expect((await submit(a, 'finn')).status).toBe(200);
+  });
+
+  it('counts a submit once when ioredis sends its write again after losing the reply (a failover)', async () => {
+    await request(a.url)
+      .post('/tasks')
+      .send({ ids: ['memo'] })
+      .expect(201);
+    // Instance c reaches Redis through a proxy that loses the reply to the submit's write and
+    // closes the connection: Redis ran it, and ioredis sends it again on the new connection (as
+    // after a master killed once its replica had the write: the promoted replica runs it twice).
+    const proxy = await startReplyCuttingProxy(testRedisUrl());
+    const c = await startSample({
+      keyPrefix: a.app.get(SampleRedis).prefix,
+      deskLeaseMs: 10_000,
+      redisUrl: proxy.url,
+    });
+    // The write's record of the submitted task, by dora (RESP bulk strings).
+    const write = 'memo\r\n$4\r\ndora\r\n';
+    try {
+      const taken = await next(c, 'dora');
+      expect(taken.body.task).toMatchObject({ id: 'memo', attempt: 1 });
+      proxy.cutAfter(write);
+      const done = await submit(c, 'dora');
+      expect(done).toMatchObject({ status: 200, body: { editor: 'dora', taskId: 'memo' } });
+      expect([proxy.cuts, proxy.seen(write)]).toEqual([1, 2]);
+    } finally {
+      await c.app.close();
+      await proxy.close();
+    }
+    const after = await desk();
+    expect(after.submitted).toEqual({ memo: { by: 'dora', times: 1 } });
+    expect(after.holders).toEqual([]);
+    expect(after.pool).toMatchObject(queueStats());
   });
 });
 
