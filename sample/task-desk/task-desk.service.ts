@@ -94,10 +94,7 @@ export class TaskDeskService {
       this.queues.stats(DESK_QUEUE),
       this.redis.now(),
       this.redis.exec(
-        this.redis.client
-          .multi()
-          .hgetall(this.keys.holders)
-          .hgetall(this.keys.submissions),
+        this.redis.client.multi().hgetall(this.keys.holders).hgetall(this.keys.submissions),
       ),
     ]);
     const [holders, submissions] = replies as Record<string, string>[];
