@@ -2,6 +2,7 @@ import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
 import { Cluster } from 'ioredis';
 import {
+  FlowError,
   QueueFullError,
   QueueService,
   type FlowNode,
@@ -14,6 +15,8 @@ import { clusterKeySlot } from '../../lib/redis/cluster-slot';
 import { killSpawnedChildren } from '../support/child';
 import { createLockApp, uniquePrefix, waitFor } from '../support/helpers';
 import { startRedisCluster, type RedisClusterProcesses } from '../support/redis-cluster';
+import { NODE_HOST } from '../support/redis-node';
+import { startReplyCuttingProxy } from '../support/reply-cutting-proxy';
 
 describe('QueueService.enqueueFlow on a Redis Cluster (3 masters + 3 replicas)', () => {
   const prefix = uniquePrefix('cluster-flows');
@@ -232,5 +235,59 @@ describe('QueueService.enqueueFlow on a Redis Cluster (3 masters + 3 replicas)',
     // Cancelling the parent cancels the child that was written.
     expect(await queues.cancel(a, 'cut')).toBe('cancelled');
     expect(await state(b, 'cut-b')).toBe('cancelled');
+  }, 60_000);
+  it("across slots, a later call sent twice (its reply lost, as in a failover) is not taken for someone else's tasks", async () => {
+    const [a, b] = apart;
+    // A second instance reaches the master of b's slot through a proxy (ioredis' natMap) that
+    // loses the reply to the flow's call there and closes the connection: the master ran it, and
+    // the Cluster client sends it again (as a promoted replica that had its writes would run it).
+    const port = await cluster.masterOfSlot(clusterKeySlot(`{${b}}`));
+    const proxy = await startReplyCuttingProxy(`redis://${NODE_HOST}:${port}`);
+    const via = new URL(proxy.url);
+    const proxied = await createLockApp({
+      redis: {
+        cluster: cluster.startupNodes,
+        options: {
+          natMap: { [`${NODE_HOST}:${port}`]: { host: via.hostname, port: Number(via.port) } },
+        },
+      },
+      keyPrefix: prefix,
+      commandTimeoutMs: 2_000,
+    });
+    // The call in b's slot: its first node is a leaf (RESP bulk string of its id).
+    const call = '$8\r\nresent-b\r\n';
+    try {
+      // A flow first, so that b's master has the script and the cut call is an EVALSHA that runs
+      // (a NOSCRIPT answer would run nothing).
+      await proxied.get(QueueService).enqueueFlow({
+        queue: a,
+        id: 'warm',
+        children: [{ queue: b, id: 'warm-b' }],
+      });
+      proxy.cutAfter(call);
+      await proxied.get(QueueService).enqueueFlow({
+        queue: a,
+        id: 'resent',
+        children: [
+          { queue: b, id: 'resent-b' },
+          { queue: b, id: 'resent-b2' },
+        ],
+      });
+      expect([proxy.cuts, proxy.seen(call)]).toEqual([1, 2]);
+    } finally {
+      await proxied.close();
+      await proxy.close();
+    }
+    // Written once, whole, and waiting (before: a FlowError, the flow cancelled).
+    expect(await queues.get(a, 'resent')).toMatchObject({
+      state: 'waiting-children',
+      children: { total: 2, completed: 0, failed: 0 },
+    });
+    expect(await state(b, 'resent-b')).toBe('ready');
+    expect(await state(b, 'resent-b2')).toBe('ready');
+    // Another call with the same ids is still refused: the id is this call's alone.
+    await expect(
+      queues.enqueueFlow({ queue: a, id: 'other', children: [{ queue: b, id: 'resent-b' }] }),
+    ).rejects.toBeInstanceOf(FlowError);
   }, 60_000);
 });

@@ -98,6 +98,9 @@ export function addFlowCall(
       groups.set(n.queue, g);
       keys.push(...addFlowKeys(keysOf(n.queue)));
     }
+    // The call id goes with the first node's record (a parent's flow record, else a leaf's link
+    // to its parent), where a call run twice finds it (add-flow.lua).
+    const first = n === nodes[0] && n.children.length === 0;
     const link = n.parent
       ? JSON.stringify({
           q: n.parent.queue,
@@ -105,6 +108,7 @@ export function addFlowCall(
           b: keyBase(keysOf(n.parent.queue)),
           m: n.parent.mode,
           c: n.name,
+          ...(first ? { k: callId } : {}),
         })
       : '';
     const flow =

@@ -14,15 +14,16 @@
 --   id
 --   payload stored payload field ('' for none)
 --   opts    JSON of the task's own options ('' for none)
---   parent  JSON {q, p, b, m, c} of the link to its parent ('' for a root)
+--   parent  JSON {q, p, b, m, c} of the link to its parent ('' for a root); the first node of
+--           the call, when it is a leaf, has k = the call id too
 --   flow    JSON {c = {{queue, id}, ...}, k = call id} of its children ('' for a leaf); the call
 --           id is fresh for every enqueueFlow
 --
 -- Returns {'ok', added}, {'exists', nodeIndex} (0-based: that task exists in its queue, in any
 -- state still kept) or {'full', groupIndex (0-based), size, maxSize}. A call whose first node is
--- a parent recorded with this call's id ran before (ioredis sends a command again when its
--- connection closed before the reply; after a failover the promoted replica may have run it):
--- {'ok', added} again, nothing written.
+-- recorded with this call's id (a parent's flow record, a leaf's link to its parent) ran before
+-- (ioredis sends a command again when its connection closed before the reply; after a failover
+-- the promoted replica may have run it): {'ok', added} again, nothing written.
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -34,15 +35,20 @@ local function groupOf(i)
   return 1 + (tonumber(ARGV[3 + i * 6]) - 1) * G
 end
 
+-- Whether the first node (of group g) is stored with this call's id: this call ran before.
+local function ranBefore(g)
+  local mine, hash = ARGV[8], KEYS[g + 11]
+  if mine == '' then mine, hash = ARGV[7], KEYS[g + 12] end
+  if mine == '' then return false end
+  local stored = redis.call('HGET', hash, ARGV[4])
+  return stored and cjson.decode(stored).k == cjson.decode(mine).k
+end
+
 local adding = {}
 for i = 0, nodes - 1 do
   local g = groupOf(i)
   if redis.call('HEXISTS', KEYS[g + 1], ARGV[4 + i * 6]) == 1 then
-    local flow = ARGV[8 + i * 6]
-    if i == 0 and flow ~= '' then
-      local stored = redis.call('HGET', KEYS[g + 11], ARGV[4 + i * 6])
-      if stored and cjson.decode(stored).k == cjson.decode(flow).k then return {'ok', nodes} end
-    end
+    if i == 0 and ranBefore(g) then return {'ok', nodes} end
     return {'exists', i}
   end
   adding[g] = (adding[g] or 0) + 1
