@@ -236,6 +236,7 @@ describe('QueueService.enqueueFlow on a Redis Cluster (3 masters + 3 replicas)',
     expect(await queues.cancel(a, 'cut')).toBe('cancelled');
     expect(await state(b, 'cut-b')).toBe('cancelled');
   }, 60_000);
+
   it("across slots, a later call sent twice (its reply lost, as in a failover) is not taken for someone else's tasks", async () => {
     const [a, b] = apart;
     // A second instance reaches the master of b's slot through a proxy (ioredis' natMap) that
