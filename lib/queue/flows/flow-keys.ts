@@ -98,9 +98,10 @@ export function addFlowCall(
       groups.set(n.queue, g);
       keys.push(...addFlowKeys(keysOf(n.queue)));
     }
-    // The call id goes with the first node's record (a parent's flow record, else a leaf's link
-    // to its parent), where a call run twice finds it (add-flow.lua).
-    const first = n === nodes[0] && n.children.length === 0;
+    // The call's first node carries the call id in its record (a parent's flow record, else a
+    // leaf's link to its parent), where a call run twice finds it (add-flow.lua).
+    const callMark = n === nodes[0] ? { k: callId } : {};
+    const leaf = n.children.length === 0;
     const link = n.parent
       ? JSON.stringify({
           q: n.parent.queue,
@@ -108,13 +109,12 @@ export function addFlowCall(
           b: keyBase(keysOf(n.parent.queue)),
           m: n.parent.mode,
           c: n.name,
-          ...(first ? { k: callId } : {}),
+          ...(leaf ? callMark : {}),
         })
       : '';
-    const flow =
-      n.children.length > 0
-        ? JSON.stringify({ c: n.children.map((c) => [c.queue, c.id]), k: callId })
-        : '';
+    const flow = leaf
+      ? ''
+      : JSON.stringify({ c: n.children.map((c) => [c.queue, c.id]), ...callMark });
     args.push(g, n.id, n.payload ?? '', n.opts, link, flow);
   }
   return { keys, args, queues: [...groups.keys()] };

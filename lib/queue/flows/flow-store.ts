@@ -55,7 +55,8 @@ export class FlowStore {
    */
   async add(plan: FlowPlan, wait: ReplicaWait | false | undefined): Promise<FlowTaskIds> {
     const calls = flowCalls(plan, !this.host.connection.isCluster);
-    // Recorded with each parent: a call that finds its own record ran before (add-flow.lua).
+    // Recorded with the first node of each call: a call that finds it there ran before
+    // (add-flow.lua).
     const callId = randomUUID();
     for (let i = 0; i < calls.length; i++) {
       const nodes = calls[i];

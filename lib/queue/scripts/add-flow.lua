@@ -14,10 +14,10 @@
 --   id
 --   payload stored payload field ('' for none)
 --   opts    JSON of the task's own options ('' for none)
---   parent  JSON {q, p, b, m, c} of the link to its parent ('' for a root); the first node of
---           the call, when it is a leaf, has k = the call id too
---   flow    JSON {c = {{queue, id}, ...}, k = call id} of its children ('' for a leaf); the call
---           id is fresh for every enqueueFlow
+--   parent  JSON {q, p, b, m, c} of the link to its parent ('' for a root)
+--   flow    JSON {c = {{queue, id}, ...}} of its children ('' for a leaf)
+--   The first node of the call has k = the call id (fresh for every enqueueFlow) in its flow,
+--   or in its parent link when it is a leaf.
 --
 -- Returns {'ok', added}, {'exists', nodeIndex} (0-based: that task exists in its queue, in any
 -- state still kept) or {'full', groupIndex (0-based), size, maxSize}. A call whose first node is
