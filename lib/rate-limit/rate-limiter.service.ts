@@ -53,7 +53,10 @@ interface Denied {
  */
 @Injectable()
 export class RateLimiterService {
-  /** This process's part of the ids that keep the members of a sliding window distinct. */
+  /**
+   * This process's part of the ids of its checks: a sliding window's members, and what either
+   * algorithm recognises a check sent twice by.
+   */
   private readonly idPrefix = randomBytes(6).toString('base64url');
   private calls = 0;
   private readonly batcher = new TickBatcher<Check, RateLimitResult>(

@@ -94,6 +94,15 @@ describe('RateLimiterService.consume', () => {
     expect(ttl).toBeLessThanOrEqual(7_000);
   });
 
+  it('token bucket: a bucket stored without a call id (by an older version) is read as before', async () => {
+    const o: RateLimitOptions = { limit: 7, windowMs: 7_000, algorithm: 'token-bucket' };
+    const key = `${prefix}bucket:{api:old}`;
+    await redis.set(key, `3 ${await redisTimeMs(redis)}`, 'PX', 7_000);
+    expect(await limiter().consume('api:old', o)).toMatchObject({ allowed: true, remaining: 2 });
+    // Written back with this call's id as a third field.
+    expect((await redis.get(key))!.split(' ')).toHaveLength(3);
+  });
+
   it('takes a changed limit at once, on every instance, without resetting what was counted', async () => {
     const windowMs = 60_000;
     for (let i = 0; i < 5; i++) await limiters[i % 4].consume('plan:acme', { limit: 10, windowMs });
