@@ -199,6 +199,25 @@ describe('scripts sent twice (a reply lost with the connection)', () => {
     ).rejects.toThrow(FlowError);
   });
 
+  it('a one-task flow added by a call run twice is reported added, once, and waits as a plain task', async () => {
+    const queues = app.get(QueueService);
+    // Loaded first (a NOSCRIPT answer would run nothing).
+    await queues.enqueueFlow({ queue: 'resend-flow', id: 'warm-single' });
+    const payload = 'resend-single-payload';
+    const ids = await sentTwice(payload, () =>
+      queues.enqueueFlow({ queue: 'resend-flow', id: 'single', payload }),
+    );
+    expect(ids).toEqual({ queue: 'resend-flow', id: 'single' });
+    const task = await queues.get('resend-flow', 'single');
+    expect(task).toMatchObject({ state: 'ready', payload });
+    // Its record only marks the call: no children are reported.
+    expect(task).not.toHaveProperty('children');
+    // A second enqueueFlow of the same task is still refused.
+    await expect(queues.enqueueFlow({ queue: 'resend-flow', id: 'single' })).rejects.toThrow(
+      FlowError,
+    );
+  });
+
   it('an ack run twice answers acked, and the task is completed once', async () => {
     const queues = app.get(QueueService);
     await queues.enqueue('resend-ack', 'ack-once', { payload: 1 });

@@ -99,9 +99,13 @@ export function addFlowCall(
       keys.push(...addFlowKeys(keysOf(n.queue)));
     }
     // The call's first node carries the call id in its record (a parent's flow record, else a
-    // leaf's link to its parent), where a call run twice finds it (add-flow.lua).
-    const callMark = n === nodes[0] ? { k: callId } : {};
+    // leaf's link to its parent), where a call run twice finds it (add-flow.lua). A flow of one
+    // task (a root without children) has neither: its root gets a flow record with no children,
+    // which only marks the call (readers take it for no record: `parseFlowRecord`).
+    const first = n === nodes[0];
+    const callMark = first ? { k: callId } : {};
     const leaf = n.children.length === 0;
+    const marksCall = first && leaf && !n.parent;
     const link = n.parent
       ? JSON.stringify({
           q: n.parent.queue,
@@ -112,9 +116,10 @@ export function addFlowCall(
           ...(leaf ? callMark : {}),
         })
       : '';
-    const flow = leaf
-      ? ''
-      : JSON.stringify({ c: n.children.map((c) => [c.queue, c.id]), ...callMark });
+    const flow =
+      leaf && !marksCall
+        ? ''
+        : JSON.stringify({ c: n.children.map((c) => [c.queue, c.id]), ...callMark });
     args.push(g, n.id, n.payload ?? '', n.opts, link, flow);
   }
   return { keys, args, queues: [...groups.keys()] };
@@ -127,10 +132,14 @@ export interface FlowRecord {
   outcomes?: Record<string, string>;
 }
 
-/** Parses a stored flow record (undefined when there is none). */
+/**
+ * Parses a stored flow record (undefined when there is none, or when it has no children: the
+ * record of a one-task flow's root only marks the call that added it, `addFlowCall`).
+ */
 export function parseFlowRecord(json: string | null | undefined): FlowRecord | undefined {
   if (!json) return undefined;
   const f = JSON.parse(json) as { c: [string, string][]; r?: Record<string, string> | [] };
+  if (f.c.length === 0) return undefined;
   return {
     children: f.c.map(([queue, id]) => ({ queue, id })),
     // cjson writes an empty table as {} — or [] when it was decoded from one: both mean none.

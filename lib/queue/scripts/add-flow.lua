@@ -15,9 +15,10 @@
 --   payload stored payload field ('' for none)
 --   opts    JSON of the task's own options ('' for none)
 --   parent  JSON {q, p, b, m, c} of the link to its parent ('' for a root)
---   flow    JSON {c = {{queue, id}, ...}} of its children ('' for a leaf)
+--   flow    JSON {c = {{queue, id}, ...}} of its children ('' for a leaf; c empty for the root
+--           of a one-task flow: a leaf whose record only carries k)
 --   The first node of the call has k = the call id (fresh for every enqueueFlow) in its flow,
---   or in its parent link when it is a leaf.
+--   or in its parent link when it is a leaf with a parent.
 --
 -- Returns {'ok', added}, {'exists', nodeIndex} (0-based: that task exists in its queue, in any
 -- state still kept) or {'full', groupIndex (0-based), size, maxSize}. A call whose first node is
@@ -74,9 +75,13 @@ for i = 0, nodes - 1 do
   if ARGV[a + 2] ~= '' then redis.call('HSET', KEYS[g + 2], id, ARGV[a + 2]) end
   if ARGV[a + 3] ~= '' then redis.call('HSET', KEYS[g + 3], id, ARGV[a + 3]) end
   if ARGV[a + 4] ~= '' then redis.call('HSET', KEYS[g + 12], id, ARGV[a + 4]) end
+  local children = 0
   if ARGV[a + 5] ~= '' then
     redis.call('HSET', KEYS[g + 11], id, ARGV[a + 5])
-    redis.call('ZADD', KEYS[g + 10], #cjson.decode(ARGV[a + 5]).c, id)
+    children = #cjson.decode(ARGV[a + 5]).c
+  end
+  if children > 0 then
+    redis.call('ZADD', KEYS[g + 10], children, id)
     emit(KEYS[g + 4], maxLen, 'waiting-children', id)
   else
     redis.call('ZADD', KEYS[g], now, id)
