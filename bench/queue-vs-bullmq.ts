@@ -9,14 +9,21 @@
  * per measure the medians, the ratio of the medians and the ratio of each round (ours ÷ BullMQ
  * for jobs/s, BullMQ ÷ ours for CPU). Both run in this Node process: JIT-warm after round 1.
  *
+ * `--callgrind`: each run's redis-server runs under valgrind's callgrind instead, and what is
+ * printed is the server's user-space instructions per job (from the first job handled to the
+ * last; the fill before a drain left out). Counts the machine's load does not move: the drains of
+ * both libraries are bound by Redis's one core, so their ratio is the ratio of their throughput
+ * on an idle machine (bench/README.md). About 30× slower: use `--jobs 5000 --rounds 1`.
+ *
  *   node -r ts-node/register/transpile-only bench/queue-vs-bullmq.ts [--jobs 20000] [--rounds 6]
- *     [--concurrency 10,50]
+ *     [--concurrency 10,50] [--callgrind]
  */
 import 'reflect-metadata';
 import type { QueueAdapter, QueueLibrary } from './adapters/queue-adapter';
 import { queueLibrary } from './adapters/queue-libraries';
 import { startRedisServer } from '../scripts/redis-server';
 import { median } from './support/bench-stats';
+import { callgrindServer } from './support/callgrind-server';
 import { CpuMeter } from './support/cpu-meter';
 import { numberArg } from './support/script-args';
 
@@ -28,6 +35,8 @@ const CONCURRENCIES = (concurrencyArg > 0 ? process.argv[concurrencyArg + 1] : '
   .split(',')
   .map(Number);
 
+const CALLGRIND = process.argv.includes('--callgrind');
+
 const LIBRARIES: readonly QueueLibrary[] = [queueLibrary('ours-leased'), queueLibrary('bullmq')];
 
 interface Run {
@@ -35,24 +44,34 @@ interface Run {
   cpuUsPerJob: number;
 }
 
-/** Runs `work` (handling `JOBS` jobs) on `library` set up on a new redis-server; measures it. */
+/**
+ * Runs `work` (handling `JOBS` jobs) on `library` set up on a new redis-server; measures it:
+ * jobs/s and CPU µs per job, or with `--callgrind` the server's instructions per job in the place
+ * of the CPU (no rate: valgrind sets the pace).
+ */
 async function measure(
   library: QueueLibrary,
   prepare: (adapter: QueueAdapter) => Promise<void>,
   work: (adapter: QueueAdapter) => Promise<(() => Promise<void>) | void>,
 ): Promise<Run> {
-  const server = await startRedisServer();
+  const counter = CALLGRIND ? await callgrindServer() : undefined;
+  const server = counter ?? (await startRedisServer());
   try {
     const adapter = await library.create(server.url);
     try {
       await prepare(adapter);
-      const meter = await CpuMeter.start(server.url);
+      counter?.zero();
+      const meter = counter ? undefined : await CpuMeter.start(server.url);
       const started = performance.now();
       const stop = await work(adapter);
       const ms = performance.now() - started;
-      const { clientUs, redisUs } = await meter.stop();
+      const spent = counter ? counter.instructions() : await meter!.stop();
       if (stop) await stop();
-      return { jobsPerSec: (JOBS / ms) * 1000, cpuUsPerJob: (clientUs + redisUs) / JOBS };
+      if (typeof spent === 'number') return { jobsPerSec: NaN, cpuUsPerJob: spent / JOBS };
+      return {
+        jobsPerSec: (JOBS / ms) * 1000,
+        cpuUsPerJob: (spent.clientUs + spent.redisUs) / JOBS,
+      };
     } finally {
       await adapter.close();
     }
@@ -96,19 +115,31 @@ async function main(): Promise<void> {
         const key = `${m} ${library.id}`;
         runs.set(key, [...(runs.get(key) ?? []), run]);
         console.log(
-          `round ${round + 1} ${key}: ${Math.round(run.jobsPerSec)} jobs/s, ` +
-            `${run.cpuUsPerJob.toFixed(1)} µs CPU/job`,
+          CALLGRIND
+            ? `round ${round + 1} ${key}: ${Math.round(run.cpuUsPerJob)} Redis instructions/job`
+            : `round ${round + 1} ${key}: ${Math.round(run.jobsPerSec)} jobs/s, ` +
+                `${run.cpuUsPerJob.toFixed(1)} µs CPU/job`,
         );
       }
     }
   }
   const [ours, bullmq] = LIBRARIES.map((l) => l.id);
-  console.log(`\n${JOBS} jobs per run, ${ROUNDS} rounds, each run on a new redis-server`);
+  console.log(
+    `\n${JOBS} jobs per run, ${ROUNDS} rounds, each run on a new redis-server` +
+      (CALLGRIND ? ' under callgrind' : ''),
+  );
   for (const m of measures) {
     const a = runs.get(`${m} ${ours}`)!;
     const b = runs.get(`${m} ${bullmq}`)!;
     const rate = (r: Run[]) => median(r.map((x) => x.jobsPerSec));
     const cpu = (r: Run[]) => median(r.map((x) => x.cpuUsPerJob));
+    if (CALLGRIND) {
+      console.log(
+        `${m}: Redis instructions/job ${Math.round(cpu(a))} vs ${Math.round(cpu(b))} = ` +
+          `${(cpu(b) / cpu(a)).toFixed(2)}× less`,
+      );
+      continue;
+    }
     const perRound = a.map((x, i) => (x.jobsPerSec / b[i].jobsPerSec).toFixed(2)).join(', ');
     console.log(
       `${m}: jobs/s ${Math.round(rate(a))} vs ${Math.round(rate(b))} = ` +
