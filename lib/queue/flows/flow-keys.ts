@@ -105,7 +105,6 @@ export function addFlowCall(
     const first = n === nodes[0];
     const callMark = first ? { k: callId } : {};
     const leaf = n.children.length === 0;
-    const marksCall = first && leaf && !n.parent;
     const link = n.parent
       ? JSON.stringify({
           q: n.parent.queue,
@@ -117,9 +116,9 @@ export function addFlowCall(
         })
       : '';
     const flow =
-      leaf && !marksCall
-        ? ''
-        : JSON.stringify({ c: n.children.map((c) => [c.queue, c.id]), ...callMark });
+      !leaf || (first && !n.parent)
+        ? JSON.stringify({ c: n.children.map((c) => [c.queue, c.id]), ...callMark })
+        : '';
     args.push(g, n.id, n.payload ?? '', n.opts, link, flow);
   }
   return { keys, args, queues: [...groups.keys()] };
