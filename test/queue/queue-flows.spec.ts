@@ -13,6 +13,7 @@ import {
   type QueueWorkerHandle,
   type RunningTask,
 } from '../../lib';
+import { queueRedisKeys } from '../../lib/queue/queue-keys';
 import { createLockApp, redisClient, uniquePrefix, waitFor } from '../support/helpers';
 
 describe('QueueService.enqueueFlow', () => {
@@ -125,6 +126,31 @@ describe('QueueService.enqueueFlow', () => {
       completed: 3,
       failed: 0,
     });
+  });
+
+  it('a flow of one task runs as a plain task, and the record that marks its call goes with it', async () => {
+    const [solo] = names('solo');
+    expect(await queues.enqueueFlow({ queue: solo, id: 's1', payload: { n: 1 } })).toEqual({
+      queue: solo,
+      id: 's1',
+    });
+    // The record of its call, with no children (add-flow.lua finds a call sent twice by it).
+    const flowKey = queueRedisKeys(prefix, solo).flow;
+    expect(JSON.parse((await redis.hget(flowKey, 's1'))!)).toMatchObject({ c: [] });
+    expect(await queues.get(solo, 's1')).toMatchObject({ state: 'ready', payload: { n: 1 } });
+    const seen: unknown[] = [];
+    work(solo, async (task) => {
+      seen.push(await task.childResults(), await task.childFailures());
+      return 'done';
+    });
+    await waitFor('the task', async () => (await state(solo, 's1')) === 'completed');
+    expect(seen).toEqual([{}, []]);
+    const done = await queues.get(solo, 's1');
+    expect(done).toMatchObject({ state: 'completed', result: 'done' });
+    expect(done).not.toHaveProperty('children');
+    // Forgotten with the task.
+    expect(await queues.remove(solo, 's1')).toBe(true);
+    expect(await redis.hexists(flowKey, 's1')).toBe(0);
   });
 
   it('runs a tree 3 levels deep bottom-up, over queues of one tag and not', async () => {
