@@ -392,14 +392,18 @@ describe('QueueService workers', () => {
       let closed: Promise<void> | undefined;
       try {
         const release = deferred();
+        let started = false;
         let done = false;
         closing.get(QueueService).process(q, async () => {
+          started = true;
           await release.promise;
           await sleep(50);
           done = true;
         });
         await queues.enqueue(q, 'drain');
-        await waitFor('running', async () => (await queues.stats(q)).leased === 1);
+        // The handler itself, not only the lease: a task leased but not yet started when close
+        // begins is given back unstarted (the claim's reply was still on its way).
+        await waitFor('running', () => started);
         closed = closing.close();
         release.resolve();
         await closed;
