@@ -112,9 +112,21 @@ describe(`Fault: crashing holders (${processes} processes, SIGKILL of the holder
     }
     timeline.sort((a, b) => a.fence - b.fence);
     let longestGap = 0;
+    let gapAt = 0;
     for (let i = 1; i < timeline.length; i++) {
-      longestGap = Math.max(longestGap, timeline[i].entered - timeline[i - 1].left);
+      const gap = timeline[i].entered - timeline[i - 1].left;
+      if (gap > longestGap) [longestGap, gapAt] = [gap, i];
     }
+    // Where the longest gap was (reported, for a failure's diagnosis): the fences around it, and
+    // how long after the last kill before its end it began.
+    const before = gapAt > 0 ? timeline[gapAt - 1] : undefined;
+    const lastKill = kills.filter((kill) => kill.at <= (timeline[gapAt]?.entered ?? 0)).pop();
+    const gapWhere = before
+      ? `longest gap after fence ${before.fence}${exits[before.fence] ? '' : ' (never left)'}, ` +
+        (lastKill
+          ? `began ${before.left - lastKill.at} ms after the ${lastKill.heldAtKill ? 'holder' : 'waiter'} kill before it`
+          : 'before any kill')
+      : 'no gap';
     // Each kill's own cost: from the kill to the next section entered after it.
     const costOf = (kill: (typeof kills)[number]) => {
       const next = timeline.find((s) => s.fence > kill.fence && s.entered >= kill.at);
@@ -135,7 +147,8 @@ describe(`Fault: crashing holders (${processes} processes, SIGKILL of the holder
         `SIGKILLs of the holder + ${kills.filter((x) => !x.heldAtKill).length} of a process that ` +
         `had just released (a waiter in line); longest kill-to-next-section ` +
         `${Math.max(...costs)} ms for a holder, ` +
-        `${waiterCosts.length ? Math.max(...waiterCosts) : 0} ms for a waiter (bound ${MAX_GAP_MS} ms)`,
+        `${waiterCosts.length ? Math.max(...waiterCosts) : 0} ms for a waiter (bound ${MAX_GAP_MS} ms); ` +
+        gapWhere,
     });
 
     // Every process ran until it was killed or told to stop.
