@@ -23,36 +23,25 @@ end
 -- Numbers reach Redis as strings made with '%d' (integers): a plain number argument or
 -- concatenation formats it with '%.14g', which costs the server several times more.
 
--- Writes the entry of `token` ("deadlineMs:<spec>"), live until `now` + `entryTtl` ms.
-local function writeEntry(entries, token, spec, entryTtl, now)
-  redis.call('HSET', entries, token, string.format('%d:%s', now + entryTtl, spec))
-end
-
--- writeEntry, and the line lives on for twice `entryTtl`: it lives as long as someone renews it.
+-- Writes the entry of `token` ("deadlineMs:<spec>"), live until `now` + `entryTtl` ms; the line
+-- lives as long as someone renews it.
 local function renewEntry(line, entries, token, spec, entryTtl, now)
-  writeEntry(entries, token, spec, entryTtl, now)
+  redis.call('HSET', entries, token, string.format('%d:%s', now + entryTtl, spec))
   local keep = string.format('%d', entryTtl * 2)
   redis.call('PEXPIRE', line, keep)
   redis.call('PEXPIRE', entries, keep)
 end
 
 -- Puts `token` at the end of `line` with its entry (see renewEntry). Score = last score + 1:
--- strict arrival order, independent of clocks; NX keeps the place of a waiter only checking again,
--- and that check renews the line. A newcomer to a line that exists leaves the line's expiry as it
--- is (two commands fewer on each join of a busy line): every process waiting in it renews it each
--- LINE_RENEW_MS (renew.lua, or its check again) to twice an entry's TTL, and so will the
--- newcomer's. Line and entries are written and expire together, so an existing line has its
--- entries hash, with the same expiry. Only a line whose every waiter stopped renewing can expire
--- before the newcomer's first renewal; that renewal finds the token out of line and the process
--- joins again, as after any dropped entry.
+-- strict arrival order, independent of clocks; NX keeps the place of a waiter only checking again.
+-- Every join renews the line's expiry, a newcomer's too: on a busy lock each waiter may get the
+-- lock before its first renewal (LINE_RENEW_MS), so the joins alone keep the line alive (left to
+-- the renewals, it expired under the waiters every 6 s: their entries vanished, and a check again
+-- that crossed the renewal finding it gone left an old entry at the head for an entry's TTL).
 local function joinLine(line, entries, token, spec, entryTtl, now)
   local last = redis.call('ZRANGE', line, '-1', '-1', 'WITHSCORES')[2]
-  local added = redis.call('ZADD', line, 'NX', string.format('%d', (tonumber(last) or 0) + 1), token)
-  if last and added == 1 then
-    writeEntry(entries, token, spec, entryTtl, now)
-  else
-    renewEntry(line, entries, token, spec, entryTtl, now)
-  end
+  redis.call('ZADD', line, 'NX', string.format('%d', (tonumber(last) or 0) + 1), token)
+  renewEntry(line, entries, token, spec, entryTtl, now)
 end
 
 -- The first waiter in `line` whose entry is still live at `now` (ms), its entry, and whether
