@@ -101,6 +101,13 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
    * the lock on before that reply comes; the cohort decides its next step only when none is.
    */
   private inFlight = 0;
+  /** Checks again sent with the line token (`recheck`). */
+  private checksSent = 0;
+  /**
+   * `checksSent` when the heartbeat took `entry()`: a check sent after the renewal ran after it in
+   * Redis (one connection), so its reply, not the renewal's status, tells where the entry stands.
+   */
+  private checksAtRenewal = 0;
   private localHandoffs = 0;
   private othersWaiting = false;
   private unlisten?: () => void;
@@ -176,7 +183,7 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
   async release(lock: Lock): Promise<boolean> {
     if (this.holder !== lock) return this.host.store.release([this.key], lock.token);
     this.holder = undefined;
-    clearTimeout(this.holderTimer);
+    this.unwatchHolder();
     this.inFlight++;
     try {
       let token = lock.token;
@@ -239,7 +246,7 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
    */
   async close(reason: unknown): Promise<void> {
     this.closed = true;
-    clearTimeout(this.holderTimer);
+    this.unwatchHolder();
     this.line?.rejectAll(reason);
     const token = this.lineToken;
     this.leaveLineLocally();
@@ -261,7 +268,7 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
   lost(lock: Lock): void {
     if (this.holder !== lock) return;
     this.holder = undefined;
-    clearTimeout(this.holderTimer);
+    this.unwatchHolder();
     this.drive();
   }
 
@@ -269,6 +276,7 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
   entry(): LineEntry | undefined {
     const first = this.line?.first();
     if (!this.lineToken || !first || this.busy) return undefined;
+    this.checksAtRenewal = this.checksSent;
     return { key: this.key, token: this.lineToken, spec: entrySpec(first.options) };
   }
 
@@ -277,7 +285,7 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
    * (as an attempt of theirs would), instead of waiting through the outage
    */
   onRenewFailed(entry: LineEntry, err: unknown): void {
-    if (entry.token !== this.lineToken || this.busy) return;
+    if (!this.renewalCurrent(entry)) return;
     this.leaveLineLocally();
     this.line?.rejectAll(err);
     this.drive();
@@ -285,7 +293,9 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
 
   /** @internal what the heartbeat found */
   onRenewed(entry: LineEntry, status: LineStatus): void {
-    if (entry.token !== this.lineToken || this.busy) return;
+    // A stale 'gone' (a check again put the entry back since) would leave that entry in the line,
+    // unrenewed, ahead of this process's new one: everybody behind it would wait for its deadline.
+    if (!this.renewalCurrent(entry)) return;
     if (status.state === 'gone') {
       // Our entry lapsed (frozen or cut off for longer than its deadline): queue again.
       this.leaveLineLocally();
@@ -297,6 +307,11 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
       // The holder let the lock lapse (crashed, frozen): the first in line takes it now.
       void this.recheck();
     }
+  }
+
+  /** What the renewal of `entry` found still holds: nothing was sent for the entry since. */
+  private renewalCurrent(entry: LineEntry): boolean {
+    return entry.token === this.lineToken && !this.busy && this.checksSent === this.checksAtRenewal;
   }
 
   private async tryFirst(o: ResolvedLockOptions, started: number): Promise<Obtained> {
@@ -402,6 +417,7 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
       return;
     }
     this.recheckPending = false;
+    this.checksSent++;
     let attempt: LockAttempt | undefined;
     try {
       attempt = await this.roundTrip(() =>
@@ -586,6 +602,15 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
     this.holderTimer.unref();
   }
 
+  /**
+   * Stops the watch of `watchHolder`. The timer is forgotten too: a cleared one left in place
+   * would keep every later holder of the cohort unwatched.
+   */
+  private unwatchHolder(): void {
+    clearTimeout(this.holderTimer);
+    this.holderTimer = undefined;
+  }
+
   /** Runs `work` (round trips for the cohort) as in flight: see `inFlight`. */
   private async roundTrip<T>(work: () => Promise<T>): Promise<T> {
     this.inFlight++;
@@ -618,7 +643,7 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
   private dispose(): void {
     if (!this.idle || this.disposed) return;
     this.disposed = true;
-    clearTimeout(this.holderTimer);
+    this.unwatchHolder();
     this.leaveLineLocally();
     this.unlisten?.();
     this.unlisten = undefined;

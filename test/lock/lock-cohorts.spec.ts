@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
 import type { ChildProcess } from 'node:child_process';
 import type { Redis } from 'ioredis';
-import { FencedStore, LockService } from '../../lib';
+import { FencedStore, LockService, type Lock } from '../../lib';
 import { lockRedisKeys } from '../../lib/lock/lock-keys';
 import { exited, lineFrom, spawnTs } from '../support/child';
 import {
@@ -195,13 +195,17 @@ describe('LockService local cohorts', () => {
   it('a SIGKILLed process, holding or waiting, does not stall the others beyond one TTL and entry deadline', async () => {
     const prefix = uniquePrefix('cohort-kill');
     const env = { CALLERS: '8', SECTIONS: '12', SECTION_MS: '5', TTL_MS: '1000', MAX_LOCAL: '4' };
+    const go = `${prefix}go`;
     const victim = child(prefix, { ...env, TAG: 'victim', SECTIONS: '1000' });
-    const others = ['s1', 's2'].map((tag) => child(prefix, { ...env, TAG: tag }));
-    await waitFor(
-      'the victim to run sections',
-      async () => (await redis.lrange(`${prefix}log`, 0, -1)).some((l) => l.includes(' victim ')),
-      30_000,
-    );
+    const others = ['s1', 's2'].map((tag) => child(prefix, { ...env, TAG: tag, GO_KEY: go }));
+    const ran = (tags: RegExp) => async () =>
+      (await redis.lrange(`${prefix}log`, 0, -1)).some((l) => tags.test(l));
+    await waitFor('the victim to run sections', ran(/ victim /), 30_000);
+    // The others start once the victim runs (a child that starts slowly on a loaded machine
+    // must not find them done), and it is killed as soon as they contend with it.
+    await Promise.all(others.map((c) => lineFrom(c, /^started$/, 60_000)));
+    await redis.set(go, '1');
+    await waitFor('a section of the others', ran(/ s[12] /), 30_000);
     victim.kill('SIGKILL');
     await exited(victim);
     const killedAt = Date.now();
@@ -354,6 +358,24 @@ describe('LockService local cohorts', () => {
     } finally {
       await other.close();
     }
+  });
+
+  it('a local holder that lets its lock run out stops holding up the callers behind it at its TTL, also after a local handoff', async () => {
+    const prefix = uniquePrefix('cohort-lapse');
+    await start(prefix);
+    const held = (locks as unknown as { held: Iterable<Lock> }).held;
+    // The first holder, with a caller waiting behind it, passes the lock on locally.
+    const first = await locks.acquire('lapse', { ttlMs: 30_000 });
+    const second = locks.acquire('lapse', { waitMs: 10_000, ttlMs: 300 });
+    await waitForLocalWaiters(locks, 'lapse', 1);
+    await first.release();
+    // Its receiver never releases. The next caller gets the lock once that TTL ran out, through
+    // the cohort's watch of its holder: the sweep of locks that ran out (every 5 s), which would
+    // also free it, has not dropped the lapsed lock from what the instance holds.
+    const lapsed = await second;
+    const third = await locks.acquire('lapse', { waitMs: 4_000 });
+    expect([...held]).toContain(lapsed);
+    await third.release();
   });
 
   it('a wake-up crossing the message that hands the lock over: the process takes it once and stays out of the line while it holds', async () => {
