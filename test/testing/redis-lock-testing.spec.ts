@@ -167,6 +167,25 @@ describe('RedisLockTestingModule (real timers)', () => {
     expect(server.connectedClients).toBe(0);
   });
 
+  it('stops the expiry clock while a script runs, as Redis 7 does: a key read as live is not written back without its TTL', async () => {
+    const server = new MemoryRedisServer();
+    // Loads the Lua engine first (the first script is slow to start).
+    server.execute('eval', ['return 1', '0']);
+    server.execute('set', ['k', 'v', 'PX', '20']);
+    // Reads the key, waits (on TIME) until its TTL has run out, then marks it keeping the TTL.
+    const script = `
+      local v = redis.call('GET', KEYS[1])
+      local t = redis.call('TIME')
+      local till = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + 40
+      repeat t = redis.call('TIME') until tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) >= till
+      redis.call('SET', KEYS[1], v .. '*', 'KEEPTTL')
+      return redis.call('PTTL', KEYS[1])`;
+    // For the script the key is still live, with what was left of its TTL at its start.
+    expect(server.execute('eval', [script, '1', 'k'])).toBeGreaterThan(0);
+    // It ran out in the script: gone now, not kept for good (PTTL -1).
+    expect(server.execute('exists', ['k'])).toBe(0);
+  });
+
   it('without advance, runUntilIdle polls real time and ignores delayed tasks', async () => {
     const moduleRef = await Test.createTestingModule({
       imports: [RedisLockTestingModule.forRoot()],

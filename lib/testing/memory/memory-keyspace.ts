@@ -46,7 +46,8 @@ const EMPTY: { [T in TypeName]: () => ValueTypes[T] } = {
 
 /**
  * The keys of the in-memory Redis. A key past its expiry is gone at the next access (Redis's
- * lazy expiry; its active expiry only frees memory). The clock is `Date.now()`.
+ * lazy expiry; its active expiry only frees memory). The clock is `Date.now()`, stopped while a
+ * script runs (`frozen`).
  */
 export class MemoryKeyspace {
   private readonly entries = new Map<string, Entry>();
@@ -56,8 +57,27 @@ export class MemoryKeyspace {
   /** The millisecond of the last `time()`, and how many µs of it were handed out. */
   private readonly lastTime = { ms: -1, us: 0 };
 
+  /** While a script runs: the time its keys expire by (see `frozen`). */
+  private frozenAt?: number;
+
+  /** The time keys expire by: `Date.now()`, or the start of the script running. */
   now(): number {
-    return Date.now();
+    return this.frozenAt ?? Date.now();
+  }
+
+  /**
+   * Runs `fn` (a script) with the clock of key expiry stopped at its start, as Redis 7 does: a key
+   * a script read as live stays live until it ends. Else a `SET ... KEEPTTL` on a key that ran
+   * out between the script's `GET` and that `SET` wrote it without a TTL, for good.
+   */
+  frozen<T>(fn: () => T): T {
+    const outer = this.frozenAt;
+    this.frozenAt ??= Date.now();
+    try {
+      return fn();
+    } finally {
+      this.frozenAt = outer;
+    }
   }
 
   /**
@@ -68,7 +88,8 @@ export class MemoryKeyspace {
    * its slower path). Counted per in-memory server, as each Redis has its own clock.
    */
   time(): [string, string] {
-    const ms = this.now();
+    // The real clock, also in a script (Redis's TIME is not frozen).
+    const ms = Date.now();
     if (this.lastTime.ms !== ms) {
       this.lastTime.ms = ms;
       this.lastTime.us = 0;

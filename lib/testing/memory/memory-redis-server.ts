@@ -56,7 +56,8 @@ function patternMatches(pattern: string, channel: string): boolean {
  * One Redis in the test process: keys, scripts (the library's own Lua, run by `LuaEngine`),
  * pub/sub and blocking reads, for the clients (`MemoryRedis`) made on it. Single-threaded like
  * Redis: each command and each script runs to its end before the next. Time is `Date.now()`,
- * so Jest's fake timers move TTLs and TIME. Holds no timer or socket of its own.
+ * so Jest's fake timers move TTLs and TIME; key expiry stands still while a script runs, as in
+ * Redis 7. Holds no timer or socket of its own.
  */
 export class MemoryRedisServer {
   readonly keys = new MemoryKeyspace();
@@ -149,11 +150,13 @@ export class MemoryRedisServer {
     const sha = name === 'eval' ? this.lua().load(body) : body.toLowerCase();
     if (name === 'evalsha' && !this.engine?.has(sha))
       throw new MemoryReplyError('NOSCRIPT No matching script. Please use EVAL.');
-    return this.lua().run(sha, rest.slice(0, n), rest.slice(n), (command) => {
-      if (command.length === 0)
-        throw commandError('Please specify at least one argument for this redis lib call');
-      return this.dispatch(command[0].toLowerCase(), command.slice(1), true);
-    });
+    return this.keys.frozen(() =>
+      this.lua().run(sha, rest.slice(0, n), rest.slice(n), (command) => {
+        if (command.length === 0)
+          throw commandError('Please specify at least one argument for this redis lib call');
+        return this.dispatch(command[0].toLowerCase(), command.slice(1), true);
+      }),
+    );
   }
 
   // ------------------------------------------------------------------ blocking reads
