@@ -2,9 +2,8 @@ import 'reflect-metadata';
 import type { ChildProcess } from 'node:child_process';
 import type { INestApplicationContext } from '@nestjs/common';
 import { FencedStore, LockService } from '../../lib';
-import { exited, spawnTs } from '../support/child';
+import { exited, linesOf, spawnTs } from '../support/child';
 import { createLockApp, testRedisUrl, uniquePrefix, waitFor } from '../support/helpers';
-import { ChildLines } from './support/child-lines';
 import { reportFaults } from './support/fault-report';
 import { PROFILE, PROFILE_NAME } from './support/profile';
 
@@ -47,7 +46,7 @@ describe(`Fault: frozen holder and fencing (SIGSTOP past the TTL, profile ${PROF
       TTL_MS: String(ttlMs),
       ROUNDS: String(rounds),
     });
-    const out = new ChildLines(child);
+    const out = linesOf(child);
     let cursor = 0;
     let longest = 0;
     let ourWrites = 0;

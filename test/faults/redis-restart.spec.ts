@@ -3,10 +3,10 @@ import type { ChildProcess } from 'node:child_process';
 import type { INestApplicationContext } from '@nestjs/common';
 import { Redis } from 'ioredis';
 import { QueueService } from '../../lib';
-import { exited, spawnTs } from '../support/child';
+import { exited, linesOf, spawnTs } from '../support/child';
+import type { ChildLines } from '../support/child-lines';
 import { createLockApp, sleep, uniquePrefix, waitFor, waitForLine } from '../support/helpers';
 import { startRedisServer, type RedisServer } from '../support/redis-server';
-import { ChildLines } from './support/child-lines';
 import { reportFaults } from './support/fault-report';
 import { PROFILE, PROFILE_NAME } from './support/profile';
 
@@ -64,7 +64,7 @@ describe(`Fault: Redis restart under held locks and idle workers (profile ${PROF
       COMMAND_TIMEOUT_MS: String(commandTimeoutMs),
       HOLDER_TTL_MS: '1500',
     });
-    out = new ChildLines(child);
+    out = linesOf(child);
     await out.next(/^ready$/, 0, 60_000);
     await queues.enqueue(queue, 'warm-up');
     await out.next(/^handled warm-up$/);

@@ -225,7 +225,10 @@ describe('LockService', () => {
     it('forgets locks that ran out unreleased (a TTL used as a throttle does not grow memory)', async () => {
       const held = (locks as unknown as { held: Set<Lock> }).held;
       const throttles = () => [...held].filter((l) => l.keys[0].startsWith('throttle-')).length;
-      for (let i = 0; i < 20; i++) await locks.acquire(`throttle-${i}`, { ttlMs: 50 });
+      // A TTL longer than the 20 acquisitions take, even on a loaded machine: the sweep (every
+      // 5 s, already running for this file's other locks) must not find one run out before the
+      // count below.
+      for (let i = 0; i < 20; i++) await locks.acquire(`throttle-${i}`, { ttlMs: 2_000 });
       expect(throttles()).toBe(20);
       await waitFor('the expired locks to be dropped', async () => throttles() === 0, 15_000);
       expect(await locks.isHeld('throttle-0')).toBe(false);

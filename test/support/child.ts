@@ -1,10 +1,31 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { resolve } from 'node:path';
+import { ChildLines } from './child-lines';
 
 const ROOT = resolve(__dirname, '..', '..');
 
 /** Children started by `spawnTs` that have not exited yet. */
 const spawned = new Set<ChildProcess>();
+
+/** Every child's output, kept from its start, and how far `lineFrom` has read it. */
+const outputs = new WeakMap<ChildProcess, { lines: ChildLines; read: number }>();
+
+/**
+ * The stdout lines (and stderr) of `child`, kept from its start when `spawnTs` started it: a line
+ * printed before a test asks for it, or by a child that exited since, is not lost.
+ */
+export function linesOf(child: ChildProcess): ChildLines {
+  return outputOf(child).lines;
+}
+
+function outputOf(child: ChildProcess): { lines: ChildLines; read: number } {
+  let output = outputs.get(child);
+  if (!output) {
+    output = { lines: new ChildLines(child), read: 0 };
+    outputs.set(child, output);
+  }
+  return output;
+}
 
 /**
  * Starts a TypeScript file (e.g. a fixture under test/fixtures/) as a separate Node process,
@@ -27,6 +48,7 @@ export function spawnTs(
     },
   );
   spawned.add(child);
+  outputOf(child);
   child.once('exit', () => spawned.delete(child));
   return child;
 }
@@ -54,44 +76,19 @@ export function exited(child: ChildProcess): Promise<number | string> {
   });
 }
 
-/** Resolves with the first stdout line of `child` that matches `pattern`. */
-export function lineFrom(
+/**
+ * Resolves with the first stdout line of `child` after those earlier calls returned that matches
+ * `pattern` (lines printed before the call count: see `linesOf`); rejects with the child's stderr
+ * when it exits first or after `timeoutMs`.
+ */
+export async function lineFrom(
   child: ChildProcess,
   pattern: RegExp,
   timeoutMs = 15_000,
 ): Promise<string> {
-  return new Promise((resolvePromise, reject) => {
-    let buffer = '';
-    let stderr = '';
-    const timer = setTimeout(() => {
-      cleanup();
-      reject(new Error(`no line matching ${pattern} within ${timeoutMs} ms; stderr:\n${stderr}`));
-    }, timeoutMs);
-    const onErr = (chunk: Buffer) => (stderr += chunk.toString());
-    const onData = (chunk: Buffer) => {
-      buffer += chunk.toString();
-      const lines = buffer.split('\n');
-      buffer = lines.pop() ?? '';
-      const hit = lines.find((l) => pattern.test(l));
-      if (hit !== undefined) {
-        cleanup();
-        resolvePromise(hit);
-      }
-    };
-    const onExit = (code: number | null) => {
-      cleanup();
-      reject(
-        new Error(`process exited (${code}) before a line matching ${pattern}; stderr:\n${stderr}`),
-      );
-    };
-    const cleanup = () => {
-      clearTimeout(timer);
-      child.stdout?.off('data', onData);
-      child.stderr?.off('data', onErr);
-      child.off('exit', onExit);
-    };
-    child.stdout?.on('data', onData);
-    child.stderr?.on('data', onErr);
-    child.once('exit', onExit);
-  });
+  const output = outputOf(child);
+  const from = output.read;
+  const hit = await output.lines.next(pattern, from, timeoutMs);
+  output.read = Math.max(output.read, output.lines.lines.indexOf(hit, from) + 1);
+  return hit.text;
 }
