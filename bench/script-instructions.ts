@@ -47,11 +47,11 @@ const minimalAcquire = (extra: string) =>
   `if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {0} end ${extra} ` +
   'return {1, 0, 0}';
 
-const lockKeys = (k: string) => [k, 'lock-fence', `${k}:line`, `${k}:entries`];
+const lockKeys = (k: string) => [k, 'lock-fence'];
 const library = {
   acquireKeys: lockKeys,
-  acquireArgs: ['10000', '110h', '3000', '3600000'],
-  releaseKeys: (k: string) => [...lockKeys(k), `${k}:released`],
+  acquireArgs: ['10000', '110h', '3600000'],
+  releaseKeys: lockKeys,
   releaseArgs: ['0', '3600000'],
 };
 const minimal = {

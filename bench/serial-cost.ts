@@ -17,7 +17,7 @@ import Redis from 'ioredis';
 import { LockService } from '../lib';
 import { lockRedisKeys } from '../lib/lock/lock-keys';
 import { LOCK_SCRIPTS } from '../lib/lock/lock-scripts';
-import { acquireFlags, acquireKeys, LINE_ENTRY_TTL_MS, releaseKeys } from '../lib/lock/lock-store';
+import { acquireFlags, lockScriptKeys } from '../lib/lock/lock-store';
 import { startRedisServer } from '../scripts/redis-server';
 import { RedisLockConnection } from '../lib/redis/redis-connection';
 import { oursApp } from './adapters/ours-app';
@@ -81,14 +81,13 @@ async function main(): Promise<void> {
         pair: async (key) => {
           const keys = [lockRedisKeys(o.keyPrefix, key)];
           const t = token();
-          await LOCK_SCRIPTS.acquire.run(client, acquireKeys(keys), [
+          await LOCK_SCRIPTS.acquire.run(client, lockScriptKeys(keys), [
             t,
             o.ttlMs,
             flags,
-            LINE_ENTRY_TTL_MS,
             fenceTtlMs,
           ]);
-          await LOCK_SCRIPTS.release.run(client, releaseKeys(keys), [t, 0, fenceTtlMs]);
+          await LOCK_SCRIPTS.release.run(client, lockScriptKeys(keys), [t, 0, fenceTtlMs]);
         },
         commands: new Map([['evalsha', 'the two scripts (mean per call)']]),
       },

@@ -167,17 +167,15 @@ export interface LockStore {
  */
 export const RECHECK_MESSAGE = 'f';
 
-/** The value, fence, line, entries and channel key of every lock (the release script's KEYS). */
-export function releaseKeys(keys: readonly LockRedisKeys[]): string[] {
+/**
+ * The value and fence key of every lock: the KEYS of the acquire and release scripts. They name
+ * each lock's line, entries and channel after its value key themselves (`lockRedisKeys`: same
+ * hash tag, so same Cluster slot), since each key passed costs the server on the hot path.
+ */
+export function lockScriptKeys(keys: readonly LockRedisKeys[]): string[] {
+  if (keys.length === 1) return [keys[0].value, keys[0].fence];
   const out: string[] = [];
-  for (const k of keys) out.push(k.value, k.fence, k.line, k.entries, k.channel);
-  return out;
-}
-
-/** The value, fence, line and entries key of every lock (the acquire script's KEYS). */
-export function acquireKeys(keys: readonly LockRedisKeys[]): string[] {
-  const out: string[] = [];
-  for (const k of keys) out.push(k.value, k.fence, k.line, k.entries);
+  for (const k of keys) out.push(k.value, k.fence);
   return out;
 }
 

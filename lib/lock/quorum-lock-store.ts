@@ -6,7 +6,7 @@ import type { RedisLockConnection } from '../redis/redis-connection';
 import { checkOneSlot, type LockRedisKeys } from './lock-keys';
 import { LOCK_SCRIPTS } from './lock-scripts';
 import {
-  releaseKeys,
+  lockScriptKeys,
   type LockAttempt,
   type LockExtension,
   type LockStore,
@@ -377,5 +377,5 @@ function releaseOn(
   keys: readonly LockRedisKeys[],
   token: string,
 ): Promise<unknown> {
-  return node.run(LOCK_SCRIPTS.release, releaseKeys(keys), [token, node.isCluster ? 1 : 0]);
+  return node.run(LOCK_SCRIPTS.release, lockScriptKeys(keys), [token, node.isCluster ? 1 : 0]);
 }

@@ -6,9 +6,8 @@ import { holderDeadline } from '../waiting/grant-deadline';
 import { checkOneSlot, type LockRedisKeys } from './lock-keys';
 import { LOCK_SCRIPTS } from './lock-scripts';
 import {
-  acquireKeys,
   LINE_ENTRY_TTL_MS,
-  releaseKeys,
+  lockScriptKeys,
   type LineEntry,
   type LineStatus,
   type LockAttempt,
@@ -53,15 +52,21 @@ export class SingleNodeLockStore implements LockStore {
     wait: WaitMode,
   ): Promise<LockAttempt> {
     const sentAt = Date.now();
+    const args: (string | number)[] = [
+      token,
+      o.ttlMs,
+      acquireFlags(o.fencing, o.fair, wait),
+      this.fenceTtlMs,
+    ];
+    // The entry's TTL only for a call that may join the line: each argument costs the server.
+    if (wait === 'line') args.push(LINE_ENTRY_TTL_MS);
     let reply: number[];
     try {
-      reply = (await this.connection.run(LOCK_SCRIPTS.acquire, acquireKeys(keys), [
-        token,
-        o.ttlMs,
-        acquireFlags(o.fencing, o.fair, wait),
-        LINE_ENTRY_TTL_MS,
-        this.fenceTtlMs,
-      ])) as number[];
+      reply = (await this.connection.run(
+        LOCK_SCRIPTS.acquire,
+        lockScriptKeys(keys),
+        args,
+      )) as number[];
     } catch (err) {
       // The attempt may still run later (e.g. from the client's offline queue after a reconnect)
       // and take the lock for a token nobody holds. A release queued behind it on the same
@@ -108,7 +113,7 @@ export class SingleNodeLockStore implements LockStore {
   }
 
   async release(keys: readonly LockRedisKeys[], token: string): Promise<boolean> {
-    const released = await this.connection.run(LOCK_SCRIPTS.release, releaseKeys(keys), [
+    const released = await this.connection.run(LOCK_SCRIPTS.release, lockScriptKeys(keys), [
       token,
       this.connection.isCluster ? 1 : 0,
       this.fenceTtlMs,
@@ -135,7 +140,7 @@ export class SingleNodeLockStore implements LockStore {
     const sentAt = Date.now();
     const [released, rejoined, fence, redisNow] = (await this.connection.run(
       LOCK_SCRIPTS.release,
-      releaseKeys([k]),
+      lockScriptKeys([k]),
       [
         token,
         this.connection.isCluster ? 1 : 0,

@@ -134,8 +134,8 @@ describe('LockService handoff and fairness', () => {
     const stand = (token: string) =>
       LOCK_SCRIPTS.acquire.run(
         redis,
-        [k.value, k.fence, k.line, k.entries],
-        [token, 10_000, acquireFlags(true, true, 'line'), LINE_ENTRY_TTL_MS, 60_000],
+        [k.value, k.fence],
+        [token, 10_000, acquireFlags(true, true, 'line'), 60_000, LINE_ENTRY_TTL_MS],
       );
     await redis.set(k.value, 'holder', 'PX', 60_000);
     expect(await stand('first')).toEqual([0, expect.any(Number), expect.any(Number), 1]);

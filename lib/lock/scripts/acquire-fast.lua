@@ -5,7 +5,8 @@
 
 local token = ARGV[1]
 local flags = ARGV[3]
-if #KEYS == 4 and string.sub(flags, 3, 3) == '0' and redis.call('EXISTS', KEYS[3]) == 0 then
+if #KEYS == 2 and string.sub(flags, 3, 3) == '0'
+  and redis.call('EXISTS', KEYS[1] .. ':line') == 0 then
   if not redis.call('SET', KEYS[1], token, 'NX', 'PX', ARGV[2]) then
     -- Held by this token: the same call run twice (resent, see acquire.lua). Granted.
     local v = redis.call('GET', KEYS[1])
@@ -15,5 +16,5 @@ if #KEYS == 4 and string.sub(flags, 3, 3) == '0' and redis.call('EXISTS', KEYS[3
     return {0, 0, redis.call('PTTL', KEYS[1]), 0}
   end
   if string.sub(flags, 1, 1) ~= '1' then return {1, 0, 0} end
-  return {1, 0, nextFence(KEYS[2], ARGV[5])}
+  return {1, 0, nextFence(KEYS[2], ARGV[4])}
 end

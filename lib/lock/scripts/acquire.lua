@@ -1,8 +1,11 @@
 -- Acquires one or more locks for one token, all or nothing.
 --
--- KEYS, 4 per lock:  value (string: holder token, PX ttl; a trailing '*' marks "someone waits"),
---                    fence (counter, PX fenceTtl), line (zset: waiting tokens in arrival order),
---                    entries (hash: token -> entry)
+-- KEYS, 2 per lock:  value (string: holder token, PX ttl; a trailing '*' marks "someone waits"),
+--                    fence (counter, PX fenceTtl)
+-- and, per lock, two keys named after its value key (lockRedisKeys, lib/lock/lock-keys.ts; same
+-- hash tag, so same Cluster slot): <value>:line (zset: waiting tokens in arrival order) and
+-- <value>:entries (hash: token -> entry). They are not passed in KEYS: each key passed costs the
+-- server about as much as a command on the hot path (bench/README.md, "instructions").
 -- ARGV[1] token        fresh random value of this acquisition (a cohort's line token when joining)
 -- ARGV[2] ttl          lock TTL in ms
 -- ARGV[3] flags        4 characters (one argument: each costs on the hot path):
@@ -14,8 +17,9 @@
 --                         line (marks the blocking lock so that its release announces itself),
 --                         '0' does not wait ('0' and 'm' promise the token never joined a line)
 --                      4. mode: 'h' hand me the lock on release (fair), 'w' only wake me
--- ARGV[4] entryTtl     ms a line entry stays live without being renewed (renew.lua)
--- ARGV[5] fenceTtl     ms a newly created fence counter lives (fence-counter.lua)
+-- ARGV[4] fenceTtl     ms a newly created fence counter lives (fence-counter.lua)
+-- ARGV[5] entryTtl     with wait '1' only: ms a line entry stays live without being renewed
+--                      (renew.lua)
 --
 -- Returns {1, others, fence_1, ..., fence_n} when granted: others = 1 when other waiters are in
 --         the line of the (single) lock, fence 0 when fencing is off;
@@ -37,12 +41,12 @@
 local fencingFlag = string.sub(flags, 1, 1)
 local fencing = fencingFlag == '1'
 local respectLine = string.sub(flags, 2, 2) == '1'
-local join = string.sub(flags, 3, 3) == '1' and #KEYS == 4
+local join = string.sub(flags, 3, 3) == '1' and #KEYS == 2
 local wait = string.sub(flags, 3, 3) ~= '0'
 local mode = string.sub(flags, 4, 4)
-local entryTtl = tonumber(ARGV[4])
-local fenceTtl = tonumber(ARGV[5])
-local n = #KEYS / 4
+local fenceTtl = tonumber(ARGV[4])
+local entryTtl = tonumber(ARGV[5])
+local n = #KEYS / 2
 local marked = token .. '*'
 
 local function fenceOf(fence)
@@ -56,7 +60,8 @@ end
 
 -- Not granted: wait behind the holder (or the line's head). `v`: the lock's value (nil: free).
 local function blocked(i, waitMs, v)
-  local value, line, entries = KEYS[i * 4 + 1], KEYS[i * 4 + 3], KEYS[i * 4 + 4]
+  local value = KEYS[i * 2 + 1]
+  local line, entries = value .. ':line', value .. ':entries'
   if wait then
     if join then
       joinLine(line, entries, token, ARGV[2] .. ':' .. fencingFlag .. ':' .. mode, entryTtl, clock())
@@ -67,7 +72,8 @@ local function blocked(i, waitMs, v)
 end
 
 if n == 1 then
-  local value, fence, line, entries = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+  local value, fence = KEYS[1], KEYS[2]
+  local line, entries = value .. ':line', value .. ':entries'
   local v = redis.call('GET', value)
   if v then
     -- Already ours: release.lua handed it to this token while it waited in line, or the same
@@ -99,7 +105,8 @@ if n == 1 then
 end
 
 for i = 0, n - 1 do
-  local value, line, entries = KEYS[i * 4 + 1], KEYS[i * 4 + 3], KEYS[i * 4 + 4]
+  local value = KEYS[i * 2 + 1]
+  local line, entries = value .. ':line', value .. ':entries'
   local pttl = redis.call('PTTL', value)
   if pttl ~= -2 then
     local v = redis.call('GET', value)
@@ -107,7 +114,7 @@ for i = 0, n - 1 do
     if i == 0 and (v == token or v == marked) then
       local result = {1, 0}
       for j = 0, n - 1 do
-        result[j + 3] = fencing and lastFence(KEYS[j * 4 + 2]) or 0
+        result[j + 3] = fencing and lastFence(KEYS[j * 2 + 2]) or 0
       end
       return result
     end
@@ -120,10 +127,10 @@ for i = 0, n - 1 do
 end
 local result = {1, 0}
 for i = 0, n - 1 do
-  local value, line = KEYS[i * 4 + 1], KEYS[i * 4 + 3]
+  local value = KEYS[i * 2 + 1]
   local v = token
-  if redis.call('EXISTS', line) == 1 then v = marked end
+  if redis.call('EXISTS', value .. ':line') == 1 then v = marked end
   redis.call('SET', value, v, 'PX', ARGV[2])
-  result[i + 3] = fenceOf(KEYS[i * 4 + 2])
+  result[i + 3] = fenceOf(KEYS[i * 2 + 2])
 end
 return result

@@ -6,7 +6,7 @@
 local token = ARGV[1]
 
 local first = nil
-if #KEYS == 5 and (ARGV[4] or '') == '' then
+if #KEYS == 2 and (ARGV[4] or '') == '' then
   first = redis.call('GET', KEYS[1])
   if first == token then
     redis.call('DEL', KEYS[1])

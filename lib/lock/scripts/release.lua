@@ -8,7 +8,8 @@
 -- (lock-scripts.ts) so that a call it answers does not set them up; it defines `token` and
 -- `first` (the lock's value, when it read it) for this file.
 --
--- KEYS, 5 per lock: value, fence, line, entries (as in acquire.lua), channel (pub/sub channel)
+-- KEYS, 2 per lock: value, fence (as in acquire.lua, which names the line and entries keys
+-- derived from value); the lock's pub/sub channel is <value>:released
 -- ARGV[1] token
 -- ARGV[2] sharded   '1': publish with SPUBLISH (Cluster), else PUBLISH
 -- ARGV[3] fenceTtl  ms a newly created fence counter lives (fence-counter.lua, put before this)
@@ -38,15 +39,16 @@ local function fenceOf(fence, fencing)
 end
 
 local rejoined = 0
-for i = 0, #KEYS / 5 - 1 do
-  local value, fence, line, entries, channel =
-    KEYS[i * 5 + 1], KEYS[i * 5 + 2], KEYS[i * 5 + 3], KEYS[i * 5 + 4], KEYS[i * 5 + 5]
+for i = 0, #KEYS / 2 - 1 do
+  local value, fence = KEYS[i * 2 + 1], KEYS[i * 2 + 2]
   local v = first or redis.call('GET', value)
   if v == token then
     released = released + 1
     redis.call('DEL', value)
   elseif v == token .. '*' then
     released = released + 1
+    local channel = value .. ':released'
+    local line, entries = value .. ':line', value .. ':entries'
     if not handOver(value, fence, line, entries, channel, publish, fenceTtl, clock()) then
       redis.call('DEL', value)
       redis.call(publish, channel, 'f')
@@ -64,10 +66,11 @@ if released == 0 then
     local fencing = string.match(ARGV[5], '^%d+:(%d)')
     return {1, 2, fencing == '1' and lastFence(KEYS[2]) or 0, clock()}
   end
-  if redis.call('ZSCORE', KEYS[3], rejoin) then return {1, 1, 0, clock()} end
+  if redis.call('ZSCORE', KEYS[1] .. ':line', rejoin) then return {1, 1, 0, clock()} end
 end
 if released == 1 then
-  local value, fence, line, entries = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+  local value, fence = KEYS[1], KEYS[2]
+  local line, entries = value .. ':line', value .. ':entries'
   local ttl, fencing = string.match(ARGV[5], '^(%d+):(%d)')
   if redis.call('EXISTS', value) == 0 and redis.call('EXISTS', line) == 0 then
     -- Nobody else waits any more: the rejoining process keeps the lock.
