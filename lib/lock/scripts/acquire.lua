@@ -5,7 +5,7 @@
 -- and, per lock, two keys named after its value key (lockRedisKeys, lib/lock/lock-keys.ts; same
 -- hash tag, so same Cluster slot): <value>:line (zset: waiting tokens in arrival order) and
 -- <value>:entries (hash: token -> entry). They are not passed in KEYS: each key passed costs the
--- server about as much as a command on the hot path (bench/README.md, "instructions").
+-- server ~1,400 instructions on the hot path (bench/README.md, "Where the script time goes").
 -- ARGV[1] token        fresh random value of this acquisition (a cohort's line token when joining)
 -- ARGV[2] ttl          lock TTL in ms
 -- ARGV[3] flags        4 characters (one argument: each costs on the hot path):
