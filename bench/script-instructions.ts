@@ -71,8 +71,12 @@ const VARIANTS: Variant[] = [
   },
   {
     name: 'the same, helpers set up before the fast paths',
-    acquire: [...HELPERS, lockLua('acquire-fast'), lockLua('acquire')].join('\n'),
-    release: [...HELPERS, lockLua('release-fast'), lockLua('release')].join('\n'),
+    acquire: [lockLua('lock-keys'), ...HELPERS, lockLua('acquire-fast'), lockLua('acquire')].join(
+      '\n',
+    ),
+    release: [lockLua('lock-keys'), ...HELPERS, lockLua('release-fast'), lockLua('release')].join(
+      '\n',
+    ),
     ...library,
   },
   {

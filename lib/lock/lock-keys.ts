@@ -105,6 +105,7 @@ function makeLockRedisKeys(prefix: string, name: string, fences: FenceScope): Lo
       fences === 'lock'
         ? `${value}:fence`
         : lockFenceKey(prefix, fences === 'slot' ? clusterKeySlot(value) : undefined),
+    // The acquire and release scripts name these three after `value` (scripts/lock-keys.lua).
     line: `${value}:line`,
     entries: `${value}:entries`,
     channel: `${value}:released`,

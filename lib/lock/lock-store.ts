@@ -169,11 +169,10 @@ export const RECHECK_MESSAGE = 'f';
 
 /**
  * The value and fence key of every lock: the KEYS of the acquire and release scripts. They name
- * each lock's line, entries and channel after its value key themselves (`lockRedisKeys`: same
- * hash tag, so same Cluster slot), since each key passed costs the server on the hot path.
+ * each lock's line, entries and channel after its value key themselves (`scripts/lock-keys.lua`:
+ * same hash tag, so same Cluster slot), since each key passed costs the server on the hot path.
  */
 export function lockScriptKeys(keys: readonly LockRedisKeys[]): string[] {
-  if (keys.length === 1) return [keys[0].value, keys[0].fence];
   const out: string[] = [];
   for (const k of keys) out.push(k.value, k.fence);
   return out;

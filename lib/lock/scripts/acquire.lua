@@ -2,8 +2,8 @@
 --
 -- KEYS, 2 per lock:  value (string: holder token, PX ttl; a trailing '*' marks "someone waits"),
 --                    fence (counter, PX fenceTtl)
--- and, per lock, two keys named after its value key (lockRedisKeys, lib/lock/lock-keys.ts; same
--- hash tag, so same Cluster slot): <value>:line (zset: waiting tokens in arrival order) and
+-- and, per lock, two keys named after its value key (lock-keys.lua; same hash tag, so same
+-- Cluster slot): <value>:line (zset: waiting tokens in arrival order) and
 -- <value>:entries (hash: token -> entry). They are not passed in KEYS: each key passed costs the
 -- server ~1,400 instructions on the hot path (bench/README.md, "Where the script time goes").
 -- ARGV[1] token        fresh random value of this acquisition (a cohort's line token when joining)
@@ -31,8 +31,9 @@
 -- An entry is "deadlineMs:ttlMs:fencing:mode" so that release.lua can hand the lock over directly.
 -- The fast path (one free lock, nobody in line) is 4 commands: EXISTS line, SET NX, and the next
 -- fence (nextFence: TIME, SET). It is acquire-fast.lua, which comes before this file's helpers
--- (lock-scripts.ts: fence-counter.lua, acquire-fast.lua, line.lua, hand-over.lua, this file) so
--- that a call it answers does not set them up; it also defines `token` and `flags`, used here.
+-- (lock-scripts.ts: lock-keys.lua, fence-counter.lua, acquire-fast.lua, line.lua, hand-over.lua,
+-- this file) so that a call it answers does not set them up; it also defines `token` and
+-- `flags`, used here.
 -- A lock whose value is this call's token is granted, with the fence it has: ioredis sends a
 -- command again when its connection closed before the reply, and after a failover the promoted
 -- replica may have run the first call already. The token is fresh for every acquisition (or a
@@ -61,7 +62,7 @@ end
 -- Not granted: wait behind the holder (or the line's head). `v`: the lock's value (nil: free).
 local function blocked(i, waitMs, v)
   local value = KEYS[i * 2 + 1]
-  local line, entries = value .. ':line', value .. ':entries'
+  local line, entries = value .. LINE, value .. ENTRIES
   if wait then
     if join then
       joinLine(line, entries, token, ARGV[2] .. ':' .. fencingFlag .. ':' .. mode, entryTtl, clock())
@@ -73,7 +74,7 @@ end
 
 if n == 1 then
   local value, fence = KEYS[1], KEYS[2]
-  local line, entries = value .. ':line', value .. ':entries'
+  local line, entries = value .. LINE, value .. ENTRIES
   local v = redis.call('GET', value)
   if v then
     -- Already ours: release.lua handed it to this token while it waited in line, or the same
@@ -106,7 +107,7 @@ end
 
 for i = 0, n - 1 do
   local value = KEYS[i * 2 + 1]
-  local line, entries = value .. ':line', value .. ':entries'
+  local line, entries = value .. LINE, value .. ENTRIES
   local pttl = redis.call('PTTL', value)
   if pttl ~= -2 then
     local v = redis.call('GET', value)
@@ -129,7 +130,7 @@ local result = {1, 0}
 for i = 0, n - 1 do
   local value = KEYS[i * 2 + 1]
   local v = token
-  if redis.call('EXISTS', value .. ':line') == 1 then v = marked end
+  if redis.call('EXISTS', value .. LINE) == 1 then v = marked end
   redis.call('SET', value, v, 'PX', ARGV[2])
   result[i + 3] = fenceOf(KEYS[i * 2 + 2])
 end

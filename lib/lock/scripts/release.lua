@@ -8,8 +8,8 @@
 -- (lock-scripts.ts) so that a call it answers does not set them up; it defines `token` and
 -- `first` (the lock's value, when it read it) for this file.
 --
--- KEYS, 2 per lock: value, fence (as in acquire.lua, which names the line and entries keys
--- derived from value); the lock's pub/sub channel is <value>:released
+-- KEYS, 2 per lock: value, fence (as in acquire.lua); its line, entries and pub/sub channel are
+-- named after the value key (lock-keys.lua, put before this and release-fast.lua)
 -- ARGV[1] token
 -- ARGV[2] sharded   '1': publish with SPUBLISH (Cluster), else PUBLISH
 -- ARGV[3] fenceTtl  ms a newly created fence counter lives (fence-counter.lua, put before this)
@@ -47,8 +47,8 @@ for i = 0, #KEYS / 2 - 1 do
     redis.call('DEL', value)
   elseif v == token .. '*' then
     released = released + 1
-    local channel = value .. ':released'
-    local line, entries = value .. ':line', value .. ':entries'
+    local channel = value .. RELEASED
+    local line, entries = value .. LINE, value .. ENTRIES
     if not handOver(value, fence, line, entries, channel, publish, fenceTtl, clock()) then
       redis.call('DEL', value)
       redis.call(publish, channel, 'f')
@@ -66,11 +66,11 @@ if released == 0 then
     local fencing = string.match(ARGV[5], '^%d+:(%d)')
     return {1, 2, fencing == '1' and lastFence(KEYS[2]) or 0, clock()}
   end
-  if redis.call('ZSCORE', KEYS[1] .. ':line', rejoin) then return {1, 1, 0, clock()} end
+  if redis.call('ZSCORE', KEYS[1] .. LINE, rejoin) then return {1, 1, 0, clock()} end
 end
 if released == 1 then
   local value, fence = KEYS[1], KEYS[2]
-  local line, entries = value .. ':line', value .. ':entries'
+  local line, entries = value .. LINE, value .. ENTRIES
   local ttl, fencing = string.match(ARGV[5], '^(%d+):(%d)')
   if redis.call('EXISTS', value) == 0 and redis.call('EXISTS', line) == 0 then
     -- Nobody else waits any more: the rejoining process keeps the lock.
