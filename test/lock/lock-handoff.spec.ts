@@ -143,8 +143,13 @@ describe('LockService handoff and fairness', () => {
     await redis.pexpire(k.line, 50);
     await redis.pexpire(k.entries, 50);
     expect(await stand('second')).toEqual([0, expect.any(Number), expect.any(Number), 2]);
+    expect(await redis.zrange(k.line, 0, -1)).toEqual(['first', 'second']);
+    expect(await redis.hget(k.entries, 'second')).toMatch(/^\d+:10000:1:h$/);
     for (const key of [k.line, k.entries])
       expect(await redis.pttl(key)).toBeGreaterThan(2 * LINE_ENTRY_TTL_MS - 1_000);
+    // The first checking again keeps its place.
+    expect(await stand('first')).toEqual([0, expect.any(Number), expect.any(Number), 2]);
+    expect(await redis.zrange(k.line, 0, -1)).toEqual(['first', 'second']);
     await redis.del(k.value, k.line, k.entries, k.fence);
   });
 });
