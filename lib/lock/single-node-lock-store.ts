@@ -60,13 +60,14 @@ export class SingleNodeLockStore implements LockStore {
     ];
     // The entry's TTL only for a call that may join the line: each argument costs the server.
     if (wait === 'line') args.push(LINE_ENTRY_TTL_MS);
-    let reply: number[];
+    // A granted reply's fences come as strings of digits (fence-counter.lua's nextFence).
+    let reply: (number | string)[];
     try {
       reply = (await this.connection.run(
         LOCK_SCRIPTS.acquire,
         lockScriptKeys(keys),
         args,
-      )) as number[];
+      )) as (number | string)[];
     } catch (err) {
       // The attempt may still run later (e.g. from the client's offline queue after a reconnect)
       // and take the lock for a token nobody holds. A release queued behind it on the same
@@ -79,19 +80,19 @@ export class SingleNodeLockStore implements LockStore {
           granted: true,
           redisNow: 0,
           sentAt,
-          fences: reply.slice(2),
+          fences: reply.slice(2).map(Number),
           wait: 0,
           expiresAt: this.deadline(sentAt, o.ttlMs),
           others: reply[1] === 1,
         }
       : {
           granted: false,
-          redisNow: reply[1],
+          redisNow: Number(reply[1]),
           sentAt,
           fences: [],
-          wait: reply[2],
+          wait: Number(reply[2]),
           expiresAt: 0,
-          lineLength: reply[3],
+          lineLength: Number(reply[3]),
         };
   }
 
@@ -132,8 +133,8 @@ export class SingleNodeLockStore implements LockStore {
       LOCK_SCRIPTS.handoff,
       [k.value, k.fence, k.line, k.entries],
       [oldToken, newToken, o.ttlMs, o.fencing ? 1 : 0, this.fenceTtlMs],
-    )) as number[];
-    return { handed: reply[0] === 1, others: reply[1] === 1, fence: reply[2] ?? 0, sentAt };
+    )) as (number | string)[];
+    return { handed: reply[0] === 1, others: reply[1] === 1, fence: Number(reply[2] ?? 0), sentAt };
   }
 
   async rejoin(k: LockRedisKeys, token: string, entry: LineEntry): Promise<LockRejoin> {
@@ -149,9 +150,9 @@ export class SingleNodeLockStore implements LockStore {
         entry.spec,
         LINE_ENTRY_TTL_MS,
       ],
-    )) as number[];
+    )) as [number, number, number | string, number];
     const outcome = rejoined === 2 ? 'granted' : rejoined === 1 ? 'line' : 'none';
-    return { released: released === 1, outcome, fence, sentAt, redisNow };
+    return { released: released === 1, outcome, fence: Number(fence), sentAt, redisNow };
   }
 
   async renew(entries: readonly LineEntry[]): Promise<LineStatus[]> {

@@ -45,7 +45,7 @@ local respectLine = string.sub(flags, 2, 2) == '1'
 local join = string.sub(flags, 3, 3) == '1' and #KEYS == 2
 local wait = string.sub(flags, 3, 3) ~= '0'
 local mode = string.sub(flags, 4, 4)
-local fenceTtl = tonumber(ARGV[4])
+local fenceTtl = ARGV[4]
 local entryTtl = tonumber(ARGV[5])
 local n = #KEYS / 2
 local marked = token .. '*'

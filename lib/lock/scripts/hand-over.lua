@@ -38,9 +38,8 @@ local function handOver(value, fence, line, entries, channel, publish, fenceTtl,
   redis.call('SET', value, more and next .. '*' or next, 'PX', ttl)
   -- `now` is clock()'s: the fence is seeded from the same reading of TIME.
   local f = fencing == '1' and nextFence(fence, fenceTtl, clockMicros()) or 0
-  -- %d: a fence is a 16-digit number, which plain concatenation would round (and '%.0f' costs
-  -- several times more).
+  -- The fence as nextFence made it (a string of digits), or 0.
   redis.call(publish, waiterChannel(channel, next),
-    string.format('h %s %d %d %s %d', next, f, now, ttl, others))
+    string.format('h %s %s %d %s %d', next, f, now, ttl, others))
   return true
 end

@@ -44,6 +44,6 @@ end
 local result = {1, nowMs}
 for i = 0, n - 1 do
   redis.call('SET', KEYS[i * 2 + 1], token, 'PX', ARGV[2])
-  result[i + 3] = fencing and nextFence(KEYS[i * 2 + 2], ARGV[4]) or 0
+  result[i + 3] = fencing and tonumber(nextFence(KEYS[i * 2 + 2], ARGV[4])) or 0
 end
 return result

@@ -30,7 +30,7 @@
 -- dates a later handoff message to it.
 
 local publish = ARGV[2] == '1' and 'SPUBLISH' or 'PUBLISH'
-local fenceTtl = tonumber(ARGV[3])
+local fenceTtl = ARGV[3]
 local rejoin = ARGV[4] or ''
 local released = 0
 
