@@ -99,20 +99,20 @@
 -- queue (max of the last one + 1 and the Redis time in µs, so a failover that lost the counter
 -- does not make it go back).
 
+-- Numbers cross between strings and Lua numbers as seldom as possible: a Lua number given to
+-- redis.call is formatted by Redis with %.17g (printf's floating-point path), which costs as much
+-- as a small command, and every conversion in Lua costs ~2,000 instructions (strtod, or printf
+-- for string.format). Numbers sent on every call (times, limits, attempts) go as strings, and an
+-- argument a call's path may not need (a limit that is off, 0) becomes a number only when it does.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
--- `now` as the argument of commands: a Lua number given to redis.call is formatted by Redis with
--- %.17g (printf's floating-point path), which costs as much as a small command; '%d' does not.
--- Numbers sent on every call (times, limits, attempts) go as strings for that reason.
 local nowArg = string.format('%d', now)
 local count = tonumber(ARGV[1])
 local leaseMs = tonumber(ARGV[2])
-local maxAttempts = tonumber(ARGV[3])
-local groupConcurrency = tonumber(ARGV[6])
-local limiterMax = tonumber(ARGV[7])
-local limiterMs = tonumber(ARGV[8])
-local groupLimiterMax = tonumber(ARGV[9])
-local groupLimiterMs = tonumber(ARGV[10])
+local limiterMax = ARGV[7] == '0' and 0 or tonumber(ARGV[7])
+local limiterMs = limiterMax == 0 and 0 or tonumber(ARGV[8])
+local groupLimiterMax = ARGV[9] == '0' and 0 or tonumber(ARGV[9])
+local groupLimiterMs = groupLimiterMax == 0 and 0 or tonumber(ARGV[10])
 
 local eventsMaxLen = tonumber(ARGV[15])
 -- The tokens hash holds, besides one field per leased task, the field '' (no task id is empty)
@@ -203,7 +203,7 @@ local function maxAttemptsOf(id)
     local m = string.match(redis.call('HGET', KEYS[23], id) or '', '"m":(%d+)')
     if m then return tonumber(m) end
   end
-  return maxAttempts
+  return tonumber(ARGV[3])
 end
 
 -- A leased task goes back to the queue, due at `at`. A grouped task takes its old place at the
@@ -640,6 +640,7 @@ local function leaseFromGroup()
   local g = redis.call('ZRANGE', KEYS[13], 0, 0)[1]
   if not g then return false end
   local active = tonumber(redis.call('HGET', KEYS[14], g) or '0')
+  local groupConcurrency = tonumber(ARGV[6])
   local head = redis.call('ZRANGEBYLEX', KEYS[12], '[' .. g .. '\0', '(' .. g .. '\1', 'LIMIT', 0, 2)
   if active >= groupConcurrency or #head == 0 then
     redis.call('ZREM', KEYS[13], g)
