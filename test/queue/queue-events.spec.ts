@@ -410,6 +410,9 @@ describe('QueueEventReaders (dedicated redis-server, events written by hand)', (
       const waits = Array.from({ length: 300 }, (_, i) =>
         readers.waitFor(q.name, `t${i}`, { timeoutMs: 10_000 }),
       );
+      // The tasks end after the reader took its position (its XREAD is the sign): one forgotten
+      // before that ended before the waitFor as Redis orders them, and is unknown by design.
+      await waitFor('the reader positioned', async () => (await xreadClients(redis)).length === 1);
       await Promise.all(
         Array.from({ length: 300 }, async (_, i) => {
           await jitter();
