@@ -63,11 +63,9 @@ export class SingleNodeLockStore implements LockStore {
     // A granted reply's fences come as strings of digits (fence-counter.lua's nextFence).
     let reply: (number | string)[];
     try {
-      reply = (await this.connection.run(
-        LOCK_SCRIPTS.acquire,
-        lockScriptKeys(keys),
-        args,
-      )) as (number | string)[];
+      reply = (await this.connection.run(LOCK_SCRIPTS.acquire, lockScriptKeys(keys), args)) as (
+        number | string
+      )[];
     } catch (err) {
       // The attempt may still run later (e.g. from the client's offline queue after a reconnect)
       // and take the lock for a token nobody holds. A release queued behind it on the same
