@@ -113,6 +113,9 @@ local limiterMax = ARGV[7] == '0' and 0 or tonumber(ARGV[7])
 local limiterMs = limiterMax == 0 and 0 or tonumber(ARGV[8])
 local groupLimiterMax = ARGV[9] == '0' and 0 or tonumber(ARGV[9])
 local groupLimiterMs = groupLimiterMax == 0 and 0 or tonumber(ARGV[10])
+-- Made numbers at their first use, once per call: by a nack (maxAttemptsOf) and by a group's
+-- lease (leaseFromGroup).
+local maxAttempts, groupConcurrency = nil, nil
 
 local eventsMaxLen = tonumber(ARGV[15])
 -- The tokens hash holds, besides one field per leased task, the field '' (no task id is empty)
@@ -203,7 +206,8 @@ local function maxAttemptsOf(id)
     local m = string.match(redis.call('HGET', KEYS[23], id) or '', '"m":(%d+)')
     if m then return tonumber(m) end
   end
-  return tonumber(ARGV[3])
+  maxAttempts = maxAttempts or tonumber(ARGV[3])
+  return maxAttempts
 end
 
 -- A leased task goes back to the queue, due at `at`. A grouped task takes its old place at the
@@ -640,7 +644,7 @@ local function leaseFromGroup()
   local g = redis.call('ZRANGE', KEYS[13], 0, 0)[1]
   if not g then return false end
   local active = tonumber(redis.call('HGET', KEYS[14], g) or '0')
-  local groupConcurrency = tonumber(ARGV[6])
+  groupConcurrency = groupConcurrency or tonumber(ARGV[6])
   local head = redis.call('ZRANGEBYLEX', KEYS[12], '[' .. g .. '\0', '(' .. g .. '\1', 'LIMIT', 0, 2)
   if active >= groupConcurrency or #head == 0 then
     redis.call('ZREM', KEYS[13], g)
