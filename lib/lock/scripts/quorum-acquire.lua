@@ -44,6 +44,8 @@ end
 local result = {1, nowMs}
 for i = 0, n - 1 do
   redis.call('SET', KEYS[i * 2 + 1], token, 'PX', ARGV[2])
+  -- A number (nextFence gives digits): the client computes with the nodes' fences (raiseFences,
+  -- quorum-lock-store.ts), and quorum mode is no hot path.
   result[i + 3] = fencing and tonumber(nextFence(KEYS[i * 2 + 2], ARGV[4])) or 0
 end
 return result
