@@ -192,7 +192,7 @@ describe('FencedStore', () => {
     it('counter and clock compare as numbers: a shorter counter is behind, whatever its digits, and so in a handoff', async () => {
       // The scripts compare them as strings of digits (fence-counter.lua): '9' sorts after the
       // clock's '17…' as text, yet is behind it.
-      const { fence: fenceKey } = lockRedisKeys(prefix, 'digits');
+      const { fence: fenceKey, line } = lockRedisKeys(prefix, 'digits');
       await redis.set(fenceKey, '9', 'PX', 60_000);
       const [seconds, micros] = await redis.time();
       const clockUs = Number(seconds) * 1_000_000 + Number(micros);
@@ -200,15 +200,21 @@ describe('FencedStore', () => {
       expect(typeof first.fence).toBe('number');
       expect(first.fence).toBeGreaterThanOrEqual(clockUs);
       expect(await redis.get(fenceKey)).toBe(String(first.fence));
-      // Handed over while held: the waiter's fence comes in the handoff message.
-      const waiting = locks.acquire('digits', { waitMs: 5_000 });
-      await new Promise((r) => setTimeout(r, 50));
-      await first.release();
-      const second = await waiting;
-      await second.release();
-      expect(typeof second.fence).toBe('number');
-      expect(second.fence).toBeGreaterThan(first.fence);
-      expect(await redis.get(fenceKey)).toBe(String(second.fence));
+      // Handed over to another instance (a waiter of this one would get it from its own cohort):
+      // it stands in the lock's line, and its fence comes in release.lua's handoff message.
+      const other = await createLockApp({ keyPrefix: prefix });
+      try {
+        const waiting = other.get(LockService).acquire('digits', { waitMs: 5_000 });
+        await waitFor('the waiter in line', async () => (await redis.zcard(line)) === 1);
+        await first.release();
+        const second = await waiting;
+        await second.release();
+        expect(typeof second.fence).toBe('number');
+        expect(second.fence).toBeGreaterThan(first.fence);
+        expect(await redis.get(fenceKey)).toBe(String(second.fence));
+      } finally {
+        await other.close();
+      }
     });
 
     it('a promoted replica that missed the last grants hands out higher fences (two real servers)', async () => {
