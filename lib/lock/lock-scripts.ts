@@ -7,7 +7,7 @@ const file = (name: string) => join(__dirname, 'scripts', `${name}.lua`);
  * The helpers of the scripts that read, join or renew a lock's line (the line's own, then marking
  * the holder and handing over), with the fence counter handing over needs.
  */
-const LINE = [...FENCE_COUNTER_PRELUDES, ...LINE_PRELUDES, file('hand-over')];
+const LINE = [...FENCE_COUNTER_PRELUDES, ...LINE_PRELUDES, file('mark-waited'), file('hand-over')];
 
 /** The lock's Lua scripts, read once per process. */
 export const LOCK_SCRIPTS = {
@@ -19,7 +19,7 @@ export const LOCK_SCRIPTS = {
     ...FENCE_COUNTER_PRELUDES,
     file('acquire-fast'),
     ...LINE_PRELUDES,
-    file('hand-over'),
+    file('mark-waited'),
   ),
   release: new LuaScript(
     'lock release',

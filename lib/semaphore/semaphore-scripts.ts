@@ -1,13 +1,13 @@
 import { join } from 'node:path';
 import { LuaScript } from '../redis/lua-script';
-import { FENCE_COUNTER_PRELUDES, LINE_PRELUDES } from '../waiting/waiting-scripts';
+import { FENCE_FIELD_PRELUDES, LINE_PRELUDES } from '../waiting/waiting-scripts';
 
 /** One operation's script, with fence-counter.lua, the line's helpers and common.lua before it. */
 const script = (operation: string) =>
   new LuaScript(
     `semaphore ${operation}`,
     join(__dirname, 'scripts', `${operation}.lua`),
-    ...FENCE_COUNTER_PRELUDES,
+    ...FENCE_FIELD_PRELUDES,
     ...LINE_PRELUDES,
     join(__dirname, 'scripts', 'common.lua'),
   );

@@ -1,12 +1,6 @@
 -- A lock's holder and its line (entries "deadlineMs:ttlMs:fencing:mode"): shared by the lock
--- scripts that mark the holder or hand the lock over (put before each when it is loaded, after
--- fence-counter.lua and lib/waiting/scripts/line.lua; lock-scripts.ts).
-
--- Marks `v`, the value of lock `value` (its holder's token, or nil when free), with '*': the
--- holder's release then hands the lock over or wakes the line.
-local function markWaited(value, v)
-  if v and string.sub(v, -1) ~= '*' then redis.call('SET', value, v .. '*', 'KEEPTTL') end
-end
+-- scripts that hand the lock over or wake its line (put before each when it is loaded, after
+-- fence-counter.lua, lib/waiting/scripts/line.lua and mark-waited.lua; lock-scripts.ts).
 
 -- The channel on which the waiter `token` of lock channel `channel` is told it was handed the lock
 -- or woken: `channel` followed by ':' and the token's first 8 characters, the tag of the instance
@@ -34,12 +28,14 @@ local function handOver(value, fence, line, entries, channel, publish, fenceTtl,
   end
   redis.call('ZREM', line, next)
   redis.call('HDEL', entries, next)
-  local others = more and 1 or 0
   redis.call('SET', value, more and next .. '*' or next, 'PX', ttl)
-  -- `now` is clock()'s: the fence is seeded from the same reading of TIME.
-  local f = fencing == '1' and nextFence(fence, fenceTtl, clockMicros()) or 0
-  -- The fence as nextFence made it (a string of digits), or 0.
-  redis.call(publish, waiterChannel(channel, next),
-    string.format('h %s %s %d %s %d', next, f, now, ttl, others))
+  -- `now` is clock()'s: the fence is seeded from the same reading of TIME, and the message's nowMs
+  -- is that reading's microseconds without their last three digits. The message is joined from
+  -- strings (the fence as nextFence made it): string.format, or a number in a concatenation, costs
+  -- the server more than all of the joining.
+  local micros = clockMicros()
+  local f = fencing == '1' and nextFence(fence, fenceTtl, micros) or '0'
+  redis.call(publish, waiterChannel(channel, next), 'h ' .. next .. ' ' .. f .. ' ' ..
+    string.sub(micros, 1, -4) .. ' ' .. ttl .. ' ' .. (more and '1' or '0'))
   return true
 end

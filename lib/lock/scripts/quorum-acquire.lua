@@ -1,6 +1,6 @@
 -- Quorum mode (Redlock), on one node: takes one or more locks for one token, all or nothing, and
 -- with fencing hands out this node's next fence of each (nextFence, fence-counter.lua, put before
--- this with lib/waiting/scripts/line.lua for clock and hand-over.lua for markWaited). No line:
+-- this with lib/waiting/scripts/line.lua for clock and mark-waited.lua for markWaited). No line:
 -- quorum locks are not fair.
 --
 -- KEYS, 2 per lock: value (string: holder token, PX ttl; a trailing '*' marks "someone waits"),

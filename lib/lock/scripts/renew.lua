@@ -1,7 +1,7 @@
 -- Renews every line entry of one process in one call (per Cluster slot), about once a second:
 -- waiting costs Redis this call, whatever the number of callers waiting behind each entry. It
 -- also finds entries that were handed the lock while their message was lost. (renewEntry
--- and clock are in lib/waiting/scripts/line.lua, markWaited in hand-over.lua, put before this.)
+-- and clock are in lib/waiting/scripts/line.lua, markWaited in mark-waited.lua, put before this.)
 --
 -- KEYS, 4 per entry: value, fence, line, entries (as in acquire.lua)
 -- ARGV[1] entryTtl ms; then 2 per entry: token, "ttlMs:fencing:mode"

@@ -19,7 +19,6 @@
 --                               microseconds as a string (timeMicros, lib/redis/scripts/
 --                               time-micros.lua), when the script has read it already (clockMicros(),
 --                               lib/waiting/scripts/line.lua); else it is read
---   nextFenceField(hash, field) the same for a counter kept in a hash field (no TTL of its own)
 --   lastFence(key)              the string counter's value as a number (0 when it is gone): the
 --                               fence the last grant handed out, for a grant found again (a
 --                               lock handed over while its taker waited, a call run twice)
@@ -46,15 +45,4 @@ end
 -- The fence the string counter `key` handed out last (0: none, or the counter is gone).
 local function lastFence(key)
   return tonumber(redis.call('GET', key) or '0')
-end
-
--- The next fence of the counter in `field` of `hash`.
-local function nextFenceField(hash, field)
-  local now = timeMicros()
-  local last = redis.call('HGET', hash, field)
-  if last and tonumber(last) >= tonumber(now) then
-    return redis.call('HINCRBY', hash, field, 1)
-  end
-  redis.call('HSET', hash, field, now)
-  return tonumber(now)
 end
