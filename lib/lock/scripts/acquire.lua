@@ -31,24 +31,42 @@
 -- An entry is "deadlineMs:ttlMs:fencing:mode" so that release.lua can hand the lock over directly.
 -- The fast path (one free lock, nobody in line) is 4 commands: EXISTS line, SET NX, and the next
 -- fence (nextFence: TIME, SET). It is acquire-fast.lua, which comes before this file's helpers
--- (lock-scripts.ts: lock-keys.lua, fence-counter.lua, acquire-fast.lua, line.lua, hand-over.lua,
+-- (lock-scripts.ts: lock-keys.lua, fence-counter.lua, acquire-fast.lua, line.lua, mark-waited.lua,
 -- this file) so that a call it answers does not set them up; it also defines `token` and
--- `flags`, used here.
+-- `flags`, used here. The contended path (one lock held by another, a caller that joins its line:
+-- every waiter's call on a busy lock) comes first in this file, before its own helpers.
 -- A lock whose value is this call's token is granted, with the fence it has: ioredis sends a
 -- command again when its connection closed before the reply, and after a failover the promoted
 -- replica may have run the first call already. The token is fresh for every acquisition (or a
 -- line token release.lua handed the lock to), so nobody else's call can find it there.
 
-local fencingFlag = string.sub(flags, 1, 1)
+local fencingFlag, respectFlag, waitFlag, mode = string.match(flags, '^(.)(.)(.)(.)$')
+local marked = token .. '*'
+
+-- The contended case first, before the helpers below are set up (each costs the server on every
+-- call): one lock held by another, and a caller that waits in line, as every waiter's call on a
+-- busy lock is. It joins the line (or keeps its place there) as blocked() below does. `held`: the
+-- lock's value, for the rest of the script.
+local held = nil
+if #KEYS == 2 then
+  held = redis.call('GET', KEYS[1])
+  if held and held ~= token and held ~= marked and waitFlag == '1' then
+    local line = KEYS[1] .. LINE
+    local pttl = redis.call('PTTL', KEYS[1])
+    joinLine(line, KEYS[1] .. ENTRIES, token, ARGV[2] .. ':' .. fencingFlag .. ':' .. mode,
+      tonumber(ARGV[5]), clock())
+    markWaited(KEYS[1], held)
+    return {0, clock(), pttl, redis.call('ZCARD', line)}
+  end
+end
+
 local fencing = fencingFlag == '1'
-local respectLine = string.sub(flags, 2, 2) == '1'
-local join = string.sub(flags, 3, 3) == '1' and #KEYS == 2
-local wait = string.sub(flags, 3, 3) ~= '0'
-local mode = string.sub(flags, 4, 4)
+local respectLine = respectFlag == '1'
+local join = waitFlag == '1' and #KEYS == 2
+local wait = waitFlag ~= '0'
 local fenceTtl = ARGV[4]
 local entryTtl = tonumber(ARGV[5])
 local n = #KEYS / 2
-local marked = token .. '*'
 
 local function fenceOf(fence)
   return fencing and nextFence(fence, fenceTtl) or 0
@@ -75,7 +93,7 @@ end
 if n == 1 then
   local value, fence = KEYS[1], KEYS[2]
   local line, entries = value .. LINE, value .. ENTRIES
-  local v = redis.call('GET', value)
+  local v = held
   if v then
     -- Already ours: release.lua handed it to this token while it waited in line, or the same
     -- call ran before.

@@ -34,10 +34,6 @@ local fenceTtl = ARGV[3]
 local rejoin = ARGV[4] or ''
 local released = 0
 
-local function fenceOf(fence, fencing)
-  return fencing == '1' and nextFence(fence, fenceTtl) or 0
-end
-
 local rejoined = 0
 for i = 0, #KEYS / 2 - 1 do
   local value, fence = KEYS[i * 2 + 1], KEYS[i * 2 + 2]
@@ -75,7 +71,7 @@ if released == 1 then
   if redis.call('EXISTS', value) == 0 and redis.call('EXISTS', line) == 0 then
     -- Nobody else waits any more: the rejoining process keeps the lock.
     redis.call('SET', value, rejoin, 'PX', ttl)
-    return {released, 2, fenceOf(fence, fencing), clock()}
+    return {released, 2, fencing == '1' and nextFence(fence, fenceTtl) or 0, clock()}
   end
   joinLine(line, entries, rejoin, ARGV[5], tonumber(ARGV[6]), clock())
   markWaited(value, redis.call('GET', value))

@@ -9,9 +9,10 @@
 local clockMs, clockUs = nil, nil
 local function clock()
   if not clockMs then
-    local t = redis.call('TIME')
-    clockMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    clockUs = timeMicros(t)
+    -- The milliseconds are the microseconds' digits but the last three: one number made from a
+    -- string, where seconds * 1000 + floor(micros / 1000) made two and a floor.
+    clockUs = timeMicros(redis.call('TIME'))
+    clockMs = tonumber(string.sub(clockUs, 1, -4))
   end
   return clockMs
 end
