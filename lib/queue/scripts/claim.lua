@@ -604,7 +604,8 @@ local function leaseChosen()
   -- Attempts: one read and one write for all the chosen tasks, not an HINCRBY each.
   local attempts, counted = hmget(KEYS[4], chosen), {}
   for i, id in ipairs(chosen) do
-    attempts[i] = string.format('%d', (tonumber(attempts[i]) or 0) + 1)
+    -- A first attempt (the usual case) without making a number and a string.
+    attempts[i] = attempts[i] and string.format('%d', tonumber(attempts[i]) + 1) or '1'
     counted[#counted + 1] = id
     counted[#counted + 1] = attempts[i]
   end
