@@ -2,7 +2,10 @@ import { join } from 'node:path';
 import { LuaScript } from '../redis/lua-script';
 import { FENCE_FIELD_PRELUDES, LINE_PRELUDES } from '../waiting/waiting-scripts';
 
-/** One operation's script, with fence-counter.lua, the line's helpers and common.lua before it. */
+/**
+ * One operation's script, with the fence counters (fence-field.lua's too), the line's helpers and
+ * common.lua before it.
+ */
 const script = (operation: string) =>
   new LuaScript(
     `semaphore ${operation}`,
