@@ -45,8 +45,10 @@ local marked = token .. '*'
 
 -- The contended case first, before the helpers below are set up (each costs the server on every
 -- call): one lock held by another, and a caller that waits in line, as every waiter's call on a
--- busy lock is. It joins the line (or keeps its place there) as blocked() below does. `held`: the
--- lock's value, for the rest of the script.
+-- busy lock is. It joins the line (or keeps its place there) as blocked() below does: the same
+-- lines on purpose, as acquire-fast.lua repeats the grant (one helper shared by the two, created on
+-- every call, measured +2.5 k instructions a join, 2 %). `held`: the lock's value, for the rest of
+-- the script.
 local held = nil
 if #KEYS == 2 then
   held = redis.call('GET', KEYS[1])
