@@ -67,12 +67,16 @@ export class LocalLine<O, T> {
       const onAbort = () => {
         if (waiter.reject(signal?.reason)) this.onLeave();
       };
-      const timer = setTimeout(
-        () => {
-          if (waiter.resolve(onTimeout())) this.onLeave();
-        },
-        Math.max(0, waitMs),
-      );
+      // Node's timers count whole milliseconds of a monotonic clock whose boundaries fall elsewhere
+      // than Date.now()'s, so a timer can fire up to 1 ms early by Date.now(): it then waits out
+      // the rest, and a caller that times out has always waited its full waitMs.
+      const until = Date.now() + Math.max(0, waitMs);
+      const onTimer = () => {
+        const rest = until - Date.now();
+        if (rest > 0) timer = setTimeout(onTimer, rest);
+        else if (waiter.resolve(onTimeout())) this.onLeave();
+      };
+      let timer = setTimeout(onTimer, Math.max(0, waitMs));
       const waiter = new LocalWaiter<O, T>(options, resolve, reject, () => {
         clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
