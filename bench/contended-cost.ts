@@ -11,13 +11,12 @@
  * wall time (every I/O event costs it system time), and commandstats' `usec` is wall time of the
  * command, which a loaded machine inflates by descheduling the server mid-script.
  *
- * `--libraries` takes the bench's lock library ids and `fair-floor` (see `fairFloor`).
+ * `--libraries` takes the bench's lock library ids and `fair-floor` (bench/adapters/fair-floor.adapter.ts).
  *
  *   node -r ts-node/register/transpile-only bench/contended-cost.ts [--libraries ours,original]
  *     [--processes 8] [--seconds 4] [--hold 1] [--rounds 1] [--url redis://…] [--callgrind]
  */
 import Redis from 'ioredis';
-import type { LockAdapter } from './adapters/lock-adapter';
 import { lockLibrary } from './adapters/lock-libraries';
 import { startRedisServer } from '../scripts/redis-server';
 import { callgrindServer } from './support/callgrind-server';
@@ -44,50 +43,9 @@ async function commandCalls(redis: Redis): Promise<Map<string, number>> {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/**
- * `fair-floor`: the least a fair lock with direct handoff does, for comparison (not a lock to
- * use: no TTL of a waiter's place, no fence, no recovery). A waiter's one script takes the free
- * lock or joins a list; the release's one script pops the next waiter, makes it the holder and
- * publishes to that waiter's own channel, on which it waits. Two requests and one delivery a
- * section, as ours, with 2 + 3 commands inside.
- */
-const FLOOR_JOIN =
-  "if redis.call('SET', KEYS[1], ARGV[1], 'NX') then return 1 end " +
-  "redis.call('RPUSH', KEYS[2], ARGV[1]) return 0";
-const FLOOR_RELEASE =
-  "local next = redis.call('LPOP', KEYS[2]) " +
-  "if not next then redis.call('DEL', KEYS[1]) return 0 end " +
-  "redis.call('SET', KEYS[1], next) redis.call('PUBLISH', KEYS[1] .. ':' .. next, '1') return 1";
-
-async function fairFloor(url: string): Promise<LockAdapter> {
-  const client = new Redis(url);
-  const sub = new Redis(url);
-  const me = Math.random().toString(36).slice(2);
-  const waiting = new Map<string, () => void>();
-  sub.on('message', (channel: string) => waiting.get(channel)?.());
-  return {
-    async acquire(key: string) {
-      const channel = `${key}:${me}`;
-      if (!waiting.has(channel)) await sub.subscribe(channel);
-      const handed = new Promise<void>((resolve) => waiting.set(channel, resolve));
-      const got = await client.eval(FLOOR_JOIN, 2, key, `${key}:line`, me);
-      if (got !== 1) await handed;
-      waiting.set(channel, () => undefined);
-      return key;
-    },
-    async release(key: unknown) {
-      await client.eval(FLOOR_RELEASE, 2, key as string, `${key as string}:line`);
-    },
-    async close() {
-      client.disconnect();
-      sub.disconnect();
-    },
-  };
-}
-
 /** One library's contended run: per-section command calls and server CPU, and fairness. */
 async function measure(id: string, url: string, admin: Redis, round: number): Promise<string> {
-  const create = id === 'fair-floor' ? fairFloor : lockLibrary(id).create;
+  const { create } = lockLibrary(id);
   const adapters = await Promise.all(Array.from({ length: PROCESSES }, () => create(url)));
   const markers = adapters.map(() => new Redis(url));
   const run = async (ms: number, key: string) => {

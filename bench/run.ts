@@ -16,7 +16,7 @@ import { join, resolve } from 'node:path';
 import { Redis } from 'ioredis';
 import { startRedisServer } from '../scripts/redis-server';
 import type { LockLibrary } from './adapters/lock-adapter';
-import { LOCK_LIBRARIES } from './adapters/lock-libraries';
+import { CONTENDED_LIBRARIES, LOCK_LIBRARIES } from './adapters/lock-libraries';
 import { SEMAPHORE_LIBRARIES } from './adapters/semaphore-libraries';
 import { oursQueueMissing } from './adapters/ours-queue.adapter';
 import type { QueueLibrary } from './adapters/queue-adapter';
@@ -152,7 +152,7 @@ async function main(): Promise<void> {
     option('--libraries'),
     allShapes(shapes).map((s) => s.id),
     [
-      ...LOCK_LIBRARIES,
+      ...CONTENDED_LIBRARIES,
       ...ENQUEUE_LIBRARIES,
       ...DRAIN_LIBRARIES,
       ...GROUP_LIBRARIES,
@@ -238,7 +238,10 @@ async function main(): Promise<void> {
       const run: RoundRun = { ctx, results, tables, admin, filter };
       if (runLocks) {
         await runShape<FloorProbe>(shapes.floor, FLOOR_PROBES, run);
-        for (const shape of shapes.lock) await runShape<LockLibrary>(shape, LOCK_LIBRARIES, run);
+        for (const shape of shapes.lock) {
+          const rows = shape === shapes.contended ? CONTENDED_LIBRARIES : LOCK_LIBRARIES;
+          await runShape<LockLibrary>(shape, rows, run);
+        }
         await runShape<LockLibrary>(shapes.semaphore, SEMAPHORE_LIBRARIES, run);
         await runShape<LockLibrary>(shapes.flashSale, ours, run);
       }
@@ -275,7 +278,7 @@ async function main(): Promise<void> {
       machine,
       config,
       libraries: {
-        lock: LOCK_LIBRARIES.map(({ id, label, ours }) => ({ id, label, ours })),
+        lock: CONTENDED_LIBRARIES.map(({ id, label, ours }) => ({ id, label, ours })),
         semaphore: SEMAPHORE_LIBRARIES.map(({ id, label, ours }) => ({ id, label, ours })),
         enqueue: ENQUEUE_LIBRARIES.map(({ id, label, ours }) => ({ id, label, ours })),
         drain: DRAIN_LIBRARIES.map(({ id, label, ours }) => ({ id, label, ours })),

@@ -1,4 +1,4 @@
-import { LOCK_LIBRARIES } from '../adapters/lock-libraries';
+import { CONTENDED_LIBRARIES, LOCK_LIBRARIES } from '../adapters/lock-libraries';
 import { SEMAPHORE_LIBRARIES } from '../adapters/semaphore-libraries';
 import {
   CANCEL_LIBRARIES,
@@ -210,9 +210,15 @@ export function reportTables(
     {
       shape: shapes.contended.id,
       title: shapes.contended.title,
-      rows: lock,
+      rows: CONTENDED_LIBRARIES,
       columns: [...sectionColumns('handoffs/s', 'overlaps'), ...costColumns('section', ['redis'])],
       ratioOf: 'handoffsPerSec',
+      note:
+        'The fair floor is not a lock: the least a fair lock with direct handoff does (a waiter ' +
+        'joins a list in one script; the release pops the next, makes it the holder and publishes ' +
+        'to it), without TTLs, fences or recovery (bench/adapters/fair-floor.adapter.ts). Its ' +
+        'Redis CPU against the unfair peers is what handing the lock to another process costs ' +
+        'by itself; no target compares with it.',
     },
     {
       shape: shapes.handoff.id,

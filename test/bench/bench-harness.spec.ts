@@ -151,6 +151,32 @@ describe('bench parts on a redis-server of their own', () => {
       }
     });
 
+    it('the fair floor: four contenders on one key take turns, one at a time', async () => {
+      // One caller per adapter, as one per process in the contended shape.
+      const adapters = await Promise.all(
+        [1, 2, 3, 4].map(() => lockLibrary('fair-floor').create(server.url)),
+      );
+      try {
+        const params = {
+          key: 'bench:test:floor:lock',
+          insideKey: 'bench:test:floor:inside',
+          counterKey: 'bench:test:floor:counter',
+          startAt: monotonicMs() + 50,
+          durationMs: 300,
+          holdMs: 1,
+          callers: 1,
+        };
+        const reports = await Promise.all(adapters.map((a) => runContended(a, admin, params)));
+        const sections = reports.map((r) => r.sections);
+        expect(reports.every((r) => r.overlaps === 0)).toBe(true);
+        expect(Number(await admin.get(params.counterKey))).toBe(sections.reduce((a, b) => a + b));
+        // Turns in arrival order: nobody gets more than one section beyond anybody else.
+        expect(Math.max(...sections) - Math.min(...sections)).toBeLessThanOrEqual(1);
+      } finally {
+        await Promise.all(adapters.map((a) => a.close()));
+      }
+    });
+
     it('parks waiters on a held key; every one gets it once after the release', async () => {
       const holder = await lockLibrary('ours').create(server.url);
       const adapter = await lockLibrary('ours').create(server.url);
