@@ -67,12 +67,12 @@ export class LocalLine<O, T> {
       const onAbort = () => {
         if (waiter.reject(signal?.reason)) this.onLeave();
       };
-      // Node's timers count whole milliseconds of a monotonic clock whose boundaries fall elsewhere
-      // than Date.now()'s, so a timer can fire up to 1 ms early by Date.now(): it then waits out
-      // the rest, and a caller that times out has always waited its full waitMs.
-      const until = Date.now() + Math.max(0, waitMs);
+      // Node's timers count whole milliseconds, so a timer can fire up to 1 ms early by the
+      // clocks callers measure with: it then waits out the rest, and a caller that times out has
+      // always waited its full waitMs (by the monotonic clock, which a wall-clock step moves not).
+      const until = performance.now() + Math.max(0, waitMs);
       const onTimer = () => {
-        const rest = until - Date.now();
+        const rest = until - performance.now();
         if (rest > 0) timer = setTimeout(onTimer, rest);
         else if (waiter.resolve(onTimeout())) this.onLeave();
       };

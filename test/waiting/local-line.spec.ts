@@ -13,4 +13,21 @@ describe('LocalLine', () => {
     }
     expect(early).toEqual([]);
   });
+
+  it('is not held past its waitMs when the wall clock steps back meanwhile', async () => {
+    const line = new LocalLine<undefined, string>(() => undefined);
+    const realNow = Date.now.bind(Date);
+    // From the moment it is added, the wall clock reads a minute earlier (an NTP step back).
+    const step = jest.spyOn(Date, 'now');
+    try {
+      const waiting = line.add(undefined, 20, undefined, () => 'timed out');
+      step.mockImplementation(() => realNow() - 60_000);
+      const guard = new Promise<string>((resolve) =>
+        setTimeout(() => resolve('still held'), 2_000),
+      );
+      expect(await Promise.race([waiting, guard])).toBe('timed out');
+    } finally {
+      step.mockRestore();
+    }
+  });
 });
