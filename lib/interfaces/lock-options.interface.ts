@@ -29,7 +29,8 @@ export interface LockOptions {
    * How long to wait for the lock, in ms: an integer from 0 to 86,400,000 (one day; a larger
    * value is a `RedisLockOptionsError`). `0` tries once. In quorum mode (`nodes`), when fewer
    * than a majority of nodes answer, the call rejects with `LockQuorumError` once the wait is
-   * over (`tryAcquire` too: it resolves `null` only for contention).
+   * over (`tryAcquire` too: it resolves `null` only for contention). A caller that times out
+   * has waited at least `waitMs` (`LockTimeoutError.waitedMs`).
    * @default 0
    * @example
    * await locks.acquire('stock:42', { waitMs: 2_000 });

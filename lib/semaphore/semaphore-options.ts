@@ -28,7 +28,8 @@ export interface SemaphoreOptions {
    */
   ttlMs?: number;
   /**
-   * How long to wait for the permits, in ms, in a FIFO line. `0` tries once.
+   * How long to wait for the permits, in ms, in a FIFO line. `0` tries once. A caller that
+   * times out has waited at least `waitMs` (`SemaphoreTimeoutError.waitedMs`).
    * @default the module's `waitMs` (0)
    */
   waitMs?: number;
