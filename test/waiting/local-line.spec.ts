@@ -19,14 +19,16 @@ describe('LocalLine', () => {
     const realNow = Date.now.bind(Date);
     // From the moment it is added, the wall clock reads a minute earlier (an NTP step back).
     const step = jest.spyOn(Date, 'now');
+    let guardTimer: NodeJS.Timeout | undefined;
     try {
       const waiting = line.add(undefined, 20, undefined, () => 'timed out');
       step.mockImplementation(() => realNow() - 60_000);
-      const guard = new Promise<string>((resolve) =>
-        setTimeout(() => resolve('still held'), 2_000),
-      );
+      const guard = new Promise<string>((resolve) => {
+        guardTimer = setTimeout(() => resolve('still held'), 2_000);
+      });
       expect(await Promise.race([waiting, guard])).toBe('timed out');
     } finally {
+      clearTimeout(guardTimer);
       step.mockRestore();
     }
   });
