@@ -1,11 +1,17 @@
 import { Injectable } from '@nestjs/common';
 import { type LeasedTask, LockService, QueueService } from '../../lib';
+import { outageOf } from '../common/outage';
 import { requireLock } from '../common/require-lock';
 import { SampleConfig } from '../config/sample-config';
 import { SampleRedis } from '../redis/sample-redis';
 import type { AddTasksResult, DeskStatus, DeskTask, SubmitResult } from './task-desk.dto';
 import { EditorBusyError, LeaseLostError, NoTaskHeldError } from './task-desk.errors';
 import { DESK_QUEUE, deskKeys, editorLockKey, type DeskKeys } from './task-desk-keys';
+
+/** Writes of a submission's record at most, after its ack (`recordSubmission`). */
+const RECORD_ATTEMPTS = 3;
+/** Pause before a submission's record is written again, in ms. */
+const RECORD_RETRY_MS = 100;
 
 /**
  * The task desk: a pool of articles (the `desk` queue) and editors who take one at a time.
@@ -66,7 +72,8 @@ export class TaskDeskService {
    * under the lock `editor:<editor>`. When the ack fails (e.g. a Redis timeout), the editor
    * still holds the task and may submit again while the lease runs (an ack of the same lease
    * sent again answers true). The submission is recorded per lease (`<attempt>:<task id>`), so a
-   * write sent twice (ioredis resends a command whose reply was lost) counts once.
+   * write sent twice (ioredis resends a command whose reply was lost) counts once; a record write
+   * that fails after the ack is tried again (`recordSubmission`).
    * @throws NoTaskHeldError when the editor holds none; LeaseLostError when the lease ran out
    *   and the task was handed out again
    */
@@ -79,12 +86,7 @@ export class TaskDeskService {
       await this.redis.client.hdel(this.keys.holders, editor);
       throw new LeaseLostError(editor, held.id);
     }
-    await this.redis.exec(
-      this.redis.client
-        .multi()
-        .hdel(this.keys.holders, editor)
-        .hset(this.keys.submissions, `${held.attempt}:${held.id}`, editor),
-    );
+    await this.recordSubmission(editor, held);
     return { editor, taskId: held.id, attempt: held.attempt };
   }
 
@@ -119,6 +121,31 @@ export class TaskDeskService {
         .sort((a, b) => a.editor.localeCompare(b.editor)),
       submitted,
     };
+  }
+
+  /**
+   * Records who submitted the lease and forgets that the editor holds it, after its ack. The write
+   * is idempotent, so a failed one (e.g. a Redis timeout) is sent again, `RECORD_ATTEMPTS` times in
+   * all, `RECORD_RETRY_MS` apart, before the error reaches the editor: a task acked but not
+   * recorded is then left only by a Redis out of reach for longer, and the editor, told to submit
+   * again (503), finishes it on that submit (the same ack again answers true while completed tasks
+   * are kept).
+   */
+  private async recordSubmission(editor: string, held: LeasedTask): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.redis.exec(
+          this.redis.client
+            .multi()
+            .hdel(this.keys.holders, editor)
+            .hset(this.keys.submissions, `${held.attempt}:${held.id}`, editor),
+        );
+        return;
+      } catch (err) {
+        if (attempt >= RECORD_ATTEMPTS || !outageOf(err)) throw err;
+        await new Promise((resolve) => setTimeout(resolve, RECORD_RETRY_MS));
+      }
+    }
   }
 
   private async heldTask(editor: string): Promise<LeasedTask | null> {

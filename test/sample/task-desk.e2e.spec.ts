@@ -277,4 +277,65 @@ describe('sample: task desk when the queue fails to ack a submit', () => {
     expect(after.submitted).toEqual({ draft: { by: 'gus', times: 1 } });
     expect(after.pool).toMatchObject(queueStats());
   });
+  it('writes the record of an acked submit again when the write fails: submitted once, nothing held', async () => {
+    await request(app.url)
+      .post('/tasks')
+      .send({ ids: ['column'] })
+      .expect(201);
+    const taken = await sendJson<NextTaskResult>(agent, 'POST', `${app.url}/editors/hal/next`);
+    expect(taken.body.task).toMatchObject({ id: 'column', attempt: 1 });
+
+    // The record's write after the ack fails twice the way a Redis timeout fails it (the spy
+    // stands in for the sample's SampleRedis.exec; Redis itself is real), then goes through.
+    const redis = app.app.get(SampleRedis);
+    const exec = jest
+      .spyOn(redis, 'exec')
+      .mockRejectedValueOnce(new Error('Command timed out'))
+      .mockRejectedValueOnce(new Error('Command timed out'));
+    const done = await sendJson(agent, 'POST', `${app.url}/editors/hal/submit`);
+    expect(done).toMatchObject({
+      status: 200,
+      body: { editor: 'hal', taskId: 'column', attempt: 1 },
+    });
+    expect(exec).toHaveBeenCalledTimes(3);
+    exec.mockRestore();
+
+    const after = await desk();
+    expect(after.holders).toEqual([]);
+    expect(after.submitted).toEqual({ column: { by: 'hal', times: 1 } });
+    expect(after.pool).toMatchObject(queueStats());
+  });
+
+  it('answers 503 when every record write fails after the ack, and the submit sent again records it once', async () => {
+    await request(app.url)
+      .post('/tasks')
+      .send({ ids: ['review'] })
+      .expect(201);
+    await sendJson<NextTaskResult>(agent, 'POST', `${app.url}/editors/ida/next`);
+
+    const redis = app.app.get(SampleRedis);
+    const exec = jest
+      .spyOn(redis, 'exec')
+      .mockRejectedValueOnce(new Error('Command timed out'))
+      .mockRejectedValueOnce(new Error('Command timed out'))
+      .mockRejectedValueOnce(new Error('Command timed out'));
+    const logged = jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
+    const failed = await sendJson(agent, 'POST', `${app.url}/editors/ida/submit`);
+    logged.mockRestore();
+    expect(failed.status).toBe(503);
+    expect(exec).toHaveBeenCalledTimes(3);
+    exec.mockRestore();
+
+    // The task is completed in the queue, and Ida still holds it: her submit sent again is acked
+    // again (same lease) and recorded, once.
+    const between = await desk();
+    expect(between.submitted).toEqual({});
+    expect(between.holders.map((h) => h.editor)).toEqual(['ida']);
+    const retried = await sendJson(agent, 'POST', `${app.url}/editors/ida/submit`);
+    expect(retried).toMatchObject({ status: 200, body: { editor: 'ida', taskId: 'review' } });
+    const after = await desk();
+    expect(after.holders).toEqual([]);
+    expect(after.submitted).toEqual({ review: { by: 'ida', times: 1 } });
+    expect(after.pool).toMatchObject(queueStats());
+  });
 });
