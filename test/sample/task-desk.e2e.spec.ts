@@ -232,13 +232,40 @@ describe('sample: task desk when the queue fails to ack a submit', () => {
 
   const desk = async () => (await request(app.url).get('/tasks').expect(200)).body as DeskStatus;
 
-  it('keeps the task with its editor when the ack throws, so that submitting again finishes it once', async () => {
+  /** Puts `id` in the pool and hands it to `editor`. */
+  async function take(id: string, editor: string): Promise<void> {
     await request(app.url)
       .post('/tasks')
-      .send({ ids: ['draft'] })
+      .send({ ids: [id] })
       .expect(201);
-    const taken = await sendJson<NextTaskResult>(agent, 'POST', `${app.url}/editors/gus/next`);
-    expect(taken.body.task).toMatchObject({ id: 'draft', attempt: 1 });
+    const taken = await sendJson<NextTaskResult>(
+      agent,
+      'POST',
+      `${app.url}/editors/${editor}/next`,
+    );
+    expect(taken.body.task).toMatchObject({ id, attempt: 1 });
+  }
+
+  /**
+   * Fails the sample's next `times` writes (`SampleRedis.exec`) the way a Redis timeout fails
+   * them: the spy stands in for the sample's SampleRedis; Redis itself is real.
+   */
+  function failWrites(times: number): jest.SpyInstance {
+    const exec = jest.spyOn(app.app.get(SampleRedis), 'exec');
+    for (let i = 0; i < times; i++) exec.mockRejectedValueOnce(new Error('Command timed out'));
+    return exec;
+  }
+
+  /** The desk after `editor`'s submit of `id` went through: nothing held, `id` submitted once. */
+  async function expectSubmittedOnce(id: string, editor: string): Promise<void> {
+    const after = await desk();
+    expect(after.holders).toEqual([]);
+    expect(after.submitted).toEqual({ [id]: { by: editor, times: 1 } });
+    expect(after.pool).toMatchObject(queueStats());
+  }
+
+  it('keeps the task with its editor when the ack throws, so that submitting again finishes it once', async () => {
+    await take('draft', 'gus');
 
     // The ack fails once the way a Redis timeout fails it (the test double stands in for the
     // sample's QueueService; Redis itself is real). Redis trouble is answered 503 + Retry-After.
@@ -272,26 +299,14 @@ describe('sample: task desk when the queue fails to ack a submit', () => {
       status: 200,
       body: { editor: 'gus', taskId: 'draft', attempt: 1 },
     });
-    const after = await desk();
-    expect(after.holders).toEqual([]);
-    expect(after.submitted).toEqual({ draft: { by: 'gus', times: 1 } });
-    expect(after.pool).toMatchObject(queueStats());
+    await expectSubmittedOnce('draft', 'gus');
   });
-  it('writes the record of an acked submit again when the write fails: submitted once, nothing held', async () => {
-    await request(app.url)
-      .post('/tasks')
-      .send({ ids: ['column'] })
-      .expect(201);
-    const taken = await sendJson<NextTaskResult>(agent, 'POST', `${app.url}/editors/hal/next`);
-    expect(taken.body.task).toMatchObject({ id: 'column', attempt: 1 });
 
-    // The record's write after the ack fails twice the way a Redis timeout fails it (the spy
-    // stands in for the sample's SampleRedis.exec; Redis itself is real), then goes through.
-    const redis = app.app.get(SampleRedis);
-    const exec = jest
-      .spyOn(redis, 'exec')
-      .mockRejectedValueOnce(new Error('Command timed out'))
-      .mockRejectedValueOnce(new Error('Command timed out'));
+  it('writes the record of an acked submit again when the write fails: submitted once, nothing held', async () => {
+    await take('column', 'hal');
+
+    // The record's write after the ack fails twice, then goes through.
+    const exec = failWrites(2);
     const done = await sendJson(agent, 'POST', `${app.url}/editors/hal/submit`);
     expect(done).toMatchObject({
       status: 200,
@@ -300,25 +315,13 @@ describe('sample: task desk when the queue fails to ack a submit', () => {
     expect(exec).toHaveBeenCalledTimes(3);
     exec.mockRestore();
 
-    const after = await desk();
-    expect(after.holders).toEqual([]);
-    expect(after.submitted).toEqual({ column: { by: 'hal', times: 1 } });
-    expect(after.pool).toMatchObject(queueStats());
+    await expectSubmittedOnce('column', 'hal');
   });
 
   it('answers 503 when every record write fails after the ack, and the submit sent again records it once', async () => {
-    await request(app.url)
-      .post('/tasks')
-      .send({ ids: ['review'] })
-      .expect(201);
-    await sendJson<NextTaskResult>(agent, 'POST', `${app.url}/editors/ida/next`);
+    await take('review', 'ida');
 
-    const redis = app.app.get(SampleRedis);
-    const exec = jest
-      .spyOn(redis, 'exec')
-      .mockRejectedValueOnce(new Error('Command timed out'))
-      .mockRejectedValueOnce(new Error('Command timed out'))
-      .mockRejectedValueOnce(new Error('Command timed out'));
+    const exec = failWrites(3);
     const logged = jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
     const failed = await sendJson(agent, 'POST', `${app.url}/editors/ida/submit`);
     logged.mockRestore();
@@ -333,9 +336,6 @@ describe('sample: task desk when the queue fails to ack a submit', () => {
     expect(between.holders.map((h) => h.editor)).toEqual(['ida']);
     const retried = await sendJson(agent, 'POST', `${app.url}/editors/ida/submit`);
     expect(retried).toMatchObject({ status: 200, body: { editor: 'ida', taskId: 'review' } });
-    const after = await desk();
-    expect(after.holders).toEqual([]);
-    expect(after.submitted).toEqual({ review: { by: 'ida', times: 1 } });
-    expect(after.pool).toMatchObject(queueStats());
+    await expectSubmittedOnce('review', 'ida');
   });
 });
