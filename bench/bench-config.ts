@@ -119,7 +119,9 @@ export interface FlashSaleConfig {
 /** `npm run bench`: what RESULTS.md is made from. */
 export const FULL_CONFIG: BenchConfig = {
   mode: 'full',
-  rounds: 3,
+  // Issue 35's targets are medians of at least 5 rounds: with 3, one slow round on this 2-core
+  // machine moved parallel-64 between 0.87x and 1.21x of the best peer from one full run to the next.
+  rounds: 5,
   throughputMs: 2_000,
   warmupPairs: 200,
   jitWarmupMs: 1_000,
