@@ -41,13 +41,17 @@ export class TaskDeskService {
 
   /**
    * Hands the editor the next task of the pool for `deskLeaseMs`, or `null` when none is ready.
-   * Runs under the lock `editor:<editor>`.
+   * Runs under the lock `editor:<editor>`. A task the editor still holds that was acked by a
+   * submit whose record write failed (`recordSubmission`) is recorded first, so the record is
+   * put right even when the editor never submits again.
    * @throws EditorBusyError while the editor's current lease still runs
    */
   async next(editor: string): Promise<DeskTask | null> {
     requireLock(this.locks, editorLockKey(editor), 'TaskDeskService.next');
     const held = await this.heldTask(editor);
-    if (held) {
+    if (held && (await this.wasAcked(held))) {
+      await this.recordSubmission(editor, held);
+    } else if (held) {
       const leftMs = held.leaseExpiresAt - (await this.redis.now());
       if (leftMs > 0) throw new EditorBusyError(editor, held.id, leftMs);
       // Its lease ran out: the task is back in the pool (this very claim may return it).
@@ -129,7 +133,7 @@ export class TaskDeskService {
    * all, `RECORD_RETRY_MS` apart, before the error reaches the editor: a task acked but not
    * recorded is then left only by a Redis out of reach for longer, and the editor, told to submit
    * again (503), finishes it on that submit (the same ack again answers true while completed tasks
-   * are kept).
+   * are kept), or on their next `next`.
    */
   private async recordSubmission(editor: string, held: LeasedTask): Promise<void> {
     for (let attempt = 1; ; attempt++) {
@@ -146,6 +150,15 @@ export class TaskDeskService {
         await new Promise((resolve) => setTimeout(resolve, RECORD_RETRY_MS));
       }
     }
+  }
+
+  /**
+   * Whether the queue completed `held` at its lease's attempt: only that lease's holder can have
+   * acked it. Found while completed tasks are kept (`keepCompleted`, 1 day by default).
+   */
+  private async wasAcked(held: LeasedTask): Promise<boolean> {
+    const task = await this.queues.get(DESK_QUEUE, held.id);
+    return task?.state === 'completed' && task.attempts === held.attempt;
   }
 
   private async heldTask(editor: string): Promise<LeasedTask | null> {

@@ -338,4 +338,28 @@ describe('sample: task desk when the queue fails to ack a submit', () => {
     expect(retried).toMatchObject({ status: 200, body: { editor: 'ida', taskId: 'review' } });
     await expectSubmittedOnce('review', 'ida');
   });
+
+  it("records an acked submit whose every record write failed at the editor's next call, when they never submit again", async () => {
+    await request(app.url)
+      .post('/tasks')
+      .send({ ids: ['essay', 'letter'] })
+      .expect(201);
+    const taken = await sendJson<NextTaskResult>(agent, 'POST', `${app.url}/editors/joy/next`);
+    expect(taken.body.task).toMatchObject({ id: 'essay', attempt: 1 });
+
+    const exec = failWrites(3);
+    const logged = jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
+    const failed = await sendJson(agent, 'POST', `${app.url}/editors/joy/submit`);
+    logged.mockRestore();
+    expect(failed.status).toBe(503);
+    exec.mockRestore();
+
+    // Joy asks for her next task instead: the acked one is recorded, and she gets the next.
+    const following = await sendJson<NextTaskResult>(agent, 'POST', `${app.url}/editors/joy/next`);
+    expect(following.status).toBe(200);
+    expect(following.body.task).toMatchObject({ id: 'letter', attempt: 1 });
+    const after = await desk();
+    expect(after.submitted).toEqual({ essay: { by: 'joy', times: 1 } });
+    expect(after.holders.map((h) => [h.editor, h.taskId])).toEqual([['joy', 'letter']]);
+  });
 });
