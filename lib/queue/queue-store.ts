@@ -382,7 +382,7 @@ export class QueueStore {
     const k = this.keys(task.queue);
     const done = await this.connection.run(
       QUEUE_SCRIPTS.updateTask,
-      [k.tokens, k.progress, k.payload, k.events, k.due, k.pending],
+      [k.tokens, k.progress, k.payload, k.events, k.due, k.pending, k.info, k.prio, k.gtasks],
       [what, task.id, task.leaseToken, json, this.eventsMaxLen, givenBack ? '1' : '0'],
     );
     return done === 1;
