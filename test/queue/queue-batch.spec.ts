@@ -68,6 +68,27 @@ describe('QueueService batch workers', () => {
     expect(kept.result).toEqual({ id: kept.id });
   }, 180_000);
 
+  it('holds the leases of the tasks it collects: a batch that waits longer than a lease runs each task once and completes it', async () => {
+    const q = fresh();
+    const batches: string[][] = [];
+    const worker = queues.process(
+      q,
+      (tasks: RunningTask[]) => void batches.push(tasks.map((t) => `${t.id}#${t.attempt}`)),
+      { batch: { size: 10, maxWaitMs: 3_000 }, leaseMs: 300, maxAttempts: 3 },
+    );
+    try {
+      await queues.enqueue(q, 'first');
+      // first's lease (300 ms) would have run out twice before second arrives.
+      await new Promise((r) => setTimeout(r, 800));
+      await queues.enqueue(q, 'second');
+      await waitFor('both completed', async () => (await queues.stats(q)).completed === 2, 10_000);
+    } finally {
+      await worker.close();
+    }
+    expect(batches).toEqual([['first#1', 'second#1']]);
+    expect(await queues.stats(q)).toMatchObject({ ready: 0, leased: 0, dead: 0 });
+  });
+
   it('waits up to maxWaitMs to fill a batch, woken by enqueues (not polling): 3 then 7 make one batch of 10', async () => {
     const q = fresh();
     const batches: string[][] = [];

@@ -235,25 +235,26 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
   /**
    * Claims up to `size` tasks for one batch: when fewer are ready, waits for more (on the wake-up
    * list, as an idle worker does) until `maxWaitMs` after the first arrived, then runs what it has.
-   * With nothing ready it idles as usual.
+   * With nothing ready it idles as usual. Each task is held (its lease renewed) from its claim on:
+   * a batch may wait longer for its last task than the first one's lease lasts.
    */
   private async collectBatch(size: number, maxWaitMs: number): Promise<void> {
-    const tasks: LeasedTask[] = [];
+    const held: Running[] = [];
     let deadline: number | undefined;
     while (!this.stop.signal.aborted) {
       let step: ClaimStepResult<unknown>;
       try {
-        step = await this.backend.claim(this.queue, size - tasks.length, this.options);
+        step = await this.backend.claim(this.queue, size - held.length, this.options);
         this.errorPause = 0;
       } catch (err) {
         this.logFailure('claim', err);
-        if (tasks.length > 0) break;
+        if (held.length > 0) break;
         await this.pauseAfterError();
         return;
       }
-      tasks.push(...step.tasks);
-      if (tasks.length >= size) break;
-      if (tasks.length > 0) deadline ??= performance.now() + maxWaitMs;
+      for (const t of step.tasks) held.push(this.hold(t));
+      if (held.length >= size) break;
+      if (held.length > 0) deadline ??= performance.now() + maxWaitMs;
       const left = deadline === undefined ? step.nextInMs : deadline - performance.now();
       if (deadline !== undefined && left <= 0) break;
       try {
@@ -264,27 +265,32 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
         this.logFailure('BLPOP', err);
         await this.pauseAfterError();
       }
-      if (tasks.length === 0) return;
+      if (held.length === 0) return;
     }
-    if (this.stop.signal.aborted) await this.giveBack(tasks);
-    else if (tasks.length > 0) this.startBatch(tasks);
+    if (this.stop.signal.aborted) {
+      for (const entry of held) this.running.delete(entry.task.leaseToken);
+      await this.giveBack(held.map((entry) => entry.task));
+    } else if (held.length > 0) {
+      this.startBatch(held);
+    }
   }
 
-  /** Runs a batch worker's handler on `leased`: one entry per task, one call for all. */
-  private startBatch(leased: LeasedTask[]): void {
-    const started = performance.now();
-    const entries = leased.map((t): Running => {
-      const entry: Running = {
-        task: new WorkerTask(t, this),
-        started,
-        renewedAt: started,
-        renewing: false,
-        ended: false,
-        released: false,
-      };
-      this.running.set(t.leaseToken, entry);
-      return entry;
+  /**
+   * Runs a batch worker's handler on the tasks of `held`: one entry per task, one call for all.
+   * A task whose lease was lost while the batch filled (its renewal was refused) is left out.
+   */
+  private startBatch(held: Running[]): void {
+    const entries = held.filter((entry) => {
+      if (!entry.ended) return true;
+      this.running.delete(entry.task.leaseToken);
+      return false;
     });
+    if (entries.length === 0) {
+      this.slotFreed?.();
+      return;
+    }
+    const started = performance.now();
+    for (const entry of entries) entry.started = started;
     const done = this.executeBatch(entries).finally(() => {
       for (const e of entries) this.running.delete(e.task.leaseToken);
       this.slotFreed?.();
@@ -413,21 +419,26 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
   }
 
   private startTask(leased: LeasedTask): void {
-    const started = performance.now();
-    const task = new WorkerTask(leased, this);
+    const entry = this.hold(leased);
+    entry.done = this.execute(entry).finally(() => {
+      this.running.delete(entry.task.leaseToken);
+      this.slotFreed?.();
+    });
+  }
+
+  /** A task just leased to this worker: counted as running and its lease renewed from now on. */
+  private hold(leased: LeasedTask): Running {
+    const now = performance.now();
     const entry: Running = {
-      task,
-      started,
-      renewedAt: started,
+      task: new WorkerTask(leased, this),
+      started: now,
+      renewedAt: now,
       renewing: false,
       ended: false,
       released: false,
     };
-    this.running.set(task.leaseToken, entry);
-    entry.done = this.execute(entry).finally(() => {
-      this.running.delete(task.leaseToken);
-      this.slotFreed?.();
-    });
+    this.running.set(entry.task.leaseToken, entry);
+    return entry;
   }
 
   /**
