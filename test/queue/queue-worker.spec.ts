@@ -9,6 +9,7 @@ import {
   RedisLockModule,
   RedisLockOptionsError,
   type LeasedTask,
+  type QueueWorkerHandle,
 } from '../../lib';
 import { retryDelayMs } from '../../lib/queue/worker/failure-policy';
 import {
@@ -516,6 +517,47 @@ describe('QueueService workers: wake-ups and reconnects (dedicated redis-server)
     } finally {
       release.resolve();
       await Promise.all(workers.map((w) => w.close()));
+    }
+  });
+
+  it('a closing worker takes no wake-up while its handlers drain: an enqueue meanwhile wakes a worker that stays', async () => {
+    const release = deferred();
+    const started: string[] = [];
+    // Concurrency 2 with one long task: a free slot, so it blocks on the wake-up list, first.
+    const closing = queues.process(
+      'closing',
+      async (task) => {
+        started.push(`closing:${task.id}`);
+        await release.promise;
+      },
+      { concurrency: 2 },
+    );
+    let staying: QueueWorkerHandle | undefined;
+    let closed: Promise<void> | undefined;
+    try {
+      await queues.enqueue('closing', 'long');
+      await waitFor(
+        'long running, the closing worker blocked',
+        async () => started.length === 1 && (await blockedClients(probe)) === 1,
+      );
+      staying = queues.process('closing', async (task) => void started.push(`staying:${task.id}`));
+      await waitFor('both blocked', async () => (await blockedClients(probe)) === 2);
+      closed = closing.close();
+      // Its blocked read leaves Redis at once: not when its handler is done, nor when that read's
+      // bounded wait (5 s, begun just before) ends, which would take far more than 1.5 s.
+      await waitFor(
+        'only the staying worker blocked',
+        async () => (await blockedClients(probe)) === 1,
+        1_500,
+      );
+      await queues.enqueue('closing', 'next');
+      // Within 1.5 s: the staying worker's bounded idle wait (5 s, just begun) cannot have ended.
+      await waitFor('next started', () => started.includes('staying:next'), 1_500);
+      expect(started).toEqual(['closing:long', 'staying:next']);
+    } finally {
+      release.resolve();
+      await (closed ?? closing.close());
+      await staying?.close();
     }
   });
 
