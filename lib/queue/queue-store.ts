@@ -46,6 +46,11 @@ export interface ClaimStepResult<P> {
   nextInMs: number;
   /** Per settle, in order: a `SETTLED` value. */
   settled: number[];
+  /**
+   * Acks that too few replicas acknowledged (`waitForReplicas`) in a call that also leased
+   * tasks: the leases are granted on the master, so the reply is kept for them to run.
+   */
+  shortfall?: QueueReplicationError;
 }
 
 /** How long a count of the master's replicas (`INFO replication`) is reused, in ms. */
@@ -115,8 +120,27 @@ export class QueueStore {
     operation: string,
     wait: ReplicaWait | false | undefined,
   ): Promise<unknown> {
+    const { reply, shortfall } = await this.writeWaited(script, keys, args, queue, operation, wait);
+    // The reply is dropped: the caller learns the write may not survive a failover.
+    if (shortfall) throw shortfall;
+    return reply;
+  }
+
+  /**
+   * `write`, except that a write the master ran but too few replicas acknowledged answers its
+   * reply with the `QueueReplicationError` beside it (`shortfall`), for a caller whose reply
+   * carries more than the write (an ack's claim: the tasks it leased are this process's to run).
+   */
+  private async writeWaited(
+    script: LuaScript,
+    keys: readonly string[],
+    args: readonly (string | number)[],
+    queue: string,
+    operation: string,
+    wait: ReplicaWait | false | undefined,
+  ): Promise<{ reply: unknown; shortfall?: QueueReplicationError }> {
     const w = wait === undefined ? this.defaults.waitForReplicas : wait;
-    if (!w) return this.connection.run(script, keys, args);
+    if (!w) return { reply: await this.connection.run(script, keys, args) };
     const have = await this.connectedReplicas();
     // Unknown (INFO refused): sent, and WAIT alone tells whether enough replicas acknowledged.
     if (have !== undefined && have < w.replicas) {
@@ -129,19 +153,19 @@ export class QueueStore {
       w.replicas,
       w.timeoutMs,
     );
-    if (acknowledged < w.replicas) {
-      // The reply is dropped: the caller learns the write may not survive a failover.
-      this.replicaCount = undefined;
-      throw new QueueReplicationError(
+    if (acknowledged >= w.replicas) return { reply };
+    this.replicaCount = undefined;
+    return {
+      reply,
+      shortfall: new QueueReplicationError(
         queue,
         operation,
         acknowledged,
         w.replicas,
         w.timeoutMs,
         true,
-      );
-    }
-    return reply;
+      ),
+    };
   }
 
   /**
@@ -318,9 +342,14 @@ export class QueueStore {
         : [...claimKeys(k), ...parents.flatMap((q) => flowGroupKeys(this.keys(q)))];
     // Only acks are waited for (waitForReplicas): a lost claim or nack just runs a task again.
     const acks = settles.some((s) => s.kind === 'ack');
-    const reply = (await (acks
-      ? this.write(claimScript(settles), keys, args, k.name, 'ack', waitForReplicas)
-      : this.connection.run(claimScript(settles), keys, args))) as (string | number | null)[];
+    const { reply, shortfall } = (await (acks
+      ? this.writeWaited(claimScript(settles), keys, args, k.name, 'ack', waitForReplicas)
+      : this.connection.run(claimScript(settles), keys, args).then((r) => ({ reply: r })))) as {
+      reply: (string | number | null)[];
+      shortfall?: QueueReplicationError;
+    };
+    // Nothing leased: the caller learns that its acks may not survive a failover, as `write`'s.
+    if (shortfall && count === 0) throw shortfall;
     const now = Number(reply[0]);
     const next = Number(reply[1]);
     const settled = reply.slice(6, 6 + Number(reply[2])).map(Number);
@@ -330,6 +359,7 @@ export class QueueStore {
       tasks: toLeasedTasks<P>(k.name, reply, 6 + settled.length, options.leaseMs),
       nextInMs: next < 0 ? -1 : next - now,
       settled,
+      ...(shortfall ? { shortfall } : {}),
     };
   }
 

@@ -94,6 +94,29 @@ describe('QueueService replicated writes (waitForReplicas) on a real master and 
     }
   });
 
+  it('an ack the frozen replica did not acknowledge keeps the task its call leased: it runs, none ends dead', async () => {
+    await queues.enqueue('held', ['h1', 'h2', 'h3'], { waitForReplicas: false });
+    const ran: string[] = [];
+    // Concurrency 1: h1's ack call leases h2 in its place, and that ack is not acknowledged.
+    const worker = queues.process(
+      'held',
+      async (task) => {
+        ran.push(task.id);
+        if (task.id === 'h1') replica.process.kill('SIGSTOP');
+        if (task.id === 'h2') replica.process.kill('SIGCONT');
+      },
+      { concurrency: 1, maxAttempts: 1, leaseMs: 2_000 },
+    );
+    try {
+      await waitFor('all three ran', () => ran.length === 3, 10_000);
+    } finally {
+      replica.process.kill('SIGCONT');
+      await worker.close();
+    }
+    expect(ran).toEqual(['h1', 'h2', 'h3']);
+    expect(await queues.stats('held')).toMatchObject({ ready: 0, leased: 0, dead: 0 });
+  });
+
   it('on a master without replicas, fails fast without sending the write', async () => {
     const lonely = loneApp.get(QueueService);
     const err = await lonely.enqueue('r', 'x').then(

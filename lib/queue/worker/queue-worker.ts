@@ -724,7 +724,9 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
     if (result) {
       if (this.stop.signal.aborted) await this.giveBack(result.tasks);
       else for (const t of result.tasks) this.startTask(t);
-      batch.forEach((f, i) => this.report(f, result.settled[i]));
+      // Acks too few replicas acknowledged: said as a failed ack is, with no events for them.
+      if (result.shortfall) this.logFailure('ack', result.shortfall);
+      else batch.forEach((f, i) => this.report(f, result.settled[i]));
     }
     for (const f of batch) f.resolve();
   }
