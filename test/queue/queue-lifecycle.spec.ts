@@ -466,12 +466,14 @@ describe('A task’s life in a worker', () => {
         q,
         async (task: RunningTask<{ step: string }>) => {
           steps.push(`${task.id}:${task.payload!.step}`);
+          // Delays of 300 ms: each update reaches Redis before the task is due again, even on a
+          // loaded machine.
           if (task.id === 'order' && task.payload!.step === 'reserve') {
-            await task.delay(20);
+            await task.delay(300);
             await task.update({ step: 'charge' });
             await task.progress('reserved');
           } else if (task.id === 'order' && task.payload!.step === 'charge') {
-            await task.delay(20);
+            await task.delay(300);
             await task.update({ step: 'ship' });
           } else if (task.id === 'late') {
             if (steps.filter((s) => s.startsWith('late')).length > 1) return 'second run';
