@@ -31,7 +31,10 @@ export interface RateLimitOptions {
 export interface RateLimitResult {
   /** Whether the call was admitted (its `cost` counted). A refused call counts nothing. */
   allowed: boolean;
-  /** Units that could still be taken now (after this call, when admitted). */
+  /**
+   * Units that could still be taken now (after this call, when admitted); never below 0, even
+   * when a lowered limit is under what was counted.
+   */
   remaining: number;
   /** Refused: ms until a call of the same cost would be admitted (≥ 1); admitted: 0. */
   retryAfterMs: number;

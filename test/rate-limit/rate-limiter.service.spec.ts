@@ -8,6 +8,7 @@ import {
   RedisLockOptionsError,
   type RateLimitOptions,
 } from '../../lib';
+import { CONSUME_SCRIPT } from '../../lib/rate-limit/rate-limit-scripts';
 import {
   commandCalls,
   createLockApp,
@@ -72,6 +73,39 @@ describe('RateLimiterService.consume', () => {
     });
   });
 
+  it('sliding window: takes a cost of any size up to `limit` (100,000), one entry per unit', async () => {
+    const o = { limit: 100_000, windowMs: 60_000 };
+    // Costs of 4,000 and more once failed in Redis (ZADD given all the entries through unpack).
+    expect(await limiter().consume('bulk:1', { ...o, cost: 5_000 })).toMatchObject({
+      allowed: true,
+      remaining: 95_000,
+    });
+    expect(await limiter().consume('bulk:1', { ...o, cost: 95_000 })).toMatchObject({
+      allowed: true,
+      remaining: 0,
+    });
+    expect(await redis.zcard(`${prefix}rate:{bulk:1}`)).toBe(100_000);
+    expect(await limiter().consume('bulk:1', { ...o, cost: 1 })).toMatchObject({
+      allowed: false,
+      remaining: 0,
+    });
+    expect(await redis.zcard(`${prefix}rate:{bulk:1}`)).toBe(100_000);
+    await redis.del(`${prefix}rate:{bulk:1}`);
+  });
+
+  it('sliding window: a call of a large cost run twice (same id) is counted once', async () => {
+    const key = `${prefix}rate:{bulk:again}`;
+    // consume.lua's arguments: algorithm, limit, windowMs, cost, call id.
+    const run = (limit: number) =>
+      CONSUME_SCRIPT.run(redis, [key], ['s', limit, 60_000, 4_500, 'again1']);
+    expect(await run(10_000)).toEqual([1, 5_500, 0, 60_000]);
+    expect(await run(10_000)).toEqual([1, 5_500, 0, 60_000]);
+    expect(await redis.zcard(key)).toBe(4_500);
+    // Run again under a limit lowered below what it counted: admitted, nothing left.
+    expect(await run(4_000)).toEqual([1, 0, 0, 60_000]);
+    expect(await redis.zcard(key)).toBe(4_500);
+  });
+
   it('token bucket: a burst of `limit`, then refusals saying when a token is back; one string per key', async () => {
     const o: RateLimitOptions = { limit: 7, windowMs: 7_000, algorithm: 'token-bucket' };
     // One tick, 8 consumes: one script call (at most 8 checks each), one Redis time, so nothing
@@ -124,6 +158,43 @@ describe('RateLimiterService.consume', () => {
       allowed: true,
       remaining: 1,
     });
+  });
+
+  it('never answers a negative `remaining` when a lowered limit is under what was counted', async () => {
+    const windowMs = 60_000;
+    for (let i = 0; i < 10; i++) await limiter().consume('plan:low', { limit: 10, windowMs });
+    expect(await limiter().consume('plan:low', { limit: 5, windowMs })).toMatchObject({
+      allowed: false,
+      remaining: 0,
+    });
+    for (let i = 0; i < 3; i++)
+      await limiter().consume('plan:lowc', { limit: 10, windowMs, cost: 3 });
+    expect(await limiter().consume('plan:lowc', { limit: 5, windowMs, cost: 2 })).toMatchObject({
+      allowed: false,
+      remaining: 0,
+    });
+    expect(await redis.zcard(`${prefix}rate:{plan:lowc}`)).toBe(9);
+  });
+
+  it('token bucket: never answers a negative `remaining` when the Redis clock went back', async () => {
+    // Counted at a Redis time 5 s ahead (as a promoted replica with a slower clock would find):
+    // the bucket reads as 5 tokens below empty.
+    const key = `${prefix}bucket:{api:back}`;
+    const at = (await redisTimeMs(redis)) + 5_000;
+    await redis.set(key, `0 ${at} back1`, 'PX', 10_000);
+    const bucket: RateLimitOptions = { limit: 10, windowMs: 10_000, algorithm: 'token-bucket' };
+    expect(await limiter().consume('api:back', bucket)).toMatchObject({
+      allowed: false,
+      remaining: 0,
+    });
+    // The call that took the tokens, run again: admitted, nothing left.
+    const again = (await CONSUME_SCRIPT.run(
+      redis,
+      [key],
+      ['t', 10, 10_000, 1, 'back1'],
+    )) as number[];
+    expect(again.slice(0, 3)).toEqual([1, 0, 0]);
+    expect((await redis.get(key))!.split(' ')).toEqual(['0', String(at), 'back1']);
   });
 
   it('never admits more than `limit` in any window across 4 instances x 8 concurrent callers', async () => {

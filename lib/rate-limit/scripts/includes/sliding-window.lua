@@ -12,27 +12,39 @@
 --         "<id>:1" .. "<id>:<cost>")
 -- now, msDigits, frac  the Redis time (includes/redis-time.lua)
 --
--- Returns allowed (1 or 0), remaining, retryAfterMs, resetMs: remaining units now; retryAfterMs
--- (refused) until `cost` units fit; resetMs until the window is empty.
+-- Returns allowed (1 or 0), remaining, retryAfterMs, resetMs: remaining units now (0 when a
+-- lowered limit leaves more counted than it allows); retryAfterMs (refused) until `cost` units
+-- fit; resetMs until the window is empty.
+
+-- Members per ZADD of a call of cost > 1: its arguments go through unpack, which refuses more than
+-- about 8,000 values (a cost of 4,000), and a cost may be up to 100,000.
+local ZADD_CHUNK = 1000
+
 local function slidingWindow(key, limit, window, windowArg, cost, id, now, msDigits, frac)
   -- An entry admitted at s counts while now < s + window.
   redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d.%s', tonumber(msDigits) - window, frac))
   local used = redis.call('ZCARD', key)
+  -- A limit lowered since the entries were admitted may leave more counted than it allows.
+  local left = math.max(0, limit - used)
   if used + cost <= limit then
     local at = msDigits .. '.' .. frac
     local added
     if cost == 1 then
       added = redis.call('ZADD', key, 'NX', at, id)
     else
+      added = 0
       local args = {}
-      for n = 1, cost do
-        args[2 * n - 1] = at
-        args[2 * n] = id .. ':' .. n
+      for first = 1, cost, ZADD_CHUNK do
+        local k = 0
+        for n = first, math.min(cost, first + ZADD_CHUNK - 1) do
+          args[k + 1], args[k + 2] = at, id .. ':' .. n
+          k = k + 2
+        end
+        added = added + redis.call('ZADD', key, 'NX', unpack(args, 1, k))
       end
-      added = redis.call('ZADD', key, 'NX', unpack(args))
     end
     -- Nothing added: this same call ran before (see below); its entries are counted in `used`.
-    if added == 0 then return 1, limit - used, 0, window end
+    if added == 0 then return 1, left, 0, window end
     redis.call('PEXPIRE', key, windowArg)
     return 1, limit - used - cost, 0, window
   end
@@ -40,12 +52,12 @@ local function slidingWindow(key, limit, window, windowArg, cost, id, now, msDig
   -- and after a failover the promoted replica may have run the first call (whose entries may be
   -- what fills the window now). The id is unique to the call.
   if redis.call('ZSCORE', key, cost == 1 and id or id .. ':1') then
-    return 1, limit - used, 0, window
+    return 1, left, 0, window
   end
   -- Refused: `cost` fits once the (used + cost - limit) oldest entries have left the window.
   local edge = used + cost - limit - 1
   local oldest = redis.call('ZRANGE', key, edge, edge, 'WITHSCORES')
   local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  return 0, limit - used, math.max(1, math.ceil(tonumber(oldest[2]) + window - now)),
+  return 0, left, math.max(1, math.ceil(tonumber(oldest[2]) + window - now)),
     math.max(1, math.ceil(tonumber(newest[2]) + window - now))
 end

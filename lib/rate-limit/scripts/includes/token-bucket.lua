@@ -15,7 +15,8 @@
 -- id      an id unique to this call, without spaces
 -- now, msDigits, frac  the Redis time (includes/redis-time.lua)
 --
--- Returns allowed (1 or 0), remaining, retryAfterMs, resetMs: whole tokens left; retryAfterMs
+-- Returns allowed (1 or 0), remaining, retryAfterMs, resetMs: whole tokens left (0 when the bucket
+-- reads as below empty: a Redis clock that went back, e.g. on a promoted replica); retryAfterMs
 -- (refused) until `cost` tokens are there; resetMs until the bucket is full.
 local function tokenBucket(key, limit, window, cost, id, now, msDigits, frac)
   local rate = limit / window
@@ -26,11 +27,11 @@ local function tokenBucket(key, limit, window, cost, id, now, msDigits, frac)
     -- A lowered limit caps what is stored; a raised one refills faster from here on.
     tokens = math.min(limit, tonumber(left) + (now - tonumber(at)) * rate)
     if last == id then
-      return 1, math.floor(tokens), 0, math.max(1, math.ceil((limit - tokens) / rate))
+      return 1, math.max(0, math.floor(tokens)), 0, math.max(1, math.ceil((limit - tokens) / rate))
     end
   end
   if tokens < cost then
-    return 0, math.floor(tokens), math.max(1, math.ceil((cost - tokens) / rate)),
+    return 0, math.max(0, math.floor(tokens)), math.max(1, math.ceil((cost - tokens) / rate)),
       math.max(1, math.ceil((limit - tokens) / rate))
   end
   tokens = tokens - cost
