@@ -1,6 +1,8 @@
 import { RedisLockError } from '../errors/redis-lock.error';
 import { WaitingRoomPlaceLostError } from '../errors/waiting-room-place-lost.error';
 import { WaitingRoomTimeoutError } from '../errors/waiting-room-timeout.error';
+import { MAX_TIMER_MS } from '../options/validate';
+import { RedactingLogger } from '../redaction/redacting-logger';
 import type { PubSubHub } from '../redis/pubsub-hub';
 import type { WaitingRoomStatus } from './waiting-room-options';
 import {
@@ -55,6 +57,8 @@ interface Waiter {
  */
 export class RoomWatch {
   private readonly waiters = new Map<string, Set<Waiter>>();
+  /** Says when a caller's `onProgress` threw (the wait goes on). */
+  private readonly logger = new RedactingLogger('WaitingRoomService');
   private clock?: RoomClock;
   /** Local ms minus Redis ms, from the last reply or message. */
   private offset = 0;
@@ -309,8 +313,13 @@ export class RoomWatch {
     const interval = 1000 / clock.rate;
     const lead = this.leading && interval < MIN_ADVANCE_GAP_MS;
     const due = clock.next + this.offset + (lead ? 0 : (first - 1) * interval);
-    const delay = Math.max(0, due - Date.now(), this.advanceFrom - Date.now());
-    this.advanceTimer = setTimeout(() => void this.advance(), Math.ceil(delay));
+    const delay = Math.ceil(Math.max(0, due - Date.now(), this.advanceFrom - Date.now()));
+    // Node fires a longer timer after 1 ms: a turn more than MAX_TIMER_MS (~24.8 days) away is
+    // only looked at again then (the lease renewals keep the clock current meanwhile).
+    this.advanceTimer =
+      delay > MAX_TIMER_MS
+        ? setTimeout(() => this.schedule(), MAX_TIMER_MS)
+        : setTimeout(() => void this.advance(), delay);
     this.advanceTimer.unref();
   }
 
@@ -384,6 +393,10 @@ export class RoomWatch {
     for (const same of [...this.waiters.values()]) for (const w of [...same]) w.reject(err);
   }
 
+  /**
+   * Calls the `onProgress` of each waiter whose position changed. One that throws is logged and
+   * ignored: the others are still told, and its wait goes on.
+   */
   private tellProgress(): void {
     const clock = this.clock;
     if (!clock) return;
@@ -392,12 +405,18 @@ export class RoomWatch {
       for (const w of same) {
         if (!w.onProgress || w.told === w.position) continue;
         w.told = w.position;
-        w.onProgress({
-          admitted: false,
-          position: w.position,
-          etaMs: RoomWatch.eta(clock, w.position, since),
-          passExpiresInMs: 0,
-        });
+        try {
+          w.onProgress({
+            admitted: false,
+            position: w.position,
+            etaMs: RoomWatch.eta(clock, w.position, since),
+            passExpiresInMs: 0,
+          });
+        } catch (err) {
+          this.logger.error(
+            `waiting room '${this.room}': onProgress of visitor '${w.visitor}' threw: ${err instanceof Error ? err.message : String(err)}`,
+          );
+        }
       }
     }
   }

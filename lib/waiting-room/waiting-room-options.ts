@@ -1,12 +1,13 @@
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
-import { checkKnownKeys, checkMs } from '../options/validate';
+import { checkKnownKeys, checkMs, MAX_TIMER_MS } from '../options/validate';
 
 /** Settings of a waiting room (`WaitingRoomService.open`), stored in Redis and shared by every instance. */
 export interface WaitingRoomOptions {
   /**
-   * Visitors let in per second, first come first served, across every instance: a number from 0
-   * to 100,000 (fractions allowed: `0.5` is one every 2 s). `0` holds the line: visitors join and
-   * learn their place, nobody is admitted (before the sale starts).
+   * Visitors let in per second, first come first served, across every instance: `0`, or a number
+   * from `1000 / 2_147_483_647` (about 4.66e-7: one visitor per 24.8 days, the longest timer
+   * Node keeps) to 100,000 (fractions allowed: `0.5` is one every 2 s). `0` holds the line:
+   * visitors join and learn their place, nobody is admitted (before the sale starts).
    */
   admitPerSecond: number;
   /** How long an admitted visitor's pass is valid, in ms (an integer of at least 1). */
@@ -47,13 +48,19 @@ export interface WaitingRoomWaitOptions {
   /**
    * Called with the visitor's position and ETA while it waits, at most once a second and only when
    * they changed; computed from the admissions this instance hears of, with no Redis call per
-   * visitor (corrected by Redis every `absentMs / 3`).
+   * visitor (corrected by Redis every `absentMs / 3`). One that throws is logged (`error`) and
+   * ignored: the wait goes on.
    */
   onProgress?: (status: WaitingRoomStatus) => void;
 }
 
 /** Largest `admitPerSecond`. */
 export const MAX_ADMIT_PER_SECOND = 100_000;
+/**
+ * Least `admitPerSecond` above 0: one visitor per `MAX_TIMER_MS` (about 24.8 days), so that the
+ * interval between two admissions, `1000 / admitPerSecond` ms, fits a Node timer.
+ */
+export const MIN_ADMIT_PER_SECOND = 1000 / MAX_TIMER_MS;
 /** Least `absentMs`: a parked visitor is marked seen every third of it. */
 export const MIN_ABSENT_MS = 3_000;
 const KNOWN = ['admitPerSecond', 'passTtlMs', 'absentMs'];
@@ -66,12 +73,13 @@ export function resolveWaitingRoomOptions(options: unknown): Required<WaitingRoo
     typeof rate !== 'number' ||
     !Number.isFinite(rate) ||
     rate < 0 ||
+    (rate > 0 && rate < MIN_ADMIT_PER_SECOND) ||
     rate > MAX_ADMIT_PER_SECOND
   ) {
     throw new RedisLockOptionsError(
       'admitPerSecond',
       rate,
-      `a number from 0 to ${MAX_ADMIT_PER_SECOND}`,
+      `0, or a number from ${MIN_ADMIT_PER_SECOND} (one visitor per 24.8 days) to ${MAX_ADMIT_PER_SECOND}`,
     );
   }
   return {

@@ -2,7 +2,13 @@ import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
 import { Redis } from 'ioredis';
 import { WaitingRoomService } from '../../lib';
-import { commandCalls, createLockApp, uniquePrefix, waitFor } from '../support/helpers';
+import {
+  commandCalls,
+  createLockApp,
+  scriptCalls,
+  uniquePrefix,
+  waitFor,
+} from '../support/helpers';
 import { startRedisServer, type RedisServer } from '../support/redis-server';
 import { admissionTimes, inversions, joinInTurn, roomKeys } from './support';
 
@@ -109,5 +115,26 @@ describe('WaitingRoomService: what parked visitors cost (dedicated redis-server)
     expect(total / inRedis).toBeLessThan(0.5);
     await rooms[0].open('batch', { admitPerSecond: 100_000, passTtlMs });
     await Promise.all(waits);
+  });
+
+  it('a visitor whose turn is more than 24.8 days away (the longest Node timer) costs no call while it waits', async () => {
+    // One visitor every 10^9 ms (11.6 days): 'a' goes in at once, 'd' is 3 intervals away.
+    await rooms[0].open('far', { admitPerSecond: 1e-6, passTtlMs: 60_000 });
+    expect(await rooms[0].join('far', 'a')).toMatchObject({ admitted: true });
+    await joinInTurn(rooms, 'far', ['b', 'c']);
+    const controller = new AbortController();
+    const far = rooms[1]
+      .wait('far', 'd', { waitMs: 60_000, signal: controller.signal })
+      .catch((e) => e);
+    await waitFor('a parked visitor', () => rooms[1].localWaiters('far') === 1);
+    expect((await rooms[0].join('far', 'd')).etaMs).toBeGreaterThan(2_147_483_647);
+    await own.config('RESETSTAT');
+    // Its instance's timer waits 24.8 days, not 1 ms over and over (what Node does with a delay
+    // it cannot keep); the lease renewal comes every absentMs / 3 = 20 s.
+    await new Promise((r) => setTimeout(r, 300));
+    expect(await scriptCalls(own)).toBe(0);
+    expect(rooms[1].localWaiters('far')).toBe(1);
+    controller.abort(new Error('done'));
+    expect((await far).message).toBe('done');
   });
 });

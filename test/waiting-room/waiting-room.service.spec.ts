@@ -1,5 +1,5 @@
 import 'reflect-metadata';
-import type { INestApplicationContext } from '@nestjs/common';
+import { Logger, type INestApplicationContext } from '@nestjs/common';
 import type { Redis } from 'ioredis';
 import {
   LockKeyError,
@@ -10,7 +10,7 @@ import {
   WaitingRoomTimeoutError,
   type WaitingRoomStatus,
 } from '../../lib';
-import { createLockApp, redisClient, uniquePrefix, waitFor } from '../support/helpers';
+import { createLockApp, redisClient, redisTimeMs, uniquePrefix, waitFor } from '../support/helpers';
 import { admissionTimes, inversions, joinInTurn, roomKeys } from './support';
 
 describe('WaitingRoomService', () => {
@@ -61,6 +61,25 @@ describe('WaitingRoomService', () => {
     // One interval (500 ms) per visitor ahead, less the time between the two answers.
     expect(third.etaMs! - second.etaMs!).toBeGreaterThanOrEqual(500 - between - 1);
     expect(third.etaMs! - second.etaMs!).toBeLessThanOrEqual(501);
+  });
+
+  it('after the room stood empty, admits the first visitor at once and the next one a full interval later', async () => {
+    const passTtlMs = 60_000;
+    const { settings } = roomKeys(prefix, 'idle');
+    await rooms[0].open('idle', { admitPerSecond: 0.5, passTtlMs });
+    // Empty for three intervals (2 s each), then for half of one: the room's clock says when.
+    for (const [round, idleMs] of [3 * 2_000, 1_000].entries()) {
+      const [first, second] = [`first${round}`, `second${round}`];
+      await redis.hset(settings, 'next', (await redisTimeMs(redis)) - idleMs);
+      expect(await rooms[0].join('idle', first)).toMatchObject({ admitted: true });
+      expect(await rooms[1].join('idle', second)).toMatchObject({ admitted: false, position: 1 });
+      // The next admission: one interval after the first visitor's, by Redis.
+      const [admittedAt] = await admissionTimes(redis, prefix, 'idle', [first], passTtlMs);
+      expect(Number(await redis.hget(settings, 'next')) - admittedAt!).toBe(2_000);
+      // The second visitor's turn (when it is admitted; the line is then empty again).
+      await redis.hset(settings, 'next', (await redisTimeMs(redis)) - 1);
+      expect(await rooms[2].join('idle', second)).toMatchObject({ admitted: true });
+    }
   });
 
   it('admits FIFO by join across 3 instances: 0 inversions, each waiter resolved admitted', async () => {
@@ -118,6 +137,49 @@ describe('WaitingRoomService', () => {
     expect(statuses.map((s) => s.admitted)).toEqual([true, true, true, true, true]);
     expect(statuses.every((s) => s.passExpiresInMs <= 30_000)).toBe(true);
     expect(progress.every((s) => !s.admitted)).toBe(true);
+  });
+
+  it('logs an onProgress that throws and ignores it: the other waiters are still told, every wait goes on', async () => {
+    const logged = jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
+    try {
+      await rooms[0].open('progress', { admitPerSecond: 0, passTtlMs: 60_000 });
+      const controller = new AbortController();
+      const told = new Map<string, WaitingRoomStatus[]>();
+      const waitOn = (visitor: string) =>
+        rooms[0]
+          .wait('progress', visitor, {
+            waitMs: 30_000,
+            signal: controller.signal,
+            onProgress: (status) => {
+              told.set(visitor, [...(told.get(visitor) ?? []), status]);
+              if (visitor === 'thrower') throw new Error('page gone');
+            },
+          })
+          .catch((e) => e);
+      // Parked first: its callback runs before the others'.
+      const waits = [waitOn('thrower')];
+      await waitFor('a parked visitor', () => rooms[0].localWaiters('progress') === 1);
+      waits.push(waitOn('y'), waitOn('z'));
+      await waitFor('3 parked visitors', () => rooms[0].localWaiters('progress') === 3);
+      // New settings (still held): every ETA changed, each waiter is told at its next progress tick.
+      await rooms[1].open('progress', { admitPerSecond: 0, passTtlMs: 30_000 });
+      await waitFor('progress for every waiter', () => told.size === 3, 5_000, 20);
+      expect(told.get('y')).toEqual([
+        { admitted: false, position: 2, etaMs: null, passExpiresInMs: 0 },
+      ]);
+      expect(told.get('z')).toEqual([
+        { admitted: false, position: 3, etaMs: null, passExpiresInMs: 0 },
+      ]);
+      expect(logged.mock.calls.map(([message]) => message)).toEqual([
+        "waiting room 'progress': onProgress of visitor 'thrower' threw: page gone",
+      ]);
+      // Its wait goes on: all three are still parked, and end on their signal.
+      expect(rooms[0].localWaiters('progress')).toBe(3);
+      controller.abort(new Error('done'));
+      for (const err of await Promise.all(waits)) expect(err.message).toBe('done');
+    } finally {
+      logged.mockRestore();
+    }
   });
 
   it('drops a visitor not seen for absentMs; parked visitors keep their places', async () => {
@@ -290,6 +352,7 @@ describe('WaitingRoomService', () => {
       [{ admitPerSecond: -1, passTtlMs: 1 }, 'admitPerSecond'],
       [{ admitPerSecond: Number.NaN, passTtlMs: 1 }, 'admitPerSecond'],
       [{ admitPerSecond: '5', passTtlMs: 1 }, 'admitPerSecond'],
+      [{ admitPerSecond: 100_001, passTtlMs: 1 }, 'admitPerSecond'],
       [{ admitPerSecond: 1, passTtlMs: 0 }, 'passTtlMs'],
       [{ admitPerSecond: 1, passTtlMs: 1, absentMs: 10 }, 'absentMs'],
       [{ admitPerSecond: 1, passTtlMs: 1, rate: 3 }, 'options.rate'],
@@ -304,5 +367,25 @@ describe('WaitingRoomService', () => {
     await expect(rooms[0].hasPass('held', 42 as never)).rejects.toThrow(LockKeyError);
     await expect(rooms[0].wait('held', 'ann', { waitMs: -1 })).rejects.toThrow(/'waitMs'/);
     expect(await redis.exists(roomKeys(prefix, 'bad').settings)).toBe(0);
+  });
+
+  it('refuses an admitPerSecond above 0 but under one per 24.8 days (its interval must fit a Node timer), naming it and the value', async () => {
+    const expected = `0, or a number from ${1000 / 2_147_483_647} (one visitor per 24.8 days) to 100000`;
+    for (const tiny of [1e-320, Number.MIN_VALUE, 1e-7, 4.6e-7]) {
+      const e = await rooms[0]
+        .open('tiny', { admitPerSecond: tiny, passTtlMs: 60_000 })
+        .catch((x) => x);
+      expect(e).toBeInstanceOf(RedisLockOptionsError);
+      expect(e).toMatchObject({ option: 'admitPerSecond', value: tiny, expected });
+      expect(e.message).toBe(`invalid option 'admitPerSecond': expected ${expected}, got ${tiny}`);
+    }
+    expect(await redis.exists(roomKeys(prefix, 'tiny').settings)).toBe(0);
+    // The least rate itself: one visitor per 2,147,483,647 ms; the next one waits that long.
+    await rooms[0].open('tiny', { admitPerSecond: 1000 / 2_147_483_647, passTtlMs: 60_000 });
+    expect(await rooms[0].join('tiny', 'a')).toMatchObject({ admitted: true });
+    const b = await rooms[1].join('tiny', 'b');
+    expect(b).toMatchObject({ admitted: false, position: 1 });
+    expect(b.etaMs).toBeGreaterThan(2_147_000_000);
+    expect(b.etaMs).toBeLessThanOrEqual(2_147_483_647);
   });
 });

@@ -18,6 +18,7 @@ if not pass or pass <= now then
     -- First time, or again after its pass expired: it joins at the end.
     if pass then redis.call('ZREM', passes, visitor) end
     ticket = redis.call('HINCRBY', room, 'seq', 1)
+    s.seq = ticket
     redis.call('ZADD', line, ticket, visitor)
   end
   if instance ~= '' then

@@ -3,7 +3,8 @@
 --
 -- Keys of one room (all under one hash tag, so one Cluster slot), in this order:
 --   KEYS[1] room     hash: 'rate' (admitPerSecond), 'passTtl', 'absent' (ms), 'next' (Redis ms
---                    at which the next visitor may be admitted), 'seq' (last ticket), 'cursor'
+--                    at which the next visitor may be admitted: one interval after the last
+--                    admission's turn, or now for an empty line), 'seq' (last ticket), 'cursor'
 --                    (ticket of the last visitor admitted), 'trim' (Redis ms from which the
 --                    next admission trims the expired passes and extends the passes' TTL),
 --                    'at' (Redis ms of the last admission made by an instance's admission timer,
@@ -44,7 +45,8 @@ end
 
 -- The room's settings, or nil when it is not open.
 local function settings()
-  local s = redis.call('HMGET', room, 'rate', 'passTtl', 'absent', 'next', 'cursor', 'trim', 'at')
+  local s = redis.call('HMGET', room, 'rate', 'passTtl', 'absent', 'next', 'cursor', 'trim', 'at',
+    'seq')
   if not s[1] then return nil end
   return {
     rate = tonumber(s[1]),
@@ -54,6 +56,8 @@ local function settings()
     cursor = tonumber(s[5]) or 0,
     trim = tonumber(s[6]) or 0,
     at = tonumber(s[7]) or 0,
+    -- The last ticket given (join.lua keeps it current when it gives one).
+    seq = tonumber(s[8]) or 0,
   }
 end
 
@@ -155,11 +159,14 @@ local function forgetAdmitted(s, instance)
 end
 
 -- Admits the visitors whose turn has come, first in line first: one per 1000 / rate ms of Redis
--- time since `next`. Credit does not pile up while the line is empty: `next` is then not earlier
--- than now. Publishes the admitted visitors, for the timer call of `instance` ('' for any other
--- call: a join, a presence check, `open`). Rate 0: nobody is admitted (the room holds). The
--- admitted stay in `seen` (and, parked, in their instance's set): `prune` and `forgetAdmitted`
--- drop them later, in one command for many.
+-- time since `next` (a late call admits all that were due, and the pace keeps its slots). Credit
+-- does not pile up while the line is empty: a call that leaves it empty sets `next` to now when
+-- it admitted nobody, else to one interval after now (whoever joins next did not wait for the
+-- slots that passed: an empty room lets one in at once, the next one a full interval later).
+-- Publishes the admitted visitors, for the timer call of `instance` ('' for any other call: a
+-- join, a presence check, `open`). Rate 0: nobody is admitted (the room holds). The admitted stay
+-- in `seen` (and, parked, in their instance's set): `prune` and `forgetAdmitted` drop them later,
+-- in one command for many.
 local function admit(s, instance)
   if s.rate <= 0 then return end
   local now = clock()
@@ -184,8 +191,12 @@ local function admit(s, instance)
       fields[#fields + 1] = now
     end
   end
-  if n < due then
-    s.next = math.max(s.next + n * interval, now)
+  -- The line is empty when fewer than were due came out, or when the last ticket given did
+  -- (everyone in line has a ticket above the cursor): no command is spent to count it.
+  if n == 0 then
+    s.next = now
+  elseif n < due or s.cursor == s.seq then
+    s.next = now + interval
   else
     s.next = s.next + n * interval
   end
