@@ -30,6 +30,7 @@ const CONTRACT = [
   'queue/queue-flow-tree',
   'queue/queue-lifecycle',
   'queue/queue-max-size',
+  'queue/queue-metrics',
   'queue/queue-rate-limit',
   'queue/queue-schedule',
   'queue/queue-sizes',

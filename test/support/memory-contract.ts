@@ -9,6 +9,8 @@ const OTHER_PROCESSES = 'other processes (child apps) reach only a real redis-se
 export const NEEDS_REDIS_SERVER: Readonly<Record<string, string>> = {
   'keeps the lease tokens of a few leases in a hashtable, not a listpack searched end to end':
     'OBJECT ENCODING (how redis-server stores a hash)',
+  'keeps 14 days of busy minutes in at most 150 KB, and every key expires':
+    'MEMORY USAGE (how much memory redis-server allocates for a key)',
   'a promoted replica that missed the last grants hands out higher fences (two real servers)':
     'replication between two redis-servers',
   'fails with RedisUnavailableError within commandTimeoutMs, and works again after a restart':

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { bufferToBytes, bytesToBuffer, textToBytes } from './memory-bytes';
 import { MemoryReplyError, MemoryStatus, type MemoryReply } from './memory-replies';
 
 type LuaState = unknown;
@@ -73,13 +74,25 @@ end
 /** Runs one command of the in-memory Redis for a script; throws `MemoryReplyError`. */
 export type ScriptCommand = (args: string[]) => MemoryReply;
 
+/**
+ * JSON text (bytes) with its `\uXXXX` escapes replaced by the UTF-8 bytes they stand for, as
+ * cjson decodes them: `JSON.parse` of the result gives byte strings. Escaped pairs (`\\`) are
+ * skipped whole; a byte that must stay escaped in JSON (`"`, `\`, control) is escaped again.
+ */
+function unescapeToBytes(json: string): string {
+  return json.replace(/(?:\\u[0-9a-fA-F]{4})+|\\[^u]/g, (m) =>
+    m[1] === 'u' ? JSON.stringify(textToBytes(JSON.parse(`"${m}"`) as string)).slice(1, -1) : m,
+  );
+}
+
 const NULL_KEY = 'nestjs-redis-lock:cjson.null';
 
 /**
  * One Lua state running the library's scripts as Redis does (EVAL/EVALSHA): KEYS and ARGV,
  * `redis.call`/`pcall` on the in-memory commands, `redis.sha1hex`, `error_reply`/`status_reply`,
  * `cjson`; replies converted as Redis converts them (numbers truncated to integers, false to
- * nil, tables to arrays cut at the first nil, `{ok=}`, `{err=}`).
+ * nil, tables to arrays cut at the first nil, `{ok=}`, `{err=}`). Strings cross as byte strings
+ * (memory-bytes.ts), one char per byte of the Lua string, so binary values pass unchanged.
  */
 export class LuaEngine {
   private readonly f = loadFengari();
@@ -99,9 +112,9 @@ export class LuaEngine {
     void lua;
   }
 
-  /** The SHA1 of a script's source, as SCRIPT LOAD answers. */
+  /** The SHA1 of a script's source (bytes), as SCRIPT LOAD answers. */
   static sha(source: string): string {
-    return createHash('sha1').update(source).digest('hex');
+    return createHash('sha1').update(source, 'latin1').digest('hex');
   }
 
   /** True when the script of `sha` is loaded. */
@@ -109,14 +122,14 @@ export class LuaEngine {
     return this.functions.has(sha);
   }
 
-  /** Compiles `source` (SCRIPT LOAD, EVAL); returns its SHA1. */
+  /** Compiles `source` (bytes; SCRIPT LOAD, EVAL); returns its SHA1. */
   load(source: string): string {
     const sha = LuaEngine.sha(source);
     if (this.functions.has(sha)) return sha;
     const { lua, lauxlib } = this.f;
     const status = lauxlib.luaL_loadbuffer(
       this.L,
-      this.f.to_luastring(source),
+      bytesToBuffer(source),
       null,
       this.f.to_luastring('@user_script'),
     );
@@ -163,9 +176,14 @@ export class LuaEngine {
 
   // ------------------------------------------------------------------ Lua → JS
 
+  /** The Lua string (or number) at `index` as a byte string. */
   private str(index: number): string {
-    const { lua } = this.f;
-    return this.f.to_jsstring(lua.lua_tolstring(this.L, index), undefined, undefined, true);
+    return bufferToBytes(this.f.lua.lua_tolstring(this.L, index) as Uint8Array);
+  }
+
+  /** Pushes the byte string `bytes` as a Lua string. */
+  private pushBytes(bytes: string): void {
+    this.f.lua.lua_pushstring(this.L, bytesToBuffer(bytes));
   }
 
   private popString(): string {
@@ -222,7 +240,7 @@ export class LuaEngine {
     const L = this.L;
     if (reply === null) lua.lua_pushboolean(L, false);
     else if (typeof reply === 'number') lua.lua_pushnumber(L, reply);
-    else if (typeof reply === 'string') lua.lua_pushstring(L, this.f.to_luastring(reply));
+    else if (typeof reply === 'string') this.pushBytes(reply);
     else if (reply instanceof MemoryStatus) this.pushField('ok', reply.status);
     else if (reply instanceof MemoryReplyError) this.pushField('err', reply.message);
     else {
@@ -234,11 +252,11 @@ export class LuaEngine {
     }
   }
 
-  /** Pushes `{ [name] = value }`. */
+  /** Pushes `{ [name] = value }` (`value` in bytes). */
   private pushField(name: string, value: string): void {
     const { lua } = this.f;
     lua.lua_createtable(this.L, 0, 1);
-    lua.lua_pushstring(this.L, this.f.to_luastring(value));
+    this.pushBytes(value);
     lua.lua_setfield(this.L, -2, this.f.to_luastring(name));
   }
 
@@ -246,7 +264,7 @@ export class LuaEngine {
     const { lua } = this.f;
     lua.lua_createtable(this.L, values.length, 0);
     values.forEach((v, i) => {
-      lua.lua_pushstring(this.L, this.f.to_luastring(v));
+      this.pushBytes(v);
       lua.lua_rawseti(this.L, -2, i + 1);
     });
     lua.lua_setglobal(this.L, this.f.to_luastring(name));
@@ -301,7 +319,7 @@ export class LuaEngine {
     fn('call', call(true));
     fn('pcall', call(false));
     fn('sha1hex', () => {
-      lua.lua_pushstring(L, this.f.to_luastring(LuaEngine.sha(this.str(1))));
+      this.pushBytes(LuaEngine.sha(this.str(1)));
       return 1;
     });
     fn('error_reply', () => (this.pushField('err', this.str(1)), 1));
@@ -331,11 +349,11 @@ export class LuaEngine {
     lua.lua_pushjsfunction(L, () => {
       let value: unknown;
       try {
-        value = JSON.parse(this.str(1));
+        value = JSON.parse(unescapeToBytes(this.str(1)));
       } catch (err) {
         return lauxlib.luaL_error(
           L,
-          this.f.to_luastring(`Expected value but found invalid token: ${(err as Error).message}`),
+          bytesToBuffer(`Expected value but found invalid token: ${(err as Error).message}`),
         );
       }
       this.pushJson(value);
@@ -343,7 +361,7 @@ export class LuaEngine {
     });
     lua.lua_setfield(L, -2, this.f.to_luastring('decode'));
     lua.lua_pushjsfunction(L, () => {
-      lua.lua_pushstring(L, this.f.to_luastring(this.encodeJson(1, 0)));
+      this.pushBytes(this.encodeJson(1, 0));
       return 1;
     });
     lua.lua_setfield(L, -2, this.f.to_luastring('encode'));
@@ -352,12 +370,13 @@ export class LuaEngine {
     lua.lua_setglobal(L, this.f.to_luastring('cjson'));
   }
 
+  /** Pushes a value of `JSON.parse`, its strings and keys in bytes (`unescapeToBytes`). */
   private pushJson(value: unknown): void {
     const { lua } = this.f;
     const L = this.L;
     if (value === null) lua.lua_pushlightuserdata(L, NULL_KEY);
     else if (typeof value === 'number') lua.lua_pushnumber(L, value);
-    else if (typeof value === 'string') lua.lua_pushstring(L, this.f.to_luastring(value));
+    else if (typeof value === 'string') this.pushBytes(value);
     else if (typeof value === 'boolean') lua.lua_pushboolean(L, value);
     else if (Array.isArray(value)) {
       lua.lua_createtable(L, value.length, 0);
@@ -369,13 +388,17 @@ export class LuaEngine {
       const entries = Object.entries(value as object);
       lua.lua_createtable(L, 0, entries.length);
       for (const [k, v] of entries) {
+        this.pushBytes(k);
         this.pushJson(v);
-        lua.lua_setfield(L, -2, this.f.to_luastring(k));
+        lua.lua_rawset(L, -3);
       }
     }
   }
 
-  /** cjson.encode of the value at `index`: a table with keys 1..n is an array, `{}` when empty. */
+  /**
+   * cjson.encode of the value at `index` (bytes; as cjson, a string's bytes are written as they
+   * are): a table with keys 1..n is an array, `{}` when empty.
+   */
   private encodeJson(index: number, depth: number): string {
     const { lua, lauxlib } = this.f;
     const L = this.L;

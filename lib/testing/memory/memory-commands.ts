@@ -29,6 +29,7 @@ export interface CommandContext {
   resetStats(): void;
 }
 
+/** A command: its arguments and its string replies are byte strings (memory-bytes.ts). */
 type Command = (ctx: CommandContext, args: string[]) => MemoryReply;
 
 const int = (text: string | undefined, what = 'value'): number => {
@@ -493,7 +494,8 @@ export const COMMANDS: Record<string, Command> = {
   decr: (ctx, [key]) => incrBy(ctx, key, -1),
   incrby: (ctx, [key, by]) => incrBy(ctx, key, int(by)),
   decrby: (ctx, [key, by]) => incrBy(ctx, key, -int(by)),
-  strlen: (ctx, [key]) => Buffer.byteLength(getString(ctx, key) ?? ''),
+  // Values are byte strings (memory-bytes.ts): their length is their size in bytes.
+  strlen: (ctx, [key]) => (getString(ctx, key) ?? '').length,
 
   hget: (ctx, [key, field]) => hashOf(ctx, key)?.get(field) ?? null,
   hmget: (ctx, [key, ...fields]) => fields.map((f) => hashOf(ctx, key)?.get(f) ?? null),
@@ -514,6 +516,7 @@ export const COMMANDS: Record<string, Command> = {
   hkeys: (ctx, [key]) => [...(hashOf(ctx, key)?.keys() ?? [])],
   hvals: (ctx, [key]) => [...(hashOf(ctx, key)?.values() ?? [])],
   hlen: (ctx, [key]) => hashOf(ctx, key)?.size ?? 0,
+  hstrlen: (ctx, [key, field]) => hashOf(ctx, key)?.get(field)?.length ?? 0,
   hexists: (ctx, [key, field]) => (hashOf(ctx, key)?.has(field) ? 1 : 0),
   hincrby: (ctx, [key, field, by]) => {
     const h = ctx.keys.write(key, 'hash');

@@ -16,7 +16,10 @@ export interface MemoryStream {
   lastSeq: number;
 }
 
-/** The value types of the in-memory Redis, by the name `TYPE` answers. */
+/**
+ * The value types of the in-memory Redis, by the name `TYPE` answers. Every key, value, field
+ * and member is a byte string (memory-bytes.ts).
+ */
 export interface ValueTypes {
   string: { v: string };
   hash: Map<string, string>;

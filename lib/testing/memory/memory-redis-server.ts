@@ -107,7 +107,9 @@ export class MemoryRedisServer {
 
   /**
    * Runs one command (not a blocking or subscribing one) and serves the readers it unblocked.
-   * Throws `MemoryReplyError` for an error reply.
+   * Throws `MemoryReplyError` for an error reply. Arguments and string replies are byte strings,
+   * one char per byte (`Buffer.from(text).toString('latin1')`; see memory-bytes.ts): the same as
+   * text for ASCII. A `MemoryRedis` client converts them from and to UTF-8 text and Buffers.
    */
   execute(name: string, args: string[]): MemoryReply {
     try {

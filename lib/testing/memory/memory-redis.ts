@@ -1,7 +1,8 @@
 import { EventEmitter } from 'node:events';
 import { setImmediateUnfaked } from '../../redis/unfaked-ticks';
+import { bufferToBytes, bytesToBuffer, bytesToText, textToBytes } from './memory-bytes';
 import { COMMANDS } from './memory-commands';
-import { commandError, MemoryStatus, type MemoryReply } from './memory-replies';
+import { commandError, MemoryReplyError, MemoryStatus, type MemoryReply } from './memory-replies';
 import {
   MemoryRedisServer,
   type MemoryClientInfo,
@@ -10,32 +11,51 @@ import {
 
 /* eslint-disable @typescript-eslint/no-unsafe-declaration-merging -- ioredis's command methods, added to the prototypes below, are variadic */
 
-type Arg = string | number | Buffer | readonly Arg[] | Record<string, string | number>;
+type Value = string | number | Buffer;
+type Arg = Value | readonly Arg[] | Record<string, Value>;
 
-/** ioredis flattens arrays (and objects for HSET, MSET…) in a command's arguments. */
+/** One argument as the bytes ioredis sends: a string as UTF-8, a Buffer as it is. */
+const argBytes = (a: Value): string =>
+  Buffer.isBuffer(a) ? bufferToBytes(a) : textToBytes(String(a));
+
+/**
+ * A command's arguments as byte strings (memory-bytes.ts); ioredis flattens arrays (and objects
+ * for HSET, MSET…).
+ */
 function flatten(args: readonly Arg[], out: string[] = []): string[] {
   for (const a of args) {
-    if (Array.isArray(a)) flatten(a, out);
-    else if (Buffer.isBuffer(a)) out.push(a.toString());
-    else if (typeof a === 'object' && a !== null)
-      for (const [k, v] of Object.entries(a)) out.push(k, String(v));
-    else out.push(String(a));
+    if (Array.isArray(a)) flatten(a as readonly Arg[], out);
+    else if (typeof a === 'object' && a !== null && !Buffer.isBuffer(a))
+      for (const [k, v] of Object.entries(a as Record<string, Value>))
+        out.push(textToBytes(k), argBytes(v));
+    else out.push(argBytes(a as Value));
   }
   return out;
 }
 
-/** A reply as ioredis gives it to JavaScript. */
+/** An error reply as ioredis reads it: its message as UTF-8 text. */
+function toJsError(err: unknown): unknown {
+  if (!(err instanceof MemoryReplyError)) return err;
+  const message = bytesToText(err.message);
+  return message === err.message ? err : new MemoryReplyError(message);
+}
+
+/**
+ * A reply as ioredis gives it to JavaScript: bulk and status strings as UTF-8 text, or as
+ * Buffers of their bytes for a `…Buffer` command.
+ */
 function toJs(name: string, reply: MemoryReply, buffers: boolean): unknown {
-  if (reply instanceof MemoryStatus) return reply.status;
+  if (reply instanceof MemoryStatus) reply = reply.status;
+  if (typeof reply === 'string') return buffers ? bytesToBuffer(reply) : bytesToText(reply);
   if (name === 'hgetall' && Array.isArray(reply)) {
+    // ioredis makes an object of the pairs: the fields become text, also for HGETALLBUFFER.
     const o: Record<string, unknown> = {};
     for (let i = 0; i < reply.length; i += 2)
-      o[reply[i] as string] = toJs('', reply[i + 1], buffers);
+      o[bytesToText(reply[i] as string)] = toJs('', reply[i + 1], buffers);
     return o;
   }
   if (Array.isArray(reply)) return reply.map((r) => toJs('', r, buffers));
-  if (buffers && typeof reply === 'string') return Buffer.from(reply);
-  return reply;
+  return toJsError(reply);
 }
 
 /** Commands the client runs itself (blocking reads, pub/sub, QUIT), counted by the server. */
@@ -95,10 +115,14 @@ export class MemoryRedis extends EventEmitter {
   private readonly pendingRejects = new Set<(err: Error) => void>();
   private readonly subscriptions = new Map<string, 'channel' | 'shard' | 'pattern'>();
   private readonly subscriber: MemorySubscriber = {
+    // As ioredis: the message as text, and as Buffers (`messageBuffer`…) of its bytes.
     deliver: (kind, channel, message, pattern) => {
       if (this.status !== 'ready') return;
-      if (kind === 'pmessage') this.emit('pmessage', pattern, channel, message);
-      else this.emit(kind, channel, message);
+      const head = kind === 'pmessage' ? [bytesToText(pattern!)] : [];
+      if (this.listenerCount(kind) > 0)
+        this.emit(kind, ...head, bytesToText(channel), bytesToText(message));
+      if (this.listenerCount(`${kind}Buffer`) > 0)
+        this.emit(`${kind}Buffer`, ...head, bytesToBuffer(channel), bytesToBuffer(message));
     },
   };
 
@@ -111,12 +135,12 @@ export class MemoryRedis extends EventEmitter {
     this.clientInfo = server.connect();
   }
 
-  /** Runs a command by name, as ioredis's `call`. */
+  /** Runs a command by name, as ioredis's `call`: replies as UTF-8 text. */
   call(name: string, ...args: Arg[]): Promise<unknown> {
     return this.send(name.toLowerCase(), flatten(args));
   }
 
-  /** ioredis's `sendCommand`-free equivalent kept for callers of `callBuffer`. */
+  /** As ioredis's `callBuffer`: replies as Buffers of their bytes. */
   callBuffer(name: string, ...args: Arg[]): Promise<unknown> {
     return this.send(name.toLowerCase(), flatten(args), true);
   }
@@ -127,13 +151,13 @@ export class MemoryRedis extends EventEmitter {
     this.clientInfo.cmd = name;
     switch (name) {
       case 'client':
-        return this.clientCommand(args);
+        return this.clientCommand(args, buffers);
       case 'blpop':
-        return this.blocking(name, (resolve) =>
+        return this.blocking(name, buffers, (resolve) =>
           this.server.blpop(args.slice(0, -1), Number(args[args.length - 1]) * 1000, resolve),
         );
       case 'xread':
-        return this.blocking(name, (resolve) => this.server.xread(args, resolve));
+        return this.blocking(name, buffers, (resolve) => this.server.xread(args, resolve));
       case 'subscribe':
       case 'ssubscribe':
       case 'psubscribe':
@@ -159,13 +183,13 @@ export class MemoryRedis extends EventEmitter {
     try {
       reply = toJs(name, this.server.execute(name, args), buffers);
     } catch (err) {
-      failure = err;
+      failure = toJsError(err);
     }
     return answer(reply, failure);
   }
 
   /** CLIENT LIST | ID | SETNAME | GETNAME. */
-  private clientCommand([sub, name]: string[]): Promise<unknown> {
+  private clientCommand([sub, name]: string[], buffers: boolean): Promise<unknown> {
     const s = sub?.toUpperCase();
     if (s === 'SETNAME') this.clientInfo.name = name;
     const reply =
@@ -179,12 +203,13 @@ export class MemoryRedis extends EventEmitter {
               ? 'OK'
               : undefined;
     return reply === undefined
-      ? answer(undefined, commandError(`unknown subcommand '${sub}'`))
-      : answer(reply);
+      ? answer(undefined, toJsError(commandError(`unknown subcommand '${sub}'`)))
+      : answer(toJs('client', reply, buffers));
   }
 
   private blocking(
     name: string,
+    buffers: boolean,
     start: (resolve: (reply: MemoryReply) => void) => (() => void) | undefined,
   ): Promise<unknown> {
     return new Promise((resolve, reject) => {
@@ -197,11 +222,11 @@ export class MemoryRedis extends EventEmitter {
       try {
         stop = start((reply) => {
           done();
-          void answer(toJs(name, reply, false)).then(resolve);
+          void answer(toJs(name, reply, buffers)).then(resolve);
         });
       } catch (err) {
         done();
-        return reject(err);
+        return reject(toJsError(err));
       }
       if (stop && this.pendingRejects.has(reject)) this.stops.add(stop);
     });
@@ -241,10 +266,10 @@ export class MemoryRedis extends EventEmitter {
   }
 
   /** @internal runs a pipeline's commands. */
-  runQueued(queued: Array<[string, Arg[]]>): Promise<Array<[Error | null, unknown]>> {
+  runQueued(queued: Array<[string, Arg[], boolean]>): Promise<Array<[Error | null, unknown]>> {
     return Promise.all(
-      queued.map(([name, args]) =>
-        this.call(name, ...args).then(
+      queued.map(([name, args, buffers]) =>
+        (buffers ? this.callBuffer(name, ...args) : this.call(name, ...args)).then(
           (reply) => [null, reply] as [null, unknown],
           (err: Error) => [err, undefined] as [Error, undefined],
         ),
@@ -292,7 +317,7 @@ export interface MemoryRedis {
 
 /** A pipeline or MULTI of a `MemoryRedis`. */
 export class MemoryPipeline {
-  private readonly queued: Array<[string, Arg[]]> = [];
+  private readonly queued: Array<[string, Arg[], boolean]> = [];
 
   constructor(private readonly client: MemoryRedis) {}
 
@@ -300,8 +325,9 @@ export class MemoryPipeline {
     return this.queued.length;
   }
 
-  queue(name: string, args: Arg[]): this {
-    this.queued.push([name, args]);
+  /** Queues a command; its reply as Buffers when `buffers` (`pipeline.getBuffer(…)`). */
+  queue(name: string, args: Arg[], buffers = false): this {
+    this.queued.push([name, args, buffers]);
     return this;
   }
 
@@ -324,5 +350,11 @@ for (const name of [...COMMAND_NAMES, ...CLIENT_SIDE]) {
   };
   (MemoryPipeline.prototype as any)[name] = function (this: MemoryPipeline, ...args: Arg[]) {
     return this.queue(name, args);
+  };
+  (MemoryPipeline.prototype as any)[`${name}Buffer`] = function (
+    this: MemoryPipeline,
+    ...args: Arg[]
+  ) {
+    return this.queue(name, args, true);
   };
 }
