@@ -342,12 +342,11 @@ export class QueueStore {
         : [...claimKeys(k), ...parents.flatMap((q) => flowGroupKeys(this.keys(q)))];
     // Only acks are waited for (waitForReplicas): a lost claim or nack just runs a task again.
     const acks = settles.some((s) => s.kind === 'ack');
-    const { reply, shortfall } = (await (acks
-      ? this.writeWaited(claimScript(settles), keys, args, k.name, 'ack', waitForReplicas)
-      : this.connection.run(claimScript(settles), keys, args).then((r) => ({ reply: r })))) as {
-      reply: (string | number | null)[];
-      shortfall?: QueueReplicationError;
-    };
+    const { reply, shortfall } = (
+      acks
+        ? await this.writeWaited(claimScript(settles), keys, args, k.name, 'ack', waitForReplicas)
+        : { reply: await this.connection.run(claimScript(settles), keys, args) }
+    ) as { reply: (string | number | null)[]; shortfall?: QueueReplicationError };
     // Nothing leased: the caller learns that its acks may not survive a failover, as `write`'s.
     if (shortfall && count === 0) throw shortfall;
     const now = Number(reply[0]);
