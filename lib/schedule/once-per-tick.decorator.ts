@@ -1,6 +1,7 @@
 import { RedisLockError } from '../errors/redis-lock.error';
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
 import { lockServiceRegistry } from '../decorators/lock-service.registry';
+import { MAX_KEY_BYTES } from '../lock/lock-keys';
 import { decoratedMethod, replaceMethod } from '../decorators/method-wrapper';
 import { checkInt, checkKnownKeys } from '../options/validate';
 import { handlerSchedule } from './schedule-metadata';
@@ -132,8 +133,16 @@ async function runTick(
 
 function checkOptions(options: OncePerTickOptions | undefined): TickSettings {
   const o = checkKnownKeys('', options, OPTION_KEYS) as OncePerTickOptions;
-  if (o.name !== undefined && (typeof o.name !== 'string' || o.name.length === 0)) {
-    throw new RedisLockOptionsError('name', o.name, 'a non-empty string');
+  // The name is part of a Redis key written every tick: bounded as a lock's name is.
+  if (
+    o.name !== undefined &&
+    (typeof o.name !== 'string' || o.name.length === 0 || Buffer.byteLength(o.name) > MAX_KEY_BYTES)
+  ) {
+    throw new RedisLockOptionsError(
+      'name',
+      o.name,
+      `a non-empty string of at most ${MAX_KEY_BYTES} bytes`,
+    );
   }
   return {
     skewMs: o.skewMs === undefined ? 2_000 : checkInt('skewMs', o.skewMs, 0, MAX_MS),

@@ -100,6 +100,10 @@ describe('@OncePerTick claims', () => {
     expect(() => OncePerTick({ skewMs: -1 })).toThrow(RedisLockOptionsError);
     expect(() => OncePerTick({ skewMs: -1 })).toThrow(/skewMs/);
     expect(() => OncePerTick({ name: '' })).toThrow(/'name'/);
+    // The name is part of a key written every tick: at most 512 bytes, as a lock's.
+    expect(() => OncePerTick({ name: 'x'.repeat(513) })).toThrow(/'name'.*at most 512 bytes/);
+    expect(() => OncePerTick({ name: 'é'.repeat(257) })).toThrow(RedisLockOptionsError);
+    expect(() => OncePerTick({ name: 'x'.repeat(512) })).not.toThrow();
     expect(() => OncePerTick({ every: 1 } as never)).toThrow(/every/);
   });
 });
