@@ -13,8 +13,11 @@ export const MIN_SCRUBBED_SECRET_LENGTH = 4;
 /** Option keys whose string values are credentials (`password`, `sentinelPassword`, TLS `passphrase`). */
 const SECRET_KEY = /pass(word|phrase)|secret/i;
 
-/** `scheme://user:password@` in a text: the password goes. */
-const URL_PASSWORD = /([a-z][a-z0-9+.-]*:\/\/[^\s/?#@:]*):([^\s/?#@]*)@/gi;
+/**
+ * `scheme://user:password@` in a text: the password goes, up to the last `@` before the host (a
+ * password may hold an unencoded `@`, which ioredis accepts as the URL parser does).
+ */
+const URL_PASSWORD = /([a-z][a-z0-9+.-]*:\/\/[^\s/?#@:]*):([^\s/?#]*)@/gi;
 
 /** `?password=…` / `&sentinelPassword=…` in a URL's query (ioredis reads options from it). */
 const QUERY_PASSWORD = /([?&][a-z]*pass(?:word)?=)[^&#\s'"]*/gi;

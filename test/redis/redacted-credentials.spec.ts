@@ -303,10 +303,20 @@ describe('redactText (property)', () => {
     const part = (chars: string) =>
       fc.stringMatching(new RegExp(`^[${chars}]{1,16}$`)) as fc.Arbitrary<string>;
     fc.assert(
-      fc.property(part('a-zA-Z0-9_.~-'), part('a-zA-Z0-9_.~!$&()*+,;=%-'), (user, password) => {
+      // `@` and `:` too: ioredis takes an unencoded `@` as part of the password (up to the last).
+      fc.property(part('a-zA-Z0-9_.~-'), part('a-zA-Z0-9_.~!$&()*+,;=%@:-'), (user, password) => {
         const text = `reach rediss://${user}:${password}@db.internal:6380/2 now`;
         expect(redactText(text)).toBe(`reach rediss://${user}:***@db.internal:6380/2 now`);
       }),
+    );
+  });
+
+  it('replaces a password holding an unencoded @ whole, as ioredis reads it', () => {
+    expect(redactText('cannot reach redis://default:p@ssw0rd@10.0.0.5:6379')).toBe(
+      'cannot reach redis://default:***@10.0.0.5:6379',
+    );
+    expect(redactText("got ' redis://:p@ss@w0rd@127.0.0.1:6379/0?db=1'")).toBe(
+      "got ' redis://:***@127.0.0.1:6379/0?db=1'",
     );
   });
 });
