@@ -389,26 +389,18 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
     } finally {
       this.stop.signal.removeEventListener('abort', onAbort!);
     }
-    if (this.stop.signal.aborted) this.dropBlocker(blocker, popped);
+    if (this.stop.signal.aborted) this.dropBlocker(blocker);
   }
 
   /**
    * Closing: the BLPOP would stay blocked in Redis while running tasks drain and take the marker
-   * of an enqueue meant for a worker that stays: its connection is closed now, and a marker it
-   * took all the same (its reply was on the way) is put back for the others.
+   * of an enqueue meant for a worker that stays, so its connection is closed now. (A marker it
+   * took in the same moment is not put back: the other idle workers find that task at the end of
+   * their bounded wait, `MAX_IDLE_MS`.)
    */
-  private dropBlocker(blocker: Redis | Cluster, popped: Promise<unknown>): void {
+  private dropBlocker(blocker: Redis | Cluster): void {
     if (this.blocker === blocker) this.blocker = undefined;
     blocker.disconnect();
-    void popped.then(
-      (marker) => {
-        if (marker === null || marker === undefined) return;
-        return this.connection
-          .call('queue wake RPUSH', (c) => c.rpush(this.keys.wake, '1'))
-          .catch((err: unknown) => this.logFailure('RPUSH (wake-up)', err));
-      },
-      () => undefined,
-    );
   }
 
   private waitForSlot(): Promise<void> {
