@@ -116,6 +116,36 @@ export class SemaphoreLine {
     return outcome;
   }
 
+  /**
+   * Module shutdown: every caller still waiting is told `reason`, and every token leaves the
+   * Redis line, giving back permits handed to it meanwhile, so that none is handed to an
+   * instance that is going away.
+   */
+  async close(reason: unknown): Promise<void> {
+    const leaving: PermitRequest[] = [];
+    for (let w = this.callers.shift(); w; w = this.callers.shift()) {
+      const request = w.options;
+      if (!request.waiting) continue;
+      request.waiting = false;
+      this.host.renewal.delete(request);
+      leaving.push(request);
+      w.reject(reason);
+    }
+    const left = await Promise.allSettled(
+      leaving.map((r) => this.host.store.leaveLine(this.key, r.token)),
+    );
+    for (const result of left) {
+      // Unreachable: the entry lapses by its deadline, permits handed to it by their TTL.
+      if (result.status === 'rejected') {
+        this.host.warn(
+          `semaphore ${this.key.name}: leaving the line at shutdown failed`,
+          result.reason,
+        );
+      }
+    }
+    this.maybeDispose();
+  }
+
   /** @internal what the heartbeat found for `request` */
   renewed(request: PermitRequest, status: PermitEntryStatus): void {
     if (!request.waiting) return;

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { BeforeApplicationShutdown, Injectable } from '@nestjs/common';
 import { RedactingLogger } from '../redaction/redacting-logger';
 import { RedisLockError } from '../errors/redis-lock.error';
+import { RedisUnavailableError } from '../errors/redis-unavailable.error';
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
 import { SemaphoreLimitError } from '../errors/semaphore-limit.error';
 import { SemaphoreTimeoutError } from '../errors/semaphore-timeout.error';
@@ -21,6 +22,8 @@ import {
 import { SemaphoreStore, type PermitEntry, type PermitEntryStatus } from './semaphore-store';
 
 const newToken = () => randomUUID().replace(/-/g, '');
+const shuttingDown = () =>
+  new RedisUnavailableError('semaphore acquire', 'the module is shutting down');
 
 /**
  * Distributed counting semaphores on Redis ("at most 5 calls to the payment provider at once
@@ -41,6 +44,8 @@ export class SemaphoreService implements PermitOwner, BeforeApplicationShutdown 
   /** Every grant this instance holds (as far as it knows). */
   private readonly held = new Set<Permit>();
   private readonly host: SemaphoreLineHost;
+  /** The module is shutting down: no new acquisition starts. */
+  private closing = false;
 
   constructor(private readonly connection: RedisLockConnection) {
     this.store = new SemaphoreStore(connection);
@@ -131,9 +136,17 @@ export class SemaphoreService implements PermitOwner, BeforeApplicationShutdown 
     return results.filter((r) => r.status === 'fulfilled' && r.value).length;
   }
 
-  /** Nest lifecycle hook: releases what this instance holds when the application shuts down. */
+  /**
+   * Nest lifecycle hook: refuses new acquisitions, tells waiting callers (`RedisUnavailableError`),
+   * leaves every line (giving back permits handed meanwhile), then releases what this instance
+   * holds, so that no permit is handed to an instance that is going away.
+   */
   async beforeApplicationShutdown(): Promise<void> {
+    this.closing = true;
     this.renewal.close();
+    const lines = [...this.lines.values()];
+    this.lines.clear();
+    await Promise.allSettled(lines.map((line) => line.close(shuttingDown())));
     await this.releaseAll();
   }
 
@@ -176,9 +189,21 @@ export class SemaphoreService implements PermitOwner, BeforeApplicationShutdown 
     const o = resolveSemaphoreOptions(this.connection.options.lock, options);
     const k = semaphoreRedisKeys(o.keyPrefix, key);
     o.signal?.throwIfAborted();
+    if (this.closing) throw shuttingDown();
     const started = Date.now();
     const token = newToken();
     const first = await this.store.acquire(k, token, o, o.waitMs > 0);
+    // Shut down during the first attempt: what it was granted, or its place in line, goes back.
+    if (this.closing) {
+      try {
+        if (first.granted) await this.store.release(k, token);
+        else if (o.waitMs > 0) await this.store.leaveLine(k, token);
+      } catch (err) {
+        // Unreachable: the permits lapse by their TTL, the place in line by its deadline.
+        this.warn(`semaphore ${key}: giving back at shutdown failed`, err);
+      }
+      throw shuttingDown();
+    }
     if (first.granted) return this.grant(k, token, o, first.fence, first.expiresAt);
     if ('storedLimit' in first) throw new SemaphoreLimitError(key, o.limit, first.storedLimit);
     if (o.waitMs === 0) {

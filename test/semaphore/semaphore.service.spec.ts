@@ -173,4 +173,33 @@ describe('SemaphoreService', () => {
     await waitFor('the line empty', async () => (await redis.zcard(line)) === 0);
     await a.release();
   });
+
+  it('shutdown tells waiting callers, leaves the line, and is never handed permits afterwards', async () => {
+    const { holders, line } = semaphoreRedisKeys(prefix, 'closing');
+    const held = await semaphores.acquire('closing', { limit: 1, ttlMs: 30_000 });
+    const leaving = await createLockApp({ keyPrefix: prefix });
+    const theirs = leaving.get(SemaphoreService);
+    const outcome = (p: Promise<unknown>) =>
+      p.then(
+        () => 'granted',
+        (err: Error) => `${err.name}: ${err.message}`,
+      );
+    const waiting = Array.from({ length: 5 }, () =>
+      outcome(theirs.acquire('closing', { limit: 1, waitMs: 60_000 })),
+    );
+    await waitFor('5 waiters in line', async () => (await redis.zcard(line)) === 5);
+    // One more whose first attempt is still on its way when the shutdown starts.
+    waiting.push(outcome(theirs.acquire('closing', { limit: 1, waitMs: 60_000 })));
+    await leaving.close();
+    expect(await Promise.all(waiting)).toEqual(
+      new Array(6).fill(
+        'RedisUnavailableError: Redis semaphore acquire failed: the module is shutting down',
+      ),
+    );
+    expect(await redis.zcard(line)).toBe(0);
+    // The holder's release finds nobody: the permit is free, not handed to the instance that left.
+    expect(await held.release()).toBe(true);
+    expect(await redis.zcard(holders)).toBe(0);
+    await expect(theirs.acquire('closing', { limit: 1 })).rejects.toThrow('shutting down');
+  });
 });
