@@ -9,6 +9,11 @@ import { DASHBOARD_SCRIPTS } from './dashboard-scripts';
 
 /** Recent lock timeouts and lost locks kept in Redis (the newest). */
 export const RECENT_EVENTS_MAX = 100;
+/**
+ * Lock names kept per recorded event (the first ones; `keysTotal` counts them all): a multi-key
+ * acquisition may name thousands, and the overview carries the whole recent list every second.
+ */
+export const RECENT_EVENT_KEYS_MAX = 10;
 /** How long the recent list lives after its last write, in ms (a day). */
 export const RECENT_EVENTS_TTL_MS = 24 * 3_600_000;
 /** Seconds of throughput kept per queue (the sparkline shows the last 60). */
@@ -19,6 +24,12 @@ export const SHOWN_LOCKS_KEEP_MS = 5_000;
 export const SHOWN_LOCKS_MAX = 1_000;
 /** Age past which an instance's local-waiter report is ignored (it stopped reporting), in ms. */
 export const LOCAL_REPORT_STALE_MS = 5_000;
+
+/** The first `RECENT_EVENT_KEYS_MAX` lock names of an event, and how many it had when cut. */
+function shownKeys(keys: readonly string[]): { keys: string[]; keysTotal?: number } {
+  if (keys.length <= RECENT_EVENT_KEYS_MAX) return { keys: [...keys] };
+  return { keys: keys.slice(0, RECENT_EVENT_KEYS_MAX), keysTotal: keys.length };
+}
 
 /**
  * Writes what the dashboard shows of every instance into Redis, off the lock and queue hot paths:
@@ -52,14 +63,14 @@ export class DashboardRecorder implements OnModuleInit, BeforeApplicationShutdow
       events.on('lock.timeout', (e: LockTimeoutEvent) =>
         this.record({
           kind: 'timeout',
-          keys: e.keys,
+          ...shownKeys(e.keys),
           reason: e.reason,
           waitedMs: e.waitedMs,
           instance,
         }),
       ),
       events.on('lock.lost', (e: LockLostEvent) =>
-        this.record({ kind: 'lost', keys: e.keys, reason: e.reason, instance }),
+        this.record({ kind: 'lost', ...shownKeys(e.keys), reason: e.reason, instance }),
       ),
       events.on('task.completed', ({ queue }) =>
         this.completed.set(queue, (this.completed.get(queue) ?? 0) + 1),

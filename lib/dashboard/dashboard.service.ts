@@ -162,8 +162,10 @@ export interface DashboardLockEvent {
   at: number;
   /** `timeout`: an acquisition gave up; `lost`: a held lock was found lost. */
   kind: 'timeout' | 'lost';
-  /** The lock names. */
+  /** The lock names (the first 10 of a larger multi-key acquisition: see `keysTotal`). */
   keys: string[];
+  /** How many lock names the event had, when `keys` shows only the first ones. */
+  keysTotal?: number;
   /** The event's `reason` (`timeout` / `aborted`; `taken` / `expired` / `unreachable`). */
   reason: string;
   /** The `instanceId` of the instance where it happened. */

@@ -21,7 +21,11 @@ import {
   recentEventsKey,
 } from '../../lib/dashboard/dashboard-keys';
 import { resolveDashboardOptions } from '../../lib/dashboard/dashboard-options';
-import { LOCAL_REPORT_STALE_MS, RECENT_EVENTS_MAX } from '../../lib/dashboard/dashboard-recorder';
+import {
+  LOCAL_REPORT_STALE_MS,
+  RECENT_EVENT_KEYS_MAX,
+  RECENT_EVENTS_MAX,
+} from '../../lib/dashboard/dashboard-recorder';
 import {
   DashboardService,
   TASK_JSON_PREVIEW_CHARS,
@@ -257,6 +261,28 @@ describe('DashboardService', () => {
     expect(recent[1]).toMatchObject({ kind: 'timeout', keys: ['k149'], waitedMs: 149 });
     expect(recent[99].keys).toEqual(['k51']);
     expect(await redis.pttl(recentEventsKey(prefix))).toBeGreaterThan(0);
+  });
+
+  it('keeps the first lock names of an event naming thousands, and how many it had', async () => {
+    const prefix = uniquePrefix('dash-many');
+    const ctx = await start(prefix);
+    const keys = Array.from({ length: 5_000 }, (_, i) => `${'x'.repeat(400)}${i}`);
+    for (let i = 0; i < RECENT_EVENTS_MAX; i++) {
+      ctx.get(RedisLockEvents).emit('lock.timeout', { keys, waitedMs: i, reason: 'timeout' });
+    }
+    const dashboard = ctx.get(DashboardService);
+    await waitFor(
+      'the events in the recent list',
+      async () => (await dashboard.recentEvents()).length === RECENT_EVENTS_MAX,
+      10_000,
+      50,
+    );
+    const [newest] = await dashboard.recentEvents();
+    expect(newest.keys).toEqual(keys.slice(0, RECENT_EVENT_KEYS_MAX));
+    expect(newest.keysTotal).toBe(5_000);
+    // 100 events x 10 names x ~400 bytes: the overview stays well under a megabyte (the whole
+    // list of names would be 100 x 2 MB).
+    expect(JSON.stringify(await dashboard.overview()).length).toBeLessThan(1_000_000);
   });
 });
 

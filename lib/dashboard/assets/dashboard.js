@@ -254,7 +254,9 @@ function LocksView({ data, search, setSearch }) {
               <td>
                 <span class=${`tag ${e.kind}`}>${e.kind === 'lost' ? 'lost' : 'timeout'}</span>
               </td>
-              <td class="mono">${e.keys.join(', ')}</td>
+              <td class="mono">
+                ${e.keys.join(', ')}${e.keysTotal ? ` … (${e.keysTotal} in all)` : ''}
+              </td>
               <td>
                 ${e.reason}${e.waitedMs !== undefined ? ` after ${duration(e.waitedMs)}` : ''}
               </td>
