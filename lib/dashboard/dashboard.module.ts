@@ -5,6 +5,7 @@ import {
   Module,
   type NestModule,
   type OnModuleInit,
+  RequestMethod,
   type Type,
 } from '@nestjs/common';
 import { RedactingLogger } from '../redaction/redacting-logger';
@@ -69,9 +70,15 @@ export class RedisLockDashboardModule implements NestModule, OnModuleInit {
     };
   }
 
-  /** The security headers on every response of the page, its assets and its API. */
+  /**
+   * The security headers on every response of the page, its assets and its API, and on the 404
+   * of any other path under it.
+   */
   configure(consumer: MiddlewareConsumer): void {
-    consumer.apply(dashboardHeaders).forRoutes(this.controller);
+    consumer.apply(dashboardHeaders).forRoutes(this.controller, {
+      path: `${this.options.path}/*rest`,
+      method: RequestMethod.ALL,
+    });
   }
 
   /** Warns, once at start, when no guard stands in front of the page. */

@@ -56,7 +56,7 @@ describe('RedisLockDashboardModule hardening', () => {
   });
 
   /** An HTTP app with the dashboard at /redis-lock; resolves the page's URL. */
-  async function start(options: RedisLockDashboardOptions = {}) {
+  async function start(options: RedisLockDashboardOptions = {}, globalPrefix?: string) {
     const moduleRef = await compileDashboardModule(
       uniquePrefix('dash-hardening'),
       'hardening-app',
@@ -67,9 +67,10 @@ describe('RedisLockDashboardModule hardening', () => {
     logger.warn = (message: unknown) => void warnings.push(String(message));
     logger.log = () => undefined;
     app = moduleRef.createNestApplication({ logger });
+    if (globalPrefix) app.setGlobalPrefix(globalPrefix);
     await app.listen(0, '127.0.0.1');
     const base = (await app.getUrl()).replace('[::1]', '127.0.0.1');
-    return { app, url: `${base}/redis-lock` };
+    return { app, base, url: `${base}${globalPrefix ? `/${globalPrefix}` : ''}/redis-lock` };
   }
 
   /** SCAN calls the server ran since the last CONFIG RESETSTAT. */
@@ -141,6 +142,7 @@ describe('RedisLockDashboardModule hardening', () => {
       ['asset', await fetch(`${open}/assets/dashboard.js`)],
       ['overview', await fetch(`${open}/api/overview`)],
       ['unknown asset (404)', await fetch(`${open}/assets/nope.js`)],
+      ['no such route (404)', await fetch(`${open}/api/nope/deeper`)],
       ['bad state (400)', await fetch(`${open}/api/queues/mail/tasks?state=nope`)],
       ['read-only (403)', await fetch(`${open}/api/queues/mail/pause`, { method: 'POST' })],
       ['guard refused page (403)', refused[0]],
@@ -158,6 +160,7 @@ describe('RedisLockDashboardModule hardening', () => {
       ['asset', 200],
       ['overview', 200],
       ['unknown asset (404)', 404],
+      ['no such route (404)', 404],
       ['bad state (400)', 400],
       ['read-only (403)', 403],
       ['guard refused page (403)', 403],
@@ -165,6 +168,24 @@ describe('RedisLockDashboardModule hardening', () => {
     ]);
     expect(DASHBOARD_CSP).toContain("frame-ancestors 'none'");
     expect(DASHBOARD_CSP).toContain("default-src 'self'");
+  });
+
+  it('sends them under a global prefix too, and on no path outside the dashboard', async () => {
+    const { base, url } = await start({}, 'api');
+    const headers = async (path: string) => {
+      const res = await fetch(path);
+      return [
+        res.status,
+        res.headers.get('x-frame-options'),
+        res.headers.get('content-security-policy'),
+      ];
+    };
+    expect(await headers(url)).toEqual([200, 'DENY', DASHBOARD_CSP]);
+    expect(await headers(`${url}/api/overview`)).toEqual([200, 'DENY', DASHBOARD_CSP]);
+    expect(await headers(`${url}/no/such/route`)).toEqual([404, 'DENY', DASHBOARD_CSP]);
+    expect(await headers(`${base}/api/redis-lock-other/x`)).toEqual([404, null, null]);
+    expect(await headers(`${base}/api/elsewhere`)).toEqual([404, null, null]);
+    expect(await headers(`${base}/redis-lock/x`)).toEqual([404, null, null]);
   });
 
   it('takes <base href> from the parsed path, never from an absolute-form request target', async () => {
