@@ -14,21 +14,26 @@ export const TASK_EXPIRED: TaskError = {
 const MAX_MESSAGE_CHARS = 1_000;
 /** Longest stack stored with a task, in characters. */
 const MAX_STACK_CHARS = 4_000;
+/** Longest error name stored with a task, in characters. */
+const MAX_NAME_CHARS = 200;
+
+/** `value` as text without credentials, cut to `max` characters. */
+const stored = (value: unknown, max: number) => redactText(String(value)).slice(0, max);
 
 /**
  * How a failure is stored (errors hash, event stream): the JSON of `{ name, message, stack? }`,
- * message and stack without credentials (`redactText`: they are shown by `get`, the dashboard and
- * queue events) and cut to a bounded length.
+ * name, message and stack without credentials (`redactText`: they are shown by `get`, the dashboard
+ * and queue events) and cut to a bounded length.
  */
 export function encodeTaskError(err: unknown): string {
   const e: TaskError =
     err instanceof Error
       ? {
-          name: err.name,
-          message: redactText(err.message).slice(0, MAX_MESSAGE_CHARS),
-          ...(err.stack ? { stack: redactText(err.stack).slice(0, MAX_STACK_CHARS) } : {}),
+          name: stored(err.name, MAX_NAME_CHARS),
+          message: stored(err.message, MAX_MESSAGE_CHARS),
+          ...(err.stack ? { stack: stored(err.stack, MAX_STACK_CHARS) } : {}),
         }
-      : { name: 'Error', message: redactText(String(err)).slice(0, MAX_MESSAGE_CHARS) };
+      : { name: 'Error', message: stored(err, MAX_MESSAGE_CHARS) };
   return JSON.stringify(e);
 }
 

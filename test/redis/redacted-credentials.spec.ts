@@ -20,6 +20,7 @@ import {
   rememberSecrets,
 } from '../../lib/redaction/redact-credentials';
 import { createLockApp, uniquePrefix, waitFor } from '../support/helpers';
+import { decodeTaskError, encodeTaskError } from '../../lib/queue/task-errors';
 import { startRedisServer, type RedisServer } from '../support/redis-server';
 
 /** The wrong password every test gives; it must appear nowhere. */
@@ -244,6 +245,28 @@ describe("a task handler's error quoting a URL with a password", () => {
     }
     expect(logs.some((l) => l.includes('cache.internal'))).toBe(true);
     expectNoSecret(logs);
+  });
+});
+
+describe('encodeTaskError', () => {
+  it('stores name, message and stack without the password, each cut to its bound', () => {
+    const err = new Error(`at redis://u:${SECRET}@h ${'m'.repeat(5_000)}`);
+    err.name = `Err redis://u:${SECRET}@h ${'n'.repeat(5_000)}`;
+    const stored = decodeTaskError(encodeTaskError(err));
+    expectNoSecret(stored);
+    expect(stored.name).toHaveLength(200);
+    expect(stored.name.startsWith('Err redis://u:***@h nnn')).toBe(true);
+    expect(stored.message).toHaveLength(1_000);
+    expect(stored.stack).toHaveLength(4_000);
+  });
+
+  it('stores an error whose name and message are not strings as text', () => {
+    const err = new Error('x');
+    Object.assign(err, { name: 42, message: { code: 7 } });
+    expect(decodeTaskError(encodeTaskError(err))).toMatchObject({
+      name: '42',
+      message: '[object Object]',
+    });
   });
 });
 
