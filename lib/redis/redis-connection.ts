@@ -22,6 +22,7 @@ import { PubSubHub } from './pubsub-hub';
 import { isSentinelClient, ReplicaWatch } from './replica-watch';
 import { ThrottledWarning } from './throttled-warning';
 import { reviveAfterFailedConnect } from './revive-ended';
+import { setImmediateUnfaked, unfakedNowMs } from './unfaked-ticks';
 
 type Client = Redis | Cluster;
 
@@ -324,10 +325,13 @@ export class RedisLockConnection {
 
   /**
    * Closes the subscriber and extra connections, the quorum nodes' connections, and the client if
-   * the module created it.
+   * the module created it. Calls made before it get their replies first (waiting at most
+   * `commandTimeoutMs`): enqueues and rate-limit checks merged until the end of their tick go out,
+   * and a script Redis did not know yet (`NOSCRIPT`, e.g. after a restart) is sent again.
    */
   async close(): Promise<void> {
     this.closing = true;
+    await this.settleSent();
     await Promise.all(this.nodes.map((node) => node.close()));
     this.replicaWatch?.close();
     this.client.off('refresh', this.onRefresh);
@@ -348,6 +352,26 @@ export class RedisLockConnection {
     }
   }
 
+  /**
+   * Waits until the client's sent commands are answered, at most `commandTimeoutMs`: one turn
+   * of the event loop at least (the batches opened before close() are sent on process.nextTick),
+   * and more while a reply is outstanding (its handler may send another command, such as the
+   * EVAL after a NOSCRIPT, before the QUIT). Unfaked ticks and clock: a test's fake timers do not
+   * hold a shutdown.
+   */
+  private async settleSent(): Promise<void> {
+    const turn = () => new Promise((resolve) => setImmediateUnfaked(resolve));
+    await turn();
+    if (!this.owned || this.client.status !== 'ready') return;
+    const clients = this.isCluster
+      ? (this.client as Cluster).nodes('master')
+      : [this.client as Redis];
+    const deadline = unfakedNowMs() + this.options.commandTimeoutMs;
+    while (clients.some((c) => pendingReplies(c) > 0) && unfakedNowMs() < deadline) {
+      await turn();
+    }
+  }
+
   private logError(what: string, err: Error): void {
     this.errors.warn(`Redis ${what} error: ${err.message}`);
   }
@@ -359,4 +383,9 @@ function nodeAddress(client: Redis): string {
   return stream?.remoteAddress && stream.remotePort
     ? `${stream.remoteAddress}:${stream.remotePort}`
     : `${client.options.host ?? '127.0.0.1'}:${client.options.port ?? 6379}`;
+}
+
+/** Commands a client sent and has no reply for yet (none known for a client without the queue). */
+function pendingReplies(client: Redis): number {
+  return (client.commandQueue as Redis['commandQueue'] | undefined)?.length ?? 0;
 }

@@ -10,3 +10,7 @@ export const nextTick: typeof process.nextTick = process.nextTick.bind(process);
 
 /** `setImmediate` as it was when the library loaded (see `nextTick`). */
 export const setImmediateUnfaked: typeof setImmediate = setImmediate;
+
+const hrtime = process.hrtime.bigint.bind(process.hrtime);
+/** A monotonic clock in ms as it was when the library loaded (fake timers replace `hrtime` too). */
+export const unfakedNowMs = (): number => Number(hrtime() / 1_000_000n);

@@ -13,6 +13,8 @@ import {
   type RedisLock,
 } from '../../lib';
 import { createLockApp, testRedisUrl, uniquePrefix, waitFor } from '../support/helpers';
+import { startRedisServer } from '../support/redis-server';
+import { queueRedisKeys } from '../../lib/queue/queue-keys';
 
 /** Sockets this process has open (ioredis connections among them). */
 const sockets = () => process.getActiveResourcesInfo().filter((r) => r === 'TCPSocketWrap').length;
@@ -93,6 +95,34 @@ describe('createRedisLock: the library without Nest', () => {
     await borrowed.close();
     expect(await own.ping()).toBe('PONG');
     own.disconnect();
+  });
+
+  it('close() answers the calls made before it, even scripts Redis did not know yet', async () => {
+    // A server of its own: SCRIPT FLUSH would change other files' command counts.
+    const server = await startRedisServer();
+    const redis = new Redis(server.url);
+    try {
+      for (let round = 0; round < 3; round++) {
+        await redis.script('FLUSH');
+        const lib = await createRedisLock({ redis: server.url, keyPrefix: `${prefix}r${round}:` });
+        const calls = [
+          ...[1, 2, 3].map((i) => lib.queues.enqueue('merged', `m${i}`, { payload: i })),
+          lib.queues.enqueue('alone', 'p1', { priority: 2 }),
+          lib.queues.stats('merged'),
+          lib.rateLimiter.consume('api', { limit: 5, windowMs: 1_000 }),
+        ];
+        const closed = lib.close();
+        const outcomes = await Promise.allSettled(calls);
+        await closed;
+        expect(outcomes.map((o) => (o.status === 'rejected' ? String(o.reason) : 'ok'))).toEqual(
+          new Array(6).fill('ok'),
+        );
+        expect(await redis.zcard(queueRedisKeys(`${prefix}r${round}:`, 'merged').due)).toBe(3);
+      }
+    } finally {
+      redis.disconnect();
+      await server.stop();
+    }
   });
 
   it('feeds a Nest app: a plain-Node producer enqueues, the Nest worker runs it, the producer reads the result', async () => {
