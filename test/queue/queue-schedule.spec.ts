@@ -4,7 +4,9 @@ import type { INestApplicationContext } from '@nestjs/common';
 import type { Redis } from 'ioredis';
 import { QueueError, QueueService } from '../../lib';
 import { queueRedisKeys } from '../../lib/queue/queue-keys';
-import { scheduleRedisKeys } from '../../lib/queue/schedule/schedule-keys';
+import { scheduleIndexKey, scheduleRedisKeys } from '../../lib/queue/schedule/schedule-keys';
+import { QUEUE_SCHEDULE_SCRIPTS } from '../../lib/queue/schedule/schedule-scripts';
+import { RedisLockConnection } from '../../lib/redis/redis-connection';
 import { scheduleTicks } from '../../lib/queue/schedule/schedule-ticks';
 import { exited, lineFrom, spawnTs } from '../support/child';
 import {
@@ -171,6 +173,46 @@ describe('Queue schedules', () => {
       expect(await redis.zscore(queueRedisKeys(prefix, queue).due, id)).toBeNull();
     } finally {
       await app.close();
+    }
+  });
+
+  it("a schedule added while another instance removes the queue's last one stays in the index a restarted instance reads", async () => {
+    const prefix = uniquePrefix('queue-schedule-race');
+    const [a, b] = [
+      await createLockApp({ keyPrefix: prefix }),
+      await createLockApp({ keyPrefix: prefix }),
+    ];
+    try {
+      await b.get(QueueService).schedule('jobs', 'old', { everyMs: 60_000 });
+      // Instance a's schedule is held between its index write and its store until b's
+      // unschedule (which takes the queue out of the index and finds no schedule left) is done.
+      let open!: () => void;
+      const gate = new Promise<void>((resolve) => (open = resolve));
+      const connection = a.get(RedisLockConnection);
+      const run = connection.run.bind(connection);
+      jest
+        .spyOn(connection, 'run')
+        .mockImplementation((script, keys, args) =>
+          script === QUEUE_SCHEDULE_SCRIPTS.upsert
+            ? gate.then(() => run(script, keys, args))
+            : run(script, keys, args),
+        );
+      const adding = a.get(QueueService).schedule('jobs', 'new', { everyMs: 60_000 });
+      const index = scheduleIndexKey(prefix);
+      await waitFor(
+        'a indexed the queue',
+        async () => (await redis.sismember(index, 'jobs')) === 1,
+      );
+      expect(await b.get(QueueService).unschedule('jobs', 'old')).toBe(true);
+      expect(await redis.sismember(index, 'jobs')).toBe(0);
+      open();
+      await adding;
+      expect((await b.get(QueueService).schedules('jobs')).map((s) => s.id)).toEqual(['new']);
+      // A restarted instance finds its schedules through the index only.
+      expect(await redis.smembers(index)).toEqual(['jobs']);
+    } finally {
+      await a.close();
+      await b.close();
     }
   });
 

@@ -81,13 +81,17 @@ export class QueueScheduler {
     }
     const k = scheduleRedisKeys(this.connection.options.keyPrefix, name);
     // Indexed first: a crash after it leaves a queue without schedules in the index (harmless),
-    // never a schedule no instance knows of.
-    await this.connection.call('SADD', (c) => c.sadd(this.index, name));
+    // never a schedule no instance knows of. Indexed again after: another instance's unschedule
+    // of the queue's last schedule may have taken it out of the index in between (its re-check
+    // ran before this schedule was stored).
+    const indexed = () => this.connection.call('SADD', (c) => c.sadd(this.index, name));
+    await indexed();
     const [changed] = (await this.connection.run(
       QUEUE_SCHEDULE_SCRIPTS.upsert,
       [k.definitions],
       [id, JSON.stringify(spec), spec.everyMs ?? '', spec.startAt ?? ''],
     )) as [number];
+    await indexed();
     if (changed === 1) await this.announce(name);
     const schedules = await this.refresh(name);
     return schedules.find((s) => s.id === id)!;
