@@ -13,7 +13,7 @@ import { statusOfState } from './bull-board-states';
 /**
  * One `QueueService` task as a bull-board job. Its actions go to the service: `remove` is
  * `remove(queue, id)`; `retry` of a dead job is `requeueDead(queue, [id])`, of a cancelled one
- * `enqueue` of its id again (payload, priority and group kept); retry of a completed job and
+ * `enqueue` of its id again (name, payload, priority and group kept); retry of a completed job and
  * `promote` are refused (see {@link COMPLETED_RETRY_REFUSED}, {@link PROMOTE_REFUSED}).
  */
 export class BullBoardJob implements QueueJob {
@@ -87,8 +87,8 @@ export class BullBoardJob implements QueueJob {
 
   /**
    * A dead task: `requeueDead(queue, [id])`. A cancelled or expired task: enqueued again under its
-   * id with its payload, priority and group (its own `maxAttempts`, `backoff`, `timeoutMs` and
-   * deadline are not kept). 409 when it is in none of these states any more; 405 for a completed
+   * id with its name (so the worker's handler of that name runs it), payload, priority and group
+   * (its own `maxAttempts`, `backoff`, `timeoutMs` and deadline are not kept). 409 when it is in none of these states any more; 405 for a completed
    * task.
    */
   async retry(state?: JobRetryStatus): Promise<void> {
@@ -101,6 +101,7 @@ export class BullBoardJob implements QueueJob {
       const now = await this.queues.get(queue, id);
       if (now?.state === ended) {
         const added = await this.queues.enqueue(queue, id, {
+          ...(now.name !== undefined && { name: now.name }),
           ...(now.payload !== undefined && { payload: now.payload }),
           ...(now.priority !== undefined && { priority: now.priority }),
           ...(now.group !== undefined && { group: now.group }),

@@ -12,10 +12,13 @@ import type {
   QueueMetrics,
   Status,
 } from '@bull-board/api/dist/types.js';
+import { QueueError } from '../errors/queue.error';
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
 import { checkBoolean, checkKnownKeys } from '../options/validate';
+import { checkTaskId } from '../queue/queue-arguments';
 import { checkQueueName } from '../queue/queue-keys';
 import { QueueService } from '../queue/queue.service';
+import type { EnqueueOptions } from '../interfaces/queue-options.interface';
 import type { QueueStats, QueueTaskInfo, QueueTaskState } from '../queue/interfaces/task.interface';
 import { MAX_QUEUE_BATCH } from '../queue/queue.constants';
 import { METRICS_KEEP_MS } from '../queue/metrics/queue-metrics';
@@ -72,6 +75,32 @@ const STRING_OPTIONS = ['prefix', 'displayName', 'description', 'delimiter'] as 
 const QUALIFIED_PREFIX = 'nestjs-redis-lock:';
 
 /**
+ * The states whose `list` runs oldest first (by when the task entered the state): "latest" reads
+ * the newest end of them. The others are listed in the order they run (ready), come due (delayed)
+ * or their lease expires (leased), and are read from the start.
+ */
+const OLDEST_FIRST: ReadonlySet<QueueTaskState> = new Set([
+  'completed',
+  'dead',
+  'cancelled',
+  'expired',
+  'waiting-children',
+]);
+
+/** The job name bull-board's "Add job" form sends when its name field is left empty. */
+const BOARD_DEFAULT_JOB_NAME = '__default__';
+
+/**
+ * The job options `addJob` takes (BullMQ's names), each with what it becomes: `delay` →
+ * `delayMs`, `priority` → `priority`, `attempts` → `maxAttempts`, `lifo` → `lifo`, `group`
+ * (`{ id }`, as the board shows a grouped job's options) → `group`.
+ */
+const ADD_JOB_OPTIONS = ['delay', 'priority', 'attempts', 'lifo', 'group'] as const;
+
+/** bull-board clean statuses that are our ready tasks (`prioritized`: only those with a priority). */
+const READY_CLEAN_STATUSES: ReadonlySet<string> = new Set(['wait', 'waiting', 'paused']);
+
+/**
  * A bull-board queue adapter for a `QueueService` queue, so that a board already mounted with
  * `@bull-board/nestjs`, `@bull-board/express` or another server adapter shows it beside BullMQ
  * queues. Import it from `nestjs-redis-lock/bull-board` (it loads `@bull-board/api`).
@@ -82,8 +111,9 @@ const QUALIFIED_PREFIX = 'nestjs-redis-lock:';
  * of a cancelled one = `enqueue` again, remove/clean = `remove`, pause/resume, add = `enqueue`,
  * empty = remove every ready and delayed task, once `readOnlyMode: false` opts in: by default the
  * adapter is read-only, and bull-board refuses every action with 405. Promote, retry of a
- * completed job, obliterate and metrics answer 405 (logs are empty); removing a running (leased)
- * task answers 409. All of it: docs/bull-board.md.
+ * completed job and obliterate answer 405; removing a running (leased) task answers 409; a bad
+ * argument from the board (a status, an option, a value the queue refuses) answers 400. Job logs
+ * are the task's `task.log()` lines. All of it: docs/bull-board.md.
  * @param queues the module's `QueueService`
  * @param queue the queue's name, or its `defineQueue` handle
  * @param options bull-board's queue options
@@ -156,36 +186,58 @@ export class RedisLockQueueAdapter extends BaseAdapter {
 
   /**
    * Jobs of `statuses` from `start` to `end` (inclusive). One status lists its states one after
-   * the other (`failed`: dead tasks, oldest death first, then cancelled ones, oldest cancel first),
+   * the other (`failed`: dead tasks, oldest death first, then cancelled ones, then expired ones),
    * the page cut from that list with the counts of one `stats` read. Several statuses (the board's
-   * "latest" tab) are merged, most recent first, from the first `MAX_QUEUE_BATCH` tasks of each
-   * state, and the page is cut from that merged list. Either way pages neither repeat nor skip a
-   * task that stays where it is.
+   * "latest" tab) are merged, most recent first (by when each task entered its state), from up to
+   * `end + 1` (at most `MAX_QUEUE_BATCH`) tasks of each state: the newest ones of the states
+   * listed oldest first (completed, dead, cancelled, expired, waiting-children), the first ones of
+   * ready, delayed and leased; the page is cut from that merged list. Either way pages neither
+   * repeat nor skip a task that stays where it is, and a page past the end is empty.
+   * @throws BullBoardActionError 400 for a `start` or `end` that is not a page (negative, not an
+   *   integer)
    */
   async getJobs(statuses: JobStatus[], start = 0, end = start + 9): Promise<QueueJob[]> {
-    const stats = await this.queues.stats(this.queueName);
-    const limit = Math.min(Math.max(end - start + 1, 1), MAX_QUEUE_BATCH);
-    const lists = [...new Set(statuses)]
-      .map((status) => statesOfStatus(status, stats.paused))
-      .filter((states) => states.length > 0);
-    let tasks: QueueTaskInfo[];
-    if (lists.length <= 1) {
-      tasks = await this.concatenated(lists[0] ?? [], stats, start, limit);
-    } else {
-      const window = { offset: 0, limit: Math.min(start + limit, MAX_QUEUE_BATCH) };
-      const pages = await Promise.all(
-        [...new Set(lists.flat())].map((state) => this.queues.list(this.queueName, state, window)),
-      );
-      tasks = pages
-        .flat()
-        .sort((a, b) => timestampOf(b) - timestampOf(a))
-        .slice(start, start + limit);
-    }
-    return tasks.map((task) => this.job(task, stats.paused));
+    return this.refusingBadArguments('list', async () => {
+      const stats = await this.queues.stats(this.queueName);
+      const limit = Math.min(Math.max(end - start + 1, 1), MAX_QUEUE_BATCH);
+      const lists = [...new Set(statuses)]
+        .map((status) => statesOfStatus(status, stats.paused))
+        .filter((states) => states.length > 0);
+      const states = [...new Set(lists.flat())];
+      const total = states.reduce((n, state) => n + countOfState(stats, state), 0);
+      // Past the end (bull-board's page=1e20 included): nothing, without asking Redis.
+      if (start >= total) return [];
+      let tasks: QueueTaskInfo[];
+      if (lists.length <= 1) {
+        tasks = await this.concatenated(lists[0] ?? [], stats, start, limit);
+      } else {
+        // A task on this page has fewer than start + limit newer tasks in its state.
+        const window = Math.min(start + limit, MAX_QUEUE_BATCH);
+        const pages = await Promise.all(
+          states.map((state) =>
+            this.queues.list(this.queueName, state, {
+              offset: OLDEST_FIRST.has(state)
+                ? Math.max(0, countOfState(stats, state) - window)
+                : 0,
+              limit: window,
+            }),
+          ),
+        );
+        tasks = pages
+          .flat()
+          .sort((a, b) => timestampOf(b) - timestampOf(a))
+          .slice(start, start + limit);
+      }
+      return tasks.map((task) => this.job(task, stats.paused));
+    });
   }
 
-  /** `get(queue, id)` as a bull-board job; `undefined` when unknown (bull-board answers 404). */
+  /**
+   * `get(queue, id)` as a bull-board job; `undefined` when unknown, or when `id` is no task id at
+   * all (empty, or over 512 bytes): bull-board then answers 404.
+   */
   async getJob(id: string): Promise<QueueJob | undefined> {
+    if (!isTaskId(id)) return undefined;
     const [task, stats] = await Promise.all([
       this.queues.get(this.queueName, id),
       this.queues.stats(this.queueName),
@@ -194,35 +246,57 @@ export class RedisLockQueueAdapter extends BaseAdapter {
   }
 
   /**
-   * Enqueues `data` as the payload of a new task with a random id, due `options.delay` ms from
-   * now. The job name and `attempts` are not stored: tasks have no name, and attempts are a
-   * worker option.
+   * Enqueues `data` as the payload of a new task with a random id. `name` becomes the task's name
+   * (so a worker's handler of that name runs it) unless it is empty or bull-board's placeholder
+   * `__default__` (the form's name field left empty): the task then has none. Options, by
+   * BullMQ's names: `delay` → `delayMs`, `priority` → `priority` (from -1000 to 1000, lower runs
+   * sooner, as BullMQ's), `attempts` → `maxAttempts`, `lifo` → `lifo`, `group` (`{ id }`) →
+   * `group`. Any other option (`jobId`, `removeOnComplete`, `backoff`, …) answers 400 and nothing
+   * is added: a task that silently lacks what the operator asked for is worse than a refusal.
+   * @throws BullBoardActionError 400 for another option or a value `enqueue` refuses (naming it)
    */
-  async addJob(_name: string, data: unknown, options: QueueJobOptions = {}): Promise<QueueJob> {
+  async addJob(name: string, data: unknown, options: QueueJobOptions = {}): Promise<QueueJob> {
     const id = randomUUID();
-    await this.queues.enqueue(this.queueName, id, { payload: data, delayMs: options.delay ?? 0 });
+    await this.refusingBadArguments('add', () =>
+      this.queues.enqueue(this.queueName, id, enqueueOptionsOf(name, data, options)),
+    );
     const job = await this.getJob(id);
     if (!job) throw new BullBoardActionError('add', `task '${id}' was claimed and finished`, 409);
     return job;
   }
 
   /**
-   * Removes the tasks of `status` that were enqueued (completed, dead and cancelled tasks: that
-   * finished) more than `graceTimeMs` ago by this process's clock; `failed` is dead, cancelled and
-   * expired tasks. `active` answers 409 (running tasks cannot be taken away).
+   * Removes the tasks of `status` that were enqueued (completed, dead, cancelled and expired tasks:
+   * that finished) more than `graceTimeMs` ago by this process's clock. Statuses, as BullMQ's
+   * `clean` takes them: `wait`, `waiting` and `paused` are the ready tasks, `prioritized` the
+   * ready tasks with a priority, `delayed`, `completed` and `waiting-children` themselves, and
+   * `failed` the dead, cancelled and expired tasks. `active` answers 409 (running tasks cannot be
+   * taken away); any other status 400.
    */
   async clean(status: JobCleanStatus, graceTimeMs: number): Promise<void> {
-    if (status === 'active') {
+    const board = status as string;
+    if (board === 'active') {
       throw new BullBoardActionError('clean', 'active (leased) tasks are running', 409);
     }
     const before = Date.now() - graceTimeMs;
-    const states: QueueTaskState[] =
-      status === 'wait'
-        ? ['ready']
-        : status === 'failed'
-          ? [...statesOfStatus('failed', false)]
-          : [status];
-    for (const state of states) await this.removeAll(state, before);
+    if (READY_CLEAN_STATUSES.has(board)) return this.removeAll('ready', before);
+    if (board === 'prioritized') {
+      return this.removeAll('ready', before, (task) => task.priority !== undefined);
+    }
+    if (board === 'failed') {
+      for (const state of statesOfStatus('failed', false)) await this.removeAll(state, before);
+      return;
+    }
+    if (board === 'delayed' || board === 'completed' || board === 'waiting-children') {
+      return this.removeAll(board, before);
+    }
+    throw new BullBoardActionError(
+      'clean',
+      `unknown status ${JSON.stringify(board).slice(0, 100)}: expected one of wait, waiting, ` +
+        'paused, prioritized, delayed, completed, failed, waiting-children',
+      400,
+      { argument: 'status' },
+    );
   }
 
   /**
@@ -259,9 +333,13 @@ export class RedisLockQueueAdapter extends BaseAdapter {
     throw new BullBoardActionError('obliterate', 'use empty, or clean of failed jobs');
   }
 
-  /** Always empty: tasks keep no log. */
-  async getJobLogs(): Promise<string[]> {
-    return [];
+  /**
+   * The task's log, `logs(queue, id)`: the lines its handler gave `task.log()`, the last 100,
+   * oldest first; empty when it has none, is unknown, or `id` is no task id at all.
+   */
+  async getJobLogs(id: string): Promise<string[]> {
+    if (!isTaskId(id)) return [];
+    return this.queues.logs(this.queueName, id);
   }
 
   /**
@@ -305,9 +383,14 @@ export class RedisLockQueueAdapter extends BaseAdapter {
     return null;
   }
 
-  /** `setGlobalConcurrency(queue, concurrency)`. */
+  /**
+   * `setGlobalConcurrency(queue, concurrency)`.
+   * @throws BullBoardActionError 400 unless `concurrency` is an integer from 1 to 10,000
+   */
   async setGlobalConcurrency(concurrency: number): Promise<void> {
-    await this.queues.setGlobalConcurrency(this.queueName, concurrency);
+    await this.refusingBadArguments('concurrency', () =>
+      this.queues.setGlobalConcurrency(this.queueName, concurrency),
+    );
   }
 
   /** The queue's recurring tasks (`QueueService.schedule`). */
@@ -333,9 +416,16 @@ export class RedisLockQueueAdapter extends BaseAdapter {
     return (await this.queues.schedules(this.queueName)).length;
   }
 
-  /** `QueueService.unschedule`. */
+  /**
+   * `QueueService.unschedule`; `false` (bull-board answers 404) for an id no schedule can have.
+   */
   async removeJobScheduler(id: string): Promise<boolean> {
-    return this.queues.unschedule(this.queueName, id);
+    try {
+      return await this.queues.unschedule(this.queueName, id);
+    } catch (error) {
+      if (error instanceof QueueError && error.argument === 'scheduleId') return false;
+      throw error;
+    }
   }
 
   /** Never asked (`supportsJobSchedulerUpdate` is false): answers 405. */
@@ -350,6 +440,19 @@ export class RedisLockQueueAdapter extends BaseAdapter {
 
   private job(task: QueueTaskInfo, paused: boolean): BullBoardJob {
     return new BullBoardJob(this.queues, task, paused, this.getQueueQualifiedName());
+  }
+
+  /**
+   * Runs `run`, turning an argument error of the queue into a `BullBoardActionError` 400 of
+   * `action` (see {@link BullBoardActionError.fromQueueError}); other errors, Redis being
+   * unavailable among them, go on as they are (bull-board answers 500).
+   */
+  private async refusingBadArguments<T>(action: string, run: () => Promise<T>): Promise<T> {
+    try {
+      return await run();
+    } catch (error) {
+      throw BullBoardActionError.fromQueueError(action, error);
+    }
   }
 
   /**
@@ -384,10 +487,15 @@ export class RedisLockQueueAdapter extends BaseAdapter {
 
   /**
    * Removes the tasks in `state` whose time (enqueue time; finish time for finished ones) is before
-   * `before`, a page at a time. A task that is younger, or that a worker claimed meanwhile, stays
-   * and is skipped; the walk ends at the first empty page, so it ends.
+   * `before` (and that `only` accepts), a page at a time. A task that is younger, that `only`
+   * refuses, or that a worker claimed meanwhile, stays and is skipped; the walk ends at the first
+   * empty page, so it ends.
    */
-  private async removeAll(state: QueueTaskState, before: number): Promise<void> {
+  private async removeAll(
+    state: QueueTaskState,
+    before: number,
+    only: (task: QueueTaskInfo) => boolean = () => true,
+  ): Promise<void> {
     for (let offset = 0; ;) {
       const page = await this.queues.list(this.queueName, state, {
         offset,
@@ -396,7 +504,9 @@ export class RedisLockQueueAdapter extends BaseAdapter {
       if (page.length === 0) return;
       const removed = await Promise.all(
         page.map((task) =>
-          timestampOf(task) < before ? this.queues.remove(this.queueName, task.id) : false,
+          timestampOf(task) < before && only(task)
+            ? this.queues.remove(this.queueName, task.id)
+            : false,
         ),
       );
       offset += removed.filter((r) => !r).length;
@@ -410,6 +520,48 @@ export class RedisLockQueueAdapter extends BaseAdapter {
  */
 function timestampOf(task: QueueTaskInfo): number {
   return finishedAt(task) ?? task.enqueuedAt ?? task.time;
+}
+
+/** Whether `id` passes the queue's id check (so that a task could have it). */
+function isTaskId(id: unknown): boolean {
+  try {
+    checkTaskId(id);
+    return true;
+  } catch (error) {
+    if (error instanceof QueueError) return false;
+    throw error;
+  }
+}
+
+/**
+ * `enqueue`'s options for bull-board's `addJob(name, data, options)` (see
+ * {@link RedisLockQueueAdapter.addJob}); the values themselves are checked by `enqueue`.
+ * @throws RedisLockOptionsError for an option outside {@link ADD_JOB_OPTIONS} (naming it
+ *   `options.<key>`), or a `group` that is not `{ id }` (`addJob` answers both 400)
+ */
+function enqueueOptionsOf(name: unknown, data: unknown, options: unknown): EnqueueOptions {
+  const o = checkKnownKeys('options', options ?? {}, ADD_JOB_OPTIONS);
+  let group: string | undefined;
+  if (o.group !== undefined) {
+    const g = o.group;
+    if (typeof g !== 'object' || g === null || Object.keys(g).join() !== 'id') {
+      throw new RedisLockOptionsError('options.group', g, '{ id: <the group> }');
+    }
+    group = (g as { id?: string }).id;
+  }
+  return {
+    ...(data !== undefined && { payload: data }),
+    ...(name !== '' &&
+      name !== undefined &&
+      name !== BOARD_DEFAULT_JOB_NAME && {
+        name: name as string,
+      }),
+    ...(o.delay !== undefined && { delayMs: o.delay as number }),
+    ...(o.priority !== undefined && { priority: o.priority as number }),
+    ...(o.attempts !== undefined && { maxAttempts: o.attempts as number }),
+    ...(o.lifo !== undefined && { lifo: o.lifo as boolean }),
+    ...(group !== undefined && { group }),
+  };
 }
 
 function checkAdapterOptions(options: unknown): RedisLockQueueAdapterOptions {

@@ -6,10 +6,11 @@ import {
   QueueError,
   QueueService,
   RedisLockOptionsError,
+  RedisUnavailableError,
   type RunningTask,
 } from '../../lib';
 import { BullBoardActionError, RedisLockQueueAdapter } from '../../lib/bull-board';
-import { createLockApp, deferred, uniquePrefix, waitFor } from '../support/helpers';
+import { createLockApp, deferred, sleep, uniquePrefix, waitFor } from '../support/helpers';
 
 const root = resolve(__dirname, '../..');
 
@@ -232,6 +233,203 @@ describe('RedisLockQueueAdapter', () => {
     // Clean of failed jobs removes both dead and cancelled ones past the grace.
     await adapter.clean('failed', -1_000);
     expect(await queues.stats('failing')).toMatchObject({ dead: 0, cancelled: 0, ready: 2 });
+  });
+
+  it('shows the newest finished tasks in "latest", not the oldest', async () => {
+    const adapter = new RedisLockQueueAdapter(queues, 'latest');
+    const all = [...adapter.getJobStatuses()];
+    // 30 tasks completed one after the other (c0 first), each at its own millisecond.
+    for (let i = 0; i < 30; i++) {
+      await queues.enqueue('latest', `c${i}`);
+      const [task] = await queues.claim('latest', 1, { leaseMs: 60_000 });
+      await sleep(3);
+      expect(await queues.ack(task)).toBe(true);
+    }
+    const newest = (from: number, to: number) =>
+      Array.from({ length: from - to + 1 }, (_, i) => `c${from - i}`);
+    // bull-board's "latest" tab: getJobs(every status, 0, jobsPerPage - 1).
+    expect(ids(await adapter.getJobs(all, 0, 9))).toEqual(newest(29, 20));
+    expect(ids(await adapter.getJobs(all, 10, 19))).toEqual(newest(19, 10));
+    expect(ids(await adapter.getJobs(all, 25, 34))).toEqual(newest(4, 0));
+    // A task cancelled after them is newer still; the completed tab stays oldest first.
+    await sleep(3);
+    await queues.enqueue('latest', 'x1', { delayMs: 60_000 });
+    expect(await queues.cancel('latest', 'x1')).toBe('cancelled');
+    expect(ids(await adapter.getJobs(all, 0, 9))).toEqual(['x1', ...newest(29, 21)]);
+    expect(ids(await adapter.getJobs(['completed'], 0, 2))).toEqual(['c0', 'c1', 'c2']);
+  });
+
+  it('retries a cancelled named task with its name, so the handler of that name runs it', async () => {
+    const adapter = new RedisLockQueueAdapter(queues, 'mail', { readOnlyMode: false });
+    await queues.enqueue('mail', 'm1', {
+      name: 'welcome',
+      payload: { to: 'a@b' },
+      delayMs: 60_000,
+    });
+    expect(await queues.cancel('mail', 'm1')).toBe('cancelled');
+    await (await adapter.getJob('m1'))!.retry('failed');
+    expect(await queues.get('mail', 'm1')).toMatchObject({
+      state: 'ready',
+      name: 'welcome',
+      payload: { to: 'a@b' },
+    });
+    const ran: string[] = [];
+    const worker = queues.process(
+      'mail',
+      async (task: RunningTask) => {
+        ran.push(`${task.name}:${task.id}`);
+      },
+      { name: 'welcome' },
+    );
+    try {
+      await waitFor('m1 completed', completed('mail', 1), 10_000);
+    } finally {
+      await worker.close();
+    }
+    expect(ran).toEqual(['welcome:m1']);
+  });
+
+  it('adds a job with its name, priority, attempts, delay, lifo and group; refuses other options', async () => {
+    const adapter = new RedisLockQueueAdapter(queues, 'added', { readOnlyMode: false });
+    const named = await adapter.addJob('welcome', { to: 'a@b' }, { priority: 5 } as never);
+    expect(named.toJSON()).toMatchObject({ name: 'welcome', priority: 5, opts: { priority: 5 } });
+    expect(await queues.get('added', String(named.toJSON().id))).toMatchObject({
+      state: 'ready',
+      name: 'welcome',
+      priority: 5,
+      payload: { to: 'a@b' },
+    });
+    // An empty name, or bull-board's placeholder for it, adds a task without a name.
+    for (const name of ['', '__default__']) {
+      const job = await adapter.addJob(name, { n: 1 }, { delay: 60_000 });
+      const task = await queues.get('added', String(job.toJSON().id));
+      expect([name, task?.state, task?.name]).toEqual([name, 'delayed', undefined]);
+    }
+    const grouped = await adapter.addJob('', null, { group: { id: 'cust-7' } } as never);
+    expect((await queues.get('added', String(grouped.toJSON().id)))?.group).toBe('cust-7');
+    const lifo = await adapter.addJob('', 'first', { lifo: true } as never);
+    const [next] = await queues.list('added', 'ready', { offset: 0, limit: 10 });
+    expect(next.id).toBe(lifo.toJSON().id);
+
+    // `attempts` is the task's maxAttempts: it wins over the worker's.
+    const failing = new RedisLockQueueAdapter(queues, 'added-once', { readOnlyMode: false });
+    const onceId = String((await failing.addJob('', 'boom', { attempts: 1 })).toJSON().id);
+    const worker = queues.process(
+      'added-once',
+      async () => {
+        throw new Error('boom');
+      },
+      { maxAttempts: 5, backoffMs: 0 },
+    );
+    try {
+      await waitFor(
+        'the task dead',
+        async () => (await queues.stats('added-once')).dead === 1,
+        10_000,
+      );
+    } finally {
+      await worker.close();
+    }
+    expect(await queues.get('added-once', onceId)).toMatchObject({ state: 'dead', attempts: 1 });
+
+    // Options the queue has no counterpart for are refused, and nothing is added.
+    const before = await queues.stats('added');
+    for (const options of [{ jobId: 'mine' }, { removeOnComplete: true }, { group: 'g' }]) {
+      await expect(adapter.addJob('x', {}, options as never)).rejects.toMatchObject({
+        name: 'BullBoardActionError',
+        statusCode: 400,
+      });
+    }
+    await expect(adapter.addJob('x', {}, { priority: 5000 } as never)).rejects.toMatchObject({
+      statusCode: 400,
+      argument: 'priority',
+    });
+    expect(await queues.stats('added')).toEqual(before);
+  });
+
+  it("serves a job's logs: the lines its handler logged", async () => {
+    const adapter = new RedisLockQueueAdapter(queues, 'logged');
+    const worker = queues.process('logged', async (task: RunningTask) => {
+      await task.log('step 1 done');
+      await task.log('step 2 done');
+    });
+    try {
+      await queues.enqueue('logged', 'L1');
+      await waitFor('L1 completed', completed('logged', 1), 10_000);
+    } finally {
+      await worker.close();
+    }
+    expect(await adapter.getJobLogs('L1')).toEqual(['step 1 done', 'step 2 done']);
+    expect(await adapter.getJobLogs('unknown')).toEqual([]);
+    expect(await adapter.getJobLogs('x'.repeat(600))).toEqual([]);
+  });
+
+  it('cleans waiting, paused and prioritized as ready tasks; refuses statuses it has not', async () => {
+    const adapter = new RedisLockQueueAdapter(queues, 'to-clean', { readOnlyMode: false });
+    const ready = async () =>
+      (await queues.list('to-clean', 'ready', { offset: 0, limit: 100 })).map((t) => t.id).sort();
+    await queues.enqueue('to-clean', ['w1', 'w2']);
+    await queues.enqueue('to-clean', 'p1', { priority: 3 });
+    await adapter.clean('prioritized' as never, -1_000);
+    expect(await ready()).toEqual(['w1', 'w2']);
+    await adapter.clean('waiting' as never, -1_000);
+    expect(await ready()).toEqual([]);
+    await queues.enqueue('to-clean', 'w3');
+    await adapter.clean('paused' as never, 60_000); // younger than the grace: kept
+    expect(await ready()).toEqual(['w3']);
+    await adapter.clean('paused' as never, -1_000);
+    expect(await ready()).toEqual([]);
+    for (const status of ['latest', 'bogus', 'ready']) {
+      await expect(adapter.clean(status as never, 0)).rejects.toMatchObject({
+        name: 'BullBoardActionError',
+        statusCode: 400,
+      });
+    }
+    await expect(adapter.clean('active', 0)).rejects.toMatchObject({ statusCode: 409 });
+  });
+
+  it('answers bad board input with 400, an impossible id as unknown, a page past the end empty', async () => {
+    const adapter = new RedisLockQueueAdapter(queues, 'hostile', { readOnlyMode: false });
+    await queues.enqueue('hostile', ['a', 'b', 'c']);
+    await queues.schedule('hostile', 'nightly', { everyMs: 3_600_000 });
+    const refused = (argument: string) =>
+      expect.objectContaining({ name: 'BullBoardActionError', statusCode: 400, argument });
+
+    expect(await adapter.getJobs(['waiting'], 1e20, 1e20 + 9)).toEqual([]);
+    expect(await adapter.getJobs(['waiting'], 3, 12)).toEqual([]);
+    expect(await adapter.getJobs([...adapter.getJobStatuses()], 1e20, 1e20 + 9)).toEqual([]);
+    await expect(adapter.getJobs(['waiting'], -5, 4)).rejects.toEqual(refused('offset'));
+    await expect(adapter.getJobs(['waiting'], 0.5, 4)).rejects.toEqual(refused('offset'));
+    expect(await adapter.getJob('x'.repeat(600))).toBeUndefined();
+    expect(await adapter.getJob('')).toBeUndefined();
+    await expect(adapter.addJob('n', {}, { delay: -5 })).rejects.toEqual(refused('delayMs'));
+    await expect(adapter.addJob('n\0', {}, {})).rejects.toEqual(refused('name'));
+    await expect(adapter.setGlobalConcurrency(0)).rejects.toEqual(refused('n'));
+    await expect(adapter.setGlobalConcurrency(1e9)).rejects.toEqual(refused('n'));
+    expect(await adapter.removeJobScheduler('x'.repeat(600))).toBe(false);
+    expect((await queues.schedules('hostile')).map((s) => s.id)).toEqual(['nightly']);
+    expect(await queues.stats('hostile')).toMatchObject({ ready: 3, delayed: 0 });
+    // The 400 carries the queue's own error.
+    const error = await adapter.addJob('n', {}, { delay: -5 }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(BullBoardActionError);
+    expect((error as Error).message).toMatch(
+      /^bull-board action 'add' was refused: invalid argument 'delayMs'/,
+    );
+    expect((error as Error).cause).toBeInstanceOf(QueueError);
+  });
+
+  it('passes Redis unavailability on as it is: only argument errors become a 400', async () => {
+    const unavailable = new RedisUnavailableError('queue list', 'Connection is closed.');
+    expect(BullBoardActionError.fromQueueError('list', unavailable)).toBe(unavailable);
+    const full = new QueueError("queue 'q' is full");
+    expect(BullBoardActionError.fromQueueError('add', full)).toBe(full);
+    // Through the adapter: a service whose connection is closed.
+    const other = await createLockApp({ keyPrefix: uniquePrefix('bull-board-closed') });
+    const adapter = new RedisLockQueueAdapter(other.get(QueueService), 'gone');
+    await other.close();
+    const error = await adapter.getJobs(['waiting']).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(RedisUnavailableError);
+    expect((error as { statusCode?: number }).statusCode).toBeUndefined();
   });
 
   it('is loaded only from its own entry point: nothing else imports it or @bull-board', () => {

@@ -8,7 +8,14 @@ import request from 'supertest';
 import { QueueService, RedisLockModule, type LeasedTask, type RunningTask } from '../../lib';
 import { RedisLockQueueAdapter } from '../../lib/bull-board';
 import { chromiumPath, launchChromium } from '../support/chromium';
-import { deferred, queueStats, testRedisUrl, uniquePrefix, waitFor } from '../support/helpers';
+import {
+  deferred,
+  queueStats,
+  sleep,
+  testRedisUrl,
+  uniquePrefix,
+  waitFor,
+} from '../support/helpers';
 
 const executablePath = chromiumPath();
 if (!executablePath) {
@@ -40,6 +47,9 @@ class BoardQueues implements OnModuleInit {
       'page',
       'parents',
       'history',
+      'newest',
+      'hostile',
+      'named',
     ]) {
       this.board.addQueue(new RedisLockQueueAdapter(this.queues, name, { readOnlyMode: false }));
     }
@@ -395,6 +405,111 @@ describe('RedisLockQueueAdapter in bull-board (@bull-board/nestjs, Express)', ()
       release.resolve();
       await worker.close();
     }
+  });
+
+  it('shows the newest tasks on the latest tab, not the oldest', async () => {
+    for (let i = 0; i < 30; i++) {
+      await queues.enqueue('newest', `c${i}`);
+      const [task] = await queues.claim('newest', 1, { leaseMs: 60_000 });
+      await sleep(3);
+      expect(await queues.ack(task)).toBe(true);
+    }
+    const page = async (n: number) => {
+      const res = await api()
+        .get('/board/api/queues')
+        .query({ activeQueue: 'newest', status: 'latest', page: n, jobsPerPage: 10 });
+      expect(res.status).toBe(200);
+      const q = res.body.queues.find((x: { name: string }) => x.name === 'newest');
+      return q.jobs.map((j: { id: string }) => j.id);
+    };
+    const newest = (from: number) => Array.from({ length: 10 }, (_, i) => `c${from - i}`);
+    expect(await page(1)).toEqual(newest(29));
+    // bull-board shows "latest" as one page (it asks for jobs 0..jobsPerPage-1 whatever the page).
+    expect(await page(2)).toEqual(newest(29));
+  });
+
+  it("adds named jobs, retries a named task with its name, and serves a task's logs", async () => {
+    const ran: string[] = [];
+    const worker = queues.process(
+      'named',
+      async (task: RunningTask) => {
+        await task.log(`ran ${task.id}`);
+        ran.push(`${task.name}:${task.id}`);
+      },
+      { name: 'welcome' },
+    );
+    try {
+      const added = await api()
+        .post('/board/api/queues/named/add')
+        .send({ name: 'welcome', data: { to: 'a@b' }, options: { priority: 5 } });
+      expect(added.status).toBe(200);
+      expect(added.body.job).toMatchObject({ name: 'welcome', opts: { priority: 5 } });
+      const id = String(added.body.job.id);
+      await waitFor('the added job ran', () => ran.length === 1, 10_000);
+      expect(ran).toEqual([`welcome:${id}`]);
+      await waitFor('logged', async () => (await queues.logs('named', id)).length === 1);
+      const logs = await api().get(`/board/api/queues/named/${id}/logs`);
+      expect([logs.status, logs.body]).toEqual([200, [`ran ${id}`]]);
+
+      await queues.enqueue('named', 'm1', { name: 'welcome', delayMs: 60_000 });
+      expect(await queues.cancel('named', 'm1')).toBe('cancelled');
+      expect((await api().put('/board/api/queues/named/m1/retry')).status).toBe(204);
+      await waitFor('m1 ran', () => ran.length === 2, 10_000);
+      expect(ran[1]).toBe('welcome:m1');
+      await waitFor(
+        'm1 completed',
+        async () => (await queues.get('named', 'm1'))?.state === 'completed',
+      );
+    } finally {
+      await worker.close();
+    }
+  });
+
+  it('answers bad input from the board with 400 or 404, not 500; cleans waiting and paused', async () => {
+    await queues.enqueue('hostile', ['a', 'b', 'c']);
+    const long = 'x'.repeat(600);
+    const expectRefused = (res: { status: number; body: { message?: string } }, what: RegExp) => {
+      expect(res.status).toBe(400);
+      expect(res.body.message).toMatch(what);
+    };
+    for (const status of ['waiting', 'paused', 'prioritized', 'wait']) {
+      const res = await api().put(`/board/api/queues/hostile/clean/${status}`);
+      expect([status, res.status]).toEqual([status, 200]);
+    }
+    // bull-board's grace (5 s) keeps the tasks just added.
+    expect((await queues.stats('hostile')).ready).toBe(3);
+    for (const status of ['latest', 'bogus']) {
+      expectRefused(
+        await api().put(`/board/api/queues/hostile/clean/${status}`),
+        /^bull-board action 'clean' was refused: unknown status/,
+      );
+    }
+    for (const page of ['99999999999999999999', '1e300', '2']) {
+      const res = await api()
+        .get('/board/api/queues')
+        .query({ activeQueue: 'hostile', status: 'waiting', page, jobsPerPage: 10 });
+      expect([page, res.status]).toEqual([page, 200]);
+      const q = res.body.queues.find((x: { name: string }) => x.name === 'hostile');
+      expect([page, q.jobs]).toEqual([page, []]);
+    }
+    expect((await api().get(`/board/api/queues/hostile/${long}`)).status).toBe(404);
+    expect((await api().put(`/board/api/queues/hostile/${long}/retry`)).status).toBe(404);
+    expect((await api().put(`/board/api/queues/hostile/${long}/clean`)).status).toBe(404);
+    const logs = await api().get(`/board/api/queues/hostile/${long}/logs`);
+    expect([logs.status, logs.body]).toEqual([200, []]);
+    const add = (options: Record<string, unknown>, name = 'n') =>
+      api().post('/board/api/queues/hostile/add').send({ name, data: {}, options });
+    expectRefused(await add({ delay: -5 }), /invalid argument 'delayMs'/);
+    expectRefused(await add({ delay: 'soon' }), /invalid argument 'delayMs'/);
+    expectRefused(await add({ jobId: 'mine', attempts: 3 }), /'options.jobId'/);
+    expectRefused(await add({}, 'a\u0000b'), /invalid argument 'name'/);
+    const concurrency = (n: number) =>
+      api().put('/board/api/queues/hostile/concurrency').send({ concurrency: n });
+    expectRefused(await concurrency(0), /invalid argument 'n'/);
+    expectRefused(await concurrency(1e9), /invalid argument 'n'/);
+    const scheduler = await api().put(`/board/api/queues/hostile/job-schedulers/${long}/remove`);
+    expect(scheduler.status).toBe(404);
+    expect(await queues.stats('hostile')).toMatchObject({ ready: 3, delayed: 0 });
   });
 
   (executablePath ? it : it.skip)(
