@@ -1,7 +1,13 @@
 import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
-import type { Redis } from 'ioredis';
-import { LockService, LockUpgradeError, RedisLockOptionsError } from '../../lib';
+import { Redis } from 'ioredis';
+import {
+  LockService,
+  LockUpgradeError,
+  RedisLockOptionsError,
+  RedisUnavailableError,
+} from '../../lib';
+import { startRedisServer } from '../support/redis-server';
 import { lockRedisKeys } from '../../lib/lock/lock-keys';
 import { exited, lineFrom, spawnTs } from '../support/child';
 import {
@@ -137,5 +143,42 @@ describe("LockService mode: 'shared' (read-write lock)", () => {
     const err = await locks.acquire(['{m}a', '{m}b'], { mode: 'shared' }).catch((e) => e);
     expect(err).toBeInstanceOf(RedisLockOptionsError);
     expect(err.message).toContain("'exclusive' for a multi-key lock");
+  });
+
+  it('an attempt whose reply times out leaves no read hold behind once Redis runs it', async () => {
+    // A server of its own: it is stalled on purpose.
+    const server = await startRedisServer();
+    const stalled = await createLockApp({
+      redis: server.url,
+      keyPrefix: prefix,
+      commandTimeoutMs: 100,
+    });
+    const blocker = new Redis(server.url);
+    const raw = new Redis(server.url);
+    try {
+      const { value, shared } = lockRedisKeys(prefix, 'ghost');
+      const theirs = stalled.get(LockService);
+      expect(await theirs.isLocked('ghost')).toBe(false);
+      // Redis is busy for 400 ms: the attempt's reply comes after its 100 ms bound.
+      const busy = blocker.eval(
+        "local s = redis.call('TIME') while true do local n = redis.call('TIME') " +
+          'if (n[1] - s[1]) * 1000000 + n[2] - s[2] > 400000 then return 1 end end',
+        0,
+      );
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      const err = await theirs.acquire('ghost', { mode: 'shared', ttlMs: 20_000 }).catch((e) => e);
+      expect(err).toBeInstanceOf(RedisUnavailableError);
+      await busy;
+      await waitFor('the queued release ran', async () => (await raw.zcard(shared)) === 0);
+      expect(await raw.exists(value)).toBe(0);
+      const writer = await theirs.tryAcquire('ghost');
+      expect(writer).not.toBeNull();
+      await writer!.release();
+    } finally {
+      await stalled.close();
+      blocker.disconnect();
+      raw.disconnect();
+      await server.stop();
+    }
   });
 });
