@@ -16,6 +16,8 @@ export const NEEDS_REDIS_SERVER: Readonly<Record<string, string>> = {
   'fails with RedisUnavailableError within commandTimeoutMs, and works again after a restart':
     'stops and restarts redis-server',
   'keeps working after Redis restarts': 'stops and restarts redis-server',
+  'an attempt whose reply times out leaves no read hold behind once Redis runs it':
+    'a Lua script that keeps redis-server busy past commandTimeoutMs',
   'looks every waiter up again when its connection was killed, and sees events trimmed meanwhile':
     'CLIENT KILL of a connection',
   '3 processes x 40 callers x 5 items: exact counter, no overlap, fences strictly increasing batch after batch':
