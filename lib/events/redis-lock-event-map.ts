@@ -39,8 +39,12 @@ export interface TaskTimeoutEvent extends TaskEventBase {
 /** A lock of this instance was lost (it expired or was taken over) before it was released. */
 export interface LockLostEvent {
   readonly keys: readonly string[];
-  /** Why it was lost: the extension found another holder, or Redis could not be reached in time. */
-  readonly reason: 'expired' | 'taken' | 'unreachable';
+  /**
+   * Why it was lost: its TTL ran out (`expired`), the extension found another holder (`taken`),
+   * Redis could not be reached in time (`unreachable`), or the module shut down while it was
+   * held and released it (`shutdown`).
+   */
+  readonly reason: 'expired' | 'taken' | 'unreachable' | 'shutdown';
 }
 
 /** An acquire gave up after waiting. */

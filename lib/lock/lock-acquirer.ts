@@ -40,13 +40,31 @@ export interface AcquirerParts {
 export class LockAcquirer {
   /** Set when the application shuts down: acquisitions are refused from then on. */
   private closing = false;
+  /** Aborted at shutdown: ends the waits outside a line (multi-key, shared, quorum). */
+  private readonly stopping = new AbortController();
+  /** Acquisitions under way, and what to call once the last one ends (shutdown waits for it). */
+  private running = 0;
+  private idle?: () => void;
   private readonly tracing = new LockTracing();
 
   constructor(private readonly parts: AcquirerParts) {}
 
-  /** Refuses every acquisition from now on (module shutdown). */
-  refuseNew(): void {
+  /**
+   * Module shutdown: refuses every acquisition from now on, and fails the waits outside a line
+   * with `reason` (the cohorts tell their own waiters).
+   */
+  refuseNew(reason: unknown): void {
     this.closing = true;
+    this.stopping.abort(reason);
+  }
+
+  /**
+   * Resolves once no acquisition is under way (each is bounded: its waits end at shutdown, its
+   * Redis calls by `commandTimeoutMs`); one granted after `refuseNew` was released already.
+   */
+  settled(): Promise<void> {
+    if (this.running === 0) return Promise.resolve();
+    return new Promise((resolve) => (this.idle = resolve));
   }
 
   /** Acquires, or returns the timeout error (not thrown, so tryAcquire needs no try/catch). */
@@ -61,8 +79,14 @@ export class LockAcquirer {
     const span = this.tracing.start(label);
     const counted = metrics.waitStarted(label);
     let result: Lock | LockTimeoutError;
+    this.running++;
     try {
       result = await this.obtainFrom(keys, o, started);
+      if (this.closing && result instanceof Lock) {
+        // Granted while the module shut down: nobody is to hold it after the shutdown.
+        await this.parts.handles.releaseLock(result).catch(() => undefined);
+        throw this.stopping.signal.reason;
+      }
     } catch (err) {
       const aborted = o.signal?.aborted === true;
       const outcome = aborted ? 'timeout' : 'error';
@@ -75,6 +99,8 @@ export class LockAcquirer {
         events.emit('lock.timeout', { keys: names, waitedMs, reason: 'aborted' });
       }
       throw err;
+    } finally {
+      if (--this.running === 0) this.idle?.();
     }
     const timedOut = result instanceof LockTimeoutError;
     const outcome = timedOut ? 'timeout' : 'acquired';
@@ -125,16 +151,24 @@ export class LockAcquirer {
   ): Promise<Lock | LockTimeoutError> {
     const { store, shared, cohorts, newToken } = this.parts;
     let result: Lock | LockTimeoutError;
-    if (o.mode === 'shared') {
-      result = await shared.obtain(keys[0], o, started, (token, fence, expiresAt) =>
-        this.grant(keys, token, o, [fence], expiresAt),
-      );
-    } else if (keys.length === 1 && store.lines) {
+    if (keys.length === 1 && store.lines && o.mode !== 'shared') {
       result = await cohorts.of(keys[0]).acquire(o, started);
     } else {
-      result = await acquirePolled(store, keys, o, started, newToken, (token, fences, at) =>
-        this.grant(keys, token, o, fences, at),
-      );
+      // Outside a line: the wait also ends when the module shuts down.
+      const link = o.waitMs > 0 ? linkSignals(o.signal, this.stopping.signal) : undefined;
+      const w = link ? { ...o, signal: link.signal } : o;
+      try {
+        result =
+          o.mode === 'shared'
+            ? await shared.obtain(keys[0], w, started, (token, fence, expiresAt) =>
+                this.grant(keys, token, o, [fence], expiresAt),
+              )
+            : await acquirePolled(store, keys, w, started, newToken, (token, fences, at) =>
+                this.grant(keys, token, o, fences, at),
+              );
+      } finally {
+        link?.dispose();
+      }
     }
     if (result instanceof Lock && o.waitForReplicas !== false) {
       const w = o.waitForReplicas ?? (await this.defaultReplicaWait(result));
@@ -188,4 +222,29 @@ export class LockAcquirer {
     await this.parts.handles.releaseLock(lock).catch(() => undefined);
     throw failure;
   }
+}
+
+/**
+ * A signal aborted when `signal` (the caller's, if any) or `stopping` aborts, with its reason;
+ * `dispose` removes the listeners it added (a caller's signal may outlive many acquisitions).
+ */
+function linkSignals(
+  signal: AbortSignal | undefined,
+  stopping: AbortSignal,
+): { signal: AbortSignal; dispose: () => void } {
+  if (!signal) return { signal: stopping, dispose: () => undefined };
+  const linked = new AbortController();
+  const fromCaller = () => linked.abort(signal.reason);
+  const fromStop = () => linked.abort(stopping.reason);
+  if (signal.aborted) fromCaller();
+  else if (stopping.aborted) fromStop();
+  signal.addEventListener('abort', fromCaller, { once: true });
+  stopping.addEventListener('abort', fromStop, { once: true });
+  return {
+    signal: linked.signal,
+    dispose: () => {
+      signal.removeEventListener('abort', fromCaller);
+      stopping.removeEventListener('abort', fromStop);
+    },
+  };
 }

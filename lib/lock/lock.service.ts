@@ -10,6 +10,7 @@ import { RedactingLogger } from '../redaction/redacting-logger';
 import { RedisLockEvents } from '../events/redis-lock-events';
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
 import { LockTimeoutError } from '../errors/lock-timeout.error';
+import { LockLostError } from '../errors/lock-lost.error';
 import { RedisUnavailableError } from '../errors/redis-unavailable.error';
 import { LockUpgradeError } from '../errors/lock-upgrade.error';
 import type {
@@ -322,14 +323,20 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown {
 
   /** Nest lifecycle hook: releases what this instance holds when the application shuts down. */
   async beforeApplicationShutdown(): Promise<void> {
-    this.acquirer.refuseNew();
-    this.inspector.close();
-    this.metrics.close();
     // Waiting callers are told, and this instance leaves every line it stands in, before its
     // locks are released: a lock must not be handed to an instance that is going away.
     const stopping = new RedisUnavailableError('lock acquire', 'the module is shutting down');
+    this.acquirer.refuseNew(stopping);
+    this.inspector.close();
+    this.metrics.close();
     await this.cohorts.close(stopping);
-    await this.releaseAll();
+    await this.acquirer.settled();
+    // A holder still running (a withLock callback, a request) learns it lost the lock, by its
+    // signal, before the release lets anyone else take it.
+    await this.held.releaseAll((lock) => {
+      lock.end(new LockLostError(lock.keys, 'the module shut down and released it'), 'shutdown');
+      return this.handles.releaseLock(lock);
+    });
   }
 
   private warn(what: string, err: unknown): void {

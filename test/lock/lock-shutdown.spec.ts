@@ -1,0 +1,92 @@
+import 'reflect-metadata';
+import type { INestApplicationContext } from '@nestjs/common';
+import type { Redis } from 'ioredis';
+import { LockLostError, LockService, RedisLockEvents } from '../../lib';
+import { lockRedisKeys } from '../../lib/lock/lock-keys';
+import { createLockApp, redisClient, uniquePrefix, waitFor } from '../support/helpers';
+
+/** What `p` ended with: `granted`, or the error's name and message. */
+const outcome = (p: Promise<unknown>) =>
+  p.then(
+    () => 'granted',
+    (err: Error) => `${err.name}: ${err.message}`,
+  );
+
+const STOPPED = 'RedisUnavailableError: Redis lock acquire failed: the module is shutting down';
+
+describe('LockService at shutdown', () => {
+  let redis: Redis;
+  let prefix: string;
+  let other: INestApplicationContext;
+
+  beforeAll(() => {
+    redis = redisClient();
+  });
+  afterAll(() => redis.disconnect());
+  beforeEach(async () => {
+    prefix = uniquePrefix('lock-shutdown');
+    other = await createLockApp({ keyPrefix: prefix });
+  });
+  afterEach(() => other.close());
+
+  it('a holder still running learns by its signal that it lost the lock before anyone else gets it', async () => {
+    const leaving = await createLockApp({ keyPrefix: prefix });
+    const order: string[] = [];
+    const lost: unknown[] = [];
+    leaving.get(RedisLockEvents).on('lock.lost', (e) => lost.push(e));
+    let reason: unknown;
+    let finish!: () => void;
+    const running = leaving.get(LockService).withLock('report', async (lock) => {
+      lock.signal.addEventListener('abort', () => {
+        reason = lock.signal.reason;
+        order.push('holder told');
+      });
+      await new Promise<void>((resolve) => (finish = resolve));
+    });
+    await waitFor(
+      'the holder running',
+      async () => (await redis.exists(lockRedisKeys(prefix, 'report').value)) === 1,
+    );
+    const next = other
+      .get(LockService)
+      .acquire('report', { waitMs: 20_000 })
+      .then((lock) => {
+        order.push('other instance granted');
+        return lock;
+      });
+    await leaving.close();
+    const lock = await next;
+    expect(order).toEqual(['holder told', 'other instance granted']);
+    expect(reason).toBeInstanceOf(LockLostError);
+    expect((reason as Error).message).toBe(
+      "lock 'report' was lost: the module shut down and released it",
+    );
+    expect(lost).toEqual([{ keys: ['report'], reason: 'shutdown' }]);
+    finish();
+    await running;
+    await lock.release();
+  });
+
+  it('fails multi-key and shared waiters, and holds none of their keys afterwards', async () => {
+    const locks = other.get(LockService);
+    const heldA = await locks.acquire('a', { ttlMs: 30_000 });
+    const heldC = await locks.acquire('c', { ttlMs: 30_000 });
+    const leaving = await createLockApp({ keyPrefix: prefix });
+    const theirs = leaving.get(LockService);
+    const waiting = [
+      outcome(theirs.acquire(['a', 'b'], { waitMs: 60_000, ttlMs: 30_000 })),
+      outcome(theirs.acquire('c', { mode: 'shared', waitMs: 60_000, ttlMs: 30_000 })),
+      outcome(theirs.acquire('c', { waitMs: 60_000, ttlMs: 30_000 })),
+    ];
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const closing = leaving.close();
+    // The holder lets go while the instance shuts down.
+    await Promise.all([heldA.release(), heldC.release()]);
+    await closing;
+    expect(await Promise.all(waiting)).toEqual([STOPPED, STOPPED, STOPPED]);
+    for (const name of ['a', 'b', 'c']) {
+      const { value, shared } = lockRedisKeys(prefix, name);
+      expect([name, await redis.exists(value, shared)]).toEqual([name, 0]);
+    }
+  });
+});
