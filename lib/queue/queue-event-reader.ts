@@ -319,9 +319,12 @@ export class QueueEventReader {
     }
     // An event older than the task's enqueue belongs to an earlier task with the same id.
     if (w.enqueuedAt !== undefined && event.at < w.enqueuedAt) return false;
-    if (event.type === 'removed') {
+    if (event.type === 'removed' || event.type === 'obliterated') {
+      const how = event.type === 'obliterated' ? ' (the queue was obliterated)' : '';
       w.reject(
-        new QueueError(`queue '${this.queue}': task '${w.id}' was removed before it finished`),
+        new QueueError(
+          `queue '${this.queue}': task '${w.id}' was removed before it finished${how}`,
+        ),
       );
     } else {
       w.resolve(outcomeOfEvent(event));
@@ -494,6 +497,12 @@ export class QueueEventReader {
       if (waiters) {
         event = toQueueEvent(this.queue, entry);
         for (const w of [...waiters]) this.offer(w, event);
+      } else if (type === 'obliterated') {
+        // No task id: every task waited for was removed with the queue.
+        event = toQueueEvent(this.queue, entry);
+        for (const set of [...this.waiters.values()]) {
+          for (const w of [...set]) this.offer(w, event);
+        }
       }
       for (const sub of this.subscriptions) {
         if (sub.buffer) sub.buffer.push(entry);

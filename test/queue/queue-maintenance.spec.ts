@@ -197,6 +197,20 @@ describe('QueueService maintenance: clean, drain, obliterate, LIFO, concurrency 
       expect(await queues.stats(q)).toMatchObject(queueStats());
     });
 
+    it('fails a waitFor of a task it deleted, saying so, instead of letting it wait out its timeout', async () => {
+      const q = fresh();
+      await queues.enqueue(q, ['a', 'b']);
+      const waiting = queues.waitFor(q, 'a', { timeoutMs: 10_000 }).catch((e: Error) => e);
+      // The wait is set up (it looked the task up) before the queue goes.
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      await queues.obliterate(q);
+      const err = await waiting;
+      expect(err).toBeInstanceOf(QueueError);
+      expect((err as Error).message).toBe(
+        `queue '${q}': task 'a' was removed before it finished (the queue was obliterated)`,
+      );
+    });
+
     it('with force, deletes a queue with leased tasks: their acks are stale', async () => {
       const q = fresh();
       await queues.enqueue(q, ids('t', 10));
