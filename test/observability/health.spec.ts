@@ -5,6 +5,7 @@ import { HealthCheck, HealthCheckService, TerminusModule } from '@nestjs/terminu
 import request from 'supertest';
 import {
   LockService,
+  QueueError,
   QueueService,
   RedisLockHealthIndicator,
   RedisLockModule,
@@ -12,6 +13,7 @@ import {
   RedisUnavailableError,
   type RedisLockModuleOptions,
 } from '../../lib';
+import { RedisLockConnection } from '../../lib/redis/redis-connection';
 import { createLockApp, uniquePrefix, waitFor } from '../support/helpers';
 import { freePort, startRedisServer, type RedisServer } from '../support/redis-server';
 
@@ -129,6 +131,53 @@ describe('RedisLockHealthIndicator over HTTP (@nestjs/terminus)', () => {
     expect(res.body.error.backlog.queues.backlog).toMatchObject({ ready: 1, workers: 0 });
     await queues.remove('backlog', 'waiting');
     expect(await status('/health/backlog')).toBe(200);
+  });
+});
+
+describe('RedisLockHealthIndicator in quorum mode, and with bad input', () => {
+  it('is down when fewer than a majority of the quorum nodes answer', async () => {
+    const servers = await Promise.all([startRedisServer(), startRedisServer(), startRedisServer()]);
+    const app = await createLockApp({
+      keyPrefix: uniquePrefix('health-quorum'),
+      nodes: servers.map((s) => s.url),
+      commandTimeoutMs: 300,
+    });
+    const health = new RedisLockHealthIndicator(
+      app.get(RedisLockConnection),
+      app.get(QueueService),
+    );
+    try {
+      expect(await health.isHealthy('locks', { timeoutMs: 300 })).toEqual({
+        locks: { status: 'up', redis: 'up', subscriber: expect.any(String), nodes: '3/3' },
+      });
+      await servers[1].stop();
+      expect((await health.isHealthy('locks', { timeoutMs: 300 })).locks).toMatchObject({
+        status: 'up',
+        nodes: '2/3',
+      });
+      await servers[2].stop();
+      expect((await health.isHealthy('locks', { timeoutMs: 300 })).locks).toMatchObject({
+        status: 'down',
+        nodes: '1/3',
+        message: 'quorum: 1 of 3 nodes answer, locks need 2',
+      });
+    } finally {
+      await app.close();
+      await Promise.all(servers.map((s) => s.stop()));
+    }
+  });
+
+  it('refuses a bad queue name with a typed error instead of reporting Redis down', async () => {
+    const app = await createLockApp({ keyPrefix: uniquePrefix('health-bad') });
+    const health = new RedisLockHealthIndicator(
+      app.get(RedisLockConnection),
+      app.get(QueueService),
+    );
+    try {
+      await expect(health.isHealthy('q', { queues: [''] })).rejects.toThrow(QueueError);
+    } finally {
+      await app.close();
+    }
   });
 });
 

@@ -4,6 +4,7 @@ import { RedisLockConnection } from '../../redis/redis-connection';
 import { queueBacklog } from '../queue-backlog';
 import { RedisLockOptionsError } from '../../errors/redis-lock-options.error';
 import { checkKnownKeys, checkMs, checkInt } from '../../options/validate';
+import { checkQueueName } from '../../options/queue-limits';
 
 /** What `RedisLockHealthIndicator.isHealthy` checks besides the connections. */
 export interface RedisLockHealthOptions {
@@ -38,7 +39,8 @@ const OPTION_KEYS = ['timeoutMs', 'queues', 'minWorkers', 'maxDead', 'maxOldestR
 
 /**
  * A health indicator for `@nestjs/terminus` that checks the module's own connections (PING on the
- * command connection and, once it exists, the subscriber; no new client) and, optionally, queue
+ * command connection and, once it exists, the subscriber; in quorum mode each of the `nodes`,
+ * down when fewer than a majority answer; no new client) and, optionally, queue
  * workers, dead letters and backlog age. It returns terminus's result shape without importing
  * terminus, so it is exported from the package root and costs nothing to apps without it.
  * @example
@@ -73,14 +75,20 @@ export class RedisLockHealthIndicator {
     if (o.queues !== undefined && !Array.isArray(o.queues)) {
       throw new RedisLockOptionsError('queues', o.queues, 'an array of queue names');
     }
+    const names: readonly string[] = (o.queues ?? []).map((queue) => checkQueueName(queue));
     const result = (status: 'up' | 'down', data: Record<string, unknown>) =>
       ({ [key]: { status, ...data } }) as RedisLockHealthResult<Key>;
     try {
       await this.connection.call('PING (health)', (c) => c.ping(), ms);
       const subscriber = (await this.connection.hub.ping(ms)) ? 'up' : 'idle';
       const problems: string[] = [];
+      const quorum = await this.quorumNodesUp(ms);
+      if (quorum && quorum.up < quorum.needed) {
+        problems.push(
+          `quorum: ${quorum.up} of ${quorum.nodes} nodes answer, locks need ${quorum.needed}`,
+        );
+      }
       const queues: Record<string, unknown> = {};
-      const names = o.queues ?? [];
       const backlogs = await Promise.all(names.map((queue) => queueBacklog(this.queues, queue)));
       for (const [i, queue] of names.entries()) {
         const workers = this.queues.workerCount(queue);
@@ -94,7 +102,12 @@ export class RedisLockHealthIndicator {
           problems.push(`${queue}: oldest ready ${oldestReadyMs} ms > ${o.maxOldestReadyMs} ms`);
         }
       }
-      const data = { redis: 'up', subscriber, ...(o.queues && { queues }) };
+      const data = {
+        redis: 'up',
+        subscriber,
+        ...(quorum && { nodes: `${quorum.up}/${quorum.nodes}` }),
+        ...(o.queues && { queues }),
+      };
       return problems.length === 0
         ? result('up', data)
         : result('down', { ...data, message: problems.join('; ') });
@@ -103,5 +116,21 @@ export class RedisLockHealthIndicator {
         message: `Redis unavailable: ${err instanceof Error ? err.message : String(err)}`,
       });
     }
+  }
+
+  /**
+   * Quorum mode (`nodes`): how many nodes answer a PING within `ms`, and how many locks need (a
+   * majority); `undefined` without quorum nodes.
+   */
+  private async quorumNodesUp(
+    ms: number,
+  ): Promise<{ up: number; nodes: number; needed: number } | undefined> {
+    const nodes = this.connection.nodes;
+    if (nodes.length === 0) return undefined;
+    const answers = await Promise.allSettled(
+      nodes.map((node) => node.call('PING (health)', (c) => c.ping(), ms)),
+    );
+    const up = answers.filter((a) => a.status === 'fulfilled').length;
+    return { up, nodes: nodes.length, needed: Math.floor(nodes.length / 2) + 1 };
   }
 }
