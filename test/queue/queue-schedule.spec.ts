@@ -216,6 +216,38 @@ describe('Queue schedules', () => {
     }
   });
 
+  it('skips the ticks of a full queue (maxSize) without counting them, and enqueues again once there is room', async () => {
+    const prefix = uniquePrefix('queue-schedule-full');
+    const app = await createLockApp({ keyPrefix: prefix });
+    try {
+      const queues = app.get(QueueService);
+      await queues.setMaxSize('full', 2);
+      await queues.enqueue('full', ['a', 'b']);
+      const startAt = (await redisTimeMs(redis)) + 100;
+      await queues.schedule('full', 'tick', { everyMs: 100, startAt });
+      const { state } = scheduleRedisKeys(prefix, 'full');
+      // Five ticks have come and gone: none was enqueued, none counted.
+      await waitFor(
+        'five ticks',
+        async () => Number((await redis.hget(state, 'tick'))?.split(' ')[0] ?? 0) >= startAt + 400,
+        10_000,
+      );
+      expect((await queues.stats('full')).ready).toBe(2);
+      expect((await redis.hget(state, 'tick'))?.split(' ')[1]).toBe('0');
+      // Room again: the next tick is enqueued.
+      await queues.remove('full', 'a');
+      await waitFor(
+        'a tick enqueued',
+        async () => (await queues.stats('full')).ready === 2,
+        10_000,
+      );
+      expect((await queues.schedules('full'))[0].count).toBeGreaterThanOrEqual(1);
+      await queues.unschedule('full', 'tick');
+    } finally {
+      await app.close();
+    }
+  });
+
   describe('ticks (croner in a time zone)', () => {
     const utc = (iso: string) => Date.parse(iso);
     const iso = (ms: number | undefined) =>

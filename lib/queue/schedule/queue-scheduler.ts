@@ -259,6 +259,10 @@ export class QueueScheduler {
           q.info,
           q.errors,
           q.events,
+          q.config,
+          q.done,
+          q.cancelled,
+          q.expired,
         ],
         [
           s.id,
@@ -269,6 +273,7 @@ export class QueueScheduler {
           s.spec.payload === undefined ? 0 : 1,
           s.spec.payload ?? '',
           this.connection.options.queue.eventsMaxLen,
+          this.connection.options.queue.maxSize ?? 0,
         ],
       )) as [number, number];
     } catch (err) {
@@ -282,6 +287,11 @@ export class QueueScheduler {
       return;
     }
     if (result === 2) return;
+    if (result === 4) {
+      this.failures.warn(
+        `queue '${queue}' is full (maxSize): the tick ${new Date(tick).toISOString()} of schedule '${s.id}' was skipped`,
+      );
+    }
     s.last = Math.max(s.last ?? tick, tick);
     if (result === 1) s.count++;
     this.arm(queue, s, this.nextTick(s, tick, now), offset);

@@ -26,10 +26,15 @@
 -- ARGV[7] payload      JSON text
 -- KEYS[11] events      stream: the queue's events (../../scripts/includes/events.lua)
 -- ARGV[8] eventsMaxLen
+-- KEYS[12] config      hash: 'maxSize' -> the queue's own bound (setMaxSize)
+-- KEYS[13] done, KEYS[14] cancelled, KEYS[15] expired: finished tasks kept (zsets)
+-- ARGV[9] maxSize      the module's bound of tasks queued and running (0: none); the queue's own
+--                      (config 'maxSize') wins, as in enqueue.lua
 --
 -- Returns {result, now}: 1 enqueued; 0 enqueued before (by any instance); 2 the schedule reached
--- its limit; 3 the schedule is gone; -1 its definition changed (re-read it); -2 the tick is not
--- due yet (Redis clock).
+-- its limit; 3 the schedule is gone; 4 the queue is full (maxSize): the tick is skipped, not
+-- counted, and the next one tries again; -1 its definition changed (re-read it); -2 the tick is
+-- not due yet (Redis clock).
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -54,6 +59,17 @@ local id = ARGV[4]
 -- repeated id; only a dead one is enqueued again. Checking the due and leased sets alone let a
 -- tick overwrite a task with a priority or a group, which then sat in two sets.
 if redis.call('HEXISTS', KEYS[9], id) == 0 or redis.call('ZSCORE', KEYS[7], id) then
+  -- The queue's bound, counted as enqueue.lua counts it (tasks with an info entry but the
+  -- finished ones kept); a tick is one task, so the exact count is read only near the bound.
+  local maxSize = tonumber(redis.call('HGET', KEYS[12], 'maxSize') or ARGV[9])
+  if maxSize > 0 then
+    local entries = redis.call('HLEN', KEYS[9])
+    if entries + 1 > maxSize and entries - redis.call('ZCARD', KEYS[7]) - redis.call('ZCARD', KEYS[13])
+        - redis.call('ZCARD', KEYS[14]) - redis.call('ZCARD', KEYS[15]) + 1 > maxSize then
+      redis.call('HSET', KEYS[2], ARGV[1], string.format('%d %d', tick, count))
+      return { 4, now }
+    end
+  end
   redis.call('ZREM', KEYS[7], id)
   redis.call('HDEL', KEYS[6], id)
   redis.call('HDEL', KEYS[10], id)
