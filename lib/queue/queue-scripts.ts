@@ -21,9 +21,9 @@ const EXPIRY = include('expiry');
  */
 export const QUEUE_SCRIPTS = {
   enqueue: new LuaScript('queue enqueue', file('enqueue'), TASK_INFO, EVENTS, EXPIRY, FINISHED),
-  pop: new LuaScript('queue pop', file('pop'), EVENTS),
+  pop: new LuaScript('queue pop', file('pop'), EVENTS, FLOW),
   top: new LuaScript('queue top', file('top')),
-  dequeue: new LuaScript('queue dequeue', file('dequeue'), EVENTS),
+  dequeue: new LuaScript('queue dequeue', file('dequeue'), EVENTS, FLOW),
   claim: new LuaScript('queue claim', file('claim'), TASK_INFO, EVENTS, FINISHED, FLOW, EXPIRY),
   ack: new LuaScript('queue ack', file('claim'), TASK_INFO, EVENTS, FINISHED, FLOW, EXPIRY),
   nack: new LuaScript('queue nack', file('claim'), TASK_INFO, EVENTS, FINISHED, FLOW, EXPIRY),
@@ -38,7 +38,7 @@ export const QUEUE_SCRIPTS = {
   remove: new LuaScript('queue remove', file('remove'), TASK_INFO, EVENTS, FLOW),
   config: new LuaScript('queue config', file('config'), EVENTS),
   clean: new LuaScript('queue clean', file('clean'), EVENTS, FINISHED),
-  drain: new LuaScript('queue drain', file('drain'), EVENTS, FINISHED),
+  drain: new LuaScript('queue drain', file('drain'), EVENTS, FINISHED, FLOW),
   obliterate: new LuaScript('queue obliterate', file('obliterate'), EVENTS),
   log: new LuaScript('queue log', file('log'), EVENTS),
   addFlow: new LuaScript('queue add-flow', file('add-flow'), TASK_INFO, EVENTS, EXPIRY),

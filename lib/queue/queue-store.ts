@@ -280,12 +280,17 @@ export class QueueStore {
   }
 
   async pop<P>(k: QueueRedisKeys, count: number): Promise<Task<P>[]> {
-    const reply = await this.connection.run(
-      QUEUE_SCRIPTS.pop,
-      [k.due, k.payload, k.attempts, k.info, k.errors, k.opts, k.events, k.logs, k.dnext],
-      [count, this.eventsMaxLen],
-    );
-    return toTasks<P>(k.name, reply as (string | null)[]);
+    const reply = (await this.connection.run(QUEUE_SCRIPTS.pop, popKeys(k), [
+      count,
+      this.eventsMaxLen,
+    ])) as (string | number | null)[];
+    // A popped flow child counts as completed for its parent (pop.lua says why): one more
+    // element when its outcome waits in the outbox.
+    if (reply.length % 3 === 1) {
+      reply.pop();
+      await this.flows.applyOutboxes([k.name]);
+    }
+    return toTasks<P>(k.name, reply);
   }
 
   async top<P>(k: QueueRedisKeys, count: number): Promise<Task<P>[]> {
@@ -294,12 +299,14 @@ export class QueueStore {
   }
 
   async dequeue(k: QueueRedisKeys, id: string, score: number): Promise<boolean> {
-    const removed = await this.connection.run(
-      QUEUE_SCRIPTS.dequeue,
-      [k.due, k.payload, k.attempts, k.info, k.errors, k.opts, k.events, k.logs, k.dnext],
-      [id, String(score), this.eventsMaxLen],
-    );
-    return removed === 1;
+    const removed = await this.connection.run(QUEUE_SCRIPTS.dequeue, popKeys(k), [
+      id,
+      String(score),
+      this.eventsMaxLen,
+    ]);
+    // 2: a flow child, whose outcome (completed, as pop's) waits in the outbox for its parent.
+    if (removed === 2) await this.flows.applyOutboxes([k.name]);
+    return removed === 1 || removed === 2;
   }
 
   /**
@@ -608,16 +615,31 @@ export class QueueStore {
     return deleted;
   }
 
-  /** Deletes every waiting task (`delayed`: delayed ones too), 1,000 per script call (drain.lua). */
+  /**
+   * Deletes every waiting task (`delayed`: delayed ones too), 1,000 per script call (drain.lua);
+   * a drained flow child fails for its parent, as with `remove`.
+   */
   async drain(k: QueueRedisKeys, delayed: boolean): Promise<number> {
     let deleted = 0;
     for (;;) {
-      const [n, more] = (await this.connection.run(
+      const [n, more, pushed] = (await this.connection.run(
         QUEUE_SCRIPTS.drain,
-        [k.due, k.pending, k.prio, k.gtasks, k.ring, k.events, ...taskHashes(k)],
+        [
+          k.due,
+          k.pending,
+          k.prio,
+          k.gtasks,
+          k.ring,
+          k.events,
+          k.parents,
+          k.outbox,
+          ...taskHashes(k),
+        ],
         [delayed ? 1 : 0, MAX_QUEUE_BATCH, this.eventsMaxLen],
-      )) as [number, number];
+      )) as [number, number, number];
       deleted += n;
+      // Drained flow children failed ('removed', as remove's): their parents learn it now.
+      if (pushed === 1) await this.flows.applyOutboxes([k.name]);
       if (more !== 1) return deleted;
     }
   }
@@ -788,6 +810,24 @@ function claimKeys(k: QueueRedisKeys): string[] {
     k.expired,
     k.expiries,
   ]);
+}
+
+/** The KEYS of pop.lua and dequeue.lua (flow links last: a popped child ends for its parent). */
+function popKeys(k: QueueRedisKeys): string[] {
+  return [
+    k.due,
+    k.payload,
+    k.attempts,
+    k.info,
+    k.errors,
+    k.opts,
+    k.events,
+    k.logs,
+    k.dnext,
+    k.parents,
+    k.outbox,
+    k.flow,
+  ];
 }
 
 /** Every hash that holds a task's data, deleted with the task (clean.lua, drain.lua). */

@@ -8,13 +8,21 @@
 -- KEYS[4]  gtasks    zset (all scores 0): group \0 seq(15 digits) \0 id
 -- KEYS[5]  ring      zset: group -> turn (emptied with gtasks)
 -- KEYS[6]  events    stream: the queue's events (includes/events.lua)
--- KEYS[7..] the hashes that hold a task's data (payload, attempts, info, errors, results,
---           progress, opts, logs)
+-- KEYS[7]  parents   hash: child id -> link to its flow parent (includes/flow.lua)
+-- KEYS[8]  outbox    list: child outcomes for their parents (the store applies them)
+-- KEYS[9..] the hashes that hold a task's data (payload, attempts, info, errors, results,
+--           progress, opts, logs, dnext, flow)
 -- ARGV[1] delayed     '1': delayed tasks too
 -- ARGV[2] take        tasks to delete at most in this call (1 to 1,000)
 -- ARGV[3] eventsMaxLen
 --
--- Returns {deleted, more}: more is 1 when this call stopped at `take`.
+-- Flows: a drained flow child had not completed, so it counts as failed for its parent, exactly as
+-- remove.lua does (error {name 'QueueError', message 'removed'}; its onChildFailure decides what
+-- the parent does), told through the outbox. A parent waiting for its children is in none of the
+-- sets drained, so it stays.
+--
+-- Returns {deleted, more, pushed}: more is 1 when this call stopped at `take`; pushed is 1 when an
+-- outcome was pushed to the outbox (the store then applies it).
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -45,5 +53,14 @@ collect(2, (not delayed) and now or nil)
 collect(3, nil)
 collect(4, nil)
 if redis.call('EXISTS', KEYS[4]) == 0 then redis.call('DEL', KEYS[5]) end
-if #ids > 0 then removeAll(ids, 7, KEYS[6], tonumber(ARGV[3])) end
-return {#ids, #ids >= take and 1 or 0}
+local pushed = 0
+-- One EXISTS per call: a queue without flow children reads no link.
+if #ids > 0 and redis.call('EXISTS', KEYS[7]) == 1 then
+  local removed = cjson.encode({name = 'QueueError', message = 'removed'})
+  local maxLen = tonumber(ARGV[3])
+  for _, id in ipairs(ids) do
+    if childEnded(KEYS[7], KEYS[8], nil, id, 'f', removed, now, maxLen) then pushed = 1 end
+  end
+end
+if #ids > 0 then removeAll(ids, 9, KEYS[6], tonumber(ARGV[3])) end
+return {#ids, #ids >= take and 1 or 0, pushed}

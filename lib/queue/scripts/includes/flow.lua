@@ -1,7 +1,7 @@
 -- Flows (docs/queue.md, "Flows"): a parent waits in `wchildren` until each of its children
 -- finished, then is placed like a plain task. Shared by the scripts that end a child (claim.lua,
--- cancel.lua, remove.lua), apply an outcome recorded for later (flow-apply.lua) or end a waiting
--- parent; put after events.lua (queue-scripts.ts).
+-- cancel.lua, remove.lua, drain.lua, pop.lua, dequeue.lua), apply an outcome recorded for later
+-- (flow-apply.lua) or end a waiting parent; put after events.lua (queue-scripts.ts).
 --
 -- Keys of a queue used by flows (queue-keys.ts):
 --   wchildren zset: parent id -> children still to finish
