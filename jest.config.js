@@ -28,6 +28,8 @@ const CONTRACT = [
   'queue/queue-features',
   'queue/queue-flows',
   'queue/queue-flow-tree',
+  'queue/queue-flow-drain',
+  'lock/lock-shutdown',
   'queue/queue-lifecycle',
   'queue/queue-max-size',
   'queue/queue-metrics',
