@@ -2,6 +2,7 @@
 // closes, waited for the way the lock waits (shared, local cohort, or polled), granted (the Lock
 // handle, registered as held), confirmed on the replicas with `waitForReplicas`, and reported
 // (metrics, trace span, `lock.timeout`).
+import { setMaxListeners } from 'node:events';
 import { LockLostError } from '../errors/lock-lost.error';
 import { LockReplicationError } from '../errors/lock-replication.error';
 import { LockTimeoutError } from '../errors/lock-timeout.error';
@@ -47,7 +48,10 @@ export class LockAcquirer {
   private idle?: () => void;
   private readonly tracing = new LockTracing();
 
-  constructor(private readonly parts: AcquirerParts) {}
+  constructor(private readonly parts: AcquirerParts) {
+    // One listener per waiting acquisition: thousands may wait, and none of them is a leak.
+    setMaxListeners(0, this.stopping.signal);
+  }
 
   /**
    * Module shutdown: refuses every acquisition from now on, and fails the waits outside a line

@@ -3,7 +3,14 @@ import type { INestApplicationContext } from '@nestjs/common';
 import type { Redis } from 'ioredis';
 import { LockLostError, LockService, RedisLockEvents } from '../../lib';
 import { lockRedisKeys } from '../../lib/lock/lock-keys';
-import { createLockApp, redisClient, uniquePrefix, waitFor } from '../support/helpers';
+import { exited, lineFrom, spawnTs } from '../support/child';
+import {
+  createLockApp,
+  redisClient,
+  testRedisUrl,
+  uniquePrefix,
+  waitFor,
+} from '../support/helpers';
 
 /** What `p` ended with: `granted`, or the error's name and message. */
 const outcome = (p: Promise<unknown>) =>
@@ -88,5 +95,17 @@ describe('LockService at shutdown', () => {
       const { value, shared } = lockRedisKeys(prefix, name);
       expect([name, await redis.exists(value, shared)]).toEqual([name, 0]);
     }
+  });
+
+  it('lets many callers of a process wait outside a line without a listener-leak warning', async () => {
+    const held = await other.get(LockService).acquire(['x', 'y'], { ttlMs: 30_000 });
+    const child = spawnTs('test/fixtures/many-waiters-child.ts', [], {
+      REDIS_URL: testRedisUrl(),
+      PREFIX: prefix,
+    });
+    expect(await lineFrom(child, /^ended /)).toBe('ended 30 RedisUnavailableError');
+    expect(await lineFrom(child, /^warnings/)).toBe('warnings ');
+    await exited(child);
+    await held.release();
   });
 });

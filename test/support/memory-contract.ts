@@ -37,6 +37,8 @@ export const NEEDS_REDIS_SERVER: Readonly<Record<string, string>> = {
   'limit 5 over 6 processes x 8 callers: never more than 5 inside, grants in line order':
     OTHER_PROCESSES,
   "a SIGKILLed holder's permit comes back after its TTL": OTHER_PROCESSES,
+  'lets many callers of a process wait outside a line without a listener-leak warning':
+    OTHER_PROCESSES,
   'refuses the write of a worker frozen (SIGSTOP) past its lease once the worker that took the task over wrote: one write accepted, one refused':
     OTHER_PROCESSES,
   'aborts the signal of each of 200 running handlers; each task ends cancelled after 1 attempt, none retried or left leased':
