@@ -31,11 +31,19 @@ interface Pending {
  * The calls of one bound (`ms`) in the order they were made, so in deadline order: one timer for
  * the earliest unsettled one instead of a timer per call (a hot path makes tens of thousands of
  * calls a second, nearly all answered long before their bound).
+ *
+ * A queue is in `queues` exactly while its timer is armed: when the timer finds it empty, it
+ * leaves the Map (`arm`), so the Map holds only the bounds with a call made within the last
+ * bound, not every bound ever used (a batch worker's idle waits each use another one). It is not
+ * removed as soon as its last call settles: the timer would then be cleared and armed again on
+ * the next call, which on a hot path with one call in flight is every call.
  */
 class DeadlineQueue {
   private items: Pending[] = [];
   private head = 0;
   private timer?: NodeJS.Timeout;
+
+  constructor(private readonly ms: number) {}
 
   add(p: Pending): void {
     this.items.push(p);
@@ -63,6 +71,9 @@ class DeadlineQueue {
     this.trim();
     if (this.head === this.items.length) {
       this.timer = undefined;
+      // Nothing left to time: a later call of this bound makes a new queue. Every call of this
+      // queue has settled, so none of them touches it again.
+      if (queues.get(this.ms) === this) queues.delete(this.ms);
       return;
     }
     this.timer = setTimeout(
@@ -86,7 +97,13 @@ class DeadlineQueue {
   }
 }
 
+/** The queue of each bound (whole ms) that has calls within the last bound; see `DeadlineQueue`. */
 const queues = new Map<number, DeadlineQueue>();
+
+/** @internal How many bounds have a queue now (tests: the Map does not grow with every bound used). */
+export function deadlineQueueCount(): number {
+  return queues.size;
+}
 
 /**
  * Awaits a Redis call for at most `ms`: rejects with `RedisUnavailableError` when it takes longer
@@ -94,11 +111,14 @@ const queues = new Map<number, DeadlineQueue>();
  * so anything it may still do must be safe by TTL.
  */
 export function bounded<T>(operation: string, call: Promise<T>, ms: number): Promise<T> {
+  // Whole ms (rounded up: never a shorter bound than asked): a computed bound such as the time
+  // left until a deadline is a fraction, and every distinct bound has a queue of its own.
+  ms = Math.ceil(ms);
   return new Promise<T>((resolve, reject) => {
     const p: Pending = { deadline: Date.now() + ms, operation, ms, settled: false, reject };
     let queue = queues.get(ms);
     if (!queue) {
-      queue = new DeadlineQueue();
+      queue = new DeadlineQueue(ms);
       queues.set(ms, queue);
     }
     const calls = queue;
