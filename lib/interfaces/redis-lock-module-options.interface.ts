@@ -38,7 +38,9 @@ export interface RedisLockModuleOptions {
    * sentinel's `+switch-master`), and on Sentinel locks wait for a replica by default (see
    * `waitForReplicas`). Its passwords (URL, `password`, `sentinelPassword`, a Cluster's
    * `redisOptions.password`) never appear in the module's errors, events or logs: they show as
-   * `***` (README, "Errors").
+   * `***` (README, "Errors"). ioredis's own `keyPrefix` (a URL's `?keyPrefix=`, the options', a
+   * client's) is refused with `RedisLockOptionsError`: it would prefix keys but not the pub/sub
+   * channels; use the module's `keyPrefix`.
    * @default 'redis://127.0.0.1:6379'
    * @example
    * redis: { cluster: [{ host: '10.0.0.1', port: 7000 }], options: { redisOptions: { password } } }
@@ -49,8 +51,9 @@ export interface RedisLockModuleOptions {
    * Redlock (quorum mode): three or more independent Redis masters (each given like `redis`).
    * Every lock is taken on all of them in parallel and granted when a majority
    * (`floor(n / 2) + 1`) granted it within its validity time. Not fair (`fair` does not apply);
-   * fenced when `fencing` is on: a grant's fence is the highest of the granting nodes' counters,
-   * written back to a majority before the grant is reported (docs/scaling.md). The queue keeps
+   * fenced when `fencing` is on: a grant's fence is one above the highest of the next fences the
+   * granting nodes handed out, written back to a majority before the grant is reported, so it
+   * rises strictly per lock (docs/scaling.md: under quorum mode's clock assumptions). The queue keeps
    * using `redis`.
    * @default undefined (locks use `redis`)
    * @example

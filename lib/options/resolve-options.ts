@@ -191,7 +191,70 @@ function checkRedisOption(option: string, value: unknown): RedisConnectionOption
   if (typeof value === 'string' && !/^rediss?:\/\//.test(value)) {
     throw new RedisLockOptionsError(option, value, "a URL starting with 'redis://' or 'rediss://'");
   }
+  checkNoClientKeyPrefix(option, value);
   return value as RedisConnectionOption;
+}
+
+const NO_CLIENT_KEY_PREFIX =
+  "no ioredis keyPrefix: use the module's own 'keyPrefix' option instead (ioredis prefixes the " +
+  'keys of the scripts but not the pub/sub channels they publish on, so no release would wake ' +
+  'a waiter)';
+
+/**
+ * Throws when the connection option sets ioredis's own `keyPrefix`, wherever ioredis reads it
+ * from: a URL's `?keyPrefix=`, an options object (Sentinel's too), the options of a client
+ * passed in (a `Redis`, or a `Cluster` with `keyPrefix` or `redisOptions.keyPrefix`), or those
+ * of `{ cluster, options }` and its startup nodes.
+ */
+function checkNoClientKeyPrefix(option: string, value: string | object): void {
+  const refuse = (path: string, prefix: unknown, shown: unknown = prefix) => {
+    // An empty prefix is ioredis's default: nothing is prefixed.
+    if (prefix !== undefined && prefix !== null && prefix !== '') {
+      throw new RedisLockOptionsError(`${option}${path}`, shown, NO_CLIENT_KEY_PREFIX);
+    }
+  };
+  const fromUrl = (path: string, url: string) => {
+    let prefixes: string[] = [];
+    try {
+      prefixes = new URL(url).searchParams.getAll('keyPrefix');
+    } catch {
+      // Not a URL that this check can read (a host:port string of a Cluster node): nothing to find.
+    }
+    // The URL itself is shown (the error redacts its password).
+    refuse(
+      path,
+      prefixes.find((prefix) => prefix !== ''),
+      url,
+    );
+  };
+  const fromOptions = (path: string, o: unknown) => {
+    if (typeof o !== 'object' || o === null) return;
+    const v = o as { keyPrefix?: unknown; redisOptions?: { keyPrefix?: unknown } };
+    refuse(`${path}.keyPrefix`, v.keyPrefix);
+    if (typeof v.redisOptions === 'object' && v.redisOptions !== null) {
+      refuse(`${path}.redisOptions.keyPrefix`, v.redisOptions.keyPrefix);
+    }
+  };
+  if (typeof value === 'string') return fromUrl('', value);
+  const v = value as {
+    evalsha?: unknown;
+    duplicate?: unknown;
+    options?: unknown;
+    cluster?: unknown;
+  };
+  if (typeof v.evalsha === 'function' && typeof v.duplicate === 'function') {
+    // A client passed in (duck-typed as RedisLockConnection does): what it was created with.
+    return fromOptions('.options', v.options);
+  }
+  if (Array.isArray(v.cluster)) {
+    fromOptions('.options', v.options);
+    v.cluster.forEach((node: unknown, i) => {
+      if (typeof node === 'string') fromUrl(`.cluster[${i}]`, node);
+      else fromOptions(`.cluster[${i}]`, node);
+    });
+    return;
+  }
+  fromOptions('', value);
 }
 
 /**
