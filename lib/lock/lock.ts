@@ -66,8 +66,10 @@ export class Lock {
     /** Random value that identifies this acquisition in Redis. */
     readonly token: string,
     /**
-     * Fencing tokens, one per key (same order as `keys`): the per-key counter's value after this
-     * acquisition, so strictly greater than any earlier holder's. `0` when fencing is off.
+     * Fencing tokens, one per key (same order as `keys`): the fence counter's value after this
+     * acquisition (quorum mode: the value written back to a majority of the nodes' counters of
+     * that key), so strictly greater than any earlier holder's of that key. `0` when fencing is
+     * off. See `fence`.
      */
     readonly fences: readonly number[],
     expiresAt: number,
@@ -92,8 +94,20 @@ export class Lock {
 
   /**
    * The fencing token of the first key (the only one of a single-key lock): pass it to the
-   * resource you write so that it can refuse writes from an older holder. `0` when fencing is off,
-   * and always `0` in quorum mode (`nodes`): Redlock cannot produce a safe fencing token.
+   * resource you write so that it can refuse writes from an older holder. Strictly greater than
+   * the fence of every earlier grant of that key; an opaque number (Redis `TIME` in µs or just
+   * above it, below 2⁵³), not a count: compare it only with fences of the same lock. `0` when
+   * fencing is off (`fencing: false`).
+   *
+   * Quorum mode (`nodes`) gives real fences too: each granting node hands out its own next fence,
+   * the grant's fence is one above the highest of them (raised above any counter that refused it),
+   * and the grant is reported only once a majority of the nodes accepted it into their counters of
+   * the lock, so two grants of a lock never share a fence and a later one is never lower. This
+   * rests on quorum mode's own assumptions (clock drift within `clockDriftFactor`; a node that
+   * restarted empty kept down for the longest TTL) and, for a node that restarted empty or a
+   * counter that expired (`fenceTtlMs`), on that node's clock not being behind the clock of the
+   * node that handed out the previous fence by more than the time between the two grants
+   * (docs/scaling.md, "Redlock: quorum mode"; docs/locks.md, "Fences").
    */
   get fence(): number {
     return this.fences[0];
