@@ -139,7 +139,8 @@ export class SemaphoreService implements PermitOwner, BeforeApplicationShutdown 
   /**
    * Nest lifecycle hook: refuses new acquisitions, tells waiting callers (`RedisUnavailableError`),
    * leaves every line (giving back permits handed meanwhile), then releases what this instance
-   * holds, so that no permit is handed to an instance that is going away.
+   * holds (aborting the `signal` of each first), so that no permit is handed to an instance that
+   * is going away.
    */
   async beforeApplicationShutdown(): Promise<void> {
     this.closing = true;
@@ -147,6 +148,11 @@ export class SemaphoreService implements PermitOwner, BeforeApplicationShutdown 
     const lines = [...this.lines.values()];
     this.lines.clear();
     await Promise.allSettled(lines.map((line) => line.close(shuttingDown())));
+    // A holder still running (a withPermit callback) learns by its signal that its permits are
+    // gone before the release hands them to anyone else.
+    for (const permit of this.held) {
+      permit.end(lostPermit(permit, 'the module shut down and released them'));
+    }
     await this.releaseAll();
   }
 

@@ -2,6 +2,7 @@ import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
 import type { Redis } from 'ioredis';
 import {
+  LockLostError,
   LockTimeoutError,
   RedisLockOptionsError,
   SemaphoreLimitError,
@@ -201,5 +202,39 @@ describe('SemaphoreService', () => {
     expect(await held.release()).toBe(true);
     expect(await redis.zcard(holders)).toBe(0);
     await expect(theirs.acquire('closing', { limit: 1 })).rejects.toThrow('shutting down');
+  });
+
+  it("shutdown aborts a running withPermit callback's signal before its permit goes to another instance", async () => {
+    const leaving = await createLockApp({ keyPrefix: prefix });
+    const order: string[] = [];
+    let reason: unknown;
+    let finish!: () => void;
+    const running = leaving.get(SemaphoreService).withPermit(
+      'report',
+      async (permit) => {
+        permit.signal.addEventListener('abort', () => {
+          reason = permit.signal.reason;
+          order.push('holder told');
+        });
+        await new Promise<void>((resolve) => (finish = resolve));
+      },
+      { limit: 1 },
+    );
+    const { holders } = semaphoreRedisKeys(prefix, 'report');
+    await waitFor('the holder running', async () => (await redis.zcard(holders)) === 1);
+    const next = semaphores.acquire('report', { limit: 1, waitMs: 20_000 }).then((p) => {
+      order.push('other instance granted');
+      return p;
+    });
+    await leaving.close();
+    const permit = await next;
+    expect(order).toEqual(['holder told', 'other instance granted']);
+    expect(reason).toBeInstanceOf(LockLostError);
+    expect((reason as Error).message).toBe(
+      "lock 'report' was lost: semaphore permits: the module shut down and released them",
+    );
+    finish();
+    await running;
+    await permit.release();
   });
 });
