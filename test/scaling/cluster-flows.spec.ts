@@ -142,6 +142,33 @@ describe('QueueService.enqueueFlow on a Redis Cluster (3 masters + 3 replicas)',
     for (const q of apart) expect(await direct.exists(queueRedisKeys(prefix, q).outbox)).toBe(0);
   }, 60_000);
 
+  it('across slots, a drained child fails its parent, popped and dequeued ones complete theirs, and no link is left', async () => {
+    const [a, b, c] = apart;
+    await queues.enqueueFlow({ queue: a, id: 'drained', children: [{ queue: b, id: 'd-1' }] });
+    await queues.enqueueFlow({
+      queue: a,
+      id: 'popped',
+      children: [
+        { queue: c, id: 'p-1' },
+        { queue: c, id: 'p-2' },
+      ],
+    });
+    const waiting = queues.waitFor(a, 'drained', { timeoutMs: 20_000 });
+    expect(await queues.drain(b)).toBe(1);
+    expect(await waiting).toMatchObject({ state: 'dead' });
+    expect((await queues.get(a, 'drained'))?.error?.name).toBe('FlowChildFailedError');
+
+    expect((await queues.pop(c, 1)).map((t) => t.id)).toEqual(['p-1']);
+    const [top] = await queues.top(c, 1);
+    expect(await queues.dequeue(c, top.id, top.score)).toBe(true);
+    expect(await state(a, 'popped')).toBe('ready');
+    for (const q of [b, c]) {
+      const k = queueRedisKeys(prefix, q);
+      expect([q, await direct.exists(k.parents), await direct.exists(k.outbox)]).toEqual([q, 0, 0]);
+    }
+    await queues.remove(a, 'popped');
+  }, 30_000);
+
   it('across slots, a failed child fails its parent; an outcome applied twice counts once', async () => {
     const [a, b] = apart;
     await queues.enqueueFlow({
