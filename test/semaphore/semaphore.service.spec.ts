@@ -13,7 +13,9 @@ import { semaphoreRedisKeys } from '../../lib/semaphore/semaphore-keys';
 import { exited, lineFrom, spawnTs } from '../support/child';
 import {
   createLockApp,
+  deferred,
   redisClient,
+  settledAs,
   testRedisUrl,
   uniquePrefix,
   waitFor,
@@ -180,17 +182,12 @@ describe('SemaphoreService', () => {
     const held = await semaphores.acquire('closing', { limit: 1, ttlMs: 30_000 });
     const leaving = await createLockApp({ keyPrefix: prefix });
     const theirs = leaving.get(SemaphoreService);
-    const outcome = (p: Promise<unknown>) =>
-      p.then(
-        () => 'granted',
-        (err: Error) => `${err.name}: ${err.message}`,
-      );
     const waiting = Array.from({ length: 5 }, () =>
-      outcome(theirs.acquire('closing', { limit: 1, waitMs: 60_000 })),
+      settledAs(theirs.acquire('closing', { limit: 1, waitMs: 60_000 })),
     );
     await waitFor('5 waiters in line', async () => (await redis.zcard(line)) === 5);
     // One more whose first attempt is still on its way when the shutdown starts.
-    waiting.push(outcome(theirs.acquire('closing', { limit: 1, waitMs: 60_000 })));
+    waiting.push(settledAs(theirs.acquire('closing', { limit: 1, waitMs: 60_000 })));
     await leaving.close();
     expect(await Promise.all(waiting)).toEqual(
       new Array(6).fill(
@@ -208,7 +205,7 @@ describe('SemaphoreService', () => {
     const leaving = await createLockApp({ keyPrefix: prefix });
     const order: string[] = [];
     let reason: unknown;
-    let finish!: () => void;
+    const [started, finish] = [deferred(), deferred()];
     const running = leaving.get(SemaphoreService).withPermit(
       'report',
       async (permit) => {
@@ -216,12 +213,14 @@ describe('SemaphoreService', () => {
           reason = permit.signal.reason;
           order.push('holder told');
         });
-        await new Promise<void>((resolve) => (finish = resolve));
+        started.resolve();
+        await finish.promise;
       },
       { limit: 1 },
     );
-    const { holders } = semaphoreRedisKeys(prefix, 'report');
-    await waitFor('the holder running', async () => (await redis.zcard(holders)) === 1);
+    // Running, not only granted in Redis: a grant whose reply comes after the shutdown began is
+    // given back instead.
+    await started.promise;
     const next = semaphores.acquire('report', { limit: 1, waitMs: 20_000 }).then((p) => {
       order.push('other instance granted');
       return p;
@@ -233,7 +232,7 @@ describe('SemaphoreService', () => {
     expect((reason as Error).message).toBe(
       "lock 'report' was lost: semaphore permits: the module shut down and released them",
     );
-    finish();
+    finish.resolve();
     await running;
     await permit.release();
   });

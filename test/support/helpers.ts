@@ -107,6 +107,14 @@ export function deferred<T = void>(): Deferred<T> {
   return { promise, resolve, reject };
 }
 
+/** How `p` ended, as one comparable string: `granted`, or the error's `name: message`. */
+export function settledAs(p: Promise<unknown>): Promise<string> {
+  return p.then(
+    () => 'granted',
+    (err: Error) => `${err.name}: ${err.message}`,
+  );
+}
+
 /** Calls per command on `client`'s server since it started or CONFIG RESETSTAT (INFO commandstats). */
 export async function commandCalls(client: Redis): Promise<Map<string, number>> {
   const info = await client.info('commandstats');
