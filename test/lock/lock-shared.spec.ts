@@ -159,6 +159,9 @@ describe("LockService mode: 'shared' (read-write lock)", () => {
       const { value, shared } = lockRedisKeys(prefix, 'ghost');
       const theirs = stalled.get(LockService);
       expect(await theirs.isLocked('ghost')).toBe(false);
+      // Both scripts cached first: a NOSCRIPT would make the client send the attempt again with
+      // EVAL after the stall, possibly behind this test's own reads below.
+      await (await theirs.acquire('ghost', { mode: 'shared' })).release();
       // Redis is busy for 400 ms: the attempt's reply comes after its 100 ms bound.
       const busy = blocker.eval(
         "local s = redis.call('TIME') while true do local n = redis.call('TIME') " +
