@@ -176,6 +176,45 @@ describe('Queue schedules', () => {
     }
   });
 
+  it("a dead task under a tick's id is enqueued again by the tick as a new task: its options, progress and log are forgotten", async () => {
+    const prefix = uniquePrefix('queue-schedule-dead');
+    const queue = 'reborn';
+    const app = await createLockApp({ keyPrefix: prefix });
+    try {
+      const queues = app.get(QueueService);
+      const startAt = (await redisTimeMs(redis)) + 1_000;
+      const id = `s:${startAt}`;
+      await queues.enqueue(queue, id, { maxAttempts: 1, expiresAt: Date.now() + 60_000 });
+      const failing = queues.process(queue, async (task) => {
+        await task.progress(50);
+        await task.log('the old run');
+        throw new Error('the old failure');
+      });
+      await waitFor('the task died', async () => (await queues.stats(queue)).dead === 1);
+      await failing.close();
+      await queues.schedule(queue, 's', { everyMs: 60_000, startAt, payload: 'tick' });
+      const { state } = scheduleRedisKeys(prefix, queue);
+      await waitFor('the tick fired', async () => (await redis.hget(state, 's')) !== null, 10_000);
+      const task = await queues.get(queue, id);
+      expect(task).toMatchObject({ state: 'ready', payload: 'tick', attempts: 0 });
+      expect(task?.progress).toBeUndefined();
+      expect(task?.lastError).toBeUndefined();
+      expect(await queues.logs(queue, id)).toEqual([]);
+      // Its own options (maxAttempts, expiresAt) are gone with the old run.
+      const k = queueRedisKeys(prefix, queue);
+      expect(await redis.hexists(k.opts, id)).toBe(0);
+      expect(await redis.zscore(k.expiries, id)).toBeNull();
+      const ran: string[] = [];
+      const worker = queues.process(queue, async (t) => void ran.push(t.id));
+      await waitFor('the tick task ran', async () => (await queues.stats(queue)).completed === 1);
+      await worker.close();
+      expect(ran).toEqual([id]);
+      await queues.unschedule(queue, 's');
+    } finally {
+      await app.close();
+    }
+  });
+
   it("a schedule added while another instance removes the queue's last one stays in the index a restarted instance reads", async () => {
     const prefix = uniquePrefix('queue-schedule-race');
     const [a, b] = [

@@ -263,6 +263,11 @@ export class QueueScheduler {
           q.done,
           q.cancelled,
           q.expired,
+          q.progress,
+          q.opts,
+          q.results,
+          q.logs,
+          q.expiries,
         ],
         [
           s.id,

@@ -3,7 +3,7 @@
 -- instance cannot enqueue a tick again after its task was acked).
 --
 -- Writes the task exactly like enqueue.lua does for a task without priority or group (due zset at
--- Redis TIME, payload hash, enqueue time, attempts, last error and dead reset, wake-up marker):
+-- Redis TIME, payload hash, enqueue time, a dead task's run forgotten, wake-up marker):
 -- keep the two in step when the queue's layout changes. A task that exists under the tick's id
 -- (the info hash has it) and is not dead is kept unchanged: the tick counts as enqueued.
 --
@@ -30,6 +30,8 @@
 -- KEYS[13] done, KEYS[14] cancelled, KEYS[15] expired: finished tasks kept (zsets)
 -- ARGV[9] maxSize      the module's bound of tasks queued and running (0: none); the queue's own
 --                      (config 'maxSize') wins, as in enqueue.lua
+-- KEYS[16] progress, KEYS[17] opts, KEYS[18] results, KEYS[19] logs: hashes by id, and
+-- KEYS[20] expiries (zset): what a dead task's run left, forgotten as enqueue.lua's forgetRun does
 --
 -- Returns {result, now}: 1 enqueued; 0 enqueued before (by any instance); 2 the schedule reached
 -- its limit; 3 the schedule is gone; 4 the queue is full (maxSize): the tick is skipped, not
@@ -70,9 +72,14 @@ if redis.call('HEXISTS', KEYS[9], id) == 0 or redis.call('ZSCORE', KEYS[7], id) 
       return { 4, now }
     end
   end
-  redis.call('ZREM', KEYS[7], id)
-  redis.call('HDEL', KEYS[6], id)
-  redis.call('HDEL', KEYS[10], id)
+  -- A dead task's run is forgotten (its options too: the tick's task has none of its own), as
+  -- enqueue.lua does for an id added again.
+  if redis.call('ZREM', KEYS[7], id) == 1 then
+    for _, k in ipairs({ KEYS[6], KEYS[10], KEYS[16], KEYS[17], KEYS[18], KEYS[19] }) do
+      redis.call('HDEL', k, id)
+    end
+    redis.call('ZREM', KEYS[20], id)
+  end
   redis.call('HSET', KEYS[9], id, now)
   if ARGV[6] == '1' then
     redis.call('HSET', KEYS[5], id, ARGV[7])
