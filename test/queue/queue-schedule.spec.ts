@@ -350,6 +350,15 @@ describe('Queue schedules', () => {
       await bad({ everyMs: 100, limit: 0 }, 'limit');
       await bad({ everyMs: 100, payload: () => 1 }, 'payload');
       await bad({ every: 100 }, 'every');
+      // Hostile sizes: the error stays short, whatever croner quotes of the input.
+      const long = async (cron: string) => {
+        await bad({ cron }, 'cron');
+        const err = (await queues.schedule('q', 's', { cron }).catch((e: unknown) => e)) as Error;
+        expect(err.message.length).toBeLessThan(400);
+      };
+      await long('x'.repeat(100_000));
+      await long('1,'.repeat(256) + '1 * * * *');
+      await long('* * * * * ' + 'x'.repeat(400));
       expect(await queues.schedules('q')).toEqual([]);
     } finally {
       await app.close();

@@ -19,6 +19,10 @@ export interface ScheduleSpec {
 const KEYS = ['cron', 'everyMs', 'tz', 'payload', 'startAt', 'endAt', 'limit'] as const;
 /** Shortest `everyMs`: a schedule is not a busy loop. */
 const MIN_EVERY_MS = 10;
+/** Longest cron expression: six fields with long lists fit many times over. */
+const MAX_CRON_LENGTH = 512;
+/** Longest part of croner's own message put in an error (it may quote the whole input). */
+const MAX_REASON_LENGTH = 120;
 /** Latest time a JavaScript `Date` can hold, in ms. */
 export const MAX_TIME_MS = 8_640_000_000_000_000;
 
@@ -45,6 +49,13 @@ export function checkScheduleOptions(options: unknown): ScheduleSpec {
     if (typeof o.cron !== 'string' || o.cron.trim() === '') {
       throw QueueError.invalid('cron', o.cron, 'a cron expression');
     }
+    if (o.cron.length > MAX_CRON_LENGTH) {
+      throw QueueError.invalid(
+        'cron',
+        o.cron,
+        `a cron expression of at most ${MAX_CRON_LENGTH} characters`,
+      );
+    }
     if (o.tz !== undefined) {
       try {
         if (typeof o.tz !== 'string') throw new Error('not a string');
@@ -56,7 +67,10 @@ export function checkScheduleOptions(options: unknown): ScheduleSpec {
     try {
       new Cron(o.cron, { paused: true, timezone: o.tz ?? 'UTC' });
     } catch (err) {
-      throw QueueError.invalid('cron', o.cron, `a cron expression (${(err as Error).message})`);
+      const why = String((err as Error).message);
+      const reason =
+        why.length > MAX_REASON_LENGTH ? `${why.slice(0, MAX_REASON_LENGTH - 3)}...` : why;
+      throw QueueError.invalid('cron', o.cron, `a cron expression (${reason})`);
     }
     spec.cron = o.cron;
     if (o.tz !== undefined) spec.tz = o.tz;

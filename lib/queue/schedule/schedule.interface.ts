@@ -5,7 +5,7 @@
  */
 export interface QueueScheduleOptions {
   /**
-   * A cron expression (5 fields, or 6 with seconds first), read by croner in `tz`.
+   * A cron expression (5 fields, or 6 with seconds first), read by croner in `tz`; at most 512 characters.
    * @example '0 9 * * 1-5'
    */
   cron?: string;
