@@ -1,4 +1,4 @@
-import { RedisLockError } from '../errors/redis-lock.error';
+import { RedisUnavailableError } from '../errors/redis-unavailable.error';
 import { WaitingRoomPlaceLostError } from '../errors/waiting-room-place-lost.error';
 import { WaitingRoomTimeoutError } from '../errors/waiting-room-timeout.error';
 import { MAX_TIMER_MS } from '../options/validate';
@@ -64,8 +64,14 @@ export class RoomWatch {
   private offset = 0;
   /** Visitors that stopped waiting unadmitted, to unpark in one call. */
   private unparking: string[] = [];
-  /** `wait` calls between `listen` and `park` (or their end): the channel stays subscribed. */
+  /**
+   * `wait` calls between `listen` and `park` (or their end), by visitor: the channel stays
+   * subscribed, and a visitor joining again is not unparked by an earlier wait's end.
+   */
+  private readonly joining = new Map<string, number>();
   private pending = 0;
+  /** The module shut down (`close`): a join still in flight then ends at `park`. */
+  private closed = false;
   private unlisten?: () => void;
   private listening?: Promise<void>;
   private advanceTimer?: NodeJS.Timeout;
@@ -97,11 +103,12 @@ export class RoomWatch {
   ) {}
 
   /**
-   * Subscribes the room's channel (once), before the visitor joins: no admission is missed. Each
+   * Subscribes the room's channel (once), before `visitor` joins: no admission is missed. Each
    * call is followed by `park` or `done`.
    */
-  listen(): Promise<void> {
+  listen(visitor: string): Promise<void> {
     this.pending++;
+    this.joining.set(visitor, (this.joining.get(visitor) ?? 0) + 1);
     this.listening ??= this.hub
       .listen(
         this.keys[CHANNEL],
@@ -118,10 +125,22 @@ export class RoomWatch {
     return this.listening;
   }
 
-  /** A `listen` that will not `park` (the visitor was admitted at once, or the call failed). */
-  done(): void {
-    this.pending--;
+  /**
+   * A `listen` that will not `park`: the visitor was admitted at once, or its join failed
+   * (`failed`: it may still be parked here by an earlier wait whose end left it parked for this
+   * join, so it is unparked unless another wait of it is still here).
+   */
+  done(visitor: string, failed: boolean): void {
+    this.joined(visitor);
+    if (failed) this.unpark(visitor);
     this.endIfIdle();
+  }
+
+  private joined(visitor: string): void {
+    this.pending--;
+    const n = (this.joining.get(visitor) ?? 1) - 1;
+    if (n > 0) this.joining.set(visitor, n);
+    else this.joining.delete(visitor);
   }
 
   get size(): number {
@@ -140,6 +159,12 @@ export class RoomWatch {
     signal: AbortSignal | undefined,
     onProgress: ((status: WaitingRoomStatus) => void) | undefined,
   ): Promise<WaitingRoomStatus> {
+    if (this.closed) {
+      // Its join was in flight when the module shut down.
+      this.joined(visitor);
+      this.unpark(visitor);
+      return Promise.reject(shuttingDown());
+    }
     return new Promise((resolve, reject) => {
       const onAbort = () => waiter.reject(signal?.reason);
       const timer = setTimeout(
@@ -171,7 +196,7 @@ export class RoomWatch {
       let same = this.waiters.get(visitor);
       if (!same) this.waiters.set(visitor, (same = new Set()));
       same.add(waiter);
-      this.pending--;
+      this.joined(visitor);
       this.setClock(clock);
       this.start();
       // Aborted while it joined: it ends now, unparked (and the room's watch, if it was the last).
@@ -197,9 +222,13 @@ export class RoomWatch {
     return Math.max(0, Math.round(turn - clock.redisNow - sinceMs));
   }
 
-  /** Rejects every local visitor (the module shuts down); they keep their places for `absentMs`. */
+  /**
+   * Rejects every local visitor (the module shuts down), and those whose join is in flight when
+   * it comes back; they keep their places for `absentMs`.
+   */
   async close(): Promise<void> {
-    const err = new RedisLockError(`waiting room '${this.room}': the module is shutting down`);
+    this.closed = true;
+    const err = shuttingDown();
     for (const same of [...this.waiters.values()]) for (const w of [...same]) w.reject(err);
     this.stop();
     await this.flushUnpark();
@@ -211,7 +240,11 @@ export class RoomWatch {
   }
 
   private async flushUnpark(): Promise<void> {
-    const visitors = this.unparking;
+    // A visitor that waits here again (a page that reconnected) stays parked: its other wait
+    // keeps its place, and ends it in turn.
+    const visitors = [...new Set(this.unparking)].filter(
+      (v) => !this.waiters.has(v) && !this.joining.has(v),
+    );
     this.unparking = [];
     if (visitors.length === 0) return;
     // Not unparked (Redis out of reach): the visitor stays parked under this instance's lease
@@ -328,7 +361,11 @@ export class RoomWatch {
     this.advancing = true;
     this.advanceFrom = Date.now() + MIN_ADVANCE_GAP_MS;
     try {
-      this.setClock(await this.store.advance(this.room, this.keys, this.instance));
+      const clock = await this.store.advance(this.room, this.keys, this.instance);
+      this.setClock(clock);
+      // The call admitted its most (1,000) and more are due already (a rate above 2,500 a
+      // second): the next call comes at once, not after the gap.
+      if (clock.next < clock.redisNow) this.advanceFrom = 0;
     } catch (err) {
       this.failAll(err);
     } finally {
@@ -420,4 +457,9 @@ export class RoomWatch {
       }
     }
   }
+}
+
+/** What a wait of a module that shuts down rejects with. */
+function shuttingDown(): RedisUnavailableError {
+  return new RedisUnavailableError('waiting room wait', 'the module is shutting down');
 }

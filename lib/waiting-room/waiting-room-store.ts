@@ -17,7 +17,7 @@ const script = (name: string) =>
   );
 
 /** The waiting room's Lua scripts, read once per process (their KEYS: scripts/includes/room.lua). */
-const SCRIPTS = {
+export const WAITING_ROOM_SCRIPTS = {
   open: script('open'),
   join: script('join'),
   advance: script('advance'),
@@ -107,7 +107,7 @@ export class WaitingRoomStore {
   }
 
   async open(keys: string[], o: Required<WaitingRoomOptions>): Promise<void> {
-    await this.connection.run(SCRIPTS.open, keys, [
+    await this.connection.run(WAITING_ROOM_SCRIPTS.open, keys, [
       this.sharded,
       String(o.admitPerSecond),
       o.passTtlMs,
@@ -122,13 +122,13 @@ export class WaitingRoomStore {
 
   /** Joins; with `instance`, parks the visitor on that instance (it waits there). */
   async join(room: string, keys: string[], visitor: string, instance = ''): Promise<JoinReply> {
-    const r = await this.run(room, SCRIPTS.join, keys, [visitor, instance]);
+    const r = await this.run(room, WAITING_ROOM_SCRIPTS.join, keys, [visitor, instance]);
     return { ...clockOf(r), admitted: r[5] === 1, value: Number(r[6]), ticket: Number(r[7]) };
   }
 
   /** Admits whoever is due, by a call of `instance` (named in the admission message). */
   async advance(room: string, keys: string[], instance: string): Promise<RoomClock> {
-    return clockOf(await this.run(room, SCRIPTS.advance, keys, [instance]));
+    return clockOf(await this.run(room, WAITING_ROOM_SCRIPTS.advance, keys, [instance]));
   }
 
   /** Renews `instance`'s lease; `held: false` when it had run out (park its visitors again). */
@@ -137,7 +137,7 @@ export class WaitingRoomStore {
     keys: string[],
     instance: string,
   ): Promise<{ clock: RoomClock; held: boolean }> {
-    const r = await this.run(room, SCRIPTS.lease, keys, [instance]);
+    const r = await this.run(room, WAITING_ROOM_SCRIPTS.lease, keys, [instance]);
     return { clock: clockOf(r), held: r[5] === 1 };
   }
 
@@ -145,7 +145,11 @@ export class WaitingRoomStore {
   async unpark(keys: string[], instance: string, visitors: string[]): Promise<void> {
     for (let i = 0; i < visitors.length; i += PRESENCE_BATCH) {
       const batch = visitors.slice(i, i + PRESENCE_BATCH);
-      await this.connection.run(SCRIPTS.unpark, keys, [this.sharded, instance, ...batch]);
+      await this.connection.run(WAITING_ROOM_SCRIPTS.unpark, keys, [
+        this.sharded,
+        instance,
+        ...batch,
+      ]);
     }
   }
 
@@ -163,7 +167,7 @@ export class WaitingRoomStore {
     let clock: RoomClock | undefined;
     for (let i = 0; i === 0 || i < visitors.length; i += PRESENCE_BATCH) {
       const batch = visitors.slice(i, i + PRESENCE_BATCH);
-      const r = await this.run(room, SCRIPTS.presence, keys, [instance, ...batch]);
+      const r = await this.run(room, WAITING_ROOM_SCRIPTS.presence, keys, [instance, ...batch]);
       clock = clockOf(r);
       batch.forEach((visitor, j) => {
         const kind = r[5 + j * 2];
@@ -183,7 +187,9 @@ export class WaitingRoomStore {
 
   /** The visitor's pass's ms left, 0 without a valid pass. */
   async pass(keys: string[], visitor: string): Promise<number> {
-    return Number(await this.connection.run(SCRIPTS.pass, keys, [this.sharded, visitor]));
+    return Number(
+      await this.connection.run(WAITING_ROOM_SCRIPTS.pass, keys, [this.sharded, visitor]),
+    );
   }
 
   private async run(

@@ -84,6 +84,8 @@ export class WaitingRoomService implements BeforeApplicationShutdown {
    * @throws WaitingRoomTimeoutError after `waitMs`
    * @throws WaitingRoomPlaceLostError when it was dropped from the line meanwhile
    * @throws WaitingRoomNotOpenError when the room was not opened (or was closed)
+   * @throws RedisUnavailableError when its join is not answered, or the module shuts down (the
+   *   visitor keeps its place)
    * @example
    * const status = await waitingRoom.wait('sale', visitorId, {
    *   waitMs: 30 * 60_000,
@@ -110,14 +112,14 @@ export class WaitingRoomService implements BeforeApplicationShutdown {
     }
     let reply: JoinReply;
     try {
-      await watch.listen();
+      await watch.listen(visitor);
       reply = await this.store.join(room, keys, visitor, this.instance);
     } catch (err) {
-      watch.done();
+      watch.done(visitor, true);
       throw err;
     }
     if (reply.admitted) {
-      watch.done();
+      watch.done(visitor, false);
       return statusOf(reply);
     }
     return watch.park(visitor, reply.value, reply, o.waitMs, o.signal, o.onProgress);

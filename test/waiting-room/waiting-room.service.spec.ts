@@ -4,13 +4,23 @@ import type { Redis } from 'ioredis';
 import {
   LockKeyError,
   RedisLockOptionsError,
+  RedisUnavailableError,
   WaitingRoomNotOpenError,
   WaitingRoomPlaceLostError,
   WaitingRoomService,
   WaitingRoomTimeoutError,
   type WaitingRoomStatus,
 } from '../../lib';
-import { createLockApp, redisClient, redisTimeMs, uniquePrefix, waitFor } from '../support/helpers';
+import { RedisLockConnection } from '../../lib/redis/redis-connection';
+import { WAITING_ROOM_SCRIPTS } from '../../lib/waiting-room/waiting-room-store';
+import {
+  createLockApp,
+  deferred,
+  redisClient,
+  redisTimeMs,
+  uniquePrefix,
+  waitFor,
+} from '../support/helpers';
 import { admissionTimes, inversions, joinInTurn, roomKeys } from './support';
 
 describe('WaitingRoomService', () => {
@@ -344,6 +354,86 @@ describe('WaitingRoomService', () => {
     await waitFor('the visitor unparked', async () => (await redis.hlen(parkedBy)) === 0);
     expect((await rooms[0].join('timeout', 'third')).position).toBe(3);
   });
+
+  it('a visitor waiting twice on one instance stays parked when one of its waits ends; the other is admitted in its turn', async () => {
+    await rooms[0].open('twice', { admitPerSecond: 0, passTtlMs: 60_000 });
+    const { parkedBy } = roomKeys(prefix, 'twice');
+    // A page that reconnected before its old request's abort: the same visitor waits twice.
+    const old = new AbortController();
+    const first = rooms[1].wait('twice', 'alice', { waitMs: 30_000, signal: old.signal });
+    const second = rooms[1].wait('twice', 'alice', { waitMs: 30_000 });
+    await waitFor('two waits parked', () => rooms[1].localWaiters('twice') === 1);
+    await waitFor('alice parked', async () => (await redis.hexists(parkedBy, 'alice')) === 1);
+    old.abort(new Error('old request gone'));
+    await expect(first).rejects.toThrow('old request gone');
+    // The unpark that the abort would send goes out within a turn, before this join.
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(await rooms[1].join('twice', 'bob')).toMatchObject({ position: 2 });
+    expect(await redis.hexists(parkedBy, 'alice')).toBe(1);
+    await rooms[0].open('twice', { admitPerSecond: 1, passTtlMs: 60_000 });
+    await expect(second).resolves.toMatchObject({ admitted: true });
+    expect(await rooms[0].hasPass('twice', 'alice')).toBe(true);
+  });
+
+  it('a wait whose join is in flight when the module shuts down rejects then (RedisUnavailableError), unparked', async () => {
+    const app = await createLockApp({ keyPrefix: prefix });
+    const room = app.get(WaitingRoomService);
+    await room.open('shutdown', { admitPerSecond: 0, passTtlMs: 60_000 });
+    await rooms[0].join('shutdown', 'ahead');
+    // The join's script is held until the shutdown hook has ended the room's local waits.
+    const connection = app.get(RedisLockConnection);
+    const run = connection.run.bind(connection);
+    const gate = deferred<void>();
+    let joined: Promise<unknown> | undefined;
+    jest.spyOn(connection, 'run').mockImplementation((script, keys, args) => {
+      if (script !== WAITING_ROOM_SCRIPTS.join) return run(script, keys, args);
+      joined = gate.promise.then(() => run(script, keys, args));
+      return joined;
+    });
+    const hook = room.beforeApplicationShutdown.bind(room);
+    jest.spyOn(room, 'beforeApplicationShutdown').mockImplementation(async () => {
+      await hook();
+      gate.resolve();
+      await joined;
+    });
+    const waiting = room.wait('shutdown', 'late', { waitMs: 5_000 }).catch((e: unknown) => e);
+    await waitFor('the join sent', () => joined !== undefined);
+    await app.close();
+    const err = await waiting;
+    expect(err).toBeInstanceOf(RedisUnavailableError);
+    expect((err as Error).message).toMatch(/the module is shutting down/);
+    expect(await rooms[0].join('shutdown', 'late')).toMatchObject({ position: 2 });
+  });
+
+  it('admits above 2,500 a second at its rate: a call that admitted its most (1,000) is followed at once, not 400 ms later', async () => {
+    const room = 'fast';
+    const { channel } = roomKeys(prefix, room);
+    await rooms[0].open(room, { admitPerSecond: 0, passTtlMs: 60_000 });
+    const visitors = Array.from({ length: 3_000 }, (_, i) => `f${i}`);
+    const waits = visitors.map((v) => rooms[0].wait(room, v, { waitMs: 60_000 }));
+    await waitFor('3,000 parked', () => rooms[0].localWaiters(room) === 3_000, 20_000);
+    const listener = redisClient();
+    const batches: { size: number; t: number }[] = [];
+    try {
+      listener.on('message', (_channel: string, raw: string) => {
+        const m = JSON.parse(raw) as { a: string[] | object; t: number; i: string };
+        if (Array.isArray(m.a) && m.i !== '') batches.push({ size: m.a.length, t: m.t });
+      });
+      await listener.subscribe(channel);
+      // 3,000 are due 30 ms after the rate is set: three calls of 1,000 each.
+      await rooms[0].open(room, { admitPerSecond: 100_000, passTtlMs: 60_000 });
+      await Promise.all(waits);
+      const full = batches.filter((b, i) => b.size === 1_000 && i + 1 < batches.length);
+      expect(full.length).toBeGreaterThanOrEqual(2);
+      // On the Redis clock, the call after a full batch came at once (the gap is 400 ms).
+      for (const b of full) {
+        const next = batches[batches.indexOf(b) + 1];
+        expect(next.t - b.t).toBeLessThan(300);
+      }
+    } finally {
+      listener.disconnect();
+    }
+  }, 60_000);
 
   it('refuses bad input with typed errors naming it', async () => {
     await expect(rooms[0].join('never-opened', 'x')).rejects.toThrow(WaitingRoomNotOpenError);
