@@ -10,6 +10,7 @@ import type {
   RedisLockModuleOptions,
 } from '../interfaces/redis-lock-module-options.interface';
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
+import { redactMalformedUrl } from '../redaction/redact-credentials';
 import {
   MAX_ATTEMPTS,
   MAX_CONCURRENCY,
@@ -189,7 +190,11 @@ function checkRedisOption(option: string, value: unknown): RedisConnectionOption
     );
   }
   if (typeof value === 'string' && !/^rediss?:\/\//.test(value)) {
-    throw new RedisLockOptionsError(option, value, "a URL starting with 'redis://' or 'rediss://'");
+    throw new RedisLockOptionsError(
+      option,
+      redactMalformedUrl(value),
+      "a URL starting with 'redis://' or 'rediss://'",
+    );
   }
   checkNoClientKeyPrefix(option, value);
   return value as RedisConnectionOption;

@@ -126,6 +126,22 @@ export function redactText(text: string): string {
   return out;
 }
 
+/**
+ * A string given as a connection URL that is not one we take (no scheme, `redis:/` with one
+ * slash, `//`, another scheme): what may be its user info, after any `scheme:` and slashes and up
+ * to the last `@`, and its password query parameters become `***`. `redactText` recognises a
+ * password only in `scheme://user:password@`, and such a string was never connected, so its
+ * password is not registered either.
+ * @example
+ * redactMalformedUrl('default:Secret@host:6379') // 'default:***@host:6379'
+ * redactMalformedUrl('redis:/:Secret@host:6379') // 'redis:/***@host:6379'
+ */
+export function redactMalformedUrl(text: string): string {
+  return text
+    .replace(/^((?:[a-z][a-z0-9+.-]*:)?\/*)[^]*@/i, `$1${REDACTED}@`)
+    .replace(QUERY_PASSWORD, `$1${REDACTED}`);
+}
+
 /** ioredis's `err.command` of an `AUTH` or `HELLO`: `{ name, args }`. */
 function isAuthCommand(value: object): value is { name: string; args: unknown[] } {
   const { name, args } = value as { name?: unknown; args?: unknown };

@@ -215,8 +215,26 @@ describe('credentials in errors and logs', () => {
     const err = (await boot({ redis: `http://:${SECRET}@h` }).catch(
       (e: unknown) => e,
     )) as RedisLockOptionsError;
-    expect(err.message).toContain("got 'http://:***@h'");
-    expect(err.value).toBe('http://:***@h');
+    expect(err.message).toContain("got 'http://***@h'");
+    expect(err.value).toBe('http://***@h');
+  });
+
+  it.each([
+    [`default:${SECRET}@h:6379`, 'default:***@h:6379'],
+    [`redis:/:${SECRET}@h:6379`, 'redis:/***@h:6379'],
+    [`//:${SECRET}@h:6379`, '//***@h:6379'],
+    [`:${SECRET}@h:6379`, '***@h:6379'],
+    [`h:6379?password=${SECRET}`, 'h:6379?password=***'],
+  ])('a malformed URL (%s) is shown with its user info as *** (%s)', async (url, shown) => {
+    for (const options of [{ redis: url }, { nodes: ['redis://a:1', url, 'redis://b:1'] }]) {
+      const err = (await boot(options as RedisLockModuleOptions).catch(
+        (e: unknown) => e,
+      )) as RedisLockOptionsError;
+      expect(err).toBeInstanceOf(RedisLockOptionsError);
+      expect(err.value).toBe(shown);
+      expect(err.message).toContain(`got '${shown}'`);
+      expectNoSecret(err);
+    }
   });
 });
 
