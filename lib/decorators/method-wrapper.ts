@@ -13,7 +13,7 @@ export interface DecoratedMethod {
 
 /**
  * @internal Reads the method `decorator` (e.g. `'@WithLock'`) is applied to.
- * @throws RedisLockError when it is not a method
+ * @throws RedisLockError when it is not a method, or is a generator
  */
 export function decoratedMethod(
   decorator: string,
@@ -27,6 +27,14 @@ export function decoratedMethod(
   const original = descriptor.value;
   if (typeof original !== 'function') {
     throw new RedisLockError(`${decorator} on ${where}: only methods can be decorated`);
+  }
+  // A generator's body runs only as it is iterated, after the call returned: a lock, a permit or
+  // a check around the call would not cover it.
+  if (/^\[object (Async)?GeneratorFunction\]$/.test(Object.prototype.toString.call(original))) {
+    throw new RedisLockError(
+      `${decorator} on ${where}: a generator method cannot be decorated (its body runs as it ` +
+        'is iterated, after the call returned); return an Observable or a Promise instead',
+    );
   }
   if (decorator !== '@RateLimit' && (original as { [RATE_LIMITED]?: true })[RATE_LIMITED]) {
     throw new RedisLockError(

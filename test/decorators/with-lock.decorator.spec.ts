@@ -11,8 +11,12 @@ import {
   RedisLockError,
   RedisLockModule,
   RedisLockOptionsError,
+  RateLimit,
+  RequiresPass,
   WithLock,
+  WithSemaphore,
 } from '../../lib';
+import { OncePerTick } from '../../lib/schedule';
 import {
   deferred,
   redisClient,
@@ -388,6 +392,30 @@ describe('@WithLock', () => {
       expect(() =>
         WithLock('k')(Object.prototype, 'getter', { get: () => Promise.resolve(1) } as never),
       ).toThrow('@WithLock on Object.getter: only methods can be decorated');
+    });
+
+    it('refuses a generator method, whose body would run after the call, outside the lock (every decorator)', () => {
+      const decorators: [string, MethodDecorator][] = [
+        ['@WithLock', WithLock('k')],
+        ['@WithSemaphore', WithSemaphore('s', { limit: 1 })],
+        ['@RateLimit', RateLimit('r', { limit: 1, windowMs: 1_000 })],
+        ['@RequiresPass', RequiresPass('room', '<0>')],
+        ['@OncePerTick', OncePerTick({ name: 'tick' })],
+      ];
+      for (const [name, decorator] of decorators) {
+        for (const value of [
+          function* items(_id: string) {
+            yield 1;
+          },
+          async function* items(_id: string) {
+            yield 1;
+          },
+        ]) {
+          expect(() => decorator(Object.prototype, 'items', { value })).toThrow(
+            `${name} on Object.items: a generator method cannot be decorated`,
+          );
+        }
+      }
     });
 
     it("keeps the method's name and length", () => {
