@@ -2,6 +2,7 @@ import { LockKeyError } from '../errors/lock-key.error';
 import { describeValue } from '../errors/describe-value';
 import { clusterKeySlot, slotTag } from '../redis/cluster-slot';
 import { taggedKey } from '../redis/tagged-key';
+import { notWellFormed, utf8BytesOver } from '../options/validate';
 import { tokenTag } from './lock-tokens';
 
 /** Longest lock name accepted, in bytes (UTF-8). */
@@ -29,23 +30,24 @@ export interface LockRedisKeys {
 }
 
 /**
- * Throws `LockKeyError` unless `name` is a non-empty string of at most `MAX_KEY_BYTES` bytes;
- * `what` names it in the message (`'lock key'`, `'fenced resource name'`).
+ * Throws `LockKeyError` unless `name` is a non-empty string of at most `MAX_KEY_BYTES` bytes,
+ * without a lone surrogate; `what` names it in the message (`'lock key'`, `'fenced resource
+ * name'`).
  */
 export function checkKeyName(name: unknown, what = 'lock key'): string {
   if (typeof name !== 'string') {
     throw new LockKeyError(`${what} must be a string, got ${describeValue(name)}`, name);
   }
   if (name.length === 0) throw new LockKeyError(`${what} must not be empty`, name);
-  // A UTF-16 unit is at most 3 UTF-8 bytes: short names need no counting.
-  if (name.length * 3 <= MAX_KEY_BYTES) return name;
-  const bytes = Buffer.byteLength(name);
-  if (bytes > MAX_KEY_BYTES) {
+  const bytes = utf8BytesOver(name, MAX_KEY_BYTES);
+  if (bytes !== undefined) {
     throw new LockKeyError(
       `${what} ${describeValue(name)} is ${bytes} bytes long; the limit is ${MAX_KEY_BYTES}`,
       name,
     );
   }
+  const malformed = notWellFormed(what, name);
+  if (malformed) throw new LockKeyError(malformed, name);
   return name;
 }
 

@@ -3,7 +3,7 @@
 // below both, so that the module options never import the queue folder.
 import { describeValue } from '../errors/describe-value';
 import { QueueError } from '../errors/queue.error';
-import { utf8BytesOver } from './validate';
+import { notWellFormed, utf8BytesOver } from './validate';
 
 /** Most ids one `enqueue` takes, and most tasks one `pop`/`top`/`claim`/`deadLetters` returns. */
 export const MAX_QUEUE_BATCH = 1_000;
@@ -28,7 +28,7 @@ export function checkQueueName(name: unknown): string {
 /**
  * Throws a `QueueError` naming `argument` (its size and the limit) when `name` is longer than
  * `limit` UTF-8 bytes (default `MAX_QUEUE_NAME_BYTES`, 512: queue names, task, group and
- * deduplication ids); `at` says where it is (` at index 3`).
+ * deduplication ids), or holds a lone surrogate; `at` says where it is (` at index 3`).
  */
 export function checkNameBytes(
   argument: string,
@@ -43,5 +43,7 @@ export function checkNameBytes(
       argument,
     );
   }
+  const malformed = notWellFormed(`invalid argument '${argument}':`, name, at);
+  if (malformed) throw new QueueError(malformed, argument);
   return name;
 }

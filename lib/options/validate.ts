@@ -1,3 +1,4 @@
+import { describeValue } from '../errors/describe-value';
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
 
 /** Largest timer delay Node accepts (about 24.8 days); longer values would fire at once. */
@@ -27,6 +28,21 @@ export function utf8BytesOver(text: string, limit: number): number | undefined {
   if (text.length * 3 <= limit) return undefined;
   const bytes = Buffer.byteLength(text);
   return bytes > limit ? bytes : undefined;
+}
+
+/**
+ * Why `name` cannot name a key when it holds a lone UTF-16 surrogate (not well-formed Unicode:
+ * sent to Redis as UTF-8, each becomes U+FFFD, so two such names would be one key); `undefined`
+ * when it is well-formed. `what` names it in the message (`'lock key'`, `"invalid argument 'queue':"`),
+ * `at` says where it is (` at index 3`).
+ * @example notWellFormed('lock key', 'a\uD800') // "lock key 'a\uD800' is not well-formed …"
+ */
+export function notWellFormed(what: string, name: string, at = ''): string | undefined {
+  if (!/\p{Cs}/u.test(name)) return undefined;
+  return (
+    `${what} ${describeValue(name)}${at} is not well-formed Unicode (a lone surrogate): Redis would ` +
+    'store it as U+FFFD, the same key as other names'
+  );
 }
 
 /** Throws unless `value` is an integer number of ms in [min, MAX_TIMER_MS]. */

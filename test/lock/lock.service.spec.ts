@@ -381,6 +381,9 @@ describe('LockService', () => {
       ['number', 42, /must be a string, got 42/],
       ['null', null, /must be a string, got null/],
       ['513 bytes', 'x'.repeat(513), /513 bytes long; the limit is 512/],
+      // Sent as UTF-8, each lone surrogate is U+FFFD: 'a\uD800' and 'a\uDFFF' would be one key.
+      ['lone surrogate', 'acct:\uD800', /'acct:\uD800' is not well-formed Unicode/],
+      ['listed lone surrogate', ['a', 'acct:\uDFFF'], /is not well-formed Unicode/],
       ['empty list', [], /list must not be empty/],
       ['duplicate list', ['a', 'a'], /duplicates/],
     ])('rejects a %s key with LockKeyError', async (_label, key, message) => {

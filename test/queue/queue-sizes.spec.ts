@@ -251,6 +251,26 @@ describe('QueueService bounds on what one call may store', () => {
       }
     });
 
+    it('refuses a queue name, task, group or deduplication id with a lone surrogate (it would alias another), writing nothing', async () => {
+      const q = fresh();
+      const lone = 'x\uD800';
+      const cases: [() => Promise<unknown>, string][] = [
+        [() => queues.enqueue(lone, 'a'), 'queue'],
+        [() => queues.enqueue(q, lone), 'id'],
+        [() => queues.enqueue(q, ['a', lone]), 'ids'],
+        [() => queues.enqueue(q, 'g', { group: lone }), 'group'],
+        [() => queues.enqueue(q, 'd', { deduplication: { id: lone } }), 'deduplication.id'],
+      ];
+      for (const [call, argument] of cases) {
+        const err = await refusedUnwritten(call);
+        expect(err).toBeInstanceOf(QueueError);
+        expect((err as QueueError).argument).toBe(argument);
+        expect(err.message).toContain('is not well-formed Unicode (a lone surrogate)');
+      }
+      // A surrogate pair is one character, well-formed: taken.
+      expect(await queues.enqueue(q, 'x\uD83D\uDE00')).toBe(1);
+    });
+
     it('refuses a whole enqueue of many ids when one is over 512 bytes (none added)', async () => {
       const q = fresh();
       const err = await refusedUnwritten(() => queues.enqueue(q, ['a', 'b', overCap, 'c']));
