@@ -69,14 +69,16 @@ export function compileLockKey(
           names,
         );
       }
-      return named(on, where, () => checkLockNames(distinct(names)));
+      return named(decorator, where, () => checkLockNames(distinct(names)));
     };
   }
   const sources: readonly unknown[] = Array.isArray(key) ? key : [key];
   if (sources.length === 0) {
     throw new LockKeyError(`${on}: the key template list is empty`, key);
   }
-  const templates = sources.map((source) => named(on, where, () => parseKeyTemplate(source)));
+  const templates = sources.map((source) =>
+    named(decorator, where, () => parseKeyTemplate(source)),
+  );
   for (const t of templates) {
     if (sources.indexOf(t.source) !== sources.lastIndexOf(t.source)) {
       throw new LockKeyError(`${on}: key template '${t.source}' is listed twice`, key);
@@ -90,7 +92,7 @@ export function compileLockKey(
     }
   }
   return (_self, args) =>
-    named(on, where, () =>
+    named(decorator, where, () =>
       checkLockNames(distinct(templates.map((t: KeyTemplate) => renderKeyTemplate(t, args)))),
     );
 }
@@ -101,16 +103,16 @@ function distinct(names: unknown): unknown {
 }
 
 /**
- * Runs `fn`, prefixing the message of a `LockKeyError` with `on` (`@WithLock on Class.method`);
- * a missing value names the method `where`.
+ * Runs `fn`, prefixing the message of a `LockKeyError` with `<decorator> on <where>`
+ * (`@WithLock on Class.method`); a missing value names both too.
  */
-function named<T>(on: string, where: string, fn: () => T): T {
+function named<T>(decorator: string, where: string, fn: () => T): T {
   try {
     return fn();
   } catch (err) {
-    if (err instanceof LockKeyValueMissingError) throw err.inMethod(where);
+    if (err instanceof LockKeyValueMissingError) throw err.inMethod(where, decorator);
     if (err instanceof LockKeyError) {
-      throw new LockKeyError(`${on}: ${err.message}`, err.key);
+      throw new LockKeyError(`${decorator} on ${where}: ${err.message}`, err.key);
     }
     throw err;
   }

@@ -23,6 +23,7 @@ export class LockKeyValueMissingError extends LockKeyError {
    * @param reached how far the path could be read, e.g. `'0'` when argument 0 itself is missing
    * @param value what was found there: `undefined`, `null` or `''`
    * @param method `Class.method` of the decorated method, when known
+   * @param decorator the decorator whose key it is (`'@WithSemaphore'`), for the message
    */
   constructor(
     readonly template: string,
@@ -34,9 +35,10 @@ export class LockKeyValueMissingError extends LockKeyError {
     readonly reached: string,
     readonly value: unknown,
     readonly method?: string,
+    decorator = '@WithLock',
   ) {
     super(
-      (method ? `@WithLock on ${method}: ` : '') +
+      (method ? `${decorator} on ${method}: ` : '') +
         placeholderProblem(template, placeholder.text, reached, value),
       template,
     );
@@ -45,8 +47,8 @@ export class LockKeyValueMissingError extends LockKeyError {
     this.path = placeholder.path;
   }
 
-  /** The same error, naming the decorated method. */
-  inMethod(method: string): LockKeyValueMissingError {
+  /** The same error, naming the decorated method and its decorator. */
+  inMethod(method: string, decorator = '@WithLock'): LockKeyValueMissingError {
     const placeholder = { index: this.argument, path: this.path, text: this.placeholder };
     return new LockKeyValueMissingError(
       this.template,
@@ -54,6 +56,7 @@ export class LockKeyValueMissingError extends LockKeyError {
       this.reached,
       this.value,
       method,
+      decorator,
     );
   }
 }

@@ -33,7 +33,7 @@ export interface LockedResponseBody {
 export interface MissingKeyValueResponseBody {
   statusCode: 400;
   error: 'Bad Request';
-  /** What is missing and which lock key needs it. */
+  /** What is missing and which key (of a lock, semaphore, rate limit or pass) needs it. */
   message: string;
   /**
    * The missing value: where the request carries it (`'body.orderId'`, `'query.id'`,
@@ -252,7 +252,7 @@ function missingValue(err: LockKeyValueMissingError, context: ExecutionContext):
   const body: MissingKeyValueResponseBody = {
     statusCode: 400,
     error: 'Bad Request',
-    message: `${missing} is ${state}; the lock key '${err.template}' needs it`,
+    message: `${missing} is ${state}; the key '${err.template}' needs it`,
     missing,
   };
   return new HttpException(body, HttpStatus.BAD_REQUEST, { cause: err });

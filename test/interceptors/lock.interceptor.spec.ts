@@ -269,7 +269,7 @@ describe('LockInterceptor', () => {
       expect(res.body).toEqual({
         statusCode: 400,
         error: 'Bad Request',
-        message: "body.orderId is missing; the lock key 'payment:<0.orderId>' needs it",
+        message: "body.orderId is missing; the key 'payment:<0.orderId>' needs it",
         missing: 'body.orderId',
       });
       const ok = await http().post('/payments').send({ orderId: 'o-1', amount: 7 });
@@ -287,7 +287,7 @@ describe('LockInterceptor', () => {
       expect(res.body).toEqual({
         statusCode: 400,
         error: 'Bad Request',
-        message: `${message}; the lock key 'payment:<0>' needs it`,
+        message: `${message}; the key 'payment:<0>' needs it`,
         missing: 'query.id',
       });
       expect(paid.get('status')).toBeUndefined();
@@ -298,7 +298,7 @@ describe('LockInterceptor', () => {
       expect(res.status).toBe(400);
       expect(res.body.missing).toBe('<0.orderId>');
       expect(res.body.message).toBe(
-        "<0.orderId> is missing; the lock key 'charge:<0.orderId>' needs it",
+        "<0.orderId> is missing; the key 'charge:<0.orderId>' needs it",
       );
       expect(paid.get('charge')).toBeUndefined();
     });

@@ -6,6 +6,7 @@ import { Observable, of } from 'rxjs';
 import request from 'supertest';
 import {
   LockInterceptor,
+  LockKeyValueMissingError,
   LockService,
   RateLimit,
   RateLimitedError,
@@ -119,6 +120,22 @@ describe('@RateLimit', () => {
     await expect(
       new Promise((resolve, reject) => feed.subscribe({ next: resolve, error: reject })),
     ).rejects.toBeInstanceOf(RateLimitedError);
+  });
+
+  it('answers 400 for a key value missing from the request; the error names @RateLimit, not @WithLock', async () => {
+    const res = await request(app.getHttpServer()).post('/sales/phone/buy').send({}).expect(400);
+    expect(res.body).toEqual({
+      statusCode: 400,
+      error: 'Bad Request',
+      message: "body.userId is missing; the key 'buy:<1.userId>' needs it",
+      missing: 'body.userId',
+    });
+    const err = await app
+      .get(SalesController)
+      .buy('phone', {} as { userId: string })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(LockKeyValueMissingError);
+    expect((err as Error).message).toMatch(/^@RateLimit on SalesController\.buy: key template/);
   });
 
   it('refuses, when the class is defined, @WithLock written above it (the limit must come first)', () => {
