@@ -1,9 +1,12 @@
 import { LockKeyError } from '../errors/lock-key.error';
 import { describeValue } from '../errors/describe-value';
+import { LockKeyValueInvalidError } from '../errors/lock-key-value-invalid.error';
 import {
   LockKeyValueMissingError,
   placeholderProblem,
 } from '../errors/lock-key-value-missing.error';
+import { MAX_KEY_BYTES } from '../lock/lock-keys';
+import { LONE_SURROGATE, utf8BytesOver } from '../options/validate';
 
 /** A `<N>` / `<N.path.to.field>` placeholder of a key template. */
 export interface KeyPlaceholder {
@@ -93,13 +96,38 @@ export function parseKeyTemplate(source: unknown): KeyTemplate {
  * Builds the lock key of `template` from a method's arguments. Each placeholder must resolve to a
  * non-empty string, a finite number, a bigint or a boolean. A missing value (`undefined`, `null`,
  * `''`, or a path through one) throws `LockKeyValueMissingError`; anything else (`NaN`, an object,
- * an array, a function, a symbol) throws `LockKeyError`; both name the template and the
- * placeholder.
+ * an array, a function, a symbol) throws `LockKeyError`; a value that makes the key longer than
+ * `MAX_KEY_BYTES` or holds a lone surrogate throws `LockKeyValueInvalidError` (the longest value
+ * is named when the key is too long); each names the template and the placeholder.
  */
 export function renderKeyTemplate(template: KeyTemplate, args: readonly unknown[]): string {
   let key = '';
+  let longest: { placeholder: KeyPlaceholder; length: number } | undefined;
   for (const part of template.parts) {
-    key += typeof part === 'string' ? part : renderPlaceholder(template, part, args);
+    if (typeof part === 'string') {
+      key += part;
+      continue;
+    }
+    const value = renderPlaceholder(template, part, args);
+    if (LONE_SURROGATE.test(value)) {
+      throw new LockKeyValueInvalidError(
+        template.source,
+        part,
+        'is not well-formed Unicode (a lone surrogate)',
+      );
+    }
+    if (!longest || value.length > longest.length) {
+      longest = { placeholder: part, length: value.length };
+    }
+    key += value;
+  }
+  const bytes = utf8BytesOver(key, MAX_KEY_BYTES);
+  if (bytes !== undefined && longest) {
+    throw new LockKeyValueInvalidError(
+      template.source,
+      longest.placeholder,
+      `makes the key ${bytes} bytes long; the limit is ${MAX_KEY_BYTES}`,
+    );
   }
   return key;
 }

@@ -2,6 +2,7 @@ export {
   LockInterceptor,
   type LockedResponseBody,
   type MissingKeyValueResponseBody,
+  type InvalidKeyValueResponseBody,
   type RedisUnavailableResponseBody,
   type QueueFullResponseBody,
   type RateLimitedResponseBody,

@@ -8,6 +8,7 @@ import {
 } from '@nestjs/common';
 import { catchError, isObservable, mergeMap, type Observable, of, throwError } from 'rxjs';
 import { RedactingLogger } from '../redaction/redacting-logger';
+import { LockKeyValueInvalidError } from '../errors/lock-key-value-invalid.error';
 import { LockKeyValueMissingError } from '../errors/lock-key-value-missing.error';
 import { LockQuorumError } from '../errors/lock-quorum.error';
 import { LockReplicationError } from '../errors/lock-replication.error';
@@ -43,6 +44,19 @@ export interface MissingKeyValueResponseBody {
   missing: string;
 }
 
+/**
+ * The JSON body of a `400 Bad Request` for a key value of the request that cannot name a key (too
+ * long, or not well-formed Unicode).
+ */
+export interface InvalidKeyValueResponseBody {
+  statusCode: 400;
+  error: 'Bad Request';
+  /** What is wrong with the value and which key is built from it. */
+  message: string;
+  /** The value: where the request carries it (`'params.sku'`), as `missing` of a missing one. */
+  invalid: string;
+}
+
 /** The JSON body of a `503 Service Unavailable` when Redis is out of reach. */
 export interface RedisUnavailableResponseBody {
   statusCode: 503;
@@ -61,7 +75,9 @@ export interface RedisUnavailableResponseBody {
  * `{ statusCode: 503, error, message: 'Redis unavailable (<operation>)' }`: an outage, not
  * contention, and not a bug of the handler; the error's detail goes to the log (a warning at most
  * once per 5 s). A key value missing from the request (`LockKeyValueMissingError`) is
- * `400 Bad Request` with `{ statusCode: 400, error, message, missing }`. A full queue
+ * `400 Bad Request` with `{ statusCode: 400, error, message, missing }`; one that makes its key
+ * too long or is not well-formed Unicode (`LockKeyValueInvalidError`) is `400` with
+ * `{ statusCode: 400, error, message, invalid }`. A full queue
  * (`QueueFullError`, an `enqueue` past `maxSize`) is `503` with `Retry-After: 1` and
  * `{ statusCode: 503, error, message, queue }`: backpressure. A call over its rate limit
  * (`RateLimitedError`, from `@RateLimit`) is `429 Too Many Requests` with `Retry-After` (whole
@@ -101,6 +117,7 @@ export class LockInterceptor implements NestInterceptor {
     if (err instanceof PayloadTooLargeError) return payloadTooLarge(err);
     if (err instanceof PassRequiredError) return passRequired(err);
     if (err instanceof LockKeyValueMissingError) return missingValue(err, context);
+    if (err instanceof LockKeyValueInvalidError) return invalidValue(err, context);
     if (!isOutage(err)) return err;
     const request = context.switchToHttp().getRequest<{ method?: string; url?: string } | null>();
     this.outageWarning.warn(
@@ -258,6 +275,18 @@ function missingValue(err: LockKeyValueMissingError, context: ExecutionContext):
   return new HttpException(body, HttpStatus.BAD_REQUEST, { cause: err });
 }
 
+/** Builds the 400 for a key value of the request that cannot name a key. */
+function invalidValue(err: LockKeyValueInvalidError, context: ExecutionContext): HttpException {
+  const invalid = requestLocation(err, context) ?? err.placeholder;
+  const body: InvalidKeyValueResponseBody = {
+    statusCode: 400,
+    error: 'Bad Request',
+    message: `${invalid} ${err.reason}; the key '${err.template}' is built from it`,
+    invalid,
+  };
+  return new HttpException(body, HttpStatus.BAD_REQUEST, { cause: err });
+}
+
 /** Nest's metadata of a handler's parameter decorators (`@Body()`, `@Param('id')`, …). */
 const ROUTE_ARGS_METADATA = '__routeArguments__';
 /** Nest's `RouteParamtypes` of the decorators whose values come from the request, by name. */
@@ -268,7 +297,7 @@ const REQUEST_PARTS: Record<string, string> = { 3: 'body', 4: 'query', 5: 'param
  * handler's own `@WithLock` and the argument has a `@Body`/`@Query`/`@Param`/`@Headers` decorator.
  */
 function requestLocation(
-  err: LockKeyValueMissingError,
+  err: LockKeyValueMissingError | LockKeyValueInvalidError,
   context: ExecutionContext,
 ): string | undefined {
   const handler = context.getHandler();

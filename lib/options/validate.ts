@@ -30,6 +30,9 @@ export function utf8BytesOver(text: string, limit: number): number | undefined {
   return bytes > limit ? bytes : undefined;
 }
 
+/** A lone UTF-16 surrogate: the string is not well-formed Unicode. */
+export const LONE_SURROGATE = /\p{Cs}/u;
+
 /**
  * Why `name` cannot name a key when it holds a lone UTF-16 surrogate (not well-formed Unicode:
  * sent to Redis as UTF-8, each becomes U+FFFD, so two such names would be one key); `undefined`
@@ -38,7 +41,7 @@ export function utf8BytesOver(text: string, limit: number): number | undefined {
  * @example notWellFormed('lock key', 'a\uD800') // "lock key 'a\uD800' is not well-formed …"
  */
 export function notWellFormed(what: string, name: string, at = ''): string | undefined {
-  if (!/\p{Cs}/u.test(name)) return undefined;
+  if (!LONE_SURROGATE.test(name)) return undefined;
   return (
     `${what} ${describeValue(name)}${at} is not well-formed Unicode (a lone surrogate): Redis would ` +
     'store it as U+FFFD, the same key as other names'

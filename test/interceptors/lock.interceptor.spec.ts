@@ -303,6 +303,32 @@ describe('LockInterceptor', () => {
       expect(paid.get('charge')).toBeUndefined();
     });
 
+    it.each([
+      [
+        'too long for a key',
+        { orderId: 'é'.repeat(254), amount: 7 },
+        "body.orderId makes the key 516 bytes long; the limit is 512; the key 'payment:<0.orderId>' is built from it",
+      ],
+      [
+        'not well-formed Unicode',
+        '{"orderId":"o-\\ud800","amount":7}',
+        "body.orderId is not well-formed Unicode (a lone surrogate); the key 'payment:<0.orderId>' is built from it",
+      ],
+    ])('answers 400 for a value %s; the handler does not run', async (_what, body, message) => {
+      const res = await http()
+        .post('/payments')
+        .set('Content-Type', 'application/json')
+        .send(typeof body === 'string' ? body : JSON.stringify(body));
+      expect(res.status).toBe(400);
+      expect(res.body).toEqual({
+        statusCode: 400,
+        error: 'Bad Request',
+        message,
+        invalid: 'body.orderId',
+      });
+      expect(paid.get('pay')).toBeUndefined();
+    });
+
     it('keeps a 500 for a template that can never be filled (a programming error)', async () => {
       const res = await http().post('/payments/whole-body').send({ orderId: 'o-2', amount: 7 });
       expect(res.status).toBe(500);

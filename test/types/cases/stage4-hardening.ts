@@ -1,7 +1,14 @@
 // Type tests of what the hardening fixes added to public types (run by test/types/types.spec.ts):
-// the `lock.lost` reason of a shutdown, a dashboard event's `keysTotal`, a bull-board 400.
+// the `lock.lost` reason of a shutdown, a dashboard event's `keysTotal`, a bull-board 400, the
+// 400 of a key value that cannot name a key.
 // Every `@ts-expect-error` line must be an error. Nothing here runs.
-import type { DashboardLockEvent, LockLostEvent, RedisLockEvents } from 'nestjs-redis-lock';
+import type {
+  DashboardLockEvent,
+  InvalidKeyValueResponseBody,
+  LockLostEvent,
+  RedisLockEvents,
+} from 'nestjs-redis-lock';
+import { LockKeyError, LockKeyValueInvalidError } from 'nestjs-redis-lock';
 import { BullBoardActionError } from 'nestjs-redis-lock/bull-board';
 
 /** A listener that handles every reason: the union is exhaustive. */
@@ -35,3 +42,29 @@ export const refused = new BullBoardActionError('add', 'unknown option', 400, {
 export const passedOn: unknown = BullBoardActionError.fromQueueError('add', new Error('down'));
 // @ts-expect-error bull-board answers only 400, 405 or 409 for an action error
 export const teapot = new BullBoardActionError('add', 'no', 418);
+
+/** What a filter of its own reads from a key value the caller sent that cannot name a key. */
+export function badKeyValue(err: unknown): InvalidKeyValueResponseBody | undefined {
+  if (!(err instanceof LockKeyValueInvalidError)) return undefined;
+  const asKeyError: LockKeyError = err;
+  void asKeyError;
+  const where: string = err.placeholder;
+  const index: number = err.argument;
+  const path: readonly string[] = err.path;
+  void index;
+  void path;
+  return {
+    statusCode: 400,
+    error: 'Bad Request',
+    message: `${where} ${err.reason}; the key '${err.template}' is built from it`,
+    invalid: where,
+  };
+}
+
+export const misnamed: InvalidKeyValueResponseBody = {
+  statusCode: 400,
+  error: 'Bad Request',
+  message: '',
+  // @ts-expect-error the body of an invalid value names it `invalid`, not `missing`
+  missing: 'x',
+};
