@@ -1,6 +1,13 @@
 import { Inject, Injectable } from '@nestjs/common';
-import type { QueueName, QueueTaskInfo, QueueTaskState } from '../queue/interfaces/task.interface';
+import type {
+  QueueName,
+  QueueTaskInfo,
+  QueueTaskState,
+  TypedQueue,
+} from '../queue/interfaces/task.interface';
+import { checkQueueName, queueRedisKeys } from '../queue/queue-keys';
 import { QueueService } from '../queue/queue.service';
+import { RedisLockConnection } from '../redis/redis-connection';
 import { MemoryRedis } from './memory/memory-redis';
 import { MemoryRedisServer } from './memory/memory-redis-server';
 
@@ -42,6 +49,7 @@ export class RedisLockTesting {
     @Inject(MemoryRedisServer) readonly server: MemoryRedisServer,
     @Inject(MemoryRedis) readonly client: MemoryRedis,
     @Inject(QueueService) private readonly queues: QueueService,
+    @Inject(RedisLockConnection) private readonly connection: RedisLockConnection,
   ) {}
 
   /**
@@ -106,10 +114,24 @@ export class RedisLockTesting {
     await this.client.call('FLUSHALL');
   }
 
+  /**
+   * The earliest due time of a delayed task of `queues`: the first of each zset that holds them
+   * (plain tasks in `due`, after now; those with a priority or a group in `pending`). `list`'s
+   * `delayed` gives the plain ones first, so its first task need not be the earliest.
+   */
   private async nextDue(queues: readonly QueueName[]): Promise<number> {
+    const now = Date.now();
     const firsts = await Promise.all(
-      queues.map((q) => this.queues.list(q, 'delayed', { offset: 0, limit: 1 })),
+      queues.map(async (q) => {
+        const name = checkQueueName(typeof q === 'string' ? q : (q as TypedQueue<unknown>).name);
+        const k = queueRedisKeys(this.connection.options.keyPrefix, name);
+        const [plain, other] = await Promise.all([
+          this.client.zrangebyscore(k.due, `(${now}`, '+inf', 'WITHSCORES', 'LIMIT', 0, 1),
+          this.client.zrange(k.pending, 0, 0, 'WITHSCORES'),
+        ]);
+        return [plain[1], other[1]].filter((s) => s !== undefined).map(Number);
+      }),
     );
-    return Math.min(...firsts.flat().map((t) => t.time));
+    return Math.min(...firsts.flat());
   }
 }

@@ -84,6 +84,29 @@ describe('RedisLockTestingModule (fake timers)', () => {
     });
   });
 
+  it('runUntilIdle moves the clock to the earliest due task, also when a later one without priority or group is listed first', async () => {
+    const queues = app.get(QueueService);
+    const start = Date.now();
+    const ranAt: Record<string, number> = {};
+    const worker = queues.process('clock', (task) => {
+      ranAt[task.id] = Date.now() - start;
+    });
+    // `list(queue, 'delayed')` gives the plain task first, though it is due last.
+    await queues.enqueue('clock', 'plain', { delayMs: 60_000 });
+    await queues.enqueue('clock', 'prio', { delayMs: 1_000, priority: 1 });
+    await queues.enqueue('clock', 'group', { delayMs: 2_000, group: 'g' });
+    expect((await testing.enqueued('clock', ['delayed'])).map((t) => t.id)[0]).toBe('plain');
+    await testing.runUntilIdle({ advance, queues: ['clock'] });
+    await worker.close();
+    expect(Object.keys(ranAt)).toEqual(['prio', 'group', 'plain']);
+    // Each at its due time (a worker's claim takes a few fake ms), not at a later one's.
+    expect(ranAt.prio).toBeGreaterThanOrEqual(1_000);
+    expect(ranAt.prio).toBeLessThan(1_100);
+    expect(ranAt.group).toBeGreaterThanOrEqual(2_000);
+    expect(ranAt.group).toBeLessThan(2_100);
+    expect(ranAt.plain).toBeGreaterThanOrEqual(60_000);
+  });
+
   it('runUntilIdle moves the clock through every backoff until the queues are idle', async () => {
     const queues = app.get(QueueService);
     const mailer = app.get(Mailer);
