@@ -8,6 +8,7 @@ import {
   QueueService,
   RateLimiterService,
   SemaphoreService,
+  WaitingRoomService,
   type QueueEventType,
   type RedisLockModuleOptions,
 } from '../../lib';
@@ -35,7 +36,7 @@ class Jobs {
  * Every feature, on two application instances `a` and `b`: locks (fencing, waiting, handoff
  * between instances and within one, multi-key, inspect, extend), FencedStore, read-write locks,
  * semaphores, the queue (enqueue, claim/ack, workers, progress and logs, events, waitFor, flows,
- * schedules, cancel, stats), rate limits, @OncePerTick.
+ * schedules, cancel, stats, a stored rate limit), rate limits, the waiting room, @OncePerTick.
  */
 async function exerciseEverything(
   a: INestApplicationContext,
@@ -159,6 +160,20 @@ async function exerciseEverything(
     expect((await b.get(RateLimiterService).consume('login', limit)).allowed).toBe(true);
     expect((await a.get(RateLimiterService).consume('login', limit)).allowed).toBe(false);
   }
+
+  // A queue's stored rate limit and how long until its window opens.
+  await queues.setRateLimit('limited', { max: 1, durationMs: 60_000 });
+  expect(await queues.rateLimitTtl('limited')).toBe(0);
+
+  // Waiting room: one visitor in line on each instance, admitted in turn once the room opens.
+  const [roomA, roomB] = [a.get(WaitingRoomService), b.get(WaitingRoomService)];
+  await roomA.open('sale', { admitPerSecond: 0, passTtlMs: 60_000 });
+  expect(await roomA.join('sale', 'v1')).toMatchObject({ admitted: false, position: 1 });
+  const v2 = roomB.wait('sale', 'v2', { waitMs: 10_000 });
+  await waitFor('v2 parked', () => roomB.localWaiters('sale') === 1);
+  await roomA.open('sale', { admitPerSecond: 50, passTtlMs: 60_000 });
+  await expect(v2).resolves.toMatchObject({ admitted: true });
+  expect(await roomA.hasPass('sale', 'v1')).toBe(true);
 
   // @OncePerTick: one run per window across instances.
   expect(await a.get(Jobs).report()).toBe('ran');
