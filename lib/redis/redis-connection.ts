@@ -272,8 +272,9 @@ export class RedisLockConnection {
           if (mode === 'fail') {
             throw new RedisLockOptionsError(
               option,
-              `master ${name} with maxmemory-policy ${reading.policy} (evictionPolicy: 'fail')`,
-              `masters with maxmemory-policy noeviction: ${EVICTION_POLICY_FIX}`,
+              // Short, so that the error shows it whole (longer values are cut).
+              `master ${name} with maxmemory-policy ${reading.policy}`,
+              `masters with maxmemory-policy noeviction (evictionPolicy: 'fail'): ${EVICTION_POLICY_FIX}`,
             );
           }
           this.logger.warn(evictionWarning(name, reading.policy));

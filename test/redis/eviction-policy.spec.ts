@@ -75,7 +75,10 @@ describe('Boot check of maxmemory-policy (evictionPolicy)', () => {
     const start = createLockApp({ redis: lru.url, evictionPolicy: 'fail' });
     await expect(start).rejects.toBeInstanceOf(RedisLockOptionsError);
     await expect(start).rejects.toThrow(
-      new RegExp(`master ${NODE_HOST}:${lru.port} with maxmemory-policy allkeys-lru`),
+      new RegExp(`master ${NODE_HOST}:${lru.port} with maxmemory-policy allkeys-lru'$`),
+    );
+    await expect(start).rejects.toThrow(
+      /expected masters with maxmemory-policy noeviction \(evictionPolicy: 'fail'\)/,
     );
     // A quorum node is a master too.
     await expect(
