@@ -1,6 +1,5 @@
 import { LockKeyError } from '../errors/lock-key.error';
-import { LockKeyValueInvalidError } from '../errors/lock-key-value-invalid.error';
-import { LockKeyValueMissingError } from '../errors/lock-key-value-missing.error';
+import { LockKeyValueError } from '../errors/lock-key-value.error';
 import { describeValue } from '../errors/describe-value';
 import { checkLockNames } from '../lock/lock-keys';
 import { parseKeyTemplate, renderKeyTemplate, type KeyTemplate } from './key-template';
@@ -111,9 +110,7 @@ function named<T>(decorator: string, where: string, fn: () => T): T {
   try {
     return fn();
   } catch (err) {
-    if (err instanceof LockKeyValueMissingError || err instanceof LockKeyValueInvalidError) {
-      throw err.inMethod(where, decorator);
-    }
+    if (err instanceof LockKeyValueError) throw err.inMethod(where, decorator);
     if (err instanceof LockKeyError) {
       throw new LockKeyError(`${decorator} on ${where}: ${err.message}`, err.key);
     }

@@ -2,6 +2,7 @@ export { RedisLockError } from './redis-lock.error';
 export { LockTimeoutError } from './lock-timeout.error';
 export { LockLostError } from './lock-lost.error';
 export { LockKeyError } from './lock-key.error';
+export { LockKeyValueError, type KeyValuePlaceholder } from './lock-key-value.error';
 export { LockKeyValueInvalidError } from './lock-key-value-invalid.error';
 export { LockKeyValueMissingError } from './lock-key-value-missing.error';
 export { LockQuorumError } from './lock-quorum.error';

@@ -1,4 +1,4 @@
-import { LockKeyError } from './lock-key.error';
+import { type KeyValuePlaceholder, LockKeyValueError } from './lock-key-value.error';
 
 /**
  * A decorator's key (`@WithLock`, `@WithSemaphore`, `@RateLimit`, `@RequiresPass`) built from the
@@ -7,14 +7,7 @@ import { LockKeyError } from './lock-key.error';
  * HTTP, `LockInterceptor` answers `400 Bad Request` naming it (`invalid`), as it does for a
  * missing one (`LockKeyValueMissingError`).
  */
-export class LockKeyValueInvalidError extends LockKeyError {
-  /** The placeholder as written, e.g. `<0.sku>`. */
-  readonly placeholder: string;
-  /** The argument index of the placeholder (`0` for `<0.sku>`). */
-  readonly argument: number;
-  /** The field path of the placeholder (`['sku']` for `<0.sku>`). */
-  readonly path: readonly string[];
-
+export class LockKeyValueInvalidError extends LockKeyValueError {
   /**
    * @param template the key template, e.g. `'stock:<0.sku>'`
    * @param placeholder the placeholder whose value is not usable
@@ -23,29 +16,23 @@ export class LockKeyValueInvalidError extends LockKeyError {
    * @param decorator the decorator whose key it is, for the message
    */
   constructor(
-    readonly template: string,
-    placeholder: {
-      readonly index: number;
-      readonly path: readonly string[];
-      readonly text: string;
-    },
+    template: string,
+    placeholder: KeyValuePlaceholder,
     readonly reason: string,
-    readonly method?: string,
+    method?: string,
     decorator = '@WithLock',
   ) {
-    super(
-      `${method ? `${decorator} on ${method}: ` : ''}key template '${template}': ` +
-        `${placeholder.text} ${reason}`,
-      template,
-    );
-    this.placeholder = placeholder.text;
-    this.argument = placeholder.index;
-    this.path = placeholder.path;
+    const problem = `key template '${template}': ${placeholder.text} ${reason}`;
+    super(template, placeholder, problem, method, decorator);
   }
 
-  /** The same error, naming the decorated method and its decorator. */
   inMethod(method: string, decorator = '@WithLock'): LockKeyValueInvalidError {
-    const placeholder = { index: this.argument, path: this.path, text: this.placeholder };
-    return new LockKeyValueInvalidError(this.template, placeholder, this.reason, method, decorator);
+    return new LockKeyValueInvalidError(
+      this.template,
+      this.placeholderParts,
+      this.reason,
+      method,
+      decorator,
+    );
   }
 }

@@ -1,22 +1,17 @@
 import { describeValue } from './describe-value';
-import { LockKeyError } from './lock-key.error';
+import { type KeyValuePlaceholder, LockKeyValueError } from './lock-key-value.error';
 
 /**
  * A `@WithLock` key template could not be filled at call time because a value is missing from the
  * method's arguments: the argument, or a field on the placeholder's path, is `undefined` or
  * `null`, or the value is an empty string. This is the caller's mistake, not the template's: over
  * HTTP, `LockInterceptor` answers `400 Bad Request` naming the missing value. A value that is
- * present but unusable (an object, an array, `NaN`, a function) stays a plain `LockKeyError`, a
- * programming error (HTTP 500), like an invalid template or a key function's bad result.
+ * present but cannot be part of a key (an object, an array, `NaN`, a function) stays a plain
+ * `LockKeyError`, a programming error (HTTP 500), like an invalid template or a key function's
+ * bad result; a string that makes the key too long or is not well-formed Unicode is the caller's
+ * (`LockKeyValueInvalidError`, HTTP 400).
  */
-export class LockKeyValueMissingError extends LockKeyError {
-  /** The placeholder as written, e.g. `<0.orderId>`. */
-  readonly placeholder: string;
-  /** The argument index of the placeholder (`0` for `<0.orderId>`). */
-  readonly argument: number;
-  /** The field path of the placeholder (`['orderId']` for `<0.orderId>`). */
-  readonly path: readonly string[];
-
+export class LockKeyValueMissingError extends LockKeyValueError {
   /**
    * @param template the key template, e.g. `'payment:<0.orderId>'`
    * @param placeholder the placeholder that could not be filled
@@ -26,33 +21,21 @@ export class LockKeyValueMissingError extends LockKeyError {
    * @param decorator the decorator whose key it is (`'@WithSemaphore'`), for the message
    */
   constructor(
-    readonly template: string,
-    placeholder: {
-      readonly index: number;
-      readonly path: readonly string[];
-      readonly text: string;
-    },
+    template: string,
+    placeholder: KeyValuePlaceholder,
     readonly reached: string,
     readonly value: unknown,
-    readonly method?: string,
+    method?: string,
     decorator = '@WithLock',
   ) {
-    super(
-      (method ? `${decorator} on ${method}: ` : '') +
-        placeholderProblem(template, placeholder.text, reached, value),
-      template,
-    );
-    this.placeholder = placeholder.text;
-    this.argument = placeholder.index;
-    this.path = placeholder.path;
+    const problem = placeholderProblem(template, placeholder.text, reached, value);
+    super(template, placeholder, problem, method, decorator);
   }
 
-  /** The same error, naming the decorated method and its decorator. */
   inMethod(method: string, decorator = '@WithLock'): LockKeyValueMissingError {
-    const placeholder = { index: this.argument, path: this.path, text: this.placeholder };
     return new LockKeyValueMissingError(
       this.template,
-      placeholder,
+      this.placeholderParts,
       this.reached,
       this.value,
       method,

@@ -9,6 +9,7 @@ import {
 import { catchError, isObservable, mergeMap, type Observable, of, throwError } from 'rxjs';
 import { RedactingLogger } from '../redaction/redacting-logger';
 import { LockKeyValueInvalidError } from '../errors/lock-key-value-invalid.error';
+import type { LockKeyValueError } from '../errors/lock-key-value.error';
 import { LockKeyValueMissingError } from '../errors/lock-key-value-missing.error';
 import { LockQuorumError } from '../errors/lock-quorum.error';
 import { LockReplicationError } from '../errors/lock-replication.error';
@@ -296,10 +297,7 @@ const REQUEST_PARTS: Record<string, string> = { 3: 'body', 4: 'query', 5: 'param
  * Where the request carries the missing value (`body.orderId`), when the error comes from the
  * handler's own `@WithLock` and the argument has a `@Body`/`@Query`/`@Param`/`@Headers` decorator.
  */
-function requestLocation(
-  err: LockKeyValueMissingError | LockKeyValueInvalidError,
-  context: ExecutionContext,
-): string | undefined {
+function requestLocation(err: LockKeyValueError, context: ExecutionContext): string | undefined {
   const handler = context.getHandler();
   if (err.method !== `${context.getClass().name}.${handler.name}`) return undefined;
   const args: unknown = Reflect.getMetadata(ROUTE_ARGS_METADATA, context.getClass(), handler.name);
