@@ -6,7 +6,7 @@ import {
   UnrecoverableTaskError,
   type RunningTask,
 } from '../../lib';
-import { createLockApp, uniquePrefix, waitFor } from '../support/helpers';
+import { createLockApp, deferred, uniquePrefix, waitFor } from '../support/helpers';
 
 describe('QueueService batch workers', () => {
   const prefix = uniquePrefix('queue-batch');
@@ -130,6 +130,67 @@ describe('QueueService batch workers', () => {
     await worker.close();
     expect((await queues.get(q, 'doomed'))?.error?.name).toBe('UnrecoverableTaskError');
     expect((await queues.get(q, 'a'))?.attempts).toBe(2);
+  });
+
+  it('runs at most concurrency batches at once, however small they are', async () => {
+    const q = fresh();
+    const gate = deferred<void>();
+    let running = 0;
+    let peak = 0;
+    const sizes: number[] = [];
+    const worker = queues.process(
+      q,
+      async (tasks: RunningTask[]) => {
+        sizes.push(tasks.length);
+        peak = Math.max(peak, ++running);
+        await gate.promise;
+        running--;
+      },
+      { concurrency: 2, batch: { size: 10, maxWaitMs: 0 } },
+    );
+    try {
+      // One task at a time: each makes a batch of its own while the earlier ones still run.
+      for (const [i, id] of ['t0', 't1'].entries()) {
+        await queues.enqueue(q, id);
+        await waitFor(`${id}'s batch running`, () => running === i + 1);
+      }
+      await queues.enqueue(q, ['t2', 't3']);
+      // Two batches run: the third waits, its tasks not even claimed.
+      await new Promise((r) => setTimeout(r, 500));
+      expect(sizes).toEqual([1, 1]);
+      expect(await queues.stats(q)).toMatchObject({ ready: 2, leased: 2 });
+      gate.resolve();
+      await waitFor('all completed', async () => (await queues.stats(q)).completed === 4);
+    } finally {
+      gate.resolve();
+      await worker.close();
+    }
+    expect(peak).toBe(2);
+    expect(sizes).toEqual([1, 1, 2]);
+  });
+
+  it('does not run a task cancelled while its batch fills: it ends cancelled', async () => {
+    const q = fresh();
+    const ran: string[] = [];
+    const worker = queues.process(
+      q,
+      (tasks: RunningTask[]) => void ran.push(...tasks.map((t) => t.id)),
+      { batch: { size: 10, maxWaitMs: 2_000 } },
+    );
+    try {
+      await queues.enqueue(q, 'doomed');
+      await waitFor('held by the filling batch', async () => (await queues.stats(q)).leased === 1);
+      expect(await queues.cancel(q, 'doomed', { reason: 'not needed' })).toBe('signalled');
+      await waitFor(
+        'settled',
+        async () => (await queues.get(q, 'doomed'))?.state !== 'leased',
+        10_000,
+      );
+      expect(await queues.get(q, 'doomed')).toMatchObject({ state: 'cancelled' });
+      expect(ran).toEqual([]);
+    } finally {
+      await worker.close();
+    }
   });
 
   it('rejects bad batch options with RedisLockOptionsError naming them', () => {

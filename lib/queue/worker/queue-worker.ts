@@ -77,6 +77,8 @@ const MAX_ERROR_PAUSE_MS = 5_000;
  */
 export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
   private readonly running = new Map<string, Running>();
+  /** A batch worker's batches whose handler runs now (at most `concurrency`). */
+  private batches = 0;
   private readonly stop = new AbortController();
   private loop?: Promise<void>;
   private closed?: Promise<void>;
@@ -193,8 +195,8 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
     const batchSize = this.options.batch?.size;
     while (!this.stop.signal.aborted) {
       if (batchSize !== undefined) {
-        // A batch worker runs `concurrency` batches: a new one once a whole batch has room.
-        if (this.running.size + batchSize > this.options.concurrency * batchSize) {
+        // A batch worker runs `concurrency` batches: a new one fills once one of them ended.
+        if (this.batches >= this.options.concurrency) {
           await this.waitForSlot();
         } else {
           await this.collectBatch(batchSize, this.options.batch?.maxWaitMs ?? 0);
@@ -277,21 +279,36 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
 
   /**
    * Runs a batch worker's handler on the tasks of `held`: one entry per task, one call for all.
-   * A task whose lease was lost while the batch filled (its renewal was refused) is left out.
+   * A task whose lease was lost while the batch filled (its renewal was refused) is left out; one
+   * cancelled meanwhile (its signal aborted) is not run either: it is settled with the cancel,
+   * as a named handler's task cancelled while it waits for a slot.
    */
   private startBatch(held: Running[]): void {
-    const entries = held.filter((entry) => {
-      if (!entry.ended) return true;
-      this.running.delete(entry.task.leaseToken);
-      return false;
-    });
+    const entries: Running[] = [];
+    for (const entry of held) {
+      if (entry.ended) {
+        this.running.delete(entry.task.leaseToken);
+      } else if (entry.task.aborted) {
+        entry.ended = true;
+        entry.done = this.finish(
+          entry.task,
+          0,
+          { error: entry.task.signal.reason },
+          undefined,
+        ).finally(() => this.running.delete(entry.task.leaseToken));
+      } else {
+        entries.push(entry);
+      }
+    }
     if (entries.length === 0) {
       this.slotFreed?.();
       return;
     }
     const started = performance.now();
     for (const entry of entries) entry.started = started;
+    this.batches++;
     const done = this.executeBatch(entries).finally(() => {
+      this.batches--;
       for (const e of entries) this.running.delete(e.task.leaseToken);
       this.slotFreed?.();
     });
