@@ -434,12 +434,14 @@ export class QueueService implements BeforeApplicationShutdown {
 
   /**
    * The workers of this instance that run for `queue` (`@QueueWorker` ones and `process()` ones),
-   * e.g. to change their concurrency at runtime.
+   * e.g. to change their concurrency at runtime; named handlers each by their own handle (the
+   * one `process` returned: its concurrency is its name's).
    * @example for (const w of queues.localWorkers('orders')) w.setConcurrency(20);
    */
   localWorkers(queue: QueueName): QueueWorkerHandle[] {
     const name = this.keys(queue).name;
-    return [...this.runners].filter((w) => w.queue === name);
+    const unnamed = [...this.runners].filter((w) => w.queue === name && !w.namedHandles);
+    return [...unnamed, ...this.namedLoops.handles(name)];
   }
 
   /** @internal how many workers of this instance run for `queue` (health checks) */
@@ -779,6 +781,8 @@ export class QueueService implements BeforeApplicationShutdown {
   /** Nest lifecycle hook: stops every worker (no new claims, drain, give back unfinished tasks). */
   async beforeApplicationShutdown(): Promise<void> {
     this.shuttingDown = true;
+    // Named handlers added in this very tick: their loop would start after this snapshot.
+    this.namedLoops.stop();
     await Promise.all([...this.runners].map((w) => w.close()));
     await this.registry.close();
     await this.store.metrics.close();

@@ -4,6 +4,7 @@ import { filter, firstValueFrom, take, toArray } from 'rxjs';
 import {
   QueueError,
   QueueService,
+  createRedisLock,
   QueueWorker,
   RedisLockEvents,
   RedisLockOptionsError,
@@ -12,7 +13,15 @@ import {
   type TaskEventBase,
 } from '../../lib';
 import { Redis } from 'ioredis';
-import { commandCalls, createLockApp, sleep, uniquePrefix, waitFor } from '../support/helpers';
+import {
+  commandCalls,
+  createLockApp,
+  deferred,
+  sleep,
+  testRedisUrl,
+  uniquePrefix,
+  waitFor,
+} from '../support/helpers';
 import { expectTasksPassedOn } from '../support/named-pass-on';
 import { startRedisServer, type RedisServer } from '../support/redis-server';
 
@@ -141,6 +150,87 @@ describe('Named handlers: enqueue({ name }) routed to process(queue, handler, { 
     await waitFor('11 tasks', () => a.done.length + b.done.length === 11, 10_000);
     expect([a.peak, b.peak]).toEqual([4, 1]);
     await Promise.all([wa.close(), wb.close()]);
+  });
+
+  it("close() of one name's handle drains it as a worker's close does; nothing of that name runs there after", async () => {
+    const q = fresh();
+    const started: string[] = [];
+    const aborted: string[] = [];
+    const wa = queues.process(
+      q,
+      async (task: RunningTask, signal: AbortSignal) => {
+        started.push(task.id);
+        await new Promise<void>((resolve) => {
+          signal.addEventListener('abort', () => {
+            aborted.push(task.id);
+            resolve();
+          });
+          setTimeout(resolve, 400);
+        });
+      },
+      { name: 'a', concurrency: 1, drainTimeoutMs: 100 },
+    );
+    const wb = queues.process(q, async () => undefined, { name: 'b' });
+    try {
+      await queues.enqueue(q, ['a1', 'a2'], { name: 'a' });
+      // a1 runs; a2 is claimed and waits for the name's one slot.
+      await waitFor('a1 running, a2 waiting', async () => {
+        return started.length === 1 && (await queues.stats(q)).leased === 2;
+      });
+      await wa.close();
+      // a1 ran past drainTimeoutMs: its signal aborted and it was given back, as was a2, unrun.
+      expect(aborted).toEqual(['a1']);
+      for (const id of ['a1', 'a2']) {
+        expect((await queues.get(q, id))?.attempts).toBe(0);
+      }
+      await sleep(600);
+      expect(started).toEqual(['a1']);
+    } finally {
+      await wb.close();
+    }
+  });
+
+  it("localWorkers gives each name's handle; workers() counts only the tasks whose handler runs; no listener warning for many waiting", async () => {
+    const q = fresh();
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(w.name);
+    process.on('warning', onWarning);
+    const gate = deferred<void>();
+    const wa = queues.process(q, () => gate.promise, { name: 'a', concurrency: 1 });
+    const wb = queues.process(q, () => gate.promise, { name: 'b', concurrency: 2 });
+    try {
+      expect(queues.localWorkers(q)).toEqual([wa, wb]);
+      expect(queues.localWorkers(q).map((w) => w.concurrency)).toEqual([1, 2]);
+      // 1 runs, 2 wait for the slot of 'a': with 12 more waiting, 13 would be past Node's 10.
+      queues.localWorkers(q)[1].setConcurrency(15);
+      expect(wb.concurrency).toBe(15);
+      await queues.enqueue(
+        q,
+        Array.from({ length: 14 }, (_, i) => `a${i}`),
+        { name: 'a' },
+      );
+      await waitFor('14 leased', async () => (await queues.stats(q)).leased === 14);
+      await waitFor(
+        'the registry counting the running task only',
+        async () => (await queues.workers(q))[0]?.running === 1,
+        15_000,
+        200,
+      );
+      expect(warnings).not.toContain('MaxListenersExceededWarning');
+    } finally {
+      process.off('warning', onWarning);
+      gate.resolve();
+      await Promise.all([wa.close(), wb.close()]);
+    }
+  }, 30_000);
+
+  it('a named handler added in the same tick as close() never starts its loop (it would claim on a closed connection for ever)', async () => {
+    const standalone = await createRedisLock({ redis: testRedisUrl(), keyPrefix: prefix });
+    standalone.queues.process('late', async () => undefined, { name: 'a' });
+    await standalone.close();
+    await sleep(50);
+    expect(standalone.queues.localWorkers('late')).toEqual([]);
+    expect(standalone.queues.workerQueues()).toEqual([]);
   });
 
   it('ends a task whose name has no handler (or that has no name) dead at once with UnknownTaskNameError naming the name', async () => {

@@ -20,8 +20,24 @@ export interface NamedHandler {
   readonly timeoutMs?: number;
   /** Tasks of this name running now. */
   running: number;
-  /** Tasks of this name claimed while `running` was at `concurrency`, first come first served. */
-  readonly waiting: (() => void)[];
+  /**
+   * Tasks of this name claimed while `running` was at `concurrency`, first come first served:
+   * each is called with `true` when it takes a slot, `false` when it must not run (the loop stops,
+   * or this name's handler was closed).
+   */
+  readonly waiting: ((run: boolean) => void)[];
+}
+
+/**
+ * The claim loop of a queue's named handlers, as they need it: closed with its last handler, and
+ * asked to drain the tasks of one name when that name's handler closes before.
+ */
+export interface NamedLoopRunner extends QueueWorkerHandle {
+  /**
+   * The name's handler was closed: waits up to `drainTimeoutMs` for its running tasks, then gives
+   * the rest back (their signals abort), as the loop's own shutdown does.
+   */
+  drainName(entry: NamedHandler): Promise<void>;
 }
 
 /**
@@ -32,6 +48,8 @@ export interface NamedHandler {
  */
 export class NamedHandlers {
   private readonly byName = new Map<string, NamedHandler>();
+  /** The handles `process(queue, handler, { name })` returned, by name (`localWorkers`). */
+  private readonly handles = new Map<NamedHandler, QueueWorkerHandle>();
   /** Called when the loop's slots change (a handler added, removed, or its concurrency changed). */
   onSlotsChanged?: () => void;
   /**
@@ -81,10 +99,28 @@ export class NamedHandlers {
     return entry;
   }
 
+  /** Removes the handler of `entry`'s name: its tasks waiting for a slot are told not to run. */
   remove(entry: NamedHandler): void {
     if (this.byName.get(entry.name) !== entry) return;
     this.byName.delete(entry.name);
+    this.handles.delete(entry);
+    this.stopWaiting(entry);
     this.onSlotsChanged?.();
+  }
+
+  /** The handles of the named handlers here, one per name. */
+  get namedHandles(): QueueWorkerHandle[] {
+    return [...this.handles.values()];
+  }
+
+  /**
+   * Tells the tasks waiting for a slot of `entry` (of every name, without one) that they must not
+   * run: the loop stops, or the name's handler was closed.
+   */
+  stopWaiting(entry?: NamedHandler): void {
+    for (const e of entry ? [entry] : this.byName.values()) {
+      for (const wake of e.waiting.splice(0)) wake(false);
+    }
   }
 
   setConcurrency(entry: NamedHandler, n: number): void {
@@ -105,26 +141,20 @@ export class NamedHandlers {
 
   /**
    * Takes a run slot of `entry`: at once when fewer than its `concurrency` run, else (a promise)
-   * once one ends or `stop` aborts (then it resolves `false` and takes nothing).
+   * once one ends; `false` (nothing taken) when the loop stopped (`stopped`, or `stopWaiting`
+   * later) or the name's handler was closed meanwhile. One list per name, no listener per task.
    */
-  take(entry: NamedHandler, stop: AbortSignal): true | Promise<boolean> {
+  take(entry: NamedHandler, stopped: boolean): true | Promise<boolean> {
+    if (stopped || this.byName.get(entry.name) !== entry) return Promise.resolve(false);
     if (entry.running < entry.concurrency) {
       entry.running++;
       return true;
     }
     return new Promise<boolean>((resolve) => {
-      const onStop = () => {
-        const at = entry.waiting.indexOf(wake);
-        if (at >= 0) entry.waiting.splice(at, 1);
-        resolve(false);
-      };
-      const wake = () => {
-        stop.removeEventListener('abort', onStop);
-        entry.running++;
-        resolve(true);
-      };
-      entry.waiting.push(wake);
-      stop.addEventListener('abort', onStop, { once: true });
+      entry.waiting.push((run) => {
+        if (run) entry.running++;
+        resolve(run);
+      });
     });
   }
 
@@ -136,17 +166,23 @@ export class NamedHandlers {
 
   private wakeWaiting(entry: NamedHandler): void {
     while (entry.waiting.length > 0 && entry.running < entry.concurrency) {
-      entry.waiting.shift()!();
+      entry.waiting.shift()!(true);
     }
   }
 
   /**
-   * The handle `process(queue, handler, { name })` returns: its `concurrency` is this name's,
-   * `close()` removes the name (the loop stops with the last one: `closeLoop`).
+   * The handle `process(queue, handler, { name })` returns: its `concurrency` is this name's;
+   * `close()` removes the name (its waiting tasks are given back) and, like a worker's close,
+   * drains its running tasks (`loop().drainName`); the loop stops with the last one
+   * (`closeLoop`).
    */
-  handle(entry: NamedHandler, closeLoop: () => Promise<void>): QueueWorkerHandle {
+  handle(
+    entry: NamedHandler,
+    loop: () => NamedLoopRunner | undefined,
+    closeLoop: () => Promise<void>,
+  ): QueueWorkerHandle {
     let closed: Promise<void> | undefined;
-    return {
+    const handle: QueueWorkerHandle = {
       queue: this.queue,
       get concurrency() {
         return entry.concurrency;
@@ -156,10 +192,13 @@ export class NamedHandlers {
         closed ??= (async () => {
           this.remove(entry);
           if (this.size === 0) await closeLoop();
+          else await loop()?.drainName(entry);
         })();
         return closed;
       },
     };
+    this.handles.set(entry, handle);
+    return handle;
   }
 }
 
@@ -171,7 +210,7 @@ interface NamedLoop {
   readonly handlers: NamedHandlers;
   /** The loop options given by its handlers so far (each key by one, or the same by several). */
   readonly given: Record<string, unknown>;
-  runner?: QueueWorkerHandle;
+  runner?: NamedLoopRunner;
   closed: boolean;
 }
 
@@ -190,8 +229,22 @@ export class NamedWorkerLoops {
       handlers: NamedHandlers,
       given: QueueWorkerOptions,
       onClosed: () => void,
-    ) => QueueWorkerHandle,
+    ) => NamedLoopRunner,
   ) {}
+
+  /** The handles of `queue`'s named handlers (its loop started or about to). */
+  handles(queue: string): QueueWorkerHandle[] {
+    return this.loops.get(queue)?.handlers.namedHandles ?? [];
+  }
+
+  /**
+   * The service shuts down: a loop whose handlers were added but whose start is still due (the
+   * same tick) never starts. Started loops are closed with the service's other workers.
+   */
+  stop(): void {
+    for (const loop of this.loops.values()) if (!loop.runner) loop.closed = true;
+    this.loops.clear();
+  }
 
   /**
    * Adds the handler of `name` to `queue`'s loop (`options`: as given to `process`; `concurrency`
@@ -223,10 +276,14 @@ export class NamedWorkerLoops {
     mergeLoopOptions(queue, loop, options);
     const entry = loop.handlers.add(name, handler, concurrency, timeoutMs);
     const current = loop;
-    return loop.handlers.handle(entry, async () => {
-      current.closed = true;
-      await current.runner?.close();
-    });
+    return loop.handlers.handle(
+      entry,
+      () => current.runner,
+      async () => {
+        current.closed = true;
+        await current.runner?.close();
+      },
+    );
   }
 }
 

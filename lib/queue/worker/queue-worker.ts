@@ -51,6 +51,10 @@ interface Running {
   released: boolean;
   /** Given back by its handler with `task.delay()`: `update`/`progress` apply while it waits. */
   delayed?: boolean;
+  /** Claimed, its handler not started yet (a batch filling, a slot of its name awaited). */
+  pending: boolean;
+  /** The named handler it was routed to (named handlers). */
+  named?: NamedHandler;
   done?: Promise<void>;
 }
 
@@ -165,9 +169,19 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
     return this.options.concurrency;
   }
 
-  /** @internal tasks (batches: their tasks) its handlers run now (the workers registry) */
+  /**
+   * @internal tasks (batches: their tasks) its handlers run now (the workers registry): not those
+   * claimed and still waiting for their batch to fill or for a slot of their name
+   */
   get runningCount(): number {
-    return this.running.size;
+    let n = 0;
+    for (const entry of this.running.values()) if (!entry.pending) n++;
+    return n;
+  }
+
+  /** @internal the handles of its named handlers (one per name), or none: not a named loop */
+  get namedHandles(): QueueWorkerHandle[] | undefined {
+    return this.named?.namedHandles;
   }
 
   /** @internal the task names it handles (named handlers); empty: every task */
@@ -305,7 +319,10 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
       return;
     }
     const started = performance.now();
-    for (const entry of entries) entry.started = started;
+    for (const entry of entries) {
+      entry.started = started;
+      entry.pending = false;
+    }
     this.batches++;
     const done = this.executeBatch(entries).finally(() => {
       this.batches--;
@@ -465,6 +482,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
       renewing: false,
       ended: false,
       released: false,
+      pending: true,
     };
     this.running.set(entry.task.leaseToken, entry);
     return entry;
@@ -490,8 +508,9 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
           if (await this.passedOn(entry)) return;
           throw this.named.unknownName(task);
         }
+        entry.named = named;
         // No await when the name has a free slot (the common case): a promise per task costs.
-        const took = this.named.take(named, this.stop.signal);
+        const took = this.named.take(named, this.stop.signal.aborted);
         if (took !== true && !(await this.namedSlot(entry, named, took))) {
           named = undefined;
           return;
@@ -499,6 +518,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
         ({ handler, givesSignal } = named);
         timeoutMs = task.options?.timeoutMs ?? named.timeoutMs ?? this.options.timeoutMs;
       }
+      entry.pending = false;
       const run = this.tracing.process(this.queue, task, () =>
         handler(task, (givesSignal ? task.signal : undefined) as AbortSignal),
       );
@@ -841,9 +861,32 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
 
   private async shutdown(): Promise<void> {
     this.stop.abort();
+    this.named?.stopWaiting();
     this.slotFreed?.();
     await this.loop;
-    const inFlight = [...this.running.values()];
+    await this.drain(() => [...this.running.values()], 'the worker shut down');
+    clearInterval(this.renewTimer);
+    (await this.unlistenCancels)?.();
+    this.blocker?.disconnect();
+    this.blocker = undefined;
+    this.onClosed();
+  }
+
+  /**
+   * The handler of name `named` was closed while the loop goes on: its running tasks drain as at
+   * shutdown (its tasks waiting for a slot were given back already: `NamedHandlers.remove`).
+   */
+  async drainName(named: NamedHandler): Promise<void> {
+    const own = () => [...this.running.values()].filter((e) => e.named === named);
+    await this.drain(own, `the handler of name '${named.name}' was closed`);
+  }
+
+  /**
+   * Waits up to `drainTimeoutMs` for the running tasks `entries()` lists, then gives back those
+   * still running, unattempted, their signals aborted with `why`.
+   */
+  private async drain(entries: () => Running[], why: string): Promise<void> {
+    const inFlight = entries();
     if (inFlight.length > 0) {
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([
@@ -852,21 +895,14 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
       ]);
       clearTimeout(timer);
     }
-    const left = [...this.running.values()];
+    const left = entries().filter((entry) => !entry.released);
     for (const entry of left) {
       entry.released = true;
       entry.task.abort(
-        new QueueError(
-          `queue '${this.queue}': the worker shut down; task '${entry.task.id}' was given back`,
-        ),
+        new QueueError(`queue '${this.queue}': ${why}; task '${entry.task.id}' was given back`),
       );
     }
     await this.giveBack(left.map((entry) => entry.task));
-    clearInterval(this.renewTimer);
-    (await this.unlistenCancels)?.();
-    this.blocker?.disconnect();
-    this.blocker = undefined;
-    this.onClosed();
   }
 
   /** Returns tasks to the queue without counting the attempt, in one call. Never rejects. */
