@@ -416,15 +416,18 @@ describe('WaitingRoomService', () => {
     const batches: { size: number; t: number }[] = [];
     try {
       listener.on('message', (_channel: string, raw: string) => {
-        const m = JSON.parse(raw) as { a: string[] | object; t: number; i: string };
-        if (Array.isArray(m.a) && m.i !== '') batches.push({ size: m.a.length, t: m.t });
+        const m = JSON.parse(raw) as { a: string[] | object; t: number };
+        // Every admission, whoever's call made it (a timer's, a join's, a lease renewal's).
+        if (Array.isArray(m.a) && m.a.length > 0) batches.push({ size: m.a.length, t: m.t });
       });
       await listener.subscribe(channel);
       // 3,000 are due 30 ms after the rate is set: three calls of 1,000 each.
       await rooms[0].open(room, { admitPerSecond: 100_000, passTtlMs: 60_000 });
       await Promise.all(waits);
+      // At least one call found more than 1,000 due (the first timer call comes 400 ms after
+      // the last one, by when all 3,000 are).
       const full = batches.filter((b, i) => b.size === 1_000 && i + 1 < batches.length);
-      expect(full.length).toBeGreaterThanOrEqual(2);
+      expect(full.length).toBeGreaterThanOrEqual(1);
       // On the Redis clock, the call after a full batch came at once (the gap is 400 ms).
       for (const b of full) {
         const next = batches[batches.indexOf(b) + 1];
