@@ -488,7 +488,8 @@ export class QueueService implements BeforeApplicationShutdown {
   /**
    * Rate-limits `queue` for `ms` on every instance: no worker takes a task of it until then
    * (running tasks go on; nothing is spent). The same as a handler throwing
-   * `QueueRateLimitError(ms)`, but from anywhere. `0` lifts it. BullMQ's `queue.rateLimit(ms)`.
+   * `QueueRateLimitError(ms)`, but from anywhere; a longer limit already in force is kept. `0`
+   * lifts it. BullMQ's `queue.rateLimit(ms)`.
    * @throws QueueError unless `ms` is an integer from 0 to 86,400,000 (a day)
    * @example await queues.rateLimit('payments', 30_000); // the provider asked for 30 s of quiet
    */

@@ -62,6 +62,9 @@ describe('QueueService: rate limits at runtime (BullMQ rateLimit / RateLimitErro
     const ttl = await queues.rateLimitTtl(q);
     expect(ttl).toBeGreaterThan(55_000);
     expect(ttl).toBeLessThanOrEqual(60_000);
+    // A shorter limit set from elsewhere (a webhook, an operator) keeps the provider's longer one.
+    await queues.rateLimit(q, 100);
+    expect(await queues.rateLimitTtl(q)).toBeGreaterThan(55_000);
     await queues.enqueue(q, 'b');
     await markerTaken(q);
     // A claim of ours is refused like the workers' are.

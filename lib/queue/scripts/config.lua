@@ -9,7 +9,8 @@
 -- KEYS[3] events  stream: the queue's events (includes/events.lua)
 -- ARGV[1] field   'paused', 'concurrency', 'maxSize', 'limitedUntil' or 'limiter'
 -- ARGV[2] value   the new value; '' deletes the field (resume, no global limit); for
---                 'limitedUntil', ms from now (Redis TIME)
+--                 'limitedUntil', ms from now (Redis TIME): a later time already set is kept, as
+--                 claim.lua keeps it for a handler's QueueRateLimitError
 -- ARGV[3] eventsMaxLen
 --
 -- Returns 1.
@@ -17,7 +18,10 @@
 local value = ARGV[2]
 if ARGV[1] == 'limitedUntil' and value ~= '' then
   local t = redis.call('TIME')
-  value = tostring(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(value))
+  local untilMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(value)
+  local current = tonumber(redis.call('HGET', KEYS[1], 'limitedUntil'))
+  if current and current > untilMs then untilMs = current end
+  value = string.format('%d', untilMs)
 end
 local changed
 if value == '' then
