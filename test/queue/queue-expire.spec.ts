@@ -70,6 +70,40 @@ describe('QueueService: expiring tasks (expiresInMs / expiresAt)', () => {
     await worker.close();
   }, 60_000);
 
+  it('a call kept by keepLastIfActive expires on time once added, while the queue is paused', async () => {
+    const q = fresh();
+    const ran: string[] = [];
+    const holderMayEnd = deferred<void>();
+    const worker = queues.process(
+      q,
+      async (task) => {
+        ran.push(task.id);
+        if (task.id === 'holder') await holderMayEnd.promise;
+      },
+      { concurrency: 1 },
+    );
+    try {
+      const deduplication = { id: 'u', keepLastIfActive: true };
+      await queues.enqueue(q, 'holder', { deduplication });
+      await waitFor('the holder running', () => ran.includes('holder'));
+      // Kept (not added) while the holder runs; added when it ends, with its own deadline.
+      expect(await queues.enqueue(q, 'kept', { deduplication, expiresInMs: 300 })).toBe(0);
+      await queues.pause(q);
+      holderMayEnd.resolve();
+      await waitFor('the holder completed', async () => (await queues.stats(q)).completed === 1);
+      await waitFor(
+        'the kept call expired, the queue still paused',
+        async () => (await queues.get(q, 'kept'))?.state === 'expired',
+        5_000,
+      );
+      expect((await queues.stats(q)).paused).toBe(true);
+      expect(ran).toEqual(['holder']);
+    } finally {
+      holderMayEnd.resolve();
+      await worker.close();
+    }
+  });
+
   it('ends a task not started by its deadline: state expired in get and list, waitFor resolves expired', async () => {
     const q = fresh();
     await queues.enqueue(q, 'late', { payload: { otp: 1 }, expiresAt: Date.now() - 1 });

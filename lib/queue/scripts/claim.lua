@@ -242,7 +242,12 @@ local function addKeptCall(id)
   local c = cjson.decode(v)
   if redis.call('HSETNX', KEYS[8], c.i, now) == 0 then return end
   if c.p then redis.call('HSET', KEYS[3], c.i, c.p) end
-  if c.o then redis.call('HSET', KEYS[23], c.i, c.o) end
+  if c.o then
+    redis.call('HSET', KEYS[23], c.i, c.o)
+    -- Its deadline, if any, indexed as enqueue.lua does: a paused or idle queue expires it on time.
+    local x = expiryOf(c.o)
+    if x then redis.call('ZADD', KEYS[34], x, c.i) end
+  end
   redis.call('ZADD', KEYS[1], now + c.d, c.i)
   redis.call('HSET', KEYS[29], c.dd, c.i .. '|0')
   if c.d > 0 then
