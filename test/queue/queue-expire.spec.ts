@@ -3,7 +3,14 @@ import type { INestApplicationContext } from '@nestjs/common';
 import type { Redis } from 'ioredis';
 import type { Subscription } from 'rxjs';
 import { QueueError, QueueFullError, QueueService, type QueueEvent } from '../../lib';
-import { createLockApp, deferred, redisClient, uniquePrefix, waitFor } from '../support/helpers';
+import {
+  createLockApp,
+  deferred,
+  redisClient,
+  sleep,
+  uniquePrefix,
+  waitFor,
+} from '../support/helpers';
 
 describe('QueueService: expiring tasks (expiresInMs / expiresAt)', () => {
   const prefix = uniquePrefix('queue-expire');
@@ -101,6 +108,47 @@ describe('QueueService: expiring tasks (expiresInMs / expiresAt)', () => {
     } finally {
       holderMayEnd.resolve();
       await worker.close();
+    }
+  });
+
+  it('a task whose deadline passes while it waits in the worker (a slot of its name, a batch filling) does not run: it ends expired', async () => {
+    const q = fresh();
+    const ran: string[] = [];
+    const slotFree = deferred<void>();
+    const named = queues.process(
+      q,
+      async (task) => {
+        ran.push(task.id);
+        if (task.id === 'first') await slotFree.promise;
+      },
+      { name: 'mail', concurrency: 1 },
+    );
+    // Another name gives the loop free slots (their sum): it claims 'otp' while 'first' runs.
+    const other = queues.process(q, async () => undefined, { name: 'other', concurrency: 2 });
+    const b = `${q}-batch`;
+    const batch = queues.process(b, (tasks) => void ran.push(...tasks.map((t) => t.id)), {
+      batch: { size: 10, maxWaitMs: 1_000 },
+    });
+    try {
+      await queues.enqueue(q, 'first', { name: 'mail' });
+      await waitFor('first running', () => ran.includes('first'));
+      await queues.enqueue(q, 'otp', { name: 'mail', expiresInMs: 200 });
+      await queues.enqueue(b, 'otp-b', { expiresInMs: 200 });
+      // Both are claimed at once (leased), and wait here past their deadline.
+      await waitFor('both claimed', async () => {
+        const [s, sb] = await Promise.all([queues.stats(q), queues.stats(b)]);
+        return s.leased === 2 && sb.leased === 1;
+      });
+      await sleep(300);
+      slotFree.resolve();
+      await waitFor('both expired', async () => {
+        const [t, tb] = await Promise.all([queues.get(q, 'otp'), queues.get(b, 'otp-b')]);
+        return t?.state === 'expired' && tb?.state === 'expired';
+      });
+      expect(ran).toEqual(['first']);
+    } finally {
+      slotFree.resolve();
+      await Promise.all([named.close(), other.close(), batch.close()]);
     }
   });
 

@@ -53,6 +53,8 @@ interface Running {
   delayed?: boolean;
   /** Claimed, its handler not started yet (a batch filling, a slot of its name awaited). */
   pending: boolean;
+  /** When it was claimed, epoch ms by this process's clock (`pastDeadline`). */
+  readonly claimedAt: number;
   /** The named handler it was routed to (named handlers). */
   named?: NamedHandler;
   done?: Promise<void>;
@@ -299,9 +301,12 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
    */
   private startBatch(held: Running[]): void {
     const entries: Running[] = [];
+    const late: Running[] = [];
     for (const entry of held) {
       if (entry.ended) {
         this.running.delete(entry.task.leaseToken);
+      } else if (pastDeadline(entry)) {
+        late.push(entry);
       } else if (entry.task.aborted) {
         entry.ended = true;
         entry.done = this.finish(
@@ -313,6 +318,12 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
       } else {
         entries.push(entry);
       }
+    }
+    if (late.length > 0) {
+      const done = this.giveBackLate(late).finally(() => {
+        for (const e of late) this.running.delete(e.task.leaseToken);
+      });
+      for (const e of late) e.done = done;
     }
     if (entries.length === 0) {
       this.slotFreed?.();
@@ -483,6 +494,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
       ended: false,
       released: false,
       pending: true,
+      claimedAt: Date.now(),
     };
     this.running.set(entry.task.leaseToken, entry);
     return entry;
@@ -511,9 +523,15 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
         entry.named = named;
         // No await when the name has a free slot (the common case): a promise per task costs.
         const took = this.named.take(named, this.stop.signal.aborted);
-        if (took !== true && !(await this.namedSlot(entry, named, took))) {
-          named = undefined;
-          return;
+        if (took !== true) {
+          if (!(await this.namedSlot(entry, named, took))) {
+            named = undefined;
+            return;
+          }
+          if (pastDeadline(entry)) {
+            await this.giveBackLate([entry]);
+            return;
+          }
         }
         ({ handler, givesSignal } = named);
         timeoutMs = task.options?.timeoutMs ?? named.timeoutMs ?? this.options.timeoutMs;
@@ -905,6 +923,19 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
     await this.giveBack(left.map((entry) => entry.task));
   }
 
+  /**
+   * Tasks whose deadline (`expiresAt`) passed while they waited here for their handler (a slot of
+   * their name, a batch filling): they must not run. Given back unattempted, they are ended
+   * `expired` by the claim that finds them (claim.lua checks every deadline it leases).
+   */
+  private giveBackLate(entries: Running[]): Promise<void> {
+    for (const entry of entries) {
+      entry.released = true;
+      entry.ended = true;
+    }
+    return this.giveBack(entries.map((entry) => entry.task));
+  }
+
   /** Returns tasks to the queue without counting the attempt, in one call. Never rejects. */
   private async giveBack(tasks: readonly LeasedTask[], delayMs = 0): Promise<void> {
     if (tasks.length === 0) return;
@@ -923,6 +954,16 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
       this.events.emit('worker.error', { queue: this.queue, operation, error: err });
     }
   }
+}
+
+/**
+ * Whether the task's own deadline (`expiresAt`, epoch ms) passed since it was claimed, by this
+ * process's clock. One already past at the claim by this clock was not by Redis's (the claim
+ * would have expired it): this clock is ahead, and Redis's decision stands.
+ */
+function pastDeadline(entry: Running): boolean {
+  const deadline = entry.task.options?.expiresAt;
+  return deadline !== undefined && deadline > entry.claimedAt && Date.now() >= deadline;
 }
 
 function errorMessage(err: unknown): string {
