@@ -8,7 +8,7 @@ import type {
   LockLostEvent,
   RedisLockEvents,
 } from 'nestjs-redis-lock';
-import { LockKeyError, LockKeyValueInvalidError } from 'nestjs-redis-lock';
+import { LockKeyError, LockKeyValueError, LockKeyValueInvalidError } from 'nestjs-redis-lock';
 import { BullBoardActionError } from 'nestjs-redis-lock/bull-board';
 
 /** A listener that handles every reason: the union is exhaustive. */
@@ -68,3 +68,10 @@ export const misnamed: InvalidKeyValueResponseBody = {
   // @ts-expect-error the body of an invalid value names it `invalid`, not `missing`
   missing: 'x',
 };
+
+/** Either key value error (missing or invalid) through their base: where the request carries it. */
+export function keyValueAt(err: unknown): string | undefined {
+  if (!(err instanceof LockKeyValueError)) return undefined;
+  const method: string | undefined = err.method;
+  return `${method ?? ''} ${err.template} ${err.placeholder}`;
+}
