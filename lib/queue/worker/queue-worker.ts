@@ -913,14 +913,17 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
       ]);
       clearTimeout(timer);
     }
-    const left = entries().filter((entry) => !entry.released);
+    // Every handler still running is told; a task given back already (task.delay()) is not
+    // given back twice.
+    const left = entries();
+    const back = left.filter((entry) => !entry.released);
     for (const entry of left) {
       entry.released = true;
       entry.task.abort(
         new QueueError(`queue '${this.queue}': ${why}; task '${entry.task.id}' was given back`),
       );
     }
-    await this.giveBack(left.map((entry) => entry.task));
+    await this.giveBack(back.map((entry) => entry.task));
   }
 
   /**
