@@ -7,6 +7,7 @@ import {
   FencedStore,
   Lock,
   LockKeyError,
+  LockKeyValueInvalidError,
   LockKeyValueMissingError,
   LockService,
   PayloadTooLargeError,
@@ -51,6 +52,7 @@ const HANG_MS = 5_000;
 type ErrorClass =
   | typeof LockKeyError
   | typeof LockKeyValueMissingError
+  | typeof LockKeyValueInvalidError
   | typeof RedisLockOptionsError
   | typeof QueueError
   | typeof PayloadTooLargeError;
@@ -430,11 +432,22 @@ describe(`Fault: bad input fuzz (fast-check, ${RUNS} runs per call family, profi
   });
 
   it('@WithLock: invalid templates and options throw when decorating; invalid arguments reject at call time', () => {
-    // A value missing from the arguments is the caller's (HTTP 400), any other bad one a LockKeyError.
-    const keyErrorOf = (value: unknown) =>
-      value === undefined || value === null || value === ''
-        ? LockKeyValueMissingError
-        : LockKeyError;
+    // A value missing from the arguments is the caller's (HTTP 400), and so is one that makes the
+    // key (`literal` + the value) too long or is not well-formed; any other bad one a LockKeyError.
+    const keyErrorOf = (value: unknown, literal: string) => {
+      if (value === undefined || value === null || value === '') return LockKeyValueMissingError;
+      const text =
+        typeof value === 'string' ||
+        typeof value === 'bigint' ||
+        typeof value === 'boolean' ||
+        (typeof value === 'number' && Number.isFinite(value))
+          ? String(value)
+          : undefined;
+      if (text !== undefined && (Buffer.byteLength(literal + text) > 512 || /\p{Cs}/u.test(text))) {
+        return LockKeyValueInvalidError;
+      }
+      return LockKeyError;
+    };
     const decorate = (key: unknown, options?: unknown) => {
       const descriptor = { value: (_a: unknown) => 'ran', configurable: true, writable: true };
       WithLock(key as string, options as never)({}, 'method', descriptor);
@@ -454,12 +467,15 @@ describe(`Fault: bad input fuzz (fast-check, ${RUNS} runs per call family, profi
       badKeyArgument.map((arg) => ({
         what: `@WithLock('item:<0>') one(${describeValue(arg)})`,
         call: () => decorated.one(arg),
-        expected: keyErrorOf(arg),
+        expected: keyErrorOf(arg, 'item:'),
       })),
       fc.tuple(fc.boolean(), badKeyArgument).map(([nested, arg]) => ({
         what: `@WithLock(['order:<0.id>', 'customer:<1>']) two(${nested ? `{ id: ${describeValue(arg)} }` : describeValue(arg)}, 'c')`,
         call: () => decorated.two(nested ? { id: arg } : arg, 'c'),
-        expected: keyErrorOf(nested || arg === null || arg === undefined ? arg : (arg as any).id),
+        expected: keyErrorOf(
+          nested || arg === null || arg === undefined ? arg : (arg as any).id,
+          'order:',
+        ),
       })),
       badKeyArgument.map((arg) => ({
         what: `@WithLock((k) => k) byFunction(${describeValue(arg)})`,
