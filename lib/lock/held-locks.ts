@@ -25,8 +25,11 @@ export function ttlRanOut(lock: Lock): LockLostError {
  */
 export class HeldLocks implements Iterable<Lock> {
   private readonly locks = new Set<Lock>();
-  /** Per lock name, the lock this instance acquired last (what key-based calls act on). */
-  private readonly byName = new Map<string, Lock>();
+  /**
+   * Per lock (its value key in Redis: name and prefix), the lock this instance acquired last
+   * there (what key-based calls act on).
+   */
+  private readonly byKey = new Map<string, Lock>();
   private sweepTimer?: NodeJS.Timeout;
   /** Per lock value key, a moving average of how long this process held it (ms). */
   private readonly holdTimes = new Map<string, number>();
@@ -35,10 +38,13 @@ export class HeldLocks implements Iterable<Lock> {
     return this.locks.values();
   }
 
-  /** A Lock as given, or the lock this instance acquired last on a key, unless it ran out. */
-  find(lockOrKey: Lock | string): Lock | undefined {
+  /**
+   * A Lock as given, or the lock this instance acquired last on a key, unless it ran out.
+   * @param valueKey the Redis value key of a lock name (under the module's `keyPrefix`)
+   */
+  find(lockOrKey: Lock | string, valueKey: (name: string) => string): Lock | undefined {
     if (lockOrKey instanceof Lock) return lockOrKey;
-    const lock = this.byName.get(checkLockNames(lockOrKey)[0]);
+    const lock = this.byKey.get(valueKey(checkLockNames(lockOrKey)[0]));
     if (!lock || !lock.isLost) return lock;
     this.drop(lock);
     return undefined;
@@ -46,7 +52,7 @@ export class HeldLocks implements Iterable<Lock> {
 
   add(lock: Lock): void {
     this.locks.add(lock);
-    for (const name of lock.keys) this.byName.set(name, lock);
+    for (const k of lock.redisKeys) this.byKey.set(k.value, lock);
     if (!this.sweepTimer) {
       // Code that lets locks run out (a TTL used as a throttle) must not make `held` grow.
       this.sweepTimer = setInterval(() => {
@@ -62,7 +68,8 @@ export class HeldLocks implements Iterable<Lock> {
 
   forget(lock: Lock): void {
     this.locks.delete(lock);
-    for (const name of lock.keys) if (this.byName.get(name) === lock) this.byName.delete(name);
+    for (const k of lock.redisKeys)
+      if (this.byKey.get(k.value) === lock) this.byKey.delete(k.value);
   }
 
   /** Releases every held lock with `release`; resolves how many were still held. */

@@ -174,7 +174,10 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown {
     if (typeof fn !== 'function') throw new RedisLockOptionsError('fn', fn, 'a function');
     const { o, keys } = this.resolve(key, options);
     const current = this.context.getStore();
-    const joined = current && keys.every((k) => current.has(k.value)) && current.get(keys[0].value);
+    let joined = current && keys.every((k) => current.has(k.value)) && current.get(keys[0].value);
+    // Only a lock this call chain still holds is joined: work it started that outlives the
+    // release (or a lock found lost) waits for the lock like any caller.
+    if (joined && (joined.isEnded || joined.isLost)) joined = undefined;
     // A shared hold joins nothing exclusive: upgrading could deadlock (see LockUpgradeError).
     if (joined && o.mode !== 'shared' && this.shared.owns(joined)) {
       throw new LockUpgradeError(keys[0].name);
@@ -250,17 +253,20 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown {
   currentLock(key?: string): Lock | undefined {
     const store = this.context.getStore();
     if (!store) return undefined;
-    if (key === undefined) return [...store.values()].pop();
-    for (const lock of store.values()) if (lock.keys.includes(key)) return lock;
-    return undefined;
+    // A released lock is not current (work started under it that outlives the release); a lost
+    // one still is, so that its holder reads the aborted signal.
+    const live = [...store.values()].filter((lock) => !lock.isReleased);
+    if (key === undefined) return live.pop();
+    return live.find((lock) => lock.keys.includes(key));
   }
 
   /**
-   * Releases a lock (a `Lock`, or the lock this instance holds on `key`). Resolves `false` when it
-   * was not held (any more).
+   * Releases a lock (a `Lock`, or the lock this instance holds on `key` under the module's
+   * `keyPrefix`: one taken with a per-call `keyPrefix` is released by its handle). Resolves `false`
+   * when it was not held (any more).
    */
   async release(lockOrKey: Lock | string): Promise<boolean> {
-    const lock = this.held.find(lockOrKey);
+    const lock = this.held.find(lockOrKey, this.defaultValueKey);
     return lock ? this.handles.releaseLock(lock) : false;
   }
 
@@ -268,13 +274,13 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown {
   async extend(lockOrKey: Lock | string, ttlMs: number): Promise<boolean> {
     // Validated whether or not the lock is held, so that a bad TTL never passes silently.
     resolveLockOptions(this.defaults, { ttlMs });
-    const lock = this.held.find(lockOrKey);
+    const lock = this.held.find(lockOrKey, this.defaultValueKey);
     return lock ? this.handles.extendLock(lock, ttlMs) : false;
   }
 
   /** Whether this instance holds the lock (checked in Redis). */
   async isHeld(lockOrKey: Lock | string): Promise<boolean> {
-    const lock = this.held.find(lockOrKey);
+    const lock = this.held.find(lockOrKey, this.defaultValueKey);
     return lock ? this.handles.isHeldLock(lock) : false;
   }
 
@@ -347,6 +353,10 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown {
   private keysOf(prefix: string, name: string): LockRedisKeys {
     return lockRedisKeys(prefix, name, this.fences);
   }
+
+  /** The value key of lock `name` under the module's `keyPrefix`: what key-based calls act on. */
+  private readonly defaultValueKey = (name: string): string =>
+    this.keysOf(this.defaults.keyPrefix, name).value;
 
   /** Validates the keys and options of a call (typed errors) and applies the defaults. */
   private resolve(

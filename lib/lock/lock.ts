@@ -144,6 +144,11 @@ export class Lock {
     return this.lifetime.isLost;
   }
 
+  /** @internal whether it was released (ended without being found lost) */
+  get isReleased(): boolean {
+    return this.lifetime.isReleased;
+  }
+
   /** Releases the lock. Resolves `false` if it was no longer held by this token. */
   release(): Promise<boolean> {
     return this.owner.releaseLock(this);

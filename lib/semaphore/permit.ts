@@ -110,6 +110,11 @@ export class Permit {
     this.lifetime.setExpiresAt(expiresAt);
   }
 
+  /** @internal whether the permits were lost (signal aborted, or would be if read) */
+  get isLost(): boolean {
+    return this.lifetime.isLost;
+  }
+
   /** @internal not held any more; when lost (`reason`), aborts `signal` */
   end(reason?: LockLostError): void {
     this.lifetime.end(reason);

@@ -164,7 +164,10 @@ export class SemaphoreService implements PermitOwner, BeforeApplicationShutdown 
   /** @internal */
   async releasePermit(permit: Permit): Promise<boolean> {
     this.held.delete(permit);
-    permit.end();
+    // Released after their TTL ran out (a callback that outlived it): they were lost before.
+    permit.end(
+      permit.isLost ? lostPermit(permit, 'their TTL ran out before the release') : undefined,
+    );
     return this.store.release(permit.redisKeys, permit.token);
   }
 

@@ -41,10 +41,18 @@ export class GrantLifetime<E extends Error> {
     return this.expiry;
   }
 
+  /** Whether it was released (ended without being found lost). */
+  get isReleased(): boolean {
+    return this.ended && this.lostReason === undefined;
+  }
+
   get signal(): AbortSignal {
     if (!this.controller) {
       this.controller = new AbortController();
       if (this.lostReason) this.controller.abort(this.lostReason);
+      // Its expiry passed before anyone looked: lost now, not one timer turn later (a first
+      // `throwIfAborted()` would pass).
+      else if (!this.ended && this.isLost) this.expire();
       else this.armExpiry();
     }
     return this.controller.signal;
@@ -78,12 +86,15 @@ export class GrantLifetime<E extends Error> {
     clearTimeout(this.expiryTimer);
     if (this.ended) return;
     this.expiryTimer = setTimeout(
-      () => {
-        const reason = this.expired(this.expiry);
-        if (this.end(reason)) this.onExpired?.(reason);
-      },
+      () => this.expire(),
       Math.max(0, this.expiry - this.lateness - Date.now()),
     );
     this.expiryTimer.unref();
+  }
+
+  /** Its expiry passed: lost, with the reason `expired` gives (told once). */
+  private expire(): void {
+    const reason = this.expired(this.expiry);
+    if (this.end(reason)) this.onExpired?.(reason);
   }
 }

@@ -12,6 +12,7 @@ import {
 import { lockRedisKeys } from '../../lib/lock/lock-keys';
 import {
   createLockApp,
+  deferred,
   redisClient,
   sleep,
   uniquePrefix,
@@ -372,6 +373,50 @@ describe('LockService', () => {
       });
       expect(order).toEqual(['inner', 'outer']);
       expect(locks.currentLock()).toBeUndefined();
+    });
+
+    it('work that outlives its withLock does not join the released lock: it waits for the lock like any caller', async () => {
+      let later!: Promise<{ joined: boolean; held: boolean; rivalGot: boolean }>;
+      let outerLock!: Lock;
+      const outerDone = deferred<void>();
+      await locks.withLock('outlived', async (outer) => {
+        outerLock = outer;
+        // Started under the lock, runs after its release.
+        later = outerDone.promise.then(() => {
+          expect(locks.currentLock('outlived')).toBeUndefined();
+          return locks.withLock('outlived', async (inner) => ({
+            joined: inner === outerLock,
+            held: await inner.isHeld(),
+            rivalGot: (await rival.tryAcquire('outlived')) !== null,
+          }));
+        });
+      });
+      outerDone.resolve();
+      expect(await later).toEqual({ joined: false, held: true, rivalGot: false });
+    });
+
+    it("a lock's signal read first after its TTL ran out is aborted at once", async () => {
+      const lock = await locks.acquire('late-read', { ttlMs: 200 });
+      await sleep(300);
+      const signal = lock.signal;
+      expect(signal.aborted).toBe(true);
+      expect(() => signal.throwIfAborted()).toThrow(LockLostError);
+      expect(await lock.release()).toBe(false);
+    });
+
+    it("key-based release, extend and isHeld act on the module keyPrefix's lock, not one taken under another prefix", async () => {
+      const mine = await locks.acquire('report', { ttlMs: 10_000 });
+      const tenant = await locks.acquire('report', {
+        ttlMs: 10_000,
+        keyPrefix: `${prefix}tenant:`,
+      });
+      expect(await locks.extend('report', 20_000)).toBe(true);
+      expect(await redis.pttl(`${prefix}lock:{report}`)).toBeGreaterThan(19_000);
+      expect(await locks.isHeld('report')).toBe(true);
+      expect(await locks.release('report')).toBe(true);
+      expect(await mine.isHeld()).toBe(false);
+      expect(await tenant.isHeld()).toBe(true);
+      await tenant.release();
     });
   });
 

@@ -124,6 +124,20 @@ describe('SemaphoreService', () => {
     await b.release();
   });
 
+  it('permits whose TTL ran out abort their signal: read first after, or released after', async () => {
+    const read = await semaphores.acquire('late', { limit: 2, ttlMs: 200 });
+    const released = await semaphores.acquire('late', { limit: 2, ttlMs: 200 });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    // Read for the first time after the TTL ran out: aborted at once.
+    expect(read.signal.aborted).toBe(true);
+    expect(read.signal.reason).toBeInstanceOf(LockLostError);
+    // Released after the TTL ran out (its signal never read before): lost, not released.
+    expect(await released.release()).toBe(false);
+    expect(released.signal.aborted).toBe(true);
+    expect(released.signal.reason).toBeInstanceOf(LockLostError);
+    expect(await read.release()).toBe(false);
+  });
+
   it('a call with another limit than the one in use names both values', async () => {
     const a = await semaphores.acquire('lim', { limit: 3 });
     const err = await semaphores.acquire('lim', { limit: 4 }).catch((e) => e);
