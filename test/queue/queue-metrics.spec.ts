@@ -91,6 +91,14 @@ describe('QueueService.metrics: per-minute history of every queue', () => {
       cancelled: total('cancelled'),
     }).toEqual({ completed: 21, failed: 2, dead: 1, expired: 2, cancelled: 1 });
     for (const p of points) expect(p.time % MINUTE).toBe(0);
+    // A range ending far in the future (or the widest one) still holds the kept days.
+    for (const range of [
+      { from: Date.now() - 3_600_000, to: Date.now() + 16 * 86_400_000 },
+      { from: 0, to: new Date('2100-01-01') },
+      { from: 0, to: Number.MAX_SAFE_INTEGER },
+    ]) {
+      expect(await queues.metrics(q, range)).toEqual(points);
+    }
     const withTimes = points.filter((p) => p.p50Ms !== undefined);
     expect(withTimes.length).toBeGreaterThan(0);
     for (const p of withTimes) {

@@ -110,10 +110,13 @@ export class QueueMetrics {
    */
   async read(queue: string, from: number, to: number): Promise<QueueMetricsPoint[]> {
     const k = this.keysOf(queue);
+    // The days kept (14, and a day on each side for clock skew between instances), within the
+    // range: a `to` far in the future still reads them (the window counted back from `to` read
+    // only days without data).
     const first = Math.floor(from / DAY_MS);
-    const last = Math.floor(to / DAY_MS);
+    const last = Math.min(Math.floor(to / DAY_MS), Math.floor(Date.now() / DAY_MS) + 1);
     const days: number[] = [];
-    for (let day = Math.max(first, last - 15); day <= last; day++) days.push(day);
+    for (let day = Math.max(first, last - 16); day <= last; day++) days.push(day);
     const blobs = await this.connection.call('MGET (queue metrics)', (c) =>
       c.mgetBuffer(...days.map((day) => metricsDayKey(k, day))),
     );
