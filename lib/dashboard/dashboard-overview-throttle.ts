@@ -9,16 +9,16 @@ export const MAX_OVERVIEW_SEARCHES = 8;
 
 /** An overview computed (or to be computed) for one search. */
 interface SharedOverview {
-  /** When its computation starts or started (epoch ms). */
-  startsAt: number;
+  /** When its computation settled (epoch ms); unset while it waits for its turn or runs. */
+  settledAt?: number;
   overview: Promise<DashboardOverview>;
 }
 
 /**
  * Bounds the rate of `DashboardService.overview` (two key scans each) whatever the number of
  * clients polling the page: an overview starts at least `overviewIntervalMs` after the previous
- * one, and is shared, until `overviewIntervalMs` after its start, by every caller with the same
- * search. Searches that must wait for their turn are bounded too: beyond
+ * one, and is shared, while it runs and until `overviewIntervalMs` after it finished, by every
+ * caller with the same search (a slow Redis does not start more of them). Searches that must wait for their turn are bounded too: beyond
  * `MAX_OVERVIEW_SEARCHES`, `DashboardBusyError`.
  */
 @Injectable()
@@ -42,7 +42,9 @@ export class DashboardOverviewThrottle implements OnModuleDestroy {
     const now = Date.now();
     const interval = this.options.overviewIntervalMs;
     for (const [key, entry] of this.shared) {
-      if (entry.startsAt + interval <= now) this.shared.delete(key);
+      if (entry.settledAt !== undefined && entry.settledAt + interval <= now) {
+        this.shared.delete(key);
+      }
     }
     const hit = this.shared.get(search);
     if (hit) return hit.overview;
@@ -55,7 +57,10 @@ export class DashboardOverviewThrottle implements OnModuleDestroy {
     const startsAt = Math.max(now, this.nextStart);
     this.nextStart = startsAt + interval;
     const overview = this.turn(search, startsAt - now).then(() => this.dashboard.overview(search));
-    this.shared.set(search, { startsAt, overview });
+    const entry: SharedOverview = { overview };
+    const settled = () => void (entry.settledAt = Date.now());
+    overview.then(settled, settled);
+    this.shared.set(search, entry);
     return overview;
   }
 

@@ -218,6 +218,21 @@ describe('RedisLockDashboardModule hardening', () => {
     expect(await scans()).toBe(2);
   });
 
+  it('shares an overview while it runs, however long a slow Redis makes it: one computation for callers past the interval', async () => {
+    const { url } = await start({ overviewIntervalMs: 300 });
+    await redis.config('RESETSTAT');
+    // Redis stalls for 1.2 s: the first computation runs that long; callers keep coming.
+    await redis.call('CLIENT', 'PAUSE', '1200', 'ALL');
+    const answers: Promise<Response>[] = [];
+    for (let i = 0; i < 3; i++) {
+      answers.push(fetch(`${url}/api/overview`));
+      await new Promise((resolve) => setTimeout(resolve, 400));
+    }
+    expect((await Promise.all(answers)).map((res) => res.status)).toEqual([200, 200, 200]);
+    // One computation: a SCAN for the held locks, one for the queues.
+    expect(await scans()).toBe(2);
+  });
+
   it(`answers 429 once ${MAX_OVERVIEW_SEARCHES} searches hold a turn, without scanning for it`, async () => {
     const { url } = await start({ overviewIntervalMs: 60_000 });
     await redis.config('RESETSTAT');
