@@ -18,8 +18,8 @@ interface SharedOverview {
  * Bounds the rate of `DashboardService.overview` (two key scans each) whatever the number of
  * clients polling the page: an overview starts at least `overviewIntervalMs` after the previous
  * one, and is shared, while it runs and until `overviewIntervalMs` after it finished, by every
- * caller with the same search (a slow Redis does not start more of them). Searches that must wait for their turn are bounded too: beyond
- * `MAX_OVERVIEW_SEARCHES`, `DashboardBusyError`.
+ * caller with the same search (a slow Redis does not start more of them). Searches that must
+ * wait for their turn are bounded too: beyond `MAX_OVERVIEW_SEARCHES`, `DashboardBusyError`.
  */
 @Injectable()
 export class DashboardOverviewThrottle implements OnModuleDestroy {
