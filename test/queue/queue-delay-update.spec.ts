@@ -108,6 +108,33 @@ describe('Step jobs: task.update() and task.progress() after task.delay(ms)', ()
     },
   );
 
+  it("a worker's close aborts the signal of a handler still running after task.delay(), without giving the task back twice", async () => {
+    const q = fresh();
+    const delayed = deferred<void>();
+    const aborted = deferred<unknown>();
+    const worker = queues.process(
+      q,
+      async (task: RunningTask, signal: AbortSignal) => {
+        await task.delay(60_000);
+        delayed.resolve();
+        // Still running after its task went back to the queue.
+        await new Promise<void>((resolve) => {
+          signal.addEventListener('abort', () => {
+            aborted.resolve(signal.reason);
+            resolve();
+          });
+        });
+      },
+      { drainTimeoutMs: 100 },
+    );
+    await queues.enqueue(q, 'step');
+    await delayed.promise;
+    await worker.close();
+    expect(await aborted.promise).toBeInstanceOf(QueueError);
+    // Given back once, by task.delay: still delayed by its minute, its attempt counted once.
+    expect(await queues.get(q, 'step')).toMatchObject({ state: 'delayed' });
+  });
+
   it('is refused for a grouped task once it was claimed again, and once it finished', async () => {
     const q = fresh();
     const secondRun = deferred();
