@@ -78,6 +78,7 @@ describeWithPostgres('sample: flash sale with its orders in a real PostgreSQL', 
       await openSale(a.url, 'drone', 400);
       let killed = false;
       let sold = 0;
+      let soldAtKill = 0;
       const buyers = Array.from({ length: 2_500 }, (_, i) => `buyer-${i}`);
       // Half the buyers go to the child instance until it dies, then every retry goes to a. It
       // dies at the first answer from the 120th sale on, seen by the buyers as it is answered,
@@ -94,6 +95,7 @@ describeWithPostgres('sample: flash sale with its orders in a real PostgreSQL', 
           if (status === 202) sold++;
           if (sold < 120 || killed || !inFlightTo(agent, bUrl)) return;
           killed = true;
+          soldAtKill = sold;
           child.kill('SIGKILL');
         },
       );
@@ -109,8 +111,15 @@ describeWithPostgres('sample: flash sale with its orders in a real PostgreSQL', 
       const accepted = outcomes.filter((o) => o.orderId !== undefined);
       expect(accepted).toHaveLength(400);
       expect(new Set(accepted.map((o) => o.userId)).size).toBe(400);
-      // The kill was mid-sale: some requests to the child got no answer.
-      expect(outcomes.reduce((n, o) => n + o.dropped, 0)).toBeGreaterThan(0);
+      // The kill was mid-sale, with a request to the child in flight (the trigger's condition):
+      // sales went on after it. Whether that request's answer was cut depends on whether it had
+      // reached the parent's socket before the kill (CI on c8f1c9b saw none cut once), so the
+      // requests that got no answer are reported, not required.
+      expect(soldAtKill).toBeGreaterThanOrEqual(120);
+      expect(soldAtKill).toBeLessThan(400);
+      console.log(
+        `kill at sale ${soldAtKill}; requests without an answer: ${outcomes.reduce((n, o) => n + o.dropped, 0)}`,
+      );
 
       const views = await followOrders(
         agent,
