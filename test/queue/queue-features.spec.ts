@@ -74,6 +74,25 @@ describe('QueueService features', () => {
       expect(pttl).toBeLessThanOrEqual(60_000);
     });
 
+    it("a group limiter's ended windows go faster than a claim opens new ones", async () => {
+      // A busy queue of many groups: its hash holds windows that ended (30 here) and every claim
+      // opens windows of new groups (10) and renews the hash's expiry, so only the claims' looks
+      // bound it. One look per call let it grow by 9 windows a call.
+      const q = fresh();
+      const glimit = queueRedisKeys(prefix, q).glimit;
+      const ended = Array.from({ length: 30 }, (_, i) => [`old-${i}`, '1|1']).flat();
+      await redis.hset(glimit, ...ended);
+      await redis.pexpire(glimit, 60_000);
+      const ids = Array.from({ length: 10 }, (_, i) => `t${i}`);
+      await Promise.all(ids.map((id) => queues.enqueue(q, id, { group: id })));
+      const limited = { groupConcurrency: 10, groupLimiter: { max: 5, durationMs: 60_000 } };
+      expect(await queues.claim(q, 10, limited)).toHaveLength(10);
+      const left = Object.keys(await redis.hgetall(glimit));
+      expect(left.filter((g) => !g.startsWith('old-')).sort()).toEqual([...ids].sort());
+      // Before leasing it looked at 2 * 10 + 2 windows, all ended here, and dropped them.
+      expect(left.filter((g) => g.startsWith('old-')).length).toBeLessThanOrEqual(8);
+    });
+
     it('retries a failed task before the later tasks of its group (the group waits for it)', async () => {
       const q = fresh();
       const runs: string[] = [];

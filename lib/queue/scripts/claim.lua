@@ -493,9 +493,17 @@ if present(KEYS[15]) then
   end
 end
 if groupLimiterMax > 0 then
-  -- Windows of groups that went quiet: one random look per call keeps the hash small.
-  local g = redis.call('HRANDFIELD', KEYS[16])
-  if g then dropEndedWindow(g) end
+  -- Windows of groups that went quiet: random looks at twice as many windows (and two more) as
+  -- this call may open (one per task it leases), so that more ended windows go than new ones come
+  -- while the hash is mostly ended windows: it stays about the size of the windows still open.
+  -- One look per call let a queue of many groups grow the hash by every call's new windows, and
+  -- every start renews its expiry.
+  local looks = redis.call('HRANDFIELD', KEYS[16], string.format('%d', 2 * count + 2), 'WITHVALUES')
+  local ended = {}
+  for i = 1, #looks, 2 do
+    if tonumber(string.match(looks[i + 1], '^(%d+)')) <= now then ended[#ended + 1] = looks[i] end
+  end
+  if #ended > 0 then variadic('HDEL', KEYS[16], ended) end
 end
 
 -- 3b. Waiting tasks whose deadline passed end expired (1,000 per call).
