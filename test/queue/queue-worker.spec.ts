@@ -11,7 +11,7 @@ import {
   type LeasedTask,
   type QueueWorkerHandle,
 } from '../../lib';
-import { retryDelayMs } from '../../lib/queue/worker/failure-policy';
+import { backoffDelayMs, retryDelayMs } from '../../lib/queue/worker/failure-policy';
 import {
   blockedClients,
   createLockApp,
@@ -110,6 +110,18 @@ describe('QueueService workers', () => {
       expect(retryDelayMs(1_000, 40, 0.999999)).toBeLessThanOrEqual(3_600_000);
       expect(retryDelayMs(1_000, 40, 0.999999)).toBeGreaterThan(3_599_990);
       expect(retryDelayMs(0, 5, 0.5)).toBe(0);
+    });
+
+    it('keeps the backoff a finite number past attempt 1024 (maxAttempts goes to 1,000,000)', () => {
+      // 2^1024 is Infinity, and 0 * Infinity NaN: the nack failed in Redis on every try.
+      for (const attempt of [1_025, 1_000_000]) {
+        expect(retryDelayMs(0, attempt, 0.5)).toBe(0);
+        expect(retryDelayMs(1_000, attempt, 0)).toBe(1_800_000);
+        expect(backoffDelayMs({ type: 'exponential', delayMs: 0 }, attempt)).toBe(0);
+        expect(
+          backoffDelayMs({ type: 'exponential', delayMs: 5, maxDelayMs: 60_000 }, attempt),
+        ).toBe(60_000);
+      }
     });
 
     it('retries a failing task with backoff, dead-letters it after maxAttempts, and runs it again after requeueDead', async () => {

@@ -25,12 +25,21 @@ export function retryDelayMs(backoffMs: number, attempt: number, random = Math.r
   );
 }
 
+/**
+ * How many times an exponential backoff has doubled after `attempt` failed: `attempt - 1`, at
+ * most 52 (a delay of 1 ms doubled 52 times is past any cap). Uncapped, 2^1024 is `Infinity`, and
+ * a `delayMs` of 0 times it `NaN`: from attempt 1025 on, every retry's nack failed in Redis.
+ */
+function doublings(attempt: number): number {
+  return Math.min(52, Math.max(0, attempt - 1));
+}
+
 /** The delay of a `{ type, delayMs, maxDelayMs?, jitter? }` backoff after `attempt` failed. */
 export function backoffDelayMs(b: BackoffOptions, attempt: number, random = Math.random()): number {
   const base =
     b.type === 'fixed'
       ? b.delayMs
-      : Math.min(b.maxDelayMs ?? MAX_BACKOFF_MS, b.delayMs * 2 ** Math.max(0, attempt - 1));
+      : Math.min(b.maxDelayMs ?? MAX_BACKOFF_MS, b.delayMs * 2 ** doublings(attempt));
   return Math.round(b.jitter ? base / 2 + (base / 2) * random : base);
 }
 
