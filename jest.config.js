@@ -42,6 +42,7 @@ const CONTRACT = [
   'waiting-room/waiting-room.service',
   'queue/queue-named',
   'queue/queue-expire',
+  'queue/queue-maintenance',
 ];
 
 /** @type {import('jest').Config} */

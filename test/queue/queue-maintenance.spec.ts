@@ -1,5 +1,6 @@
 import 'reflect-metadata';
 import type { Redis } from 'ioredis';
+import { filter, firstValueFrom } from 'rxjs';
 import { QueueError, QueueService, RedisLockOptionsError, type RunningTask } from '../../lib';
 import {
   createLockApp,
@@ -11,6 +12,7 @@ import {
   uniquePrefix,
   waitFor,
 } from '../support/helpers';
+import { compareEventIds } from '../../lib/queue/queue-event-reader';
 
 describe('QueueService maintenance: clean, drain, obliterate, LIFO, concurrency at runtime', () => {
   const prefix = uniquePrefix('queue-maintenance');
@@ -206,6 +208,28 @@ describe('QueueService maintenance: clean, drain, obliterate, LIFO, concurrency 
       await queues.obliterate(q);
       const err = await waiting;
       expect(err).toBeInstanceOf(QueueError);
+      expect((err as Error).message).toBe(
+        `queue '${q}': task 'a' was removed before it finished (the queue was obliterated)`,
+      );
+    });
+
+    it("keeps the stream's ids rising: a reader already at its last id still sees the obliterate", async () => {
+      const q = fresh();
+      await queues.enqueue(q, 'a');
+      const waiting = queues.waitFor(q, 'a', { timeoutMs: 3_000 }).catch((e: Error) => e);
+      // The last event's id ahead of the Redis clock, as after a burst in one millisecond or a
+      // failover to a server whose clock is behind; the reader reads it.
+      const seen = firstValueFrom(
+        queues.events(q).pipe(filter((e) => e.type === 'progress' && e.taskId === 'other')),
+      );
+      const [seconds] = await redis.time();
+      const ahead = `${Number(seconds) * 1000 + 600_000}-0`;
+      await redis.xadd(key(q, 'events'), ahead, 't', 'progress', 'i', 'other', 'p', '1');
+      await seen;
+      await queues.obliterate(q);
+      const [[id]] = (await redis.xrange(key(q, 'events'), '-', '+')) as [string, string[]][];
+      expect(compareEventIds(id, ahead)).toBe(1);
+      const err = await waiting;
       expect((err as Error).message).toBe(
         `queue '${q}': task 'a' was removed before it finished (the queue was obliterated)`,
       );

@@ -385,6 +385,16 @@ function xadd(ctx: CommandContext, [key, ...rest]: string[]): MemoryReply {
   return id;
 }
 
+/** `XTRIM key MAXLEN [=|~] n`: keeps the last `n` entries (and the last id given out). */
+function xtrim(ctx: CommandContext, [key, strategy, ...rest]: string[]): MemoryReply {
+  if (strategy?.toUpperCase() !== 'MAXLEN')
+    throw commandError(`XTRIM ${strategy ?? ''}: only MAXLEN is supported by the in-memory Redis`);
+  const maxLen = int(rest[0] === '~' || rest[0] === '=' ? rest[1] : rest[0]);
+  const s = ctx.keys.read(key, 'stream');
+  if (!s || s.entries.length <= maxLen) return 0;
+  return s.entries.splice(0, s.entries.length - maxLen).length;
+}
+
 function xrange(ctx: CommandContext, [key, a, b, ...rest]: string[], rev: boolean): MemoryReply {
   const s = ctx.keys.read(key, 'stream');
   if (!s) return [];
@@ -627,6 +637,7 @@ export const COMMANDS: Record<string, Command> = {
   xlen: (ctx, [key]) => ctx.keys.read(key, 'stream')?.entries.length ?? 0,
   xrange: (ctx, args) => xrange(ctx, args, false),
   xrevrange: (ctx, args) => xrange(ctx, args, true),
+  xtrim,
   xdel: (ctx, [key, ...ids]) => {
     const s = ctx.keys.read(key, 'stream');
     if (!s) return 0;
