@@ -658,6 +658,8 @@ export class QueueStore {
     for (let day = today - METRICS_KEEP_MS / 86_400_000 - 1; day <= today + 1; day++) {
       others.push(metricsDayKey(k, day));
     }
+    // This instance's minutes not written yet would bring the history back.
+    await this.metrics.forget(k.name);
     const [done, leased] = (await this.connection.run(
       QUEUE_SCRIPTS.obliterate,
       [k.leased, k.events, ...others],

@@ -108,6 +108,17 @@ describe('QueueService.metrics: per-minute history of every queue', () => {
     }
   });
 
+  it("obliterate deletes the history for good: this instance's minute not written yet is dropped", async () => {
+    const q = fresh();
+    const worker = queues.process(q, async () => undefined);
+    await queues.enqueue(q, ['a', 'b', 'c']);
+    await waitFor('3 completed', async () => (await queues.stats(q)).completed === 3, 10_000);
+    await worker.close();
+    await queues.obliterate(q);
+    await queues.store.metrics.flush(true);
+    expect(await queues.metrics(q)).toEqual([]);
+  });
+
   it('writes one script call per queue per flush however many tasks ended, and merges the instances of one minute', async () => {
     const q = fresh();
     const start = Math.floor(Date.now() / DAY) * DAY + 10 * MINUTE;

@@ -97,6 +97,15 @@ export class QueueMetrics {
     this.inFlight = undefined;
   }
 
+  /**
+   * Drops the minutes of `queue` not written yet and waits for a write in flight (`obliterate`:
+   * the history is deleted after this, and nothing of this instance writes it back).
+   */
+  async forget(queue: string): Promise<void> {
+    this.pending.delete(queue);
+    if (this.inFlight) await this.inFlight;
+  }
+
   /** Writes what is left and stops the timer (shutdown). */
   async close(): Promise<void> {
     clearTimeout(this.timer);
