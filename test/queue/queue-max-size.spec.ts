@@ -53,6 +53,15 @@ describe('QueueService bounded queues (maxSize)', () => {
     expect(await queues.enqueue(q, 'a')).toBe(0);
   });
 
+  it('counts an id given twice in one call as the one task it adds', async () => {
+    const q = fresh();
+    expect(await queues.enqueue(q, ['a', 'b', 'c'])).toBe(3);
+    // 3 queued + 2 new ids = 5, the bound: it fits.
+    expect(await queues.enqueue(q, ['x', 'y', 'x', 'y', 'x'])).toBe(2);
+    expect((await queues.stats(q)).ready).toBe(5);
+    await full(queues.enqueue(q, ['z', 'z']));
+  });
+
   it('counts leased tasks, not finished ones: room comes back when tasks complete', async () => {
     const q = fresh();
     await queues.enqueue(q, [1, 2, 3, 4, 5]);

@@ -237,14 +237,18 @@ local function overBound(first, last)
   local size = entries - redis.call('ZCARD', KEYS[5])
     - redis.call('ZCARD', KEYS[9]) - redis.call('ZCARD', KEYS[14]) - redis.call('ZCARD', KEYS[18])
   if size + n <= maxSize then return end
-  local adding = 0
+  -- An id given twice (in one call, or in two calls of one merged batch) adds one task.
+  local adding, seen = 0, {}
   for i = first, last do
     local id = ARGV[i]
-    local finished = redis.call('ZSCORE', KEYS[5], id) or redis.call('ZSCORE', KEYS[14], id)
-      or redis.call('ZSCORE', KEYS[18], id)
-    local kept = redis.call('ZSCORE', KEYS[9], id)
-    if redis.call('HEXISTS', KEYS[7], id) == 0 or finished or (kept and tonumber(kept) <= now) then
-      adding = adding + 1
+    if not seen[id] then
+      seen[id] = true
+      local finished = redis.call('ZSCORE', KEYS[5], id) or redis.call('ZSCORE', KEYS[14], id)
+        or redis.call('ZSCORE', KEYS[18], id)
+      local kept = redis.call('ZSCORE', KEYS[9], id)
+      if redis.call('HEXISTS', KEYS[7], id) == 0 or finished or (kept and tonumber(kept) <= now) then
+        adding = adding + 1
+      end
     end
   end
   if size + adding > maxSize then return size, maxSize end
