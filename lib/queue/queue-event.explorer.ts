@@ -88,9 +88,17 @@ export class QueueEventExplorer implements OnApplicationBootstrap, OnApplication
     this.registered.set(instance, done);
     const fn = instance[method] as (event: QueueEvent) => unknown;
     const call = (event: QueueEvent) => fn.call(instance, event);
+    // Several decorators on one method add up: one handler per queue with the union of their
+    // types, so that an event both name calls the method once.
+    const byQueue = new Map<string, Set<QueueEventType>>();
     for (const { queue, types } of registrations) {
+      const union = byQueue.get(queue) ?? new Set();
+      for (const type of types) union.add(type);
+      byQueue.set(queue, union);
+    }
+    for (const [queue, types] of byQueue) {
       const list = this.handlers.get(queue) ?? [];
-      list.push({ name, types: new Set(types), call });
+      list.push({ name, types, call });
       this.handlers.set(queue, list);
     }
   }

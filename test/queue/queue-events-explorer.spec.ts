@@ -69,6 +69,15 @@ class CompletedListener {
   }
 }
 
+@Injectable()
+class OverlapListener {
+  @OnQueueEvent('overlap', ['enqueued', 'completed'])
+  @OnQueueEvent('overlap', 'completed')
+  ended(event: QueueEvent) {
+    record('overlap', event);
+  }
+}
+
 @Injectable({ scope: Scope.REQUEST })
 class RequestScoped {
   @OnQueueEvent('orders', 'completed')
@@ -182,6 +191,16 @@ describe('@OnQueueEvent and QueueEventExplorer', () => {
     ]);
     // 'active' is in no method's types.
     expect(seen('mail-any').map((e) => e.type)).toEqual(['dead']);
+  });
+
+  it('calls a method once per event when its decorators name the event twice', async () => {
+    app = await start([OverlapListener]);
+    await primed('overlap', 'overlap');
+    calls.clear();
+    await redis.xadd(events('overlap'), '*', 't', 'completed', 'i', 'o1', 'a', '1');
+    // Both decorators' handlers would run in one dispatch of the event.
+    await waitFor('the call', () => seen('overlap').length > 0);
+    expect(seen('overlap').map((e) => [e.type, e.taskId])).toEqual([['completed', 'o1']]);
   });
 
   it("logs a handler's error, sync or async, and goes on with the next event", async () => {
