@@ -117,6 +117,35 @@ describe('Queue schedules', () => {
     }
   }, 150_000);
 
+  it('an instance that missed a re-create (unschedule, then schedule) cannot fire the removed definition', async () => {
+    const prefix = uniquePrefix('queue-schedule-recreate');
+    const queue = 'recreated';
+    const a = await createLockApp({ keyPrefix: prefix });
+    const b = await createLockApp({ keyPrefix: prefix });
+    try {
+      const qa = a.get(QueueService);
+      const scheduler = (b.get(QueueService) as unknown as { schedulerOf: object }).schedulerOf;
+      const armed = scheduler as unknown as { timers: Map<string, unknown> };
+      await qa.schedule(queue, 'job', { everyMs: 200, payload: 'old' });
+      await waitFor('b fires the schedule', () => armed.timers.has(queue), 10_000, 10);
+      // b misses every announcement from here on (a lost pub/sub message, until its re-read).
+      jest.spyOn(scheduler as never, 'refresh').mockResolvedValue([] as never);
+      expect(await qa.unschedule(queue, 'job')).toBe(true);
+      await qa.schedule(queue, 'job', { everyMs: 200, payload: 'new' });
+      const recreatedAt = await redisTimeMs(redis);
+      const after = async () =>
+        (await qa.list<string>(queue, 'ready', { limit: 1_000 })).filter(
+          (t) => ticksOf([t.id], 'job')[0] > recreatedAt,
+        );
+      // b's timer of the old definition fired meanwhile (every 200 ms).
+      await waitFor('3 ticks after the re-create', async () => (await after()).length >= 3, 10_000);
+      expect((await after()).filter((t) => t.payload !== 'new')).toEqual([]);
+    } finally {
+      await b.close();
+      await a.close();
+    }
+  });
+
   it('after downtime, only the latest missed tick is enqueued, then the schedule goes on', async () => {
     const prefix = uniquePrefix('queue-schedule-missed');
     const queue = 'missed';

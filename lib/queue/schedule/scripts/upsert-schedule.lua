@@ -7,18 +7,21 @@
 -- ARGV[3] everyMs  '' for a cron schedule
 -- ARGV[4] startAt  ms, or ''
 --
--- Returns {changed (0/1), rev, now}. A changed definition gets rev + 1 and a new anchor: its
+-- Returns {changed (0/1), rev, now}. A changed definition gets a higher rev and a new anchor: its
 -- first tick (everyMs: startAt, else now + everyMs; cron: no tick before startAt, else now).
 -- The schedule's state (last enqueued tick, count) is kept, so no tick is enqueued twice.
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local rev = 1
+-- A revision is never given twice to one id, also across unschedule and schedule again: at least
+-- the Redis time in ms (exact through cjson's 14 digits). Counting from 1 again let an instance
+-- that missed the change fire the removed definition's tick, with its payload: same revision.
+local rev = now
 local old = redis.call('HGET', KEYS[1], ARGV[1])
 if old then
   local d = cjson.decode(old)
   if d.spec == ARGV[2] then return { 0, d.rev, now } end
-  rev = d.rev + 1
+  rev = math.max(d.rev + 1, now)
 end
 local anchor = now
 if ARGV[4] ~= '' then
