@@ -373,6 +373,10 @@ describe('Queue schedules', () => {
       await bad({ cron: '* * * * *', everyMs: 100 }, 'options');
       await bad({ everyMs: 5 }, 'everyMs');
       await bad({ cron: '99 * * * *' }, 'cron');
+      // Reads, but never fires (February 31st); a 7th field (years) croner alone would read.
+      await bad({ cron: '0 0 31 2 *' }, 'cron');
+      await bad({ cron: '0 0 0 * * * 2030' }, 'cron');
+      await bad({ cron: '* * * *' }, 'cron');
       await bad({ cron: '* * * * *', tz: 'Nowhere/City' }, 'tz');
       await bad({ everyMs: 100, tz: 'UTC' }, 'tz');
       await bad({ everyMs: 100, startAt: 2_000, endAt: 1_000 }, 'endAt');

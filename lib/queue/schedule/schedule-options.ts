@@ -64,13 +64,28 @@ export function checkScheduleOptions(options: unknown): ScheduleSpec {
         throw QueueError.invalid('tz', o.tz, "an IANA time zone (e.g. 'Europe/Berlin')");
       }
     }
+    // Croner also reads a 7th field (years), which the docs do not offer and `cron` (the package
+    // of @nestjs/schedule) does not read; nicknames ('@daily') have one.
+    const fields = o.cron.trim().split(/\s+/).length;
+    if (!o.cron.trim().startsWith('@') && (fields < 5 || fields > 6)) {
+      throw QueueError.invalid(
+        'cron',
+        o.cron,
+        `a cron expression of 5 or 6 fields (not ${fields})`,
+      );
+    }
+    let cron: Cron;
     try {
-      new Cron(o.cron, { paused: true, timezone: o.tz ?? 'UTC' });
+      cron = new Cron(o.cron, { paused: true, timezone: o.tz ?? 'UTC' });
     } catch (err) {
       const why = String((err as Error).message);
       const reason =
         why.length > MAX_REASON_LENGTH ? `${why.slice(0, MAX_REASON_LENGTH - 3)}...` : why;
       throw QueueError.invalid('cron', o.cron, `a cron expression (${reason})`);
+    }
+    // '0 0 31 2 *' (February 31st) reads, but never matches: the schedule would never fire.
+    if (!cron.nextRun() && cron.previousRuns(1).length === 0) {
+      throw QueueError.invalid('cron', o.cron, 'a cron expression that matches some time');
     }
     spec.cron = o.cron;
     if (o.tz !== undefined) spec.tz = o.tz;
