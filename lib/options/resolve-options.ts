@@ -196,8 +196,51 @@ function checkRedisOption(option: string, value: unknown): RedisConnectionOption
       "a URL starting with 'redis://' or 'rediss://'",
     );
   }
+  if (typeof value === 'string') checkUrl(option, value, value);
+  checkClusterNodes(option, value);
   checkNoClientKeyPrefix(option, value);
   return value as RedisConnectionOption;
+}
+
+/**
+ * Throws unless `parsed` (the option's URL, or a Cluster node's string with a scheme added) is a
+ * URL, as ioredis reads it (WHATWG `URL`): ioredis's own TypeError names no option and carries
+ * the whole URL, password included, in its `input`.
+ */
+function checkUrl(option: string, value: string, parsed: string): void {
+  try {
+    new URL(parsed);
+  } catch {
+    throw new RedisLockOptionsError(
+      option,
+      redactMalformedUrl(value),
+      'a valid URL (redis://[[user]:password@]host[:port][/db])',
+    );
+  }
+}
+
+/**
+ * `{ cluster: nodes }`: at least one startup node, each a URL, a 'host:port' string, a port or
+ * `{ host?, port? }` (an empty list started a client that never connected: every call timed out).
+ */
+function checkClusterNodes(option: string, value: object | string): void {
+  if (typeof value !== 'object' || !('cluster' in value) || 'isCluster' in value) return;
+  const nodes = (value as { cluster: unknown }).cluster;
+  if (!Array.isArray(nodes) || nodes.length === 0) {
+    throw new RedisLockOptionsError(
+      `${option}.cluster`,
+      nodes,
+      'a non-empty array of startup nodes',
+    );
+  }
+  nodes.forEach((node: unknown, i) => {
+    const path = `${option}.cluster[${i}]`;
+    if (typeof node === 'string') {
+      checkUrl(path, node, /^[a-z][a-z0-9+.-]*:\/\//i.test(node) ? node : `redis://${node}`);
+    } else if (typeof node !== 'number' && (typeof node !== 'object' || node === null)) {
+      throw new RedisLockOptionsError(path, node, "a URL, 'host:port', a port or { host, port }");
+    }
+  });
 }
 
 const NO_CLIENT_KEY_PREFIX =

@@ -21,6 +21,7 @@ import {
 } from '../../lib/redaction/redact-credentials';
 import { createLockApp, uniquePrefix, waitFor } from '../support/helpers';
 import { decodeTaskError, encodeTaskError } from '../../lib/queue/task-errors';
+import { resolveModuleOptions } from '../../lib/options/resolve-options';
 import { startRedisServer, type RedisServer } from '../support/redis-server';
 
 /** The wrong password every test gives; it must appear nowhere. */
@@ -225,6 +226,10 @@ describe('credentials in errors and logs', () => {
     [`//:${SECRET}@h:6379`, '//***@h:6379'],
     [`:${SECRET}@h:6379`, '***@h:6379'],
     [`h:6379?password=${SECRET}`, 'h:6379?password=***'],
+    // A scheme, but no URL that ioredis can read: its own TypeError carried the whole URL.
+    [`redis://:${SECRET}@`, 'redis://***@'],
+    [`redis://user:${SECRET}@[::1`, 'redis://***@[::1'],
+    [`redis://:${SECRET}@host:notaport`, 'redis://***@host:notaport'],
   ])('a malformed URL (%s) is shown with its user info as *** (%s)', async (url, shown) => {
     for (const options of [{ redis: url }, { nodes: ['redis://a:1', url, 'redis://b:1'] }]) {
       const err = (await boot(options as RedisLockModuleOptions).catch(
@@ -235,6 +240,31 @@ describe('credentials in errors and logs', () => {
       expect(err.message).toContain(`got '${shown}'`);
       expectNoSecret(err);
     }
+  });
+});
+
+describe('Cluster startup nodes', () => {
+  it.each([
+    [{ cluster: [] }, 'redis.cluster'],
+    [{ cluster: 'h:7000' }, 'redis.cluster'],
+    [{ cluster: ['h:7000', null] }, 'redis.cluster[1]'],
+    [{ cluster: [`redis://:${SECRET}@h:notaport`] }, 'redis.cluster[0]'],
+    [{ cluster: [`:${SECRET}@[::1`] }, 'redis.cluster[0]'],
+  ])('%j is refused, naming %s, without its password', (redis, option) => {
+    let err: unknown;
+    try {
+      resolveModuleOptions({ redis } as unknown as RedisLockModuleOptions);
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(RedisLockOptionsError);
+    expect((err as RedisLockOptionsError).option).toBe(option);
+    expectNoSecret(err);
+  });
+
+  it('accepts URLs, host:port strings, ports and node options', () => {
+    const nodes = ['redis://h:7000', 'h:7001', 7002, { host: 'h', port: 7003 }];
+    expect(() => resolveModuleOptions({ redis: { cluster: nodes } })).not.toThrow();
   });
 });
 
