@@ -93,4 +93,22 @@ describe('QueueService.workers: the workers of every instance', () => {
     expect(await queues.workers(QUEUE)).toEqual([]);
     expect(queues.localWorkers(QUEUE)).toEqual([]);
   }, 120_000);
+
+  it('keeps apart two modules of one instanceId (two apps in a process, or containers of one host name and pid)', async () => {
+    const q = 'same-instance';
+    const twin = await createLockApp({ keyPrefix: prefix, instanceId: 'parent' });
+    try {
+      const welcome = queues.process(q, async () => undefined, { name: 'welcome' });
+      const digest = twin.get(QueueService).process(q, async () => undefined, { name: 'digest' });
+      const names = async () => (await queues.workers(q)).map((w) => w.names.join()).sort();
+      await waitFor('both entries', async () => (await names()).length === 2, 5_000);
+      expect(await names()).toEqual(['digest', 'welcome']);
+      // One closing drops its own entry, not the other's.
+      await digest.close();
+      expect(await names()).toEqual(['welcome']);
+      await welcome.close();
+    } finally {
+      await twin.close();
+    }
+  });
 });

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { RedactingLogger } from '../../redaction/redacting-logger';
 import type { RedisLockConnection } from '../../redis/redis-connection';
@@ -52,6 +53,13 @@ export class WorkerRegistry {
   /** Heartbeats in flight (awaited by `close`). */
   private readonly inFlight = new Set<Promise<void>>();
   private seq = 0;
+  /**
+   * Makes this registry's fields its own: `instanceId` (by default `<hostname>:<pid>`) is the
+   * same for two modules in one process, or two containers sharing a host name and a pid, which
+   * then wrote (and deleted) each other's entries, and a task named for a live worker's handler
+   * was buried as unknown.
+   */
+  private readonly tag = randomBytes(4).toString('hex');
   private readonly host = hostname();
   private readonly warning: ThrottledWarning;
   /** The last read of each queue's workers by `handles`, and when it was made. */
@@ -68,7 +76,7 @@ export class WorkerRegistry {
   /** Registers a started worker; its entry is written at once. */
   add(worker: RegisteredWorker): void {
     this.entries.set(worker, {
-      field: `${this.connection.options.instanceId}#${++this.seq}`,
+      field: `${this.connection.options.instanceId}#${this.tag}#${++this.seq}`,
       since: Date.now(),
     });
     if (!this.timer) {
