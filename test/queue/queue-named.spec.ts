@@ -356,6 +356,48 @@ describe('@QueueWorker(queue, { name })', () => {
   });
 });
 
+@Injectable()
+class FirstWelcome {
+  readonly seen: string[] = [];
+
+  @QueueWorker('named-twice', { name: 'welcome' })
+  welcome(task: RunningTask) {
+    this.seen.push(task.id);
+  }
+}
+
+@Injectable()
+class SecondWelcome {
+  @QueueWorker('named-twice', { name: 'welcome' })
+  welcome() {
+    return undefined;
+  }
+}
+
+describe('@QueueWorker refused at bootstrap', () => {
+  it('fails the start and stops the workers it had started: nothing runs in an app that did not start', async () => {
+    const prefix = uniquePrefix('queue-named-twice');
+    const err = await createLockApp({ keyPrefix: prefix }, [FirstWelcome, SecondWelcome]).catch(
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(RedisLockOptionsError);
+    expect((err as Error).message).toContain(
+      "a name without another handler on queue 'named-twice'",
+    );
+    const other = await createLockApp({ keyPrefix: prefix });
+    try {
+      const queues = other.get(QueueService);
+      // The first handler's worker was started, then closed: its entry is gone.
+      expect(await queues.workers('named-twice')).toEqual([]);
+      await queues.enqueue('named-twice', 'after', { name: 'welcome' });
+      await sleep(300);
+      expect((await queues.stats('named-twice')).ready).toBe(1);
+    } finally {
+      await other.close();
+    }
+  });
+});
+
 describe('Named handlers: what a claim costs (dedicated redis-server)', () => {
   let server: RedisServer;
   let app: INestApplicationContext;
