@@ -153,8 +153,18 @@ export interface Waiter {
   again?: boolean;
   /** When the task was (re-)enqueued, from the last check: older ending events are not its own. */
   enqueuedAt?: number;
-  /** getInfo found no such task: rejected as unknown once the reader has read up to this id. */
+  /**
+   * The last check found no such task: it may have ended (once or more, with the same id), not
+   * been kept, and its ending event(s) not read yet. Then only its LAST ending event up to
+   * `unknownAfter` counts: the ending events read meanwhile are kept as `candidate` (the later
+   * one replacing the earlier), and the waiter settles once the reader has read up to
+   * `unknownAfter`.
+   */
+  missing?: boolean;
+  /** Missing: the stream's last id after the look-up. Settled once the reader has read up to it. */
   unknownAfter?: string;
+  /** Missing: its last ending event read so far, not after `unknownAfter`. */
+  candidate?: QueueEvent;
   readonly resolve: (outcome: TaskOutcome) => void;
   readonly reject: (err: unknown) => void;
 }
@@ -189,7 +199,10 @@ export class QueueEventReader {
   private readonly subscriptions = new Set<EventSubscription>();
   private readonly waiters = new Map<string, Set<Waiter>>();
   private waiterCount = 0;
-  /** Waiters whose task was not found: rejected once the reader passes their `unknownAfter`. */
+  /**
+   * Waiters whose task was not found: settled with their `candidate` (or rejected as unknown)
+   * once the reader passes their `unknownAfter`.
+   */
   private readonly doubtful = new Set<Waiter>();
   /** The XREVRANGE taking the first position, while under way. */
   private attempt?: Promise<string>;
@@ -197,20 +210,22 @@ export class QueueEventReader {
   private blocker?: Client;
   private stopped = false;
   /** The last read reached the end of the stream (else the reader is reading older entries). */
-  private caughtUp: boolean;
+  private caughtUp = true;
   private needsRecheck = false;
   private errorPause = 0;
   private linger?: NodeJS.Timeout;
   private wake?: () => void;
 
+  /**
+   * Starts at the stream's last entry (taken by the loop, or by the first `takePosition`), never
+   * before or after it: the reader is shared, so a subscriber's `from` is that subscriber's own
+   * business (`subscribe`).
+   */
   constructor(
     private readonly ctx: ReaderContext,
     readonly queue: string,
     private readonly key: string,
-    start?: string,
   ) {
-    this.position = start;
-    this.caughtUp = start === undefined;
     void this.run();
   }
 
@@ -279,46 +294,106 @@ export class QueueEventReader {
     try {
       info = await this.ctx.getInfo(this.queue, w.id);
     } catch (err) {
+      this.failedCheck(w, first, err);
+      return;
+    }
+    if (w.settled) {
       w.held = undefined;
-      if (first) w.reject(err);
-      else this.needsRecheck = true;
+      return;
+    }
+    if (info && FINISHED.has(info.state)) {
+      w.held = undefined;
+      return w.resolve(outcomeOfInfo(info));
+    }
+    if (info) {
+      // Running: its own ending event ends it.
+      this.doubtful.delete(w);
+      w.missing = false;
+      w.unknownAfter = undefined;
+      w.candidate = undefined;
+      w.enqueuedAt = info.enqueuedAt;
+      const held = w.held;
+      w.held = undefined;
+      for (const event of held) if (this.offer(w, event)) return;
+      if (w.again) {
+        w.again = false;
+        return this.check(w, false);
+      }
+      return;
+    }
+    // Not there: it may have ended, not been kept, and its event not read yet; and a task ended
+    // and enqueued again with the same id has several ending events, of which only the last one
+    // up to now is its outcome. The events read meanwhile stay held until "now" (the stream's
+    // last id) is known: an event the reader reads before that may have been written after it.
+    let last: string;
+    try {
+      last = await this.lastId();
+    } catch (err) {
+      this.failedCheck(w, first, err);
       return;
     }
     const held = w.held;
     w.held = undefined;
     if (w.settled) return;
-    if (info && FINISHED.has(info.state)) return w.resolve(outcomeOfInfo(info));
-    w.enqueuedAt = info?.enqueuedAt;
-    for (const event of held) if (this.offer(w, event)) return;
+    w.missing = true;
+    w.enqueuedAt = undefined;
+    w.unknownAfter = last;
+    for (const event of held) this.offer(w, event);
     if (w.again) {
       w.again = false;
       return this.check(w, false);
     }
-    if (info) return;
-    // Not there: it may have finished, not been kept, and its event not read yet.
-    let last: string;
-    try {
-      last = await this.lastId();
-    } catch (err) {
-      if (first) w.reject(err);
-      else this.needsRecheck = true;
-      return;
-    }
-    if (w.settled) return;
-    w.unknownAfter = last;
-    if (compareEventIds(this.position!, last) >= 0) w.reject(unknownTask(this.queue, w.id));
+    if (compareEventIds(this.position!, last) >= 0) this.settleMissing(w);
     else this.doubtful.add(w);
   }
 
-  /** An ending event of the waiter's task: settles it (true) unless it is not its own. */
+  /**
+   * A check failed: the first one rejects the waiter; a later one is tried again after the next
+   * read, and the events it held are judged as the previous check said.
+   */
+  private failedCheck(w: Waiter, first: boolean, err: unknown): void {
+    const held = w.held ?? [];
+    w.held = undefined;
+    if (first) return w.reject(err);
+    this.needsRecheck = true;
+    for (const event of held) if (this.offer(w, event)) return;
+  }
+
+  /**
+   * A missing task's waiter once the reader has read up to its `unknownAfter`: the last ending
+   * event of its id read up to there is its outcome; none → unknown.
+   */
+  private settleMissing(w: Waiter): void {
+    const event = w.candidate;
+    w.candidate = undefined;
+    if (event) this.settle(w, event);
+    else w.reject(unknownTask(this.queue, w.id));
+  }
+
+  /**
+   * An ending event of the waiter's task: settles it (true) unless it is not its own, or (a
+   * missing task) a later one may still come.
+   */
   private offer(w: Waiter, event: QueueEvent): boolean {
     if (w.settled) return true;
     if (w.held) {
       w.held.push(event);
       return false;
     }
+    if (w.missing) {
+      // Written after the look-up's "now": the waiter settles before the reader gets there.
+      if (w.unknownAfter === undefined || compareEventIds(event.eventId, w.unknownAfter) <= 0)
+        w.candidate = event;
+      return false;
+    }
     // An event older than the task's enqueue belongs to an earlier task with the same id.
     if (w.enqueuedAt !== undefined && event.at < w.enqueuedAt) return false;
+    this.settle(w, event);
+    return true;
+  }
+
+  /** Settles the waiter with an ending event: its outcome, or (removed) a rejection. */
+  private settle(w: Waiter, event: QueueEvent): void {
     if (event.type === 'removed' || event.type === 'obliterated') {
       const how = event.type === 'obliterated' ? ' (the queue was obliterated)' : '';
       w.reject(
@@ -329,7 +404,6 @@ export class QueueEventReader {
     } else {
       w.resolve(outcomeOfEvent(event));
     }
-    return true;
   }
 
   /** After a lost connection: events may have been trimmed meanwhile, so look every waiter up. */
@@ -510,9 +584,9 @@ export class QueueEventReader {
       }
     }
     this.position = entries[entries.length - 1][0];
-    for (const w of this.doubtful) {
-      if (compareEventIds(this.position, w.unknownAfter!) >= 0)
-        w.reject(unknownTask(this.queue, w.id));
+    for (const w of [...this.doubtful]) {
+      // A check under way settles it when it is done.
+      if (!w.held && compareEventIds(this.position, w.unknownAfter!) >= 0) this.settleMissing(w);
     }
   }
 

@@ -117,8 +117,10 @@ export class QueueEventReaders {
 
   /**
    * The events of `queue` from every instance, as a cold Observable: each subscription gets the
-   * events after `from` in stream order, each once. Subscribers of one queue share one reader; one
-   * that starts from an older id first reads up to it (XRANGE). Completes on shutdown.
+   * events after `from` in stream order, each once. Subscribers of one queue share one reader,
+   * which starts at the stream's end whatever their `from`: one that starts from an older id first
+   * reads up to the reader's position on its own (XRANGE), one that starts from a later id skips
+   * the events up to it on its own. Completes on shutdown.
    * @throws RedisLockOptionsError for bad options; QueueError when events are off
    */
   events(queue: string, options?: QueueEventsOptions): Observable<QueueEvent> {
@@ -126,10 +128,8 @@ export class QueueEventReaders {
     this.checkOn();
     return new Observable<QueueEvent>((subscriber) => {
       if (this.closed) return subscriber.complete();
-      const reader = this.readerOf(
-        queue,
-        from === 'now' ? undefined : from === 'start' ? '0-0' : from,
-      );
+      // Never the subscriber's `from`: the reader is shared by every subscriber and waiter.
+      const reader = this.readerOf(queue);
       const sub: EventSubscription = { closed: false, subscriber };
       void reader.subscribe(sub, from);
       return () => reader.unsubscribe(sub);
@@ -199,10 +199,10 @@ export class QueueEventReaders {
     }
   }
 
-  private readerOf(queue: string, start?: string): QueueEventReader {
+  private readerOf(queue: string): QueueEventReader {
     let reader = this.readers.get(queue);
     if (!reader) {
-      reader = new QueueEventReader(this.ctx, queue, this.keysOf(queue).events, start);
+      reader = new QueueEventReader(this.ctx, queue, this.keysOf(queue).events);
       this.readers.set(queue, reader);
     }
     return reader;

@@ -481,22 +481,21 @@ describe('QueueEventReaders (dedicated redis-server, events written by hand)', (
     it('ignores an ending event older than the task it waits for (same id, enqueued again)', async () => {
       const q = queueOf();
       readers = newReaders(q);
-      // The reader starts from the start of the stream (a subscriber asked for it) and reads an
-      // old 'dead' of an earlier task 'again' after the waiter looked the new one up.
-      await q.emit('t', 'dead', 'i', 'again', 'e', 'old');
+      const c = collect(readers.events(q.name));
+      await q.emit('t', 'progress', 'i', 'x', 'p', '1');
+      await waitFor('the reader reading', () => c.events.length === 1);
+      // The look-up is held until an earlier task 'again' has ended (the reader reads its 'dead'
+      // while the look-up is under way) and 'again' has been enqueued anew, a millisecond later.
       const gate = deferred();
-      q.afterRead = () => gate.promise;
-      const old = Number((await redis.xrange(q.eventsKey, '-', '+'))[0][0].split('-')[0]);
-      await waitFor(
-        'a later millisecond on the Redis clock',
-        async () => (await redisTimeMs(redis)) > old,
-      );
-      await q.add('again', 'leased');
-      const c = collect(readers.events(q.name, { from: 'start' }));
+      q.beforeRead = () => gate.promise;
       const waiting = readers.waitFor(q.name, 'again');
-      await waitFor('the old event read', () => c.events.some((e) => e.type === 'dead'));
-      gate.resolve();
       await waitFor('the look-up', () => q.lookups === 1);
+      await q.emit('t', 'dead', 'i', 'again', 'e', 'old');
+      await waitFor('the old event read', () => c.events.some((e) => e.type === 'dead'));
+      const old = c.events.find((e) => e.type === 'dead')!.at;
+      await waitFor('a later millisecond', async () => (await redisTimeMs(redis)) > old);
+      await q.add('again', 'leased');
+      gate.resolve();
       await q.finish('again', { state: 'completed', result: 'new' });
       await expect(waiting).resolves.toEqual({ state: 'completed', result: 'new' });
       c.subscription.unsubscribe();
