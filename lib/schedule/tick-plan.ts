@@ -5,6 +5,9 @@ import type { HandlerSchedule } from './schedule-metadata';
 /** How early a cron handler may be called and still count for the tick it was scheduled for. */
 export const CRON_EARLY_MS = 200;
 
+/** The longest DST gap of any time zone (a local hour that does not exist), in ms. */
+const MAX_DST_GAP_MS = 3_600_000;
+
 /** Extra life of a job's claims beyond the clock skew and start lease, in ms. */
 const KEEP_SLACK_MS = 5_000;
 
@@ -74,7 +77,17 @@ export function tickPlan(schedule: HandlerSchedule, s: TickSettings, where: stri
       if (!previous) {
         throw new RedisLockError(`@OncePerTick on ${where}: the @Cron schedule has no past tick`);
       }
-      return at(previous.getTime());
+      const tick = previous.getTime();
+      // A tick croner moved out of a DST gap (a local time that does not exist that day: croner
+      // runs it at the gap's end, 03:00 for 02:30 in Sydney) is one the cron package of
+      // @nestjs/schedule runs later, at its time plus the gap (03:30). That call is this tick's,
+      // up to a gap late: its claim is taken and kept that much longer. (Refused as too old, no
+      // instance ran the job that day.) A tick croner did not move keeps the usual bound.
+      if (!cron.match(previous)) {
+        const late = Math.min(Math.max(0, nowMs - tick), MAX_DST_GAP_MS);
+        return { ...at(tick), keepMs: keepAt + late, keepTicks: keepAt + late };
+      }
+      return at(tick);
     };
   }
   if (!Number.isInteger(schedule.ms) || schedule.ms < 1) {

@@ -7,6 +7,9 @@ import { currentTick, OncePerTick, RedisLockError, RedisLockOptionsError } from 
 import { taggedKey } from '../../lib/redis/tagged-key';
 import { createLockApp, redisClient, redisTimeMs, uniquePrefix } from '../support/helpers';
 import { Interval } from '../support/schedule-interval';
+import { CronTime } from 'cron';
+import { Cron } from 'croner';
+import { tickPlan, type TickClaim } from '../../lib/schedule/tick-plan';
 
 @Injectable()
 class Jobs {
@@ -105,5 +108,57 @@ describe('@OncePerTick claims', () => {
     expect(() => OncePerTick({ name: 'é'.repeat(257) })).toThrow(RedisLockOptionsError);
     expect(() => OncePerTick({ name: 'x'.repeat(512) })).not.toThrow();
     expect(() => OncePerTick({ every: 1 } as never)).toThrow(/every/);
+  });
+});
+
+describe('@OncePerTick on @Cron across DST days: the tick of each firing of @nestjs/schedule', () => {
+  const settings = { skewMs: 2_000, startLeaseMs: 1_000, windowMs: 60_000 };
+  /** What claim-tick.lua checks of a claim made at `nowMs` (the Redis clock the local one). */
+  const accepted = (claim: TickClaim, nowMs: number) => Number(claim.tick) >= nowMs - claim.keepMs;
+
+  // Four weeks around each zone's spring-forward day of 2027.
+  it.each([
+    ['Australia/Sydney', '0 30 2 * * *', '2027-09-20'],
+    ['Australia/Adelaide', '0 15 2 * * *', '2027-09-20'],
+    ['Pacific/Auckland', '0 30 2 * * *', '2027-09-13'],
+    ['America/Santiago', '0 30 0 * * *', '2027-08-22'],
+    ['Europe/Berlin', '0 30 2 * * *', '2027-03-14'],
+    ['America/New_York', '0 30 2 * * *', '2027-03-01'],
+  ])(
+    '%s %s: every day from %s has its tick claimed by its firing',
+    (timeZone, expression, start) => {
+      const plan = tickPlan({ kind: 'cron', cronTime: expression, timeZone }, settings, 'Job.run');
+      // The cron package (4.x, what @nestjs/schedule fires with) and croner (what names ticks).
+      const firing = new CronTime(expression, timeZone);
+      const ticks = new Cron(expression, { paused: true, timezone: timeZone });
+      let from = new Date(`${start}T00:00:00Z`);
+      const claimed = new Set<number>();
+      let last = 0;
+      for (let day = 0; day < 28; day++) {
+        const at = firing.getNextDateFrom(from, timeZone).toMillis();
+        from = new Date(at + 5);
+        last = at;
+        const claim = plan(at);
+        if (accepted(claim, at)) claimed.add(Number(claim.tick));
+      }
+      const due = ticks
+        .nextRuns(30, new Date(`${start}T00:00:00Z`))
+        .map((d) => d.getTime())
+        .filter((t) => t < last);
+      // A spring-forward day's 02:30 that does not exist: croner names it 03:00, the cron package
+      // fires at 03:30; refused as 30 min old, no instance ran the job that day.
+      expect(due.filter((t) => !claimed.has(t)).map((t) => new Date(t).toISOString())).toEqual([]);
+    },
+  );
+
+  it('keeps refusing a call an hour after a tick of an ordinary day', () => {
+    const plan = tickPlan(
+      { kind: 'cron', cronTime: '0 30 2 * * *', timeZone: 'Australia/Sydney' },
+      settings,
+      'Job.run',
+    );
+    const tick = Date.parse('2027-06-01T16:30:00Z'); // 02:30 in Sydney (AEST)
+    expect(accepted(plan(tick), tick)).toBe(true);
+    expect(accepted(plan(tick + 3_600_000), tick + 3_600_000)).toBe(false);
   });
 });
