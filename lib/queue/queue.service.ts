@@ -444,11 +444,12 @@ export class QueueService implements BeforeApplicationShutdown {
     return [...unnamed, ...this.namedLoops.handles(name)];
   }
 
-  /** @internal how many workers of this instance run for `queue` (health checks) */
+  /**
+   * @internal how many workers of this instance run for `queue` (health checks, dashboard): as
+   * `localWorkers` counts them, each named handler one (they share one claim loop)
+   */
   workerCount(queue: string): number {
-    let n = 0;
-    for (const w of this.runners) if (w.queue === queue) n++;
-    return n;
+    return this.localWorkers(queue).length;
   }
 
   /** @internal the queues with a worker of this instance running (queue gauges, dashboard) */

@@ -167,6 +167,23 @@ describe('RedisLockHealthIndicator in quorum mode, and with bad input', () => {
     }
   });
 
+  it("counts a queue's named handlers as the workers they are, as localWorkers does", async () => {
+    const app = await createLockApp({ keyPrefix: uniquePrefix('health-named') });
+    const queues = app.get(QueueService);
+    const health = new RedisLockHealthIndicator(app.get(RedisLockConnection), queues);
+    const handles = ['welcome', 'invoice', 'digest'].map((name) =>
+      queues.process('mails', () => undefined, { name }),
+    );
+    try {
+      expect(queues.localWorkers('mails')).toHaveLength(3);
+      const result = await health.isHealthy('mails', { queues: ['mails'], minWorkers: 3 });
+      expect(result.mails).toMatchObject({ status: 'up', queues: { mails: { workers: 3 } } });
+    } finally {
+      await Promise.all(handles.map((h) => h.close()));
+      await app.close();
+    }
+  });
+
   it('refuses a bad queue name with a typed error instead of reporting Redis down', async () => {
     const app = await createLockApp({ keyPrefix: uniquePrefix('health-bad') });
     const health = new RedisLockHealthIndicator(
