@@ -44,15 +44,19 @@ export interface RedisLock {
  * Node service, a script or a CLI. No Nest application or container is created; the decorators
  * (`@WithLock`, `@QueueWorker`, `@OnQueueEvent`) need one, so workers are started with
  * `queues.process`. Call `close()` when done: until then its connections keep the process alive.
- * @param options as for `RedisLockModule.forRoot` (`isGlobal` means nothing here)
+ * @param options as for `RedisLockModule.forRoot` (`isGlobal` is accepted and means nothing here)
  * @example
  * const redisLock = await createRedisLock({ redis: process.env.REDIS_URL, keyPrefix: 'shop:' });
  * await redisLock.queues.enqueue('receipts', 'order-42', { payload: { amount: 5 } });
  * await redisLock.locks.withLock('report:daily', async () => buildReport());
  * await redisLock.close();
  */
-export async function createRedisLock(options: RedisLockModuleOptions): Promise<RedisLock> {
-  const connection = await connectOrFail(new RedisLockConnection(resolveModuleOptions(options)));
+export async function createRedisLock(
+  options: RedisLockModuleOptions & { isGlobal?: boolean },
+): Promise<RedisLock> {
+  const connection = await connectOrFail(
+    new RedisLockConnection(resolveModuleOptions(withoutIsGlobal(options))),
+  );
   const events = new RedisLockEvents();
   const locks = new LockService(connection, events);
   const queues = new QueueService(connection, events);
@@ -87,4 +91,16 @@ export async function createRedisLock(options: RedisLockModuleOptions): Promise<
     events,
     close: () => (closing ??= close()),
   };
+}
+
+/**
+ * The options without forRoot's `isGlobal` (Nest's module builder takes it off before the
+ * options are read; here it means nothing), so that one options object serves both.
+ */
+function withoutIsGlobal(options: unknown): RedisLockModuleOptions {
+  if (typeof options !== 'object' || options === null || !('isGlobal' in options)) {
+    return options as RedisLockModuleOptions;
+  }
+  const { isGlobal: _ignored, ...rest } = options as { isGlobal?: unknown };
+  return rest as RedisLockModuleOptions;
 }

@@ -63,6 +63,16 @@ describe('createRedisLock: the library without Nest', () => {
     expect((standalone as Error).message).toContain('ttlMs');
   });
 
+  it("takes forRoot's options object as it is: isGlobal is accepted and means nothing", async () => {
+    const options = { redis: testRedisUrl(), keyPrefix: prefix, isGlobal: true };
+    const lib = await createRedisLock(options);
+    try {
+      expect(await lib.locks.withLock('global', async () => 'ran')).toBe('ran');
+    } finally {
+      await lib.close();
+    }
+  });
+
   it('close() releases what it holds, stops its workers, closes its connections (not a client passed in), once', async () => {
     const before = sockets();
     const lib = await createRedisLock({ redis: testRedisUrl(), keyPrefix: prefix });
