@@ -43,6 +43,8 @@ const CONTRACT = [
   'queue/queue-named',
   'queue/queue-expire',
   'queue/queue-maintenance',
+  'queue/flow-links',
+  'queue/expiries-bound',
 ];
 
 /** @type {import('jest').Config} */

@@ -33,7 +33,7 @@ export const QUEUE_SCRIPTS = {
   cancel: new LuaScript('queue cancel', file('cancel'), TASK_INFO, EVENTS, FINISHED, FLOW),
   stats: new LuaScript('queue stats', file('stats')),
   deadLetters: new LuaScript('queue dead-letters', file('dead-letters')),
-  requeueDead: new LuaScript('queue requeue-dead', file('requeue-dead'), TASK_INFO, EVENTS),
+  requeueDead: new LuaScript('queue requeue-dead', file('requeue-dead'), TASK_INFO, EVENTS, EXPIRY),
   inspect: new LuaScript('queue inspect', file('inspect'), TASK_INFO),
   remove: new LuaScript('queue remove', file('remove'), TASK_INFO, EVENTS, FLOW),
   config: new LuaScript('queue config', file('config'), EVENTS),

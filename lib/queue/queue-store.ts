@@ -461,6 +461,7 @@ export class QueueStore {
         k.dnext,
         ...flowKeys(k),
         k.expired,
+        k.expiries,
       ],
       [id, reason, this.eventsMaxLen, keep.ageMs, keep.count, this.connection.isCluster ? 1 : 0],
     )) as 'cancelled' | 'signalled' | 'finished' | 'not-found';
@@ -576,7 +577,7 @@ export class QueueStore {
     const record = await this.flows.record(k, id);
     const removed = await this.connection.run(
       QUEUE_SCRIPTS.remove,
-      [...inspectKeys(k), k.opts, k.events, k.logs, k.dnext, ...flowKeys(k), k.expired],
+      [...inspectKeys(k), k.opts, k.events, k.logs, k.dnext, ...flowKeys(k), k.expired, k.expiries],
       [id, this.eventsMaxLen],
     );
     if (removed !== 1) return false;
@@ -634,6 +635,7 @@ export class QueueStore {
           k.events,
           k.parents,
           k.outbox,
+          k.expiries,
           ...taskHashes(k),
         ],
         [delayed ? 1 : 0, MAX_QUEUE_BATCH, this.eventsMaxLen],
@@ -703,6 +705,8 @@ export class QueueStore {
         k.gpark,
         k.events,
         k.progress,
+        k.opts,
+        k.expiries,
       ],
       [MAX_QUEUE_BATCH, this.eventsMaxLen, ...ids],
     );
@@ -815,7 +819,10 @@ function claimKeys(k: QueueRedisKeys): string[] {
   ]);
 }
 
-/** The KEYS of pop.lua and dequeue.lua (flow links last: a popped child ends for its parent). */
+/**
+ * The KEYS of pop.lua and dequeue.lua (flow links then deadlines last: a popped child ends for
+ * its parent, a popped task's deadline entry goes).
+ */
 function popKeys(k: QueueRedisKeys): string[] {
   return [
     k.due,
@@ -830,10 +837,14 @@ function popKeys(k: QueueRedisKeys): string[] {
     k.parents,
     k.outbox,
     k.flow,
+    k.expiries,
   ];
 }
 
-/** Every hash that holds a task's data, deleted with the task (clean.lua, drain.lua). */
+/**
+ * Every hash that holds a task's data, deleted with the task (clean.lua, drain.lua): its link to
+ * a flow parent too (a 'wait' child keeps it until it is deleted).
+ */
 function taskHashes(k: QueueRedisKeys): string[] {
   return [
     k.payload,
@@ -846,6 +857,7 @@ function taskHashes(k: QueueRedisKeys): string[] {
     k.logs,
     k.dnext,
     k.flow,
+    k.parents,
   ];
 }
 

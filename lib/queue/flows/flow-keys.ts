@@ -98,12 +98,14 @@ export function addFlowCall(
       groups.set(n.queue, g);
       keys.push(...addFlowKeys(keysOf(n.queue)));
     }
-    // The call's first node carries the call id in its record (a parent's flow record, else a
-    // leaf's link to its parent), where a call run twice finds it (add-flow.lua). A flow of one
-    // task (a root without children) has neither: its root gets a flow record with no children,
-    // which only marks the call (readers take it for no record: `parseFlowRecord`).
+    // Every record carries the call id (`k`, one per enqueueFlow, shared by its calls): a parent's
+    // flow record and a child's link to its parent. The link counts only for a parent whose
+    // record has the same id (includes/flow.lua `applyChild`): a stale link (a child whose
+    // parent no longer waits) cannot advance a later flow's parent that reuses the id. The first
+    // node's record also tells a call run twice (add-flow.lua). A flow of one task (a root
+    // without children) has neither: its root gets a flow record with no children, which only
+    // marks the call (readers take it for no record: `parseFlowRecord`).
     const first = n === nodes[0];
-    const callMark = first ? { k: callId } : {};
     const leaf = n.children.length === 0;
     const link = n.parent
       ? JSON.stringify({
@@ -112,12 +114,12 @@ export function addFlowCall(
           b: keyBase(keysOf(n.parent.queue)),
           m: n.parent.mode,
           c: n.name,
-          ...(leaf ? callMark : {}),
+          k: callId,
         })
       : '';
     const flow =
       !leaf || (first && !n.parent)
-        ? JSON.stringify({ c: n.children.map((c) => [c.queue, c.id]), ...callMark })
+        ? JSON.stringify({ c: n.children.map((c) => [c.queue, c.id]), k: callId })
         : '';
     args.push(g, n.id, n.payload ?? '', n.opts, link, flow);
   }

@@ -55,8 +55,9 @@ export class FlowStore {
    */
   async add(plan: FlowPlan, wait: ReplicaWait | false | undefined): Promise<FlowTaskIds> {
     const calls = flowCalls(plan, !this.host.connection.isCluster);
-    // Recorded with the first node of each call: a call that finds it there ran before
-    // (add-flow.lua).
+    // Recorded in every flow record and parent link the flow writes (flow-keys.ts): a call that
+    // finds it with its first node ran before (add-flow.lua), and a link counts only for the
+    // parent its call wrote (includes/flow.lua).
     const callId = randomUUID();
     for (let i = 0; i < calls.length; i++) {
       const nodes = calls[i];

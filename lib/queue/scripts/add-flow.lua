@@ -14,11 +14,12 @@
 --   id
 --   payload stored payload field ('' for none)
 --   opts    JSON of the task's own options ('' for none)
---   parent  JSON {q, p, b, m, c} of the link to its parent ('' for a root)
+--   parent  JSON {q, p, b, m, c, k} of the link to its parent ('' for a root)
 --   flow    JSON {c = {{queue, id}, ...}} of its children ('' for a leaf; c empty for the root
 --           of a one-task flow: a leaf whose record only carries k)
---   The first node of the call has k = the call id (fresh for every enqueueFlow) in its flow,
---   or in its parent link when it is a leaf with a parent.
+--   Every flow record and parent link carries k = the call id (fresh for every enqueueFlow,
+--   the same in each of its calls): the first node's tells a call run twice (below), and a link
+--   counts only for the parent whose record has its k (includes/flow.lua).
 --
 -- Returns {'ok', added}, {'exists', nodeIndex} (0-based: that task exists in its queue, in any
 -- state still kept) or {'full', groupIndex (0-based), size, maxSize}. A call whose first node is

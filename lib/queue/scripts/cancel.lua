@@ -29,6 +29,8 @@
 -- KEYS[24] parents   hash: child id -> link to its flow parent
 -- KEYS[25] outbox    list: child outcomes for their parents (the store applies them)
 -- KEYS[26] expired   zset: id -> time it expired
+-- KEYS[27] expiries  zset: id -> deadline of tasks enqueued with one (includes/expiry.lua): a
+--                    cancelled waiting task's entry goes (it will not wait again)
 -- ARGV[1] id
 -- ARGV[2] reason     error JSON {name, message, reason?} (reason: what cancel() was given)
 -- ARGV[3] eventsMaxLen
@@ -37,7 +39,9 @@
 -- ARGV[6] sharded    '1': publish with SPUBLISH (Cluster), else PUBLISH
 --
 -- A parent waiting for its children is cancelled too (the store then cancels its unfinished
--- children); a cancelled child's parent is told through the outbox.
+-- children); a cancelled child's parent is told through the outbox. A cancelled child under
+-- 'wait' keeps its link to its parent while it is kept; the keepDead trim deletes it with the
+-- task's other data.
 --
 -- Returns 'cancelled', 'signalled' (leased: its worker was told), 'finished' (completed, dead,
 -- cancelled or expired already) or 'not-found'.
@@ -69,8 +73,10 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 childEnded(KEYS[24], KEYS[25], nil, id, 'f', ARGV[2], now, tonumber(ARGV[3]))
 redis.call('HSET', KEYS[7], id, ARGV[2])
 redis.call('ZADD', KEYS[12], now, id)
+redis.call('ZREM', KEYS[27], id)
 emit(KEYS[17], tonumber(ARGV[3]), 'cancelled', id, 'e', ARGV[2])
 redis.call('HDEL', KEYS[20], id)
-forgetAll({KEYS[3], KEYS[4], KEYS[6], KEYS[7], KEYS[13], KEYS[14], KEYS[15], KEYS[19], KEYS[23]},
-  trimFinished(KEYS[12], now - tonumber(ARGV[4]), tonumber(ARGV[5])))
+-- The trimmed tasks' data, their flow links with it (this task's parent was told above).
+forgetAll({KEYS[3], KEYS[4], KEYS[6], KEYS[7], KEYS[13], KEYS[14], KEYS[15], KEYS[19], KEYS[23],
+  KEYS[24]}, trimFinished(KEYS[12], now - tonumber(ARGV[4]), tonumber(ARGV[5])))
 return 'cancelled'

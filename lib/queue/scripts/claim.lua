@@ -48,7 +48,8 @@
 -- KEYS[31] outbox    list: child outcomes for parents this call has no keys of (flow.lua)
 -- KEYS[32] flow      hash: parent id -> its children and their outcomes (forgotten with it)
 -- KEYS[33] expired   zset: id -> time it expired (kept per keepCompleted)
--- KEYS[34] expiries  zset: id -> deadline of tasks enqueued with one (includes/expiry.lua)
+-- KEYS[34] expiries  zset: id -> deadline of tasks enqueued with one (includes/expiry.lua); an
+--                    entry goes when its task ends for good here (acked, dead, cancelled, expired)
 -- KEYS[35..] groups of 10 keys of the queues of the settled tasks' parents (flow.lua's order):
 --            a child that completes (or dies) advances its parent in this script when its
 --            parent's queue is among them, else its outcome goes to the outbox
@@ -83,7 +84,9 @@
 -- passed (1,000 per call; when more remain, this call leases nothing and says to look again now).
 -- Idle callers are told to look again at the earliest deadline, so expired tasks end even on a
 -- paused queue with idle workers. Queues without task options pay nothing for it (one EXISTS for
--- the expiries set when the opts hash exists).
+-- the expiries set when the opts hash exists). A task that ends for good (acked: one ZREM per
+-- call; dead or cancelled) leaves the expiries set at once; one that can wait again (a retry,
+-- task.delay, a stalled lease given back) keeps its entry for the sweep.
 --
 -- Returns {nowMs, nextMs, settles, outbox, expired, stalledDead, settled_1..settled_settles, id_1,
 -- score_1, attempt_1, token_1, payload_1, enqueuedAt_1, fence_1, opts_1, parent_1, ...}.
@@ -125,7 +128,7 @@ local eventsMaxLen = tonumber(ARGV[15])
 -- a drain's Redis instructions at concurrency 10). Written with each claim's leases, and kept
 -- while tasks are leased; a call that ends the last lease and leases none deletes it.
 local TOKENS_FILL = 'keeps this hash a hashtable: a value longer than hash-max-listpack-value'
--- Everything stored per task, deleted when it is forgotten.
+-- Everything stored per task, deleted when it is forgotten (with its flow link: `forgetTasks`).
 local TASK_HASHES = {KEYS[3], KEYS[4], KEYS[8], KEYS[9], KEYS[21], KEYS[22], KEYS[23], KEYS[27],
   KEYS[32]}
 -- `plain`: none of the keys of the features a plain queue does not use exists (task options,
@@ -149,6 +152,22 @@ local hasExpiries = hasOpts and redis.call('EXISTS', KEYS[34]) == 1
 -- Flows: whether any task of this queue has a parent, and whether its outbox holds outcomes.
 local hasParents, outboxed = present(KEYS[30]), present(KEYS[31])
 local parentGroups = hasParents and flowGroups(35)
+
+-- Tasks this call forgot with TASK_HASHES: their links to a flow parent go at the end of the
+-- call (`unlink`), after every `toParent` of the call (which reads the link of a task trimmed as
+-- soon as it ended: keepDead / keepCompleted with a count of 0). A 'wait' child keeps its link
+-- while it is kept (requeueDead); once deleted, nothing can count for its parent any more.
+local unlinked = {}
+local function forgetTasks(ids)
+  forgetAll(TASK_HASHES, ids)
+  if hasParents then
+    for _, id in ipairs(ids) do unlinked[#unlinked + 1] = id end
+  end
+end
+local function unlink()
+  if #unlinked > 0 then variadic('HDEL', KEYS[30], unlinked) end
+  unlinked = {}
+end
 
 -- Task `id` ended ('c' completed with result d, 'f' failed with error d): its parent learns it.
 local function toParent(id, o, d)
@@ -258,14 +277,16 @@ local function addKeptCall(id)
   if redis.call('LLEN', KEYS[7]) == 0 then redis.call('RPUSH', KEYS[7], '1') end
 end
 
--- A leased task ends in finished-set `zset` (dead, cancelled), kept per keepDead.
+-- A leased task ends in finished-set `zset` (dead, cancelled), kept per keepDead. It will not
+-- wait again: its deadline's entry goes (a retry's stays: the sweep needs it).
 local function finish(id, zset)
   unplain()
+  if hasExpiries then redis.call('ZREM', KEYS[34], id) end
   addKeptCall(id)
   redis.call('ZADD', zset, now, id)
   local m = meta(id)
   if m and m.group ~= '' then groupSlotFreed(m.group) end
-  forgetAll(TASK_HASHES, trimFinished(zset, now - tonumber(ARGV[11]), tonumber(ARGV[12])))
+  forgetTasks(trimFinished(zset, now - tonumber(ARGV[11]), tonumber(ARGV[12])))
 end
 
 local function bury(id, attempt, err)
@@ -301,7 +322,7 @@ local function keepExpired()
   if #expiredIds == 0 then return end
   local keepMs = tonumber(ARGV[13])
   if keepMs == 0 then
-    forgetAll(TASK_HASHES, expiredIds)
+    forgetTasks(expiredIds)
   else
     local scored = {}
     for _, id in ipairs(expiredIds) do
@@ -310,7 +331,7 @@ local function keepExpired()
     end
     variadic('ZADD', KEYS[33], scored)
     local keepCount = tonumber(ARGV[14])
-    forgetAll(TASK_HASHES, trimFinished(KEYS[33], now - keepMs, keepCount,
+    forgetTasks(trimFinished(KEYS[33], now - keepMs, keepCount,
       math.min(100, math.floor(keepCount / 10))))
   end
   expiredIds = {}
@@ -406,6 +427,8 @@ if settles > 0 then
       end
     end
     if #failedBefore > 0 then variadic('HDEL', KEYS[9], failedBefore) end
+    -- Completed: the deadlines of the ones that had one go (a queue without deadlines pays nothing).
+    if hasExpiries then variadic('ZREM', KEYS[34], acked) end
     if hasNext then
       for _, id in ipairs(acked) do addKeptCall(id) end
     end
@@ -426,8 +449,7 @@ if settles > 0 then
       variadic('HSET', KEYS[21], results)
       -- Completed tasks are trimmed a tenth of the bound (at most 100) below it at a time.
       local keepCount = tonumber(ARGV[14])
-      forgetAll(TASK_HASHES,
-        trimFinished(KEYS[19], now, keepCount, math.min(100, math.floor(keepCount / 10))))
+      forgetTasks(trimFinished(KEYS[19], now, keepCount, math.min(100, math.floor(keepCount / 10))))
     else
       forgetAll({KEYS[3], KEYS[4], KEYS[8], KEYS[22], KEYS[23], KEYS[27], KEYS[32]}, acked)
     end
@@ -750,6 +772,9 @@ for _, g in ipairs(settleFreed or {}) do
     rejoined = rejoined or redis.call('ZSCORE', KEYS[13], g) ~= false
   end
 end
+
+-- The links of the tasks this call forgot (every `toParent` of the call is behind).
+unlink()
 
 -- 6. When to look again, and whether to wake another idle worker.
 if n > 0 and taken == n and count == n then

@@ -6,7 +6,8 @@
 --                    expired (id -> time of death, cancel or expiry)
 -- KEYS[2]  events    stream: the queue's events (includes/events.lua)
 -- KEYS[3..] the hashes that hold a task's data (payload, attempts, info, errors, results,
---           progress, opts, logs); results (KEYS[7]) is read for a completed task's finish time
+--           progress, opts, logs, dnext, flow, parents: taskHashes in queue-store.ts); results
+--           (KEYS[7]) is read for a completed task's finish time
 -- ARGV[1] state       'completed', 'dead', 'cancelled' or 'expired'
 -- ARGV[2] olderThanMs a task is deleted when it finished at or before Redis TIME - olderThanMs
 -- ARGV[3] take        tasks to delete at most in this call (1 to 1,000)

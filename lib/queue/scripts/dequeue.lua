@@ -14,6 +14,8 @@
 -- KEYS[11] outbox    list: child outcomes for their parents (the store applies them)
 -- KEYS[12] flow      hash: parent id -> its children and their outcomes (a ready parent's, dropped
 --                    with it)
+-- KEYS[13] expiries  zset: id -> deadline of tasks enqueued with one (includes/expiry.lua): a
+--                    dequeued task's entry goes (it ended)
 -- ARGV[1] id
 -- ARGV[2] score     the due time the caller saw
 -- ARGV[3] eventsMaxLen
@@ -36,9 +38,11 @@ redis.call('HDEL', KEYS[6], id)
 redis.call('HDEL', KEYS[8], id)
 redis.call('HDEL', KEYS[9], id)
 local pushed = false
--- One EXISTS for a task that is not part of a flow (its queue has no flow links).
-if redis.call('EXISTS', KEYS[10], KEYS[12]) > 0 then
+-- One EXISTS for a task that is not part of a flow and has no deadline (its queue has no flow
+-- links, no flow records and no deadlines).
+if redis.call('EXISTS', KEYS[10], KEYS[12], KEYS[13]) > 0 then
   redis.call('HDEL', KEYS[12], id)
+  redis.call('ZREM', KEYS[13], id)
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   pushed = childEnded(KEYS[10], KEYS[11], nil, id, 'c', '', now, tonumber(ARGV[3]))

@@ -10,8 +10,9 @@
 -- KEYS[6]  events    stream: the queue's events (includes/events.lua)
 -- KEYS[7]  parents   hash: child id -> link to its flow parent (includes/flow.lua)
 -- KEYS[8]  outbox    list: child outcomes for their parents (the store applies them)
--- KEYS[9..] the hashes that hold a task's data (payload, attempts, info, errors, results,
---           progress, opts, logs, dnext, flow)
+-- KEYS[9]  expiries  zset: id -> deadline of tasks enqueued with one (includes/expiry.lua)
+-- KEYS[10..] the hashes that hold a task's data (payload, attempts, info, errors, results,
+--           progress, opts, logs, dnext, flow, parents: a drained child's link goes with it)
 -- ARGV[1] delayed     '1': delayed tasks too
 -- ARGV[2] take        tasks to delete at most in this call (1 to 1,000)
 -- ARGV[3] eventsMaxLen
@@ -62,5 +63,10 @@ if #ids > 0 and redis.call('EXISTS', KEYS[7]) == 1 then
     if childEnded(KEYS[7], KEYS[8], nil, id, 'f', removed, now, maxLen) then pushed = 1 end
   end
 end
-if #ids > 0 then removeAll(ids, 9, KEYS[6], tonumber(ARGV[3])) end
+if #ids > 0 then
+  -- Their deadlines' entries: one ZREM per 1,000 tasks (a key that does not exist costs nothing
+  -- more than asking whether it does).
+  variadic('ZREM', KEYS[9], ids)
+  removeAll(ids, 10, KEYS[6], tonumber(ARGV[3]))
+end
 return {#ids, #ids >= take and 1 or 0, pushed}

@@ -14,6 +14,8 @@
 -- KEYS[11] outbox    list: child outcomes for their parents (the store applies them)
 -- KEYS[12] flow      hash: parent id -> its children and their outcomes (a ready parent's, dropped
 --                    with it)
+-- KEYS[13] expiries  zset: id -> deadline of tasks enqueued with one (includes/expiry.lua): a
+--                    popped task's entry goes (it ended)
 -- ARGV[1] count
 -- ARGV[2] eventsMaxLen
 --
@@ -33,8 +35,9 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local maxLen = tonumber(ARGV[2])
 local ready = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[1]))
 local result = {}
--- One EXISTS for the keys a plain queue does not use (logs, kept calls, flows).
-local hasExtra = #ready > 0 and redis.call('EXISTS', KEYS[8], KEYS[9], KEYS[10], KEYS[12]) > 0
+-- One EXISTS for the keys a plain queue does not use (logs, kept calls, flows, deadlines).
+local hasExtra = #ready > 0
+  and redis.call('EXISTS', KEYS[8], KEYS[9], KEYS[10], KEYS[12], KEYS[13]) > 0
 local pushed = false
 for i = 1, #ready, 2 do
   local id = ready[i]
@@ -54,6 +57,14 @@ for i = 1, #ready, 2 do
     if childEnded(KEYS[10], KEYS[11], nil, id, 'c', '', now, maxLen) then pushed = true end
   end
   emit(KEYS[7], maxLen, 'removed', id)
+end
+-- The popped tasks' deadlines: one ZREM per 1,000 tasks, only when the queue has extras.
+if hasExtra then
+  for i = 1, #ready, 2000 do
+    local ids = {}
+    for j = i, math.min(i + 1998, #ready), 2 do ids[#ids + 1] = ready[j] end
+    redis.call('ZREM', KEYS[13], unpack(ids))
+  end
 end
 if pushed then result[#result + 1] = 1 end
 return result

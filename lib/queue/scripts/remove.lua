@@ -25,12 +25,14 @@
 -- KEYS[22] parents   hash: child id -> link to its flow parent
 -- KEYS[23] outbox    list: child outcomes for their parents (the store applies them)
 -- KEYS[24] expired   zset: id -> time it expired
+-- KEYS[25] expiries  zset: id -> deadline of tasks enqueued with one (includes/expiry.lua)
 -- ARGV[1] id
 -- ARGV[2] eventsMaxLen
 --
 -- A parent waiting for its children can be removed (the store then cancels its unfinished
 -- children); a removed child that had not finished counts as failed for its parent (told through
--- the outbox).
+-- the outbox). The removed task's own link to its parent goes with it (a 'wait' child keeps it
+-- until then), so does its deadline's entry.
 --
 -- Returns 1 when removed, 0 when the task is leased (a worker runs it) or unknown.
 
@@ -53,6 +55,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 childEnded(KEYS[22], KEYS[23], nil, id, 'f',
   cjson.encode({name = 'QueueError', message = 'removed'}), now, tonumber(ARGV[2]))
-for _, i in ipairs({3, 4, 6, 7, 13, 14, 15, 17, 18, 21}) do redis.call('HDEL', KEYS[i], id) end
+for _, i in ipairs({3, 4, 6, 7, 13, 14, 15, 17, 18, 21, 22}) do redis.call('HDEL', KEYS[i], id) end
+redis.call('ZREM', KEYS[25], id)
 emit(KEYS[16], tonumber(ARGV[2]), 'removed', id)
 return 1

@@ -14,6 +14,9 @@
 -- KEYS[10] gpark     zset: group -> time its next task may start
 -- KEYS[11] events    stream: the queue's events (includes/events.lua)
 -- KEYS[12] progress  hash: id -> JSON of the last progress value
+-- KEYS[13] opts      hash: id -> JSON of the task's own options ("x": its deadline)
+-- KEYS[14] expiries  zset: id -> deadline of waiting tasks with one (includes/expiry.lua): a
+--                    task waits again, so its deadline is indexed again (its death dropped it)
 -- ARGV[1] max       when no ids follow: move the `max` oldest dead tasks
 -- ARGV[2] eventsMaxLen
 -- ARGV[3..] ids     move these (ids that are not dead are skipped)
@@ -29,8 +32,12 @@ else
   ids = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)
 end
 local moved = 0
+-- Only a queue with task options can hold a deadline: one EXISTS, not a read per task.
+local hasOpts = #ids > 0 and redis.call('EXISTS', KEYS[13]) == 1
 for _, id in ipairs(ids) do
   if redis.call('ZREM', KEYS[1], id) == 1 then
+    local x = hasOpts and expiryOf(redis.call('HGET', KEYS[13], id))
+    if x then redis.call('ZADD', KEYS[14], x, id) end
     redis.call('HDEL', KEYS[3], id)
     redis.call('HDEL', KEYS[6], id)
     redis.call('HDEL', KEYS[12], id)

@@ -4,7 +4,15 @@
 --
 -- The deadline is "x" in the task's own options (JSON in the opts hash): what decides. The
 -- queue's expiries zset (id -> deadline) only says where to look for waiting tasks whose deadline
--- passed; an entry of a task that started, finished or was replaced is dropped when found.
+-- passed. A task keeps its entry while it can still wait: queued, leased (a retry, task.delay or
+-- a stalled lease returned puts it back), given back. The scripts that end a task for good drop
+-- it at once, so the set holds no finished tasks until their deadlines (which may be years
+-- away): claim.lua at an ack (one ZREM per call, only when the set exists), a death or a cancel
+-- of a leased task, and an expiry; cancel.lua, remove.lua, drain.lua, pop.lua and dequeue.lua
+-- (the last two only when the queue has a key a plain queue lacks: one EXISTS they pay anyway).
+-- An entry left behind otherwise (a task ended expired as a claim was about to lease it: its
+-- deadline passed already) goes when the sweep reaches it and does not find its task waiting. A
+-- dead task moved back by requeue-dead.lua waits again: that script indexes its deadline again.
 
 -- The deadline (epoch ms) in a task's own options JSON, or nil when it has none.
 local function expiryOf(opts)

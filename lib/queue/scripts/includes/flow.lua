@@ -8,11 +8,16 @@
 --   cdone     hash: 'parentId \0 childQueue:childId' -> the child's outcome while its parent
 --             waits: 'c' .. result JSON (completed) or 'f' .. error JSON (failed); one field per
 --             child, so an outcome applied twice counts once
---   flow      hash: parent id -> JSON {c = {{queue, id}, ...}, r = {['queue:id'] = outcome}}
---             (r: the outcomes, set when the parent stops waiting; childResults reads it)
---   parents   hash: child id -> JSON {q, p, b, m, c}: its parent's queue, id and key base, the
---             child's onChildFailure, and the child's own 'queue:id'
---   outbox    list of JSON {q, p, b, m, c, o, d}: outcomes (o 'c' or 'f', d the data) a script
+--   flow      hash: parent id -> JSON {c = {{queue, id}, ...}, k, r = {['queue:id'] = outcome}}
+--             (k: the id of the enqueueFlow call that wrote it; r: the outcomes, set when the
+--             parent stops waiting; childResults reads it)
+--   parents   hash: child id -> JSON {q, p, b, m, c, k}: its parent's queue, id and key base, the
+--             child's onChildFailure, the child's own 'queue:id' and the id of the enqueueFlow
+--             call that wrote it (k, also in the parent's flow record: a link counts only for the
+--             parent written by the same call). Under 'wait' a failed child keeps its link (a
+--             requeued dead letter still counts) until the child is deleted (remove, drain, clean,
+--             the keepDead / keepCompleted trims), which deletes the link with its other data
+--   outbox    list of JSON {q, p, b, m, c, k, o, d}: outcomes (o 'c' or 'f', d the data) a script
 --             could not apply to the parent because it was not given the parent's keys (another
 --             Cluster slot, or a child that ended without a caller that knew its parent);
 --             QueueStore applies them with flow-apply.lua, idempotently.
@@ -62,12 +67,41 @@ local function closeParent(P, pid)
   redis.call('HSET', P.flow, pid, cjson.encode(f))
 end
 
--- The error a parent dies with when child e failed under 'fail-parent'.
+-- Longest failure message stored with a task, in characters: as MAX_MESSAGE_CHARS of
+-- task-errors.ts, which cuts a message to its first 1,000 UTF-16 code units (`slice(0, 1000)`).
+local MAX_MESSAGE_CHARS = 1000
+
+-- The first MAX_MESSAGE_CHARS characters of UTF-8 text s, counted as JavaScript counts them (a
+-- character outside the BMP, 4 bytes, is 2); cut between characters, never inside one.
+local function cutMessage(s)
+  -- A character has at least one byte: text of at most that many bytes is short enough.
+  if #s <= MAX_MESSAGE_CHARS then return s end
+  local units, i, n = 0, 1, #s
+  while i <= n do
+    local b = string.byte(s, i)
+    local len, u = 1, 1
+    if b >= 0xF0 then
+      len, u = 4, 2
+    elseif b >= 0xE0 then
+      len = 3
+    elseif b >= 0xC0 then
+      len = 2
+    end
+    if units + u > MAX_MESSAGE_CHARS then break end
+    units = units + u
+    i = i + len
+  end
+  return string.sub(s, 1, i - 1)
+end
+
+-- The error a parent dies with when child e failed under 'fail-parent'. Its message embeds the
+-- child's, itself such a message when the child was a parent: cut as encodeTaskError cuts
+-- messages, it stays bounded however deep the flow.
 local function childFailedError(e)
   local ok, err = pcall(cjson.decode, e.d)
   local why = (ok and type(err) == 'table' and err.message) and tostring(err.message) or e.d
   return cjson.encode({name = 'FlowChildFailedError',
-    message = "child '" .. e.c .. "' of '" .. e.q .. ':' .. e.p .. "' failed: " .. why})
+    message = cutMessage("child '" .. e.c .. "' of '" .. e.q .. ':' .. e.p .. "' failed: " .. why)})
 end
 
 local applyChild
@@ -90,12 +124,26 @@ local function childEnded(parents, outbox, groups, id, o, d, now, maxLen)
   return true
 end
 
--- Applies child outcome e ({q, p, b, m, c, o, d}) to its parent, whose queue's keys are P. Does
--- nothing when the parent no longer waits (it finished, was cancelled or removed) or when this
--- outcome was applied already. Returns true when a parent that died pushed to an outbox.
+-- Applies child outcome e ({q, p, b, m, c, k, o, d}) to its parent, whose queue's keys are P. Does
+-- nothing when the parent no longer waits (it finished, was cancelled or removed), when the
+-- waiting task with the parent's id belongs to another flow than the link (a later enqueueFlow
+-- that reused the id: its flow record has another call id k), or when this outcome was applied
+-- already. Returns true when a parent that died pushed to an outbox.
 applyChild = function(P, e, now, maxLen)
   local left = redis.call('ZSCORE', P.wchildren, e.p)
   if not left then return false end
+  -- A link and a record written before every one carried k (an earlier version put it only in
+  -- the first node's record of each call) are applied as then: only a link whose k differs from
+  -- the k of the parent's record is another flow's. Found as text, not decoded (a parent's record
+  -- lists all its children): '"k":"' is the record's own key, as a string value cannot hold an
+  -- unescaped '"', and k is a UUID.
+  if e.k then
+    local f = redis.call('HGET', P.flow, e.p)
+    if f and string.find(f, '"k":"', 1, true)
+        and not string.find(f, '"k":"' .. tostring(e.k) .. '"', 1, true) then
+      return false
+    end
+  end
   local field = e.p .. '\0' .. e.c
   local prev = redis.call('HGET', P.cdone, field)
   if e.o == 'c' then
