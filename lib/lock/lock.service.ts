@@ -178,9 +178,15 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown {
     // Only a lock this call chain still holds is joined: work it started that outlives the
     // release (or a lock found lost) waits for the lock like any caller.
     if (joined && (joined.isEnded || joined.isLost)) joined = undefined;
-    // A shared hold joins nothing exclusive: upgrading could deadlock (see LockUpgradeError).
-    if (joined && o.mode !== 'shared' && this.shared.owns(joined)) {
-      throw new LockUpgradeError(keys[0].name);
+    // A shared hold joins nothing exclusive: upgrading could deadlock (see LockUpgradeError). Any
+    // of the keys held shared counts: with only some of them held, the call waited for itself
+    // until waitMs.
+    if (current && o.mode !== 'shared') {
+      const upgraded = keys.find((k) => {
+        const held = current.get(k.value);
+        return held && !held.isEnded && !held.isLost && this.shared.owns(held);
+      });
+      if (upgraded) throw new LockUpgradeError(upgraded.name);
     }
     if (joined) return fn(joined);
 

@@ -114,6 +114,20 @@ describe("LockService mode: 'shared' (read-write lock)", () => {
     expect(inner).toBe(true);
   });
 
+  it('refuses an exclusive lock of several keys, one of them held shared by the call chain, at once', async () => {
+    const err = await locks
+      .withLock(
+        'prices',
+        () => locks.withLock(['other', 'prices'], () => 'never', { waitMs: 10_000 }),
+        { mode: 'shared' },
+      )
+      .catch((e) => e);
+    // It waited for its own read lock until waitMs (10 s) before: LockTimeoutError.
+    expect(err).toBeInstanceOf(LockUpgradeError);
+    expect(err.message).toContain("lock 'prices' is held in shared mode");
+    expect(await locks.isLocked('other')).toBe(false);
+  });
+
   it('shared locks: release, extend, isHeld, fence = the latest exclusive fence', async () => {
     const w = await locks.acquire('f');
     await w.release();
