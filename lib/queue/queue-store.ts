@@ -103,6 +103,9 @@ export class QueueStore {
     return this.defaults.eventsMaxLen;
   }
 
+  /** Per queue: the last write not sent yet that writes made after it wait for (`writeWaited`). */
+  private readonly unsent = new Map<string, Promise<void>>();
+
   /** The last count of the master's connected replicas, and when it was taken. */
   private replicaCount?: { n: number | undefined; at: number };
 
@@ -140,19 +143,33 @@ export class QueueStore {
     wait: ReplicaWait | false | undefined,
   ): Promise<{ reply: unknown; shortfall?: QueueReplicationError }> {
     const w = wait === undefined ? this.defaults.waitForReplicas : wait;
-    if (!w) return { reply: await this.connection.run(script, keys, args) };
-    const have = await this.connectedReplicas();
-    // Unknown (INFO refused): sent, and WAIT alone tells whether enough replicas acknowledged.
-    if (have !== undefined && have < w.replicas) {
-      throw new QueueReplicationError(queue, operation, have, w.replicas, w.timeoutMs, false);
+    const before = this.unsent.get(queue);
+    if (!w && !before) return { reply: await this.connection.run(script, keys, args) };
+    // This write may wait before it is sent (for the one before it, for the replica count): the
+    // writes of the queue made after it wait for it to be sent, so that calls reach Redis in the
+    // order they were made (a plain enqueue made after one that counted replicas overtook it).
+    let sent!: () => void;
+    const mine = new Promise<void>((resolve) => (sent = resolve));
+    this.unsent.set(queue, mine);
+    let pending: Promise<unknown>;
+    try {
+      if (before) await before;
+      if (!w) {
+        pending = this.connection.run(script, keys, args);
+      } else {
+        const have = await this.connectedReplicas();
+        // Unknown (INFO refused): sent, and WAIT alone tells whether enough replicas acknowledged.
+        if (have !== undefined && have < w.replicas) {
+          throw new QueueReplicationError(queue, operation, have, w.replicas, w.timeoutMs, false);
+        }
+        pending = this.connection.runThenWait(script, keys, args, w.replicas, w.timeoutMs);
+      }
+    } finally {
+      sent();
+      if (this.unsent.get(queue) === mine) this.unsent.delete(queue);
     }
-    const [reply, acknowledged] = await this.connection.runThenWait(
-      script,
-      keys,
-      args,
-      w.replicas,
-      w.timeoutMs,
-    );
+    if (!w) return { reply: await pending };
+    const [reply, acknowledged] = (await pending) as [unknown, number];
     if (acknowledged >= w.replicas) return { reply };
     this.replicaCount = undefined;
     return {

@@ -117,6 +117,21 @@ describe('QueueService replicated writes (waitForReplicas) on a real master and 
     expect(await queues.stats('held')).toMatchObject({ ready: 0, leased: 0, dead: 0 });
   });
 
+  it('keeps the order of calls made in one tick when the first counts replicas first and the next does not wait', async () => {
+    const q = 'ordered';
+    for (let round = 0; round < 3; round++) {
+      // The replica count is taken again (every 5 s): the first call waits for INFO first.
+      (queues.store as unknown as { replicaCount?: unknown }).replicaCount = undefined;
+      const first = queues.enqueue(q, `first-${round}`);
+      const second = queues.enqueue(q, `second-${round}`, { waitForReplicas: false });
+      await Promise.all([first, second]);
+      expect((await queues.claim(q, 2)).map((t) => t.id)).toEqual([
+        `first-${round}`,
+        `second-${round}`,
+      ]);
+    }
+  });
+
   it('on a master without replicas, fails fast without sending the write', async () => {
     const lonely = loneApp.get(QueueService);
     const err = await lonely.enqueue('r', 'x').then(
