@@ -12,8 +12,8 @@ import {
   type LeasedTask,
   type RedisLock,
 } from '../../lib';
-import { createLockApp, testRedisUrl, uniquePrefix, waitFor } from '../support/helpers';
-import { startRedisServer } from '../support/redis-server';
+import { createLockApp, sleep, testRedisUrl, uniquePrefix, waitFor } from '../support/helpers';
+import { freePort, startRedisServer } from '../support/redis-server';
 import { queueRedisKeys } from '../../lib/queue/queue-keys';
 
 /** Sockets this process has open (ioredis connections among them). */
@@ -71,6 +71,18 @@ describe('createRedisLock: the library without Nest', () => {
     } finally {
       await lib.close();
     }
+  });
+
+  it('starts at once while Redis is out of reach (no connectTimeoutMs), and closes', async () => {
+    const redis = `redis://127.0.0.1:${await freePort()}`;
+    const lib = createRedisLock({ redis, keyPrefix: prefix, commandTimeoutMs: 20_000 });
+    // It waited for the queue schedules' first read: commandTimeoutMs (20 s here).
+    const first = await Promise.race([
+      lib.then(() => 'started'),
+      sleep(5_000).then(() => 'waiting'),
+    ]);
+    expect(first).toBe('started');
+    await (await lib).close();
   });
 
   it('close() releases what it holds, stops its workers, closes its connections (not a client passed in), once', async () => {

@@ -128,7 +128,11 @@ export class QueueScheduler {
   async start(): Promise<void> {
     this.resync = setInterval(() => void this.sync(), RESYNC_MS);
     this.resync.unref();
-    await this.sync();
+    const first = this.sync();
+    // Redis out of reach (its commands wait for the connection, up to commandTimeoutMs): the
+    // application starts at once, as documented, and the schedules are read once Redis answers
+    // (sync retries by itself). Awaited otherwise, so that they fire as soon as it started.
+    if (this.connection.client.status === 'ready') await first;
   }
 
   /** Stops every timer (schedules stay in Redis; other instances keep firing them). */
