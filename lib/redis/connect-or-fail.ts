@@ -8,7 +8,8 @@ const BOOT_CHECK_MS = 1_000;
  * time closes the connections and fails the start with `RedisUnavailableError`. Always: fails the
  * start with `RedisLockOptionsError` when a single-node connection reaches a Redis Cluster node,
  * and checks every master's `maxmemory-policy` (`evictionPolicy`: a warning per master, or with
- * `'fail'` `RedisLockOptionsError`). Both checks run side by side, each call bounded by
+ * `'fail'` `RedisLockOptionsError`), and fails it with `RedisLockOptionsError` for a database index
+ * Redis refuses (`checkDatabase`). The checks run side by side, each call bounded by
  * `connectTimeoutMs` (else 1 s) and `commandTimeoutMs`; no answer is no verdict.
  */
 export async function connectOrFail(connection: RedisLockConnection): Promise<RedisLockConnection> {
@@ -19,6 +20,7 @@ export async function connectOrFail(connection: RedisLockConnection): Promise<Re
     const checks = await Promise.allSettled([
       connection.checkNotClusterNode(bound),
       connection.checkEvictionPolicy(bound, evictionPolicy),
+      connection.checkDatabase(bound),
     ]);
     for (const check of checks) if (check.status === 'rejected') throw check.reason;
   } catch (err) {

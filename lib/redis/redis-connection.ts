@@ -5,6 +5,7 @@ import type {
   EvictionPolicyMode,
   RedisClusterConnectionOptions,
 } from '../interfaces/redis-lock-module-options.interface';
+import { RedisCommandError } from '../errors/redis-command.error';
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
 import { rememberSecrets } from '../redaction/redact-credentials';
 import { bounded } from './bounded';
@@ -242,6 +243,34 @@ export class RedisLockConnection {
   }
 
   /**
+   * Boot check of the database index (`db` above 0, from the URL's path or the options): refused
+   * by Redis (past its `databases`), ioredis only logs the failed `SELECT` and goes on in
+   * database 0, where the module's keys would land among another application's. Rejects with
+   * `RedisLockOptionsError` then; no answer within `ms` is no verdict. Not for a Cluster (one
+   * database).
+   * @param ms bound of the wait for the connection and of the call
+   * @param option the option this connection was made from, named in the error
+   */
+  async checkDatabase(ms: number, option = 'redis'): Promise<void> {
+    await Promise.all(this.nodes.map((node) => node.checkDatabase(ms, 'nodes')));
+    if (this.isCluster) return;
+    const db = Number((this.client as Redis).options.db ?? 0);
+    // The refused SELECT comes as an 'error' event before 'ready': waited for past it.
+    if (!db || !(await this.reached(ms, false))) return;
+    try {
+      await this.call('SELECT (boot check)', (c) => (c as Redis).select(db), ms);
+    } catch (err) {
+      if (err instanceof RedisCommandError && /DB index is out of range/i.test(err.message)) {
+        throw new RedisLockOptionsError(
+          option,
+          db,
+          "a database index this Redis has (below its 'databases' setting)",
+        );
+      }
+    }
+  }
+
+  /**
    * Boot check of every master this connection writes to (the node, Sentinel's current master,
    * each Cluster master, and with `nodes` each quorum node): reads its `maxmemory-policy`
    * (`readEvictionPolicy`) and, for any policy but `noeviction`, logs one warning per master
@@ -298,16 +327,18 @@ export class RedisLockConnection {
 
   /**
    * Waits (at most `ms`) until the client is connected; false when it could not connect in time
-   * or failed to (refused, unreachable: settled at the first error, without waiting out `ms`).
+   * or failed to (refused, unreachable: settled at the first error, without waiting out `ms`,
+   * unless `settleOnError` is false).
    */
-  private async reached(ms: number): Promise<boolean> {
+  private async reached(ms: number, settleOnError = true): Promise<boolean> {
     const client = this.client;
     if (client.status === 'ready' || client.status === 'wait') return true;
     let settle!: (reached: boolean) => void;
     const reached = new Promise<boolean>((resolve) => (settle = resolve));
     const onReady = () => settle(true);
     const onFailure = () => settle(false);
-    client.once('ready', onReady).once('error', onFailure).once('end', onFailure);
+    client.once('ready', onReady).once('end', onFailure);
+    if (settleOnError) client.once('error', onFailure);
     const ok = await bounded('connecting (boot check)', reached, ms).catch(() => false);
     client.off('ready', onReady).off('error', onFailure).off('end', onFailure);
     return ok;

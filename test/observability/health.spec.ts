@@ -14,7 +14,7 @@ import {
   type RedisLockModuleOptions,
 } from '../../lib';
 import { RedisLockConnection } from '../../lib/redis/redis-connection';
-import { createLockApp, uniquePrefix, waitFor } from '../support/helpers';
+import { createLockApp, testRedisUrl, uniquePrefix, waitFor } from '../support/helpers';
 import { freePort, startRedisServer, type RedisServer } from '../support/redis-server';
 
 @Controller()
@@ -207,5 +207,19 @@ describe('connectTimeoutMs (fail fast at bootstrap)', () => {
     const app = await createLockApp({ connectTimeoutMs: 2_000 });
     await app.close();
     await expect(createLockApp({ connectTimeoutMs: 0 })).rejects.toThrow(RedisLockOptionsError);
+  });
+
+  it('refuses a database index Redis does not have (with connectTimeoutMs or not), starts with one it has', async () => {
+    // ioredis logs the refused SELECT and goes on in database 0: the keys landed there.
+    for (const connectTimeoutMs of [2_000, undefined]) {
+      const err = await createLockApp({
+        redis: `${testRedisUrl()}/99`,
+        ...(connectTimeoutMs ? { connectTimeoutMs } : {}),
+      }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(RedisLockOptionsError);
+      expect(err).toMatchObject({ option: 'redis', value: 99 });
+    }
+    const app = await createLockApp({ redis: `${testRedisUrl()}/3`, connectTimeoutMs: 2_000 });
+    await app.close();
   });
 });
