@@ -42,7 +42,6 @@ const CONTRACT = [
   'waiting-room/waiting-room.service',
   'queue/queue-named',
   'queue/queue-expire',
-  'queue/queue-maintenance',
   'queue/flow-links',
   'queue/expiries-bound',
 ];

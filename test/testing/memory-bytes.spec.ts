@@ -135,3 +135,25 @@ describe('MemoryRedis: values are bytes, as in Redis', () => {
     expect(await client.zrangebylexBuffer('z', '-', '(é')).toEqual(inBytes.slice(0, 2));
   });
 });
+
+describe("MemoryRedis streams: XTRIM, as obliterate empties a queue's events", () => {
+  it('keeps the last entries and the last id given out: the next XADD * id still rises', async () => {
+    const client = new MemoryRedis(new MemoryRedisServer());
+    try {
+      const ids: string[] = [];
+      for (let i = 0; i < 3; i++) ids.push((await client.xadd('s', '*', 'n', String(i)))!);
+      expect(await client.xtrim('s', 'MAXLEN', 1)).toBe(2);
+      const left = (await client.xrange('s', '-', '+')) as [string, string[]][];
+      expect(left.map((entry) => entry[0])).toEqual([ids[2]]);
+      expect(await client.xtrim('s', 'MAXLEN', '=', 0)).toBe(1);
+      expect(await client.xlen('s')).toBe(0);
+      const next = (await client.xadd('s', '*', 'n', 'after'))!;
+      const [ms, seq] = next.split('-').map(Number);
+      const [lastMs, lastSeq] = ids[2].split('-').map(Number);
+      expect(ms > lastMs || (ms === lastMs && seq > lastSeq)).toBe(true);
+      await expect(client.xtrim('s', 'MINID' as never, 0)).rejects.toThrow(/MAXLEN/);
+    } finally {
+      client.disconnect();
+    }
+  });
+});
