@@ -47,6 +47,16 @@ async function appendAtomically(redis: Redis, key: string, entries: string[][]):
 }
 
 /** `n` entries that end no task. */
+/** Appends markers to stream `key` until subscriber `live` got one: its reader reads. */
+async function reading(redis: Redis, key: string, live: { events: QueueEvent[] }): Promise<void> {
+  let marker: string | undefined;
+  await waitFor('the subscriber to read', async () => {
+    if (live.events.some((e) => e.eventId === marker)) return true;
+    marker = (await redis.xadd(key, '*', 't', 'paused'))!;
+    return false;
+  });
+}
+
 const fillers = (n: number): string[][] =>
   Array.from({ length: n }, (_, i) => ['t', 'progress', 'i', 'filler', 'p', String(i)]);
 
@@ -210,12 +220,7 @@ describe('the shared event reader of a queue (dedicated redis-server)', () => {
         );
         const live = collect(readers.events(queue));
         // The reader has its position once the subscriber gets an entry written after it.
-        let marker: string | undefined;
-        await waitFor('the subscriber to read', async () => {
-          if (live.events.some((e) => e.eventId === marker)) return true;
-          marker = (await redis.xadd(key, '*', 't', 'paused'))!;
-          return false;
-        });
+        await reading(redis, key, live);
         const before = live.events.length;
         const ids = await appendAtomically(redis, key, [
           ...fillers(5_000),
@@ -256,12 +261,7 @@ describe('the shared event reader of a queue (dedicated redis-server)', () => {
       };
       readers = new QueueEventReaders(connection, (name) => queueRedisKeys(prefix, name), getInfo);
       const live = collect(readers.events(queue));
-      let marker: string | undefined;
-      await waitFor('the subscriber to read', async () => {
-        if (live.events.some((e) => e.eventId === marker)) return true;
-        marker = (await redis.xadd(key, '*', 't', 'paused'))!;
-        return false;
-      });
+      await reading(redis, key, live);
       const waiting = readers.waitFor(queue, 'X', { timeoutMs: 15_000 }).then(
         (o) => o,
         (err: Error) => `${err.name}: ${err.message}`,
