@@ -54,17 +54,10 @@ for i = 1, #ready, 2 do
     redis.call('HDEL', KEYS[8], id)
     redis.call('HDEL', KEYS[9], id)
     redis.call('HDEL', KEYS[12], id)
+    redis.call('ZREM', KEYS[13], id)
     if childEnded(KEYS[10], KEYS[11], nil, id, 'c', '', now, maxLen) then pushed = true end
   end
   emit(KEYS[7], maxLen, 'removed', id)
-end
--- The popped tasks' deadlines: one ZREM per 1,000 tasks, only when the queue has extras.
-if hasExtra then
-  for i = 1, #ready, 2000 do
-    local ids = {}
-    for j = i, math.min(i + 1998, #ready), 2 do ids[#ids + 1] = ready[j] end
-    redis.call('ZREM', KEYS[13], unpack(ids))
-  end
 end
 if pushed then result[#result + 1] = 1 end
 return result

@@ -8,7 +8,13 @@ import type {
   LockLostEvent,
   RedisLockEvents,
 } from 'nestjs-redis-lock';
-import { LockKeyError, LockKeyValueError, LockKeyValueInvalidError } from 'nestjs-redis-lock';
+import {
+  createRedisLock,
+  LockKeyError,
+  LockKeyValueError,
+  LockKeyValueInvalidError,
+  RedisLockModule,
+} from 'nestjs-redis-lock';
 import { BullBoardActionError } from 'nestjs-redis-lock/bull-board';
 
 /** A listener that handles every reason: the union is exhaustive. */
@@ -74,4 +80,14 @@ export function keyValueAt(err: unknown): string | undefined {
   if (!(err instanceof LockKeyValueError)) return undefined;
   const method: string | undefined = err.method;
   return `${method ?? ''} ${err.template} ${err.placeholder}`;
+}
+
+/** `createRedisLock` takes the module's options object as it is, `isGlobal` included. */
+export async function standaloneWithForRootOptions(): Promise<void> {
+  const options = { redis: 'redis://localhost:6379', keyPrefix: 'shop:', isGlobal: true };
+  RedisLockModule.forRoot(options);
+  const redisLock = await createRedisLock(options);
+  await redisLock.close();
+  // @ts-expect-error isGlobal is a boolean
+  await createRedisLock({ isGlobal: 'yes' });
 }
