@@ -380,9 +380,13 @@ function xadd(ctx: CommandContext, [key, ...rest]: string[]): MemoryReply {
   s.lastSeq = seq;
   const id = `${ms}-${seq}`;
   s.entries.push({ id, ms, seq, fields });
-  if (maxLen !== undefined && s.entries.length > maxLen)
-    s.entries.splice(0, s.entries.length - maxLen);
+  if (maxLen !== undefined) trimStream(s, maxLen);
   return id;
+}
+
+/** Drops the oldest entries of `s` past `maxLen` (its last id stays); how many went. */
+function trimStream(s: MemoryStream, maxLen: number): number {
+  return s.entries.length > maxLen ? s.entries.splice(0, s.entries.length - maxLen).length : 0;
 }
 
 /** `XTRIM key MAXLEN [=|~] n`: keeps the last `n` entries (and the last id given out). */
@@ -391,8 +395,7 @@ function xtrim(ctx: CommandContext, [key, strategy, ...rest]: string[]): MemoryR
     throw commandError(`XTRIM ${strategy ?? ''}: only MAXLEN is supported by the in-memory Redis`);
   const maxLen = int(rest[0] === '~' || rest[0] === '=' ? rest[1] : rest[0]);
   const s = ctx.keys.read(key, 'stream');
-  if (!s || s.entries.length <= maxLen) return 0;
-  return s.entries.splice(0, s.entries.length - maxLen).length;
+  return s ? trimStream(s, maxLen) : 0;
 }
 
 function xrange(ctx: CommandContext, [key, a, b, ...rest]: string[], rev: boolean): MemoryReply {
