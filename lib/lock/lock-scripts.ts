@@ -36,7 +36,7 @@ export const LOCK_SCRIPTS = {
     file('quorum-raise-fence'),
     ...FENCE_COUNTER_PRELUDES,
   ),
-  leaveLine: new LuaScript('lock leave-line', file('leave-line')),
+  leaveLine: new LuaScript('lock leave-line', file('leave-line'), ...LINE, file('shared-common')),
   handoff: new LuaScript('lock handoff', file('handoff'), ...LINE),
   renew: new LuaScript('lock renew', file('renew'), ...LINE),
   acquireShared: new LuaScript(

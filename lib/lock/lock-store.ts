@@ -178,6 +178,14 @@ export function lockScriptKeys(keys: readonly LockRedisKeys[]): string[] {
   return out;
 }
 
+/**
+ * Every key of one lock: the KEYS of the scripts that may serve its shared waiters
+ * (`scripts/shared-common.lua`: acquire-shared, release-shared and leave-line).
+ */
+export function sharedScriptKeys(k: LockRedisKeys): string[] {
+  return [k.value, k.fence, k.line, k.entries, k.shared, k.channel];
+}
+
 /** How often a process renews its line entries (one call for all of them), in ms. */
 export const LINE_RENEW_MS = 1_000;
 

@@ -5,7 +5,7 @@ import type { RedisLockConnection } from '../redis/redis-connection';
 import { WakeSignal } from '../waiting/wake-signal';
 import type { Lock } from './lock';
 import { waiterChannel, type LockRedisKeys } from './lock-keys';
-import { LINE_ENTRY_TTL_MS, LINE_RENEW_MS } from './lock-store';
+import { LINE_ENTRY_TTL_MS, LINE_RENEW_MS, sharedScriptKeys } from './lock-store';
 import { LOCK_SCRIPTS } from './lock-scripts';
 import { holderDeadline } from '../waiting/grant-deadline';
 
@@ -110,7 +110,7 @@ export class SharedLocks {
 
   /** Releases a shared hold; `false` when it was not held any more. */
   async release(k: LockRedisKeys, token: string): Promise<boolean> {
-    const released = await this.connection.run(LOCK_SCRIPTS.releaseShared, sharedKeys(k), [
+    const released = await this.connection.run(LOCK_SCRIPTS.releaseShared, sharedScriptKeys(k), [
       token,
       this.connection.isCluster ? 1 : 0,
       this.connection.options.fenceTtlMs,
@@ -141,7 +141,7 @@ export class SharedLocks {
     const sentAt = Date.now();
     let reply: number[];
     try {
-      reply = (await this.connection.run(LOCK_SCRIPTS.acquireShared, sharedKeys(k), [
+      reply = (await this.connection.run(LOCK_SCRIPTS.acquireShared, sharedScriptKeys(k), [
         token,
         o.ttlMs,
         wait ? 1 : 0,
@@ -166,11 +166,6 @@ export class SharedLocks {
         }
       : { granted: false, fence: 0, expiresAt: 0, sentAt, wait: reply[2] };
   }
-}
-
-/** KEYS of acquire-shared.lua and release-shared.lua. */
-function sharedKeys(k: LockRedisKeys): string[] {
-  return [k.value, k.fence, k.line, k.entries, k.shared, k.channel];
 }
 
 function holderMs(wait: number): number | undefined {

@@ -8,6 +8,7 @@ import { LOCK_SCRIPTS } from './lock-scripts';
 import {
   LINE_ENTRY_TTL_MS,
   lockScriptKeys,
+  sharedScriptKeys,
   type LineEntry,
   type LineStatus,
   type LockAttempt,
@@ -96,11 +97,11 @@ export class SingleNodeLockStore implements LockStore {
 
   async leaveLine(k: LockRedisKeys, token: string): Promise<LockAttempt> {
     const sentAt = Date.now();
-    const reply = (await this.connection.run(
-      LOCK_SCRIPTS.leaveLine,
-      [k.value, k.fence, k.line, k.entries],
-      [token],
-    )) as number[];
+    const reply = (await this.connection.run(LOCK_SCRIPTS.leaveLine, sharedScriptKeys(k), [
+      token,
+      this.connection.isCluster ? 1 : 0,
+      this.fenceTtlMs,
+    ])) as number[];
     return {
       granted: reply[0] === 1,
       redisNow: reply[1],

@@ -9,6 +9,13 @@ import {
 } from '../../lib';
 import { startRedisServer } from '../support/redis-server';
 import { lockRedisKeys } from '../../lib/lock/lock-keys';
+import { LOCK_SCRIPTS } from '../../lib/lock/lock-scripts';
+import {
+  acquireFlags,
+  LINE_ENTRY_TTL_MS,
+  lockScriptKeys,
+  sharedScriptKeys,
+} from '../../lib/lock/lock-store';
 import { exited, lineFrom, spawnTs } from '../support/child';
 import {
   createLockApp,
@@ -197,5 +204,95 @@ describe("LockService mode: 'shared' (read-write lock)", () => {
       raw.disconnect();
       await server.stop();
     }
+  });
+
+  describe('a waiter that gives up serves whom its leaving lets in, without their next check', () => {
+    const FENCE_TTL = 60_000;
+    const granted = async (reply: Promise<unknown>) => ((await reply) as number[])[0] === 1;
+    // What the service sends, script by script (tokens made up; nobody listens for the messages).
+    const scripts = (name: string) => {
+      const k = lockRedisKeys(prefix, name);
+      return {
+        k,
+        acquire: (token: string, fair = true) =>
+          LOCK_SCRIPTS.acquire.run(redis, lockScriptKeys([k]), [
+            token,
+            10_000,
+            acquireFlags(true, fair, 'line'),
+            FENCE_TTL,
+            LINE_ENTRY_TTL_MS,
+          ]),
+        acquireShared: (token: string) =>
+          LOCK_SCRIPTS.acquireShared.run(redis, sharedScriptKeys(k), [
+            token,
+            10_000,
+            1,
+            LINE_ENTRY_TTL_MS,
+            0,
+            1,
+          ]),
+        release: (token: string) =>
+          LOCK_SCRIPTS.release.run(redis, lockScriptKeys([k]), [token, 0, FENCE_TTL]),
+        releaseShared: (token: string) =>
+          LOCK_SCRIPTS.releaseShared.run(redis, sharedScriptKeys(k), [token, 0, FENCE_TTL]),
+        leaveLine: (token: string) =>
+          LOCK_SCRIPTS.leaveLine.run(redis, sharedScriptKeys(k), [token, 0, FENCE_TTL]),
+      };
+    };
+
+    it('a writer leaving lets in the readers behind it while readers hold the lock', async () => {
+      const s = scripts('writer-leaves');
+      expect(await granted(s.acquireShared('r1'))).toBe(true);
+      expect(await granted(s.acquire('w'))).toBe(false);
+      expect(await granted(s.acquireShared('r2'))).toBe(false);
+      expect(await granted(s.acquireShared('r3'))).toBe(false);
+      expect(await redis.zrange(s.k.line, 0, -1)).toEqual(['w', 'r2', 'r3']);
+
+      expect(await s.leaveLine('w')).toEqual([0, expect.any(Number)]);
+      // Before, r2 and r3 stayed in line until their next check, a second later.
+      expect(await redis.zrange(s.k.shared, 0, -1)).toEqual(['r1', 'r2', 'r3']);
+      expect(await redis.zcard(s.k.line)).toBe(0);
+    });
+
+    it('a reader woken by a release that gives up hands the free lock to the writer behind it', async () => {
+      const s = scripts('woken-reader-leaves');
+      expect(await granted(s.acquire('x'))).toBe(true);
+      expect(await granted(s.acquireShared('r'))).toBe(false);
+      expect(await granted(s.acquire('w'))).toBe(false);
+      // The release frees the lock and wakes the reader first in line ('w r'), to race for it.
+      expect(await s.release('x')).toBe(1);
+      expect(await redis.exists(s.k.value)).toBe(0);
+
+      // The reader gives up instead: the writer owns the lock now, with a new fence.
+      const fence = Number(await redis.get(s.k.fence));
+      expect(await s.releaseShared('r')).toBe(0);
+      expect(await redis.get(s.k.value)).toBe('w');
+      expect(Number(await redis.get(s.k.fence))).toBeGreaterThan(fence);
+      expect(await redis.zrange(s.k.line, 0, -1)).toEqual([]);
+    });
+
+    it('a woken non-fair waiter that gives up hands the free lock to the fair one behind it', async () => {
+      const s = scripts('woken-waiter-leaves');
+      expect(await granted(s.acquire('x'))).toBe(true);
+      expect(await granted(s.acquire('u', false))).toBe(false);
+      expect(await granted(s.acquire('w'))).toBe(false);
+      expect(await s.release('x')).toBe(1);
+      expect(await redis.exists(s.k.value)).toBe(0);
+
+      expect(await s.leaveLine('u')).toEqual([0, expect.any(Number)]);
+      expect(await redis.get(s.k.value)).toBe('w');
+      expect(await redis.zrange(s.k.line, 0, -1)).toEqual([]);
+    });
+
+    it('a waiter leaving a lock held exclusively changes nothing else', async () => {
+      const s = scripts('held-leave');
+      expect(await granted(s.acquire('x'))).toBe(true);
+      expect(await granted(s.acquire('w1'))).toBe(false);
+      expect(await granted(s.acquireShared('r'))).toBe(false);
+      expect(await s.leaveLine('w1')).toEqual([0, expect.any(Number)]);
+      expect(await redis.get(s.k.value)).toBe('x*');
+      expect(await redis.zrange(s.k.line, 0, -1)).toEqual(['r']);
+      expect(await redis.zcard(s.k.shared)).toBe(0);
+    });
   });
 });

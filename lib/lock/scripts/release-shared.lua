@@ -19,7 +19,11 @@ redis.call('ZREM', shared, token)
 redis.call('ZREMRANGEBYSCORE', shared, '-inf', now)
 
 local v = redis.call('GET', value)
-if v ~= SHARED and v ~= SHARED .. '*' then return held end
+if v ~= SHARED and v ~= SHARED .. '*' then
+  -- Not held shared: this was a waiter giving up.
+  serveAfterLeaving(v, publish, ARGV[3])
+  return held
+end
 
 if redis.call('ZCARD', shared) > 0 then
   -- Shared holders remain: refresh the sentinel, and let in readers now at the head.

@@ -1,4 +1,5 @@
--- Shared part of the shared-mode scripts (acquire-shared.lua, release-shared.lua): put before
+-- Shared part of the shared-mode scripts (acquire-shared.lua, release-shared.lua) and of
+-- leave-line.lua, which any waiter may call (readers may stand behind it): put before
 -- each when it is loaded (lock-scripts.ts, after the line's helpers and hand-over.lua), so every
 -- script is one self-contained EVAL body.
 --
@@ -40,5 +41,18 @@ local function serveReaders(publish)
     addReader(head, tonumber(readerTtl))
     redis.call(publish, waiterChannel(channel, head),
       string.format('h %s %.0f %.0f %s 0', head, currentFence(fencing), now, readerTtl))
+  end
+end
+
+-- A waiter left the line (gave up) and the lock's value is `v`: serves whom that lets in now,
+-- rather than leaving them to their next check (up to a renewal period, LINE_RENEW_MS, later).
+-- A free lock (a release only woke the leaver, 'w', and it gave up instead of taking it) goes to
+-- the line's first live waiter as release.lua would give it; a lock held shared lets in the shared
+-- waiters now at the head (the leaver was the exclusive one they waited behind).
+local function serveAfterLeaving(v, publish, fenceTtl)
+  if not v then
+    handOver(value, fence, line, entries, channel, publish, fenceTtl, now)
+  elseif v == SHARED or v == SHARED .. '*' then
+    serveReaders(publish)
   end
 end
