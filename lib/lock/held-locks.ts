@@ -30,6 +30,8 @@ export class HeldLocks implements Iterable<Lock> {
    * there (what key-based calls act on).
    */
   private readonly byKey = new Map<string, Lock>();
+  /** Locks `releaseAll` released: a `withLock` ending after it does not release them again. */
+  private readonly releasedAll = new WeakSet<Lock>();
   private sweepTimer?: NodeJS.Timeout;
   /** Per lock value key, a moving average of how long this process held it (ms). */
   private readonly holdTimes = new Map<string, number>();
@@ -66,6 +68,11 @@ export class HeldLocks implements Iterable<Lock> {
     }
   }
 
+  /** Whether `releaseAll` released `lock` (the module's shutdown, or the service's `releaseAll`). */
+  released(lock: Lock): boolean {
+    return this.releasedAll.has(lock);
+  }
+
   forget(lock: Lock): void {
     this.locks.delete(lock);
     for (const k of lock.redisKeys)
@@ -74,7 +81,9 @@ export class HeldLocks implements Iterable<Lock> {
 
   /** Releases every held lock with `release`; resolves how many were still held. */
   async releaseAll(release: (lock: Lock) => Promise<boolean>): Promise<number> {
-    const results = await Promise.allSettled([...this.locks].map((l) => release(l)));
+    const locks = [...this.locks];
+    for (const l of locks) this.releasedAll.add(l);
+    const results = await Promise.allSettled(locks.map((l) => release(l)));
     return results.filter((r) => r.status === 'fulfilled' && r.value).length;
   }
 

@@ -208,7 +208,8 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown {
     } finally {
       stopExtending?.();
       try {
-        await this.handles.releaseLock(lock);
+        // Not when the module's shutdown released it already (on a connection now closed).
+        if (!this.held.released(lock)) await this.handles.releaseLock(lock);
       } catch (err) {
         // The lock expires by its TTL anyway; fn's outcome is what the caller needs to see.
         this.logger.warn(

@@ -120,7 +120,8 @@ export class SemaphoreService implements PermitOwner, BeforeApplicationShutdown 
     } finally {
       stop?.();
       try {
-        await this.releasePermit(permit);
+        // Not when the module's shutdown released it already (on a connection now closed).
+        if (this.held.has(permit) || !this.closing) await this.releasePermit(permit);
       } catch (err) {
         // The permits expire by their TTL anyway; fn's outcome is what the caller needs to see.
         this.logger.warn(
