@@ -91,6 +91,12 @@ export class LockAcquirer {
         await this.parts.handles.releaseLock(result).catch(() => undefined);
         throw this.stopping.signal.reason;
       }
+      if (o.signal?.aborted && result instanceof Lock) {
+        // The caller gave up while the grant's reply was on its way (a wait only ends by its
+        // signal while it waits): it is not to hold it, nor to run a withLock callback under it.
+        await this.parts.handles.releaseLock(result).catch(() => undefined);
+        throw o.signal.reason;
+      }
     } catch (err) {
       const aborted = o.signal?.aborted === true;
       const outcome = aborted ? 'timeout' : 'error';

@@ -1,6 +1,6 @@
 import { LockTimeoutError } from '../errors/lock-timeout.error';
 import type { ResolvedLockOptions } from '../options/resolve-options';
-import { LocalLine } from '../waiting/local-line';
+import { LocalLine, type LocalWaiter } from '../waiting/local-line';
 import type { LineRenewal, RenewedPlace } from '../waiting/line-renewal';
 import type { HandoffKind } from '../observability/metrics';
 import type { Lock, LockCohortRef } from './lock';
@@ -30,6 +30,17 @@ export function holderRemainingMs(attempt: LockAttempt, now = Date.now()): numbe
 
 /** What a waiting acquisition ends with (a timeout is returned, not thrown). */
 export type Obtained = Lock | LockTimeoutError;
+
+/** What a grant was made with: the TTL Redis keeps it for, and whether it drew a new fence. */
+type GrantSpec = Pick<ResolvedLockOptions, 'ttlMs' | 'fencing'>;
+
+/**
+ * Whether a grant made with `spec` (undefined: not known) serves a caller with options `o` as it
+ * is: its TTL, and a new fence if it asks for one (a fence it does not want is reported as 0).
+ */
+function serves(spec: GrantSpec | undefined, o: ResolvedLockOptions): boolean {
+  return spec !== undefined && spec.ttlMs === o.ttlMs && (spec.fencing || !o.fencing);
+}
 
 /** What a cohort needs from the service that owns it. */
 export interface CohortHost {
@@ -87,6 +98,12 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
   private line?: LocalLine<ResolvedLockOptions, Obtained>;
   /** The token of this process's entry in the Redis line, while it stands there. */
   private lineToken?: string;
+  /**
+   * The TTL and fencing every write of the line entry asked for (the join, checks again, the
+   * heartbeat's renewals, each with the first local caller's options then), undefined once they
+   * differed: what a grant to the entry is made with, when nothing more exact is known.
+   */
+  private lineSpec?: GrantSpec;
   /** The last attempt made with `lineToken` (dates a handoff message). */
   private lastAttempt?: LockAttempt;
   /** When the request that put `lineToken` in line was sent (dates a message before its reply). */
@@ -116,6 +133,8 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
   private disposed = false;
   /** The module is shutting down: nothing new starts. */
   private closed = false;
+  /** Why it closed (`close`): what a caller that would wait here from then on is told. */
+  private closeReason: unknown;
 
   /** Where releases tell this instance that it was handed the lock (or woken). */
   private readonly waiterChannel: string;
@@ -205,12 +224,12 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
         try {
           h = await this.host.store.handoff(this.key, token, newToken, o);
         } catch (err) {
-          if (!next.settled) this.line!.unshift(next);
+          if (!next.settled) this.putBack(next);
           throw err;
         }
         if (!h.handed) {
           // Our lock lapsed: the next caller queues through Redis.
-          if (!next.settled) this.line!.unshift(next);
+          if (!next.settled) this.putBack(next);
           return released ?? false;
         }
         released ??= true;
@@ -246,6 +265,7 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
    */
   async close(reason: unknown): Promise<void> {
     this.closed = true;
+    this.closeReason = reason;
     this.unwatchHolder();
     this.line?.rejectAll(reason);
     const token = this.lineToken;
@@ -277,6 +297,7 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
     const first = this.line?.first();
     if (!this.lineToken || !first || this.busy) return undefined;
     this.checksAtRenewal = this.checksSent;
+    this.noteSpec(first.options);
     return { key: this.key, token: this.lineToken, spec: entrySpec(first.options) };
   }
 
@@ -312,6 +333,12 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
   /** What the renewal of `entry` found still holds: nothing was sent for the entry since. */
   private renewalCurrent(entry: LineEntry): boolean {
     return entry.token === this.lineToken && !this.busy && this.checksSent === this.checksAtRenewal;
+  }
+
+  /** The line entry is written again with `o`'s options: `lineSpec` holds while all agreed. */
+  private noteSpec(o: GrantSpec): void {
+    const spec = this.lineSpec;
+    if (spec && (spec.ttlMs !== o.ttlMs || spec.fencing !== o.fencing)) this.lineSpec = undefined;
   }
 
   private async tryFirst(o: ResolvedLockOptions, started: number): Promise<Obtained> {
@@ -359,6 +386,9 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
   }
 
   private enqueue(o: ResolvedLockOptions, started: number, first: boolean): Promise<Obtained> {
+    // Closed while the caller's first attempt was out: nothing would move a closed cohort's line
+    // on, so the caller would wait out its whole waitMs, and the shutdown with it.
+    if (this.closed) return Promise.reject(this.closeReason);
     this.line ??= new LocalLine(() => this.drive());
     const left = o.waitMs - (Date.now() - started);
     return this.line.add(o, left, o.signal, () => this.timeoutOrFailure(started), first);
@@ -385,6 +415,7 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
         // In line from the moment the request is sent: its handoff message may come before its
         // reply.
         this.lineToken = token;
+        this.lineSpec = o;
         this.lastAttempt = undefined;
         this.joinSentAt = Date.now();
         return this.host.store.attempt([this.key], token, o, 'line');
@@ -418,6 +449,8 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
     }
     this.recheckPending = false;
     this.checksSent++;
+    // Granted by this check, or found handed to the entry before it (its spec as last written).
+    this.noteSpec(first.options);
     let attempt: LockAttempt | undefined;
     try {
       attempt = await this.roundTrip(() =>
@@ -464,7 +497,8 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
       const expiresAt = last
         ? this.host.deadline(last.sentAt, Number(grantedAt) - last.redisNow + Number(ttl))
         : this.host.deadline(this.joinSentAt, Number(ttl));
-      this.obtained(token, Number(fence), expiresAt, others === '1', true);
+      const spec = { ttlMs: Number(ttl), fencing: fence !== '0' };
+      this.obtained(token, Number(fence), expiresAt, others === '1', true, spec);
     } else if (message === `w ${token}` || message === 'f') {
       if (this.busy) this.recheckPending = true;
       else void this.recheck();
@@ -472,8 +506,8 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
   };
 
   /**
-   * The process holds the lock under `token` (`handed`: by a release's handoff through Redis):
-   * its first local caller gets it.
+   * The process holds the lock under `token` (`handed`: by a release's handoff through Redis),
+   * granted with `spec`: its first local caller gets it.
    */
   private obtained(
     token: string,
@@ -481,6 +515,7 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
     expiresAt: number,
     others: boolean,
     handed = false,
+    spec = this.lineSpec,
   ): void {
     if (token !== this.lineToken) return;
     if (this.closed) {
@@ -496,15 +531,34 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
     this.recheckPending = false;
     clearTimeout(this.retryTimer);
     this.localHandoffs = 0;
+    this.give(token, fence, expiresAt, others, spec, handed);
+  }
+
+  /**
+   * Gives the lock this process holds under `token` (granted with `spec`) to its first local
+   * caller, or back when none waits any more.
+   */
+  private give(
+    token: string,
+    fence: number,
+    expiresAt: number,
+    others: boolean,
+    spec: GrantSpec | undefined,
+    handed: boolean,
+  ): void {
     // shift() returns a caller still waiting, and nothing can settle it before resolve().
     const next = this.line?.shift();
     if (!next) {
       this.host.renewal.delete(this);
       // Every caller gave up meanwhile: give the lock back at once.
-      void this.host.store.release([this.key], token).catch((err) => {
-        this.host.warn(`lock ${this.key.name}: returning an unwanted lock failed`, err);
-      });
+      this.giveBack(token);
       this.drive();
+      return;
+    }
+    if (!serves(spec, next.options)) {
+      // The grant has another caller's TTL or fencing (the entry carries the options of the
+      // first caller when it was written, and that one gave up since): not this caller's lock.
+      void this.regrant(token, next, handed);
       return;
     }
     const lock = this.host.grant(this.key, token, next.options, fence, expiresAt, this);
@@ -513,11 +567,65 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
     if (handed) this.host.handedOff(lock, 'remote');
   }
 
+  /**
+   * Passes the lock held under `token` to `next` with its own TTL and a new fence, in one round
+   * trip, as a local handoff does (`handoff.lua`). Only callers of different options waiting
+   * together cost it: with the same options for all, every grant serves as it is.
+   */
+  private async regrant(
+    token: string,
+    next: LocalWaiter<ResolvedLockOptions, Obtained>,
+    handed: boolean,
+  ): Promise<void> {
+    const o = next.options;
+    const newToken = this.host.newToken();
+    let h: LockHandoff;
+    try {
+      h = await this.roundTrip(() => this.host.store.handoff(this.key, token, newToken, o));
+    } catch (err) {
+      // Whether it ran is not known: either token may hold the lock, both are given back. The
+      // caller gets the failure, as an attempt of its own would.
+      next.reject(err);
+      this.giveBack(token);
+      this.giveBack(newToken);
+      return this.drive();
+    }
+    if (!h.handed) {
+      // The grant lapsed meanwhile: the caller queues through Redis.
+      if (!next.settled) this.putBack(next);
+      return this.drive();
+    }
+    const expiresAt = this.host.deadline(h.sentAt, o.ttlMs);
+    // Its wait ran out during the round trip: the next caller is given it in turn.
+    if (next.settled) return this.give(newToken, h.fence, expiresAt, h.others, o, handed);
+    const lock = this.host.grant(this.key, newToken, o, h.fence, expiresAt, this);
+    this.hold(lock, h.others);
+    next.resolve(lock);
+    if (handed) this.host.handedOff(lock, 'remote');
+  }
+
+  /** Releases a lock granted to `token` that no caller takes (best effort: else its TTL ends it). */
+  private giveBack(token: string): void {
+    void this.host.store.release([this.key], token).catch((err) => {
+      this.host.warn(`lock ${this.key.name}: returning an unwanted lock failed`, err);
+    });
+  }
+
+  /**
+   * Puts back a caller whose handoff did not happen, at the front; after shutdown nothing would
+   * move the line on, so it is told the shutdown's reason instead.
+   */
+  private putBack(next: LocalWaiter<ResolvedLockOptions, Obtained>): void {
+    if (this.closed) next.reject(this.closeReason);
+    else this.line!.unshift(next);
+  }
+
   /** Bound reached: the lock goes to the Redis line, and this process queues at its end. */
   private async rejoin(heldToken: string, o: ResolvedLockOptions): Promise<boolean> {
     const token = this.host.newToken();
     await this.subscribe();
     this.lineToken = token;
+    this.lineSpec = o;
     this.joinSentAt = Date.now();
     let r: LockRejoin;
     try {
@@ -573,6 +681,7 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
 
   private leaveLineLocally(): void {
     this.lineToken = undefined;
+    this.lineSpec = undefined;
     this.lastAttempt = undefined;
     this.recheckPending = false;
     clearTimeout(this.retryTimer);

@@ -85,7 +85,9 @@ export function lockRedisKeys(
   name: string,
   fences: FenceScope = 'server',
 ): LockRedisKeys {
-  const id = `${fences}\0${prefix}\0${name}`;
+  // The prefix's length first: a separator could occur in the prefix or the name themselves (both
+  // may hold any character), and two locks would share keys.
+  const id = `${fences}:${prefix.length}:${prefix}${name}`;
   const cached = KEYS_CACHE.get(id);
   if (cached) return cached;
   const keys = makeLockRedisKeys(prefix, name, fences);

@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
 import type { ChildProcess } from 'node:child_process';
 import type { Redis } from 'ioredis';
-import { FencedStore, LockService, type Lock } from '../../lib';
+import { FencedStore, LockService, LockTimeoutError, type Lock } from '../../lib';
 import { lockRedisKeys } from '../../lib/lock/lock-keys';
 import { exited, lineFrom, spawnTs } from '../support/child';
 import {
@@ -355,6 +355,32 @@ describe('LockService local cohorts', () => {
       const calls = await commandCalls(redis);
       expect(calls.get('evalsha')).toBe(1 + 4 + 1);
       expect(calls.get('publish')).toBe(1);
+    } finally {
+      await other.close();
+    }
+  });
+
+  it("a caller handed the lock after the local caller ahead of it gave up gets its own TTL and fence, not that caller's", async () => {
+    const prefix = uniquePrefix('cohort-spec');
+    await start(prefix);
+    const { value } = lockRedisKeys(prefix, 'spec');
+    const other = await createLockApp({ redis: server.url, keyPrefix: prefix });
+    try {
+      const held = await other.get(LockService).acquire('spec', { ttlMs: 30_000 });
+      // The first local caller puts the process in the Redis line with its options, then gives
+      // up; the entry still carries them when the release hands the lock to the process.
+      const first = locks.acquire('spec', { ttlMs: 300, waitMs: 200, fencing: false });
+      await waitForLine(redis, prefix, 'spec', 1);
+      const second = locks.acquire('spec', { ttlMs: 20_000, waitMs: 10_000 });
+      await waitForLocalWaiters(locks, 'spec', 2);
+      await expect(first).rejects.toBeInstanceOf(LockTimeoutError);
+      await held.release();
+      const lock = await second;
+      expect((await redis.get(value))?.replace(/\*$/, '')).toBe(lock.token);
+      expect(await redis.pttl(value)).toBeGreaterThan(10_000);
+      expect(lock.expiresAt - Date.now()).toBeGreaterThan(10_000);
+      expect(lock.fence).toBeGreaterThan(held.fence);
+      await lock.release();
     } finally {
       await other.close();
     }

@@ -12,6 +12,7 @@ import {
   sleep,
   testRedisUrl,
   uniquePrefix,
+  waitFor,
 } from '../support/helpers';
 
 const STOPPED = 'RedisUnavailableError: Redis lock acquire failed: the module is shutting down';
@@ -95,6 +96,35 @@ describe('LockService at shutdown', () => {
       const { value, shared } = lockRedisKeys(prefix, name);
       expect([name, await redis.exists(value, shared)]).toEqual([name, 0]);
     }
+  });
+
+  it('fails a waiter whose first attempt is in flight when the shutdown starts, instead of leaving it to its waitMs', async () => {
+    const held = await other.get(LockService).acquire('inflight', { ttlMs: 30_000 });
+    const leaving = await createLockApp({ keyPrefix: prefix });
+    // The attempt is sent now; the shutdown starts in the same tick, before its reply (refused).
+    const waiting = settledAs(
+      leaving.get(LockService).acquire('inflight', { waitMs: 3_000, ttlMs: 30_000 }),
+    );
+    await leaving.close();
+    // Before, it waited in the closed cohort (and the shutdown with it) and then timed out.
+    expect(await waiting).toBe(STOPPED);
+    expect(await held.release()).toBe(true);
+    expect(await redis.exists(lockRedisKeys(prefix, 'inflight').value)).toBe(0);
+  });
+
+  it('fails a local waiter whose handoff found the lock lapsed while the shutdown started', async () => {
+    const leaving = await createLockApp({ keyPrefix: prefix });
+    const locks = leaving.get(LockService);
+    const held = await locks.acquire('lapsed', { ttlMs: 30_000 });
+    const waiting = settledAs(locks.acquire('lapsed', { waitMs: 3_000, ttlMs: 30_000 }));
+    await waitFor('the local waiter', async () => locks.localWaiters('lapsed') === 1);
+    // Gone from Redis (evicted, or deleted by hand): the release's local handoff finds it so.
+    await redis.del(lockRedisKeys(prefix, 'lapsed').value);
+    const releasing = held.release();
+    await leaving.close();
+    expect(await releasing).toBe(false);
+    // Before, it was put back in the closed cohort's line and waited there for its waitMs.
+    expect(await waiting).toBe(STOPPED);
   });
 
   it('lets many callers of a process wait outside a line without a listener-leak warning', async () => {

@@ -291,6 +291,32 @@ describe('LockService', () => {
       expect(await redis.exists(`${prefix}lock:{wl}`)).toBe(0);
     });
 
+    it('a signal aborted while the grant is on its way: rejects with its reason, runs no fn, holds nothing', async () => {
+      const shapes = [
+        { key: 'aborted', o: {} },
+        { key: ['aborted-a', 'aborted-b'], o: {} },
+        { key: 'aborted-shared', o: { mode: 'shared' as const } },
+      ];
+      const ran: string[] = [];
+      for (const { key, o } of shapes) {
+        const controller = new AbortController();
+        const name = String(key);
+        const call = locks.withLock(key, () => ran.push(name), {
+          ...o,
+          waitMs: 5_000,
+          signal: controller.signal,
+        });
+        // The first attempt is sent; its reply (granted) comes after the caller gave up.
+        controller.abort(new Error(`gave up on ${name}`));
+        await expect(call).rejects.toThrow(`gave up on ${name}`);
+      }
+      expect(ran).toEqual([]);
+      for (const name of ['aborted', 'aborted-a', 'aborted-b', 'aborted-shared']) {
+        const { value, shared } = lockRedisKeys(prefix, name);
+        expect([name, await redis.exists(value, shared)]).toEqual([name, 0]);
+      }
+    });
+
     it('releases and rethrows when fn throws', async () => {
       const boom = new Error('boom');
       await expect(locks.withLock('wl-err', () => Promise.reject(boom))).rejects.toBe(boom);
@@ -417,6 +443,17 @@ describe('LockService', () => {
       expect(await mine.isHeld()).toBe(false);
       expect(await tenant.isHeld()).toBe(true);
       await tenant.release();
+    });
+
+    it('gives every (keyPrefix, name) pair keys of its own, also when a NUL could join them either way', async () => {
+      const one = await locks.acquire('a\0b', { keyPrefix: `${prefix}p`, ttlMs: 10_000 });
+      // Another lock: prefix 'p\0a', name 'b'.
+      const two = await locks.tryAcquire('b', { keyPrefix: `${prefix}p\0a`, ttlMs: 10_000 });
+      expect(two).not.toBeNull();
+      expect(await redis.get(`${prefix}p\0alock:{b}`)).toBe(two!.token);
+      expect(await redis.get(`${prefix}plock:{a\0b}`)).toBe(one.token);
+      expect(await one.release()).toBe(true);
+      expect(await two!.release()).toBe(true);
     });
   });
 
