@@ -1,8 +1,13 @@
 import { Injectable } from '@nestjs/common';
+import { errorText } from '../errors/error-text';
 import { RedactingLogger } from '../redaction/redacting-logger';
 import type { RedisLockEventMap, RedisLockEventName } from './redis-lock-event-map';
 
-/** A listener of event `E`. */
+/**
+ * A listener of event `E`. It may be async: a promise it returns that rejects is logged as a
+ * throw is. (The return type stays `void`, which takes an async function too, so that a listener
+ * such as `(e) => seen.push(e)` still compiles.)
+ */
 export type RedisLockListener<E extends RedisLockEventName> = (
   payload: RedisLockEventMap[E],
 ) => void;
@@ -10,8 +15,8 @@ export type RedisLockListener<E extends RedisLockEventName> = (
 /**
  * Typed in-process events of the module (task outcomes, worker errors, lock losses), for code
  * that reacts to them: metrics, alerts, audit. Listeners run synchronously in the emitting
- * process; one that throws is logged and does not affect the others or the emitter. Emitting
- * with no listener costs one map lookup.
+ * process; one that throws, or returns a promise that rejects, is logged and does not affect
+ * the others or the emitter. Emitting with no listener costs one map lookup.
  * @example
  * constructor(events: RedisLockEvents) {
  *   events.on('task.dead', ({ queue, id, error }) => alert(`${queue}/${id} died: ${error}`));
@@ -49,7 +54,7 @@ export class RedisLockEvents {
   once<E extends RedisLockEventName>(event: E, listener: RedisLockListener<E>): () => void {
     const off = this.on(event, (payload) => {
       off();
-      listener(payload);
+      return listener(payload);
     });
     return off;
   }
@@ -83,13 +88,23 @@ export class RedisLockEvents {
     for (const listener of this.anyListeners) this.call(event, () => listener(event, payload));
   }
 
-  private call(event: string, fn: () => void): void {
+  private call(event: string, fn: () => unknown): void {
     try {
-      fn();
+      const result = fn();
+      // An async listener's rejection would be nobody's: under Node's default
+      // `--unhandled-rejections=throw` it would end the emitting process (and its worker).
+      if (isThenable(result)) result.then(undefined, (err: unknown) => this.threw(event, err));
     } catch (err) {
-      this.logger.error(
-        `a listener of '${event}' threw: ${err instanceof Error ? err.message : String(err)}`,
-      );
+      this.threw(event, err);
     }
   }
+
+  private threw(event: string, err: unknown): void {
+    this.logger.error(`a listener of '${event}' threw: ${errorText(err)}`);
+  }
 }
+
+const isThenable = (value: unknown): value is PromiseLike<unknown> =>
+  (typeof value === 'object' || typeof value === 'function') &&
+  value !== null &&
+  typeof (value as { then?: unknown }).then === 'function';

@@ -773,7 +773,14 @@ export class QueueService implements BeforeApplicationShutdown {
       },
       named,
     );
-    if (named) named.handledElsewhere = (name) => this.registry.handles(queue, name);
+    if (named) {
+      named.handledElsewhere = (name) => this.registry.handles(queue, name);
+      // Without its last name the loop is closing (its entry is dropped then): an entry written
+      // now would have no names, which reads as "runs every task".
+      named.onNamesChanged = () => {
+        if (named.size > 0) this.registry.touch(queue);
+      };
+    }
     this.runners.add(worker);
     worker.start();
     this.registry.add(worker);

@@ -1,3 +1,4 @@
+import { readSafely, safeText } from '../errors/error-text';
 import type { TaskError } from './interfaces/queue-event.interface';
 import { redactText } from '../redaction/redact-credentials';
 
@@ -18,22 +19,27 @@ const MAX_STACK_CHARS = 4_000;
 const MAX_NAME_CHARS = 200;
 
 /** `value` as text without credentials, cut to `max` characters. */
-const stored = (value: unknown, max: number) => redactText(String(value)).slice(0, max);
+const stored = (value: unknown, max: number) => redactText(safeText(value)).slice(0, max);
 
 /**
  * How a failure is stored (errors hash, event stream): the JSON of `{ name, message, stack? }`,
  * name, message and stack without credentials (`redactText`: they are shown by `get`, the dashboard
- * and queue events) and cut to a bounded length.
+ * and queue events) and cut to a bounded length. Never throws, whatever was thrown (a getter of
+ * `message` or `stack` that throws reads as absent).
  */
 export function encodeTaskError(err: unknown): string {
-  const e: TaskError =
-    err instanceof Error
-      ? {
-          name: stored(err.name, MAX_NAME_CHARS),
-          message: stored(err.message, MAX_MESSAGE_CHARS),
-          ...(err.stack ? { stack: stored(err.stack, MAX_STACK_CHARS) } : {}),
-        }
-      : { name: 'Error', message: stored(err, MAX_MESSAGE_CHARS) };
+  let e: TaskError;
+  if (readSafely(() => err instanceof Error) === true) {
+    const error = err as Error;
+    const stack = readSafely(() => error.stack);
+    e = {
+      name: stored(readSafely(() => error.name) ?? 'Error', MAX_NAME_CHARS),
+      message: stored(readSafely(() => error.message) ?? '', MAX_MESSAGE_CHARS),
+      ...(stack ? { stack: stored(stack, MAX_STACK_CHARS) } : {}),
+    };
+  } else {
+    e = { name: 'Error', message: stored(err, MAX_MESSAGE_CHARS) };
+  }
   return JSON.stringify(e);
 }
 

@@ -132,6 +132,29 @@ describe('QueueService batch workers', () => {
     expect((await queues.get(q, 'a'))?.attempts).toBe(2);
   });
 
+  it('a batch past its timeoutMs fails each task with its own TaskTimeoutError', async () => {
+    const q = fresh();
+    const stuck = deferred();
+    const worker = queues.process(q, () => stuck.promise, {
+      batch: { size: 3, maxWaitMs: 500 },
+      timeoutMs: 100,
+      maxAttempts: 1,
+    });
+    try {
+      await queues.enqueue(q, ['first', 'second', 'third']);
+      await waitFor('dead', async () => (await queues.stats(q)).dead === 3);
+      for (const id of ['first', 'second', 'third']) {
+        expect((await queues.get(q, id))?.error).toMatchObject({
+          name: 'TaskTimeoutError',
+          message: `queue '${q}': task '${id}' ran past its timeout of 100 ms`,
+        });
+      }
+    } finally {
+      stuck.resolve();
+      await worker.close();
+    }
+  });
+
   it('runs at most concurrency batches at once, however small they are', async () => {
     const q = fresh();
     const gate = deferred<void>();

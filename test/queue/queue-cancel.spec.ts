@@ -427,5 +427,50 @@ describe('QueueService.cancel', () => {
         }
       },
     );
+
+    it.each([
+      ['ignores its signal and runs past its timeoutMs', true],
+      ['stops on its signal with an error of its own', false],
+    ])(
+      'a handler that %s: task.cancelled with the reason, no task.timeout',
+      async (_what, ignores) => {
+        const q = fresh();
+        const seen: string[] = [];
+        const offs = [
+          events.on('task.timeout', (e) => e.queue === q && seen.push('timeout')),
+          events.on('task.failed', (e) => e.queue === q && seen.push('failed')),
+          events.on(
+            'task.cancelled',
+            (e) => e.queue === q && seen.push(`cancelled: ${String(e.reason)}`),
+          ),
+        ];
+        const started = deferred();
+        const aborted = deferred();
+        const worker = queues.process(
+          q,
+          (_task, signal) =>
+            new Promise<void>((_resolve, reject) => {
+              signal.addEventListener('abort', () => {
+                aborted.resolve();
+                if (!ignores) reject(new Error('aborted'));
+              });
+              started.resolve();
+            }),
+          { timeoutMs: 300 },
+        );
+        try {
+          await queues.enqueue(q, 'x');
+          await started.promise;
+          expect(await queues.cancel(q, 'x', { reason: 'buyer left' })).toBe('signalled');
+          await aborted.promise;
+          await waitFor('x cancelled', () => seen.length > 0 && seen.at(-1) !== 'timeout');
+          expect(seen).toEqual(['cancelled: buyer left']);
+          expect(await queues.get(q, 'x')).toMatchObject({ state: 'cancelled', attempts: 1 });
+        } finally {
+          for (const off of offs) off();
+          await worker.close();
+        }
+      },
+    );
   });
 });

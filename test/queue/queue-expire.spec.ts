@@ -199,6 +199,30 @@ describe('QueueService: expiring tasks (expiresInMs / expiresAt)', () => {
     await worker.close();
   });
 
+  it('ends a task that failed after its deadline expired at once, also when a claim made while it ran dropped its deadline entry', async () => {
+    const q = fresh();
+    const expiries = `${prefix}queue:{${q}}:expiries`;
+    // A first call loads the script (slow on the in-memory backend), not counted in the deadline.
+    expect(await queues.claim(q, 1)).toEqual([]);
+    await queues.enqueue(q, ['retried', 'released'], { expiresInMs: 300 });
+    const leased = new Map((await queues.claim(q, 2)).map((t) => [t.id, t]));
+    // Another consumer's claim after the deadline: its sweep finds the tasks waiting nowhere.
+    await waitFor('the sweep dropped the entries', async () => {
+      expect(await queues.claim(q, 1)).toEqual([]);
+      return (await redis.zcard(expiries)) === 0;
+    });
+    expect(await queues.nack(leased.get('retried')!, { delayMs: 60_000, maxAttempts: 5 })).toBe(
+      'retried',
+    );
+    expect(await queues.get(q, 'retried')).toMatchObject({ state: 'expired', attempts: 1 });
+    expect(await queues.release(leased.get('released')!)).toBe(true);
+    expect(await queues.get(q, 'released')).toMatchObject({ state: 'expired' });
+    expect(await redis.zcard(expiries)).toBe(0);
+    await expect(queues.waitFor(q, 'retried', { timeoutMs: 1_000 })).resolves.toMatchObject({
+      state: 'expired',
+    });
+  });
+
   it('lets a task that started before its deadline finish (and complete) after it', async () => {
     const q = fresh();
     const started = deferred();

@@ -1,5 +1,5 @@
 import 'reflect-metadata';
-import type { INestApplicationContext } from '@nestjs/common';
+import { Logger, type INestApplicationContext } from '@nestjs/common';
 import type { Redis } from 'ioredis';
 import {
   QueueError,
@@ -342,6 +342,42 @@ describe('QueueService features', () => {
       ]);
       expect(once).toEqual(['flaky']);
       expect(events.hasListeners('task.completed')).toBe(false);
+    });
+
+    it('logs an async listener whose promise rejects as one that throws; the worker and the other listeners go on', async () => {
+      const q = fresh();
+      const logged: string[] = [];
+      const errors = jest
+        .spyOn(Logger.prototype, 'error')
+        .mockImplementation((message: unknown) => void logged.push(String(message)));
+      const completed: string[] = [];
+      const offs = [
+        events.on('task.completed', async (e) => {
+          if (e.queue === q) throw new Error(`pager unreachable (${e.id})`);
+        }),
+        events.on('task.completed', (e) => {
+          if (e.queue === q) completed.push(e.id);
+        }),
+        events.once('task.completed', () => Promise.reject(new Error('once unreachable'))),
+      ];
+      const worker = queues.process(q, async () => undefined);
+      try {
+        await queues.enqueue(q, 'a');
+        await waitFor('a done', () => completed.length === 1);
+        await queues.enqueue(q, 'b');
+        await waitFor('b done', () => completed.length === 2);
+        await waitFor('the rejections logged', () => logged.length === 3);
+      } finally {
+        offs.forEach((off) => off());
+        await worker.close();
+        errors.mockRestore();
+      }
+      expect(completed).toEqual(['a', 'b']);
+      expect(logged).toEqual([
+        "a listener of 'task.completed' threw: pager unreachable (a)",
+        "a listener of 'task.completed' threw: once unreachable",
+        "a listener of 'task.completed' threw: pager unreachable (b)",
+      ]);
     });
   });
 

@@ -179,14 +179,85 @@ describe('Named handlers: enqueue({ name }) routed to process(queue, handler, { 
       });
       await wa.close();
       // a1 ran past drainTimeoutMs: its signal aborted and it was given back, as was a2, unrun.
+      // No live worker runs 'a' any more (the registry entry was written at close): claimed
+      // again by the loop, they end dead, each with one attempt (the give-backs did not count).
       expect(aborted).toEqual(['a1']);
+      await waitFor('a1 and a2 dead', async () => (await queues.stats(q)).dead === 2);
       for (const id of ['a1', 'a2']) {
-        expect((await queues.get(q, id))?.attempts).toBe(0);
+        expect(await queues.get(q, id)).toMatchObject({ state: 'dead', attempts: 1 });
+        expect((await queues.get(q, id))?.lastError).toContain("is named 'a'");
       }
       await sleep(600);
       expect(started).toEqual(['a1']);
     } finally {
       await wb.close();
+    }
+  });
+
+  it("close() of one name whose handler ignores its signal frees that name's slots of the loop: the other names run on at once", async () => {
+    const q = fresh();
+    const started = deferred();
+    const stuck = deferred();
+    const wa = queues.process(
+      q,
+      async () => {
+        started.resolve();
+        // Ignores its signal: returns only at the end of the test.
+        await stuck.promise;
+      },
+      { name: 'a', concurrency: 1, drainTimeoutMs: 50 },
+    );
+    const b = counting(1);
+    const wb = queues.process(q, b.handler, { name: 'b', concurrency: 1 });
+    try {
+      await queues.enqueue(q, 'a1', { name: 'a' });
+      await started.promise;
+      await wa.close();
+      await queues.enqueue(q, ['b1', 'b2', 'b3'], { name: 'b' });
+      // Before, the given-back a1 held one of the loop's two slots until its handler returned,
+      // and the loop, now of b's concurrency (1), claimed nothing.
+      await waitFor('the b tasks, a1 still in its handler', () => b.done.length === 3, 2_000);
+      expect(b.done.sort()).toEqual(['b1', 'b2', 'b3']);
+    } finally {
+      stuck.resolve();
+      await wb.close();
+    }
+  });
+
+  it('a cancelled task waiting for a slot of its name ends cancelled at once, unrun, its name slot untouched', async () => {
+    const q = fresh();
+    const ran: string[] = [];
+    const stuck = deferred();
+    const wa = queues.process(
+      q,
+      async (task: RunningTask) => {
+        ran.push(task.id);
+        if (task.id === 'a1') await stuck.promise;
+      },
+      { name: 'a', concurrency: 1 },
+    );
+    const wb = queues.process(q, async () => undefined, { name: 'b', concurrency: 1 });
+    try {
+      await queues.enqueue(q, 'a1', { name: 'a' });
+      await waitFor('a1 running', () => ran.length === 1);
+      // Claimed into b's slot of the loop, a2 waits for a's one slot (a1 holds it).
+      await queues.enqueue(q, ['a2', 'a3'], { name: 'a' });
+      await waitFor('a2 and a3 waiting', async () => (await queues.stats(q)).leased === 2);
+      expect(await queues.cancel(q, 'a2', { reason: 'not needed' })).toBe('signalled');
+      // Before, a2 ended only once a1 returned and freed the slot.
+      await waitFor(
+        'a2 cancelled while a1 runs',
+        async () => (await queues.get(q, 'a2'))?.state === 'cancelled',
+        2_000,
+      );
+      expect(ran).toEqual(['a1']);
+      stuck.resolve();
+      await waitFor('a3', () => ran.length === 2);
+      expect(ran).toEqual(['a1', 'a3']);
+      expect((await queues.get(q, 'a2'))?.attempts).toBe(1);
+    } finally {
+      stuck.resolve();
+      await Promise.all([wa.close(), wb.close()]);
     }
   });
 

@@ -284,6 +284,58 @@ describe('Queue schedules', () => {
     }
   });
 
+  it('deletes a schedule once it enqueued its last task (limit reached, last tick before endAt); its tasks stay, the queue leaves the index', async () => {
+    const prefix = uniquePrefix('queue-schedule-ended');
+    const app = await createLockApp({ keyPrefix: prefix });
+    try {
+      const queues = app.get(QueueService);
+      const startAt = (await redisTimeMs(redis)) + 50;
+      await queues.schedule('ended', 'limited', { everyMs: 50, startAt, limit: 3 });
+      await queues.schedule('ended', 'until', { everyMs: 50, startAt, endAt: startAt + 100 });
+      await queues.schedule('kept', 'open', { everyMs: 60_000 });
+      await waitFor('both ended', async () => (await queues.schedules('ended')).length === 0);
+      const k = scheduleRedisKeys(prefix, 'ended');
+      expect(await redis.exists(k.definitions, k.state)).toBe(0);
+      await waitFor(
+        "'ended' out of the index",
+        async () => (await redis.smembers(scheduleIndexKey(prefix))).join() === 'kept',
+      );
+      const ids = await redis.zrange(queueRedisKeys(prefix, 'ended').due, 0, -1);
+      expect(ids.filter((id) => id.startsWith('limited:'))).toHaveLength(3);
+      expect(ids).toContain(`until:${startAt + 100}`);
+      expect((await queues.schedules('kept')).map((s) => s.id)).toEqual(['open']);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('names its tasks when given a name: the named handler runs every tick (none buried as unknown), get and schedules() show the name', async () => {
+    const prefix = uniquePrefix('queue-schedule-named');
+    const app = await createLockApp({ keyPrefix: prefix });
+    try {
+      const queues = app.get(QueueService);
+      const ran: string[] = [];
+      const worker = queues.process(
+        'reports',
+        async (task) => void ran.push(`${task.name}:${task.id}`),
+        { name: 'daily' },
+      );
+      const startAt = (await redisTimeMs(redis)) + 50;
+      const schedule = { everyMs: 50, startAt, limit: 2, name: 'daily' };
+      expect(await queues.schedule('reports', 'd', schedule)).toMatchObject({ name: 'daily' });
+      expect(await queues.schedules('reports')).toMatchObject([{ id: 'd', name: 'daily' }]);
+      await waitFor('two ticks run', () => ran.length === 2);
+      await worker.close();
+      expect(ran.every((r) => r.startsWith('daily:d:'))).toBe(true);
+      expect(await queues.get('reports', ran[0].slice('daily:'.length))).toMatchObject({
+        name: 'daily',
+      });
+      expect((await queues.stats('reports')).dead).toBe(0);
+    } finally {
+      await app.close();
+    }
+  });
+
   it('skips the ticks of a full queue (maxSize) without counting them, and enqueues again once there is room', async () => {
     const prefix = uniquePrefix('queue-schedule-full');
     const app = await createLockApp({ keyPrefix: prefix });
@@ -383,6 +435,8 @@ describe('Queue schedules', () => {
       await bad({ everyMs: 100, limit: 0 }, 'limit');
       await bad({ everyMs: 100, payload: () => 1 }, 'payload');
       await bad({ every: 100 }, 'every');
+      await bad({ everyMs: 100, name: '' }, 'name');
+      await bad({ everyMs: 100, name: 7 }, 'name');
       // Hostile sizes: the error stays short, whatever croner quotes of the input.
       const long = async (cron: string) => {
         await bad({ cron }, 'cron');

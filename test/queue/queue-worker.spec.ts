@@ -1,11 +1,12 @@
 import 'reflect-metadata';
-import { Injectable, type INestApplicationContext } from '@nestjs/common';
+import { Injectable, Logger, type INestApplicationContext } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import type { Redis } from 'ioredis';
 import {
   QueueError,
   QueueService,
   QueueWorker,
+  RedisLockEvents,
   RedisLockModule,
   RedisLockOptionsError,
   type LeasedTask,
@@ -163,6 +164,62 @@ describe('QueueService workers', () => {
       expect(attempts.bad[3].attempt).toBe(1);
       await worker.close();
     });
+
+    it('fails the attempt of a handler that throws a value without a text form, with no unhandled rejection', async () => {
+      const q = fresh();
+      const unprintable = (): Record<string, () => unknown> => ({
+        // What some parsers build for an error body: no prototype, so no toString.
+        bare: () => Object.assign(Object.create(null), { code: 'E_UPSTREAM' }),
+        badString: () => ({
+          toString() {
+            throw new Error('no text');
+          },
+        }),
+        badMessage: () =>
+          Object.defineProperty(new Error('x'), 'message', {
+            get() {
+              throw new Error('no message');
+            },
+          }),
+        proxy: () =>
+          new Proxy(
+            {},
+            {
+              get() {
+                throw new Error('trap');
+              },
+              getPrototypeOf() {
+                throw new Error('trap');
+              },
+            },
+          ),
+      });
+      const thrown = unprintable();
+      const events = app.get(RedisLockEvents);
+      const failed: string[] = [];
+      const off = events.on('task.failed', (e) => e.queue === q && failed.push(e.id));
+      const worker = queues.process(
+        q,
+        (task) => {
+          throw thrown[task.id]();
+        },
+        { maxAttempts: 1 },
+      );
+      await queues.enqueue(q, Object.keys(thrown));
+      await waitFor('every task dead', async () => (await queues.stats(q)).dead === 4);
+      off();
+      await worker.close();
+      expect(failed.sort()).toEqual(['badMessage', 'badString', 'bare', 'proxy']);
+      expect((await queues.get(q, 'bare'))?.error).toEqual({
+        name: 'Error',
+        message: '[object Object]',
+      });
+      expect((await queues.get(q, 'badMessage'))?.error).toMatchObject({ message: '' });
+      // Not even `instanceof` works on it: stored as the worker's own QueueError.
+      expect((await queues.get(q, 'proxy'))?.error?.message).toMatch(
+        /task 'proxy' failed with a value that could not be stored/,
+      );
+    });
   });
 
   describe('leases', () => {
@@ -241,6 +298,42 @@ describe('QueueService workers', () => {
       // Its ack was refused: the task is still leased under the other token.
       expect(await redis.hget(`${prefix}queue:{${q}}:tokens`, 'lost')).toBe('someone-else');
       await worker.close();
+    });
+
+    it('a handler that throws after its lease was lost: a warning, no task.failed (its nack changed nothing)', async () => {
+      const q = fresh();
+      const warnings: string[] = [];
+      jest.spyOn(Logger.prototype, 'warn').mockImplementation((message: unknown) => {
+        warnings.push(String(message));
+      });
+      const events = app.get(RedisLockEvents);
+      const seen: string[] = [];
+      const offs = (['task.failed', 'task.retried', 'task.dead'] as const).map((name) =>
+        events.on(name, (e) => e.queue === q && seen.push(name)),
+      );
+      const worker = queues.process(
+        q,
+        (_task, signal) =>
+          new Promise<void>((_resolve, reject) =>
+            signal.addEventListener('abort', () => reject(new Error('stopped'))),
+          ),
+        { leaseMs: 90, drainTimeoutMs: 50 },
+      );
+      try {
+        await queues.enqueue(q, 'lost');
+        await waitFor('claimed', async () => (await queues.stats(q)).leased === 1);
+        await redis.hset(`${prefix}queue:{${q}}:tokens`, 'lost', 'someone-else');
+        const warned = () => warnings.find((w) => w.includes(`task 'lost' failed`));
+        await waitFor('the warning', () => warned() !== undefined);
+        expect(warned()).toBe(
+          `queue '${q}': task 'lost' failed (stopped) after its lease was lost; another worker may run it again`,
+        );
+        expect(seen).toEqual([]);
+      } finally {
+        for (const off of offs) off();
+        jest.restoreAllMocks();
+        await worker.close();
+      }
     });
   });
 

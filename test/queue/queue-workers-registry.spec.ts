@@ -111,4 +111,47 @@ describe('QueueService.workers: the workers of every instance', () => {
       await twin.close();
     }
   });
+
+  it("writes a named handler added to a running loop at once: another module leaves the new name's tasks to it, even from a read of the registry made before (none buried as unknown)", async () => {
+    const q = 'added-name';
+    const twin = await createLockApp({ keyPrefix: prefix, instanceId: 'twin' });
+    const other = twin.get(QueueService);
+    const gates = { b: deferred(), c: deferred() };
+    const ran: string[] = [];
+    const held = (gate: Promise<void>) => async (task: { id: string }) => {
+      ran.push(task.id);
+      await gate;
+    };
+    const a = queues.process(q, async () => undefined, { name: 'a' });
+    const b = other.process(q, held(gates.b.promise), { name: 'b' });
+    let c: { close(): Promise<void> } | undefined;
+    const state = async (id: string) => (await queues.get(q, id))?.state;
+    try {
+      // The twin's loop (one slot: b's) is full, so only this module claims 'b2': it reads the
+      // registry (the twin runs 'b'), passes 'b2' on, and keeps that read for a second.
+      await other.enqueue(q, 'b1', { name: 'b' });
+      await waitFor('b1 running', () => ran.includes('b1'));
+      await other.enqueue(q, 'b2', { name: 'b' });
+      await waitFor('b2 passed on', async () => (await state('b2')) === 'delayed');
+      // 'c' joins the twin's running loop (one more slot): the twin takes one 'c' task and
+      // holds it, so this module claims the other and asks the registry about 'c'.
+      c = other.process(q, held(gates.c.promise), { name: 'c' });
+      const names = (await other.workers(q)).map((w) => `${w.instance}:${w.names.join()}`);
+      expect(names.sort()).toEqual(['parent:a', 'twin:b,c']);
+      await other.enqueue(q, 'c1', { name: 'c' });
+      await other.enqueue(q, 'c2', { name: 'c' });
+      await waitFor('one c running in the twin', () => ran.some((id) => id.startsWith('c')));
+      const claimedHere = ran.includes('c1') ? 'c2' : 'c1';
+      await waitFor(`${claimedHere} handled here`, async () =>
+        ['delayed', 'dead'].includes((await state(claimedHere)) ?? ''),
+      );
+      expect(await queues.get(q, claimedHere)).toMatchObject({ state: 'delayed', attempts: 0 });
+      expect((await queues.stats(q)).dead).toBe(0);
+    } finally {
+      gates.b.resolve();
+      gates.c.resolve();
+      await Promise.all([a.close(), b.close(), c?.close()]);
+      await twin.close();
+    }
+  });
 });

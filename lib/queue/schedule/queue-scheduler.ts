@@ -5,6 +5,7 @@ import type { RedisLockConnection } from '../../redis/redis-connection';
 import { ThrottledWarning } from '../../redis/throttled-warning';
 import { checkPayloadBytes, checkTaskId, parsePayload } from '../queue-arguments';
 import { checkQueueName, queueRedisKeys } from '../queue-keys';
+import { storedOwnOptions } from '../queue-replies';
 import { MAX_QUEUE_NAME_BYTES } from '../queue.constants';
 import { checkScheduleOptions, MAX_TIME_MS, type ScheduleSpec } from './schedule-options';
 import { scheduleIndexKey, scheduleRedisKeys } from './schedule-keys';
@@ -92,8 +93,10 @@ export class QueueScheduler {
       [id, JSON.stringify(spec), spec.everyMs ?? '', spec.startAt ?? ''],
     )) as [number];
     await indexed();
-    if (changed === 1) await this.announce(name);
+    // Read before the others are told: a schedule whose only tick is due at once (limit 1, a
+    // past startAt) may be fired and deleted by another instance right after.
     const schedules = await this.refresh(name);
+    if (changed === 1) await this.announce(name);
     return schedules.find((s) => s.id === id)!;
   }
 
@@ -106,13 +109,7 @@ export class QueueScheduler {
       [k.definitions, k.state],
       [id],
     )) as [number, number];
-    if (left === 0) {
-      await this.connection.call('SREM', (c) => c.srem(this.index, name));
-      // A schedule added meanwhile keeps the queue in the index.
-      if ((await this.read(name)).list.length > 0) {
-        await this.connection.call('SADD', (c) => c.sadd(this.index, name));
-      }
-    }
+    if (left === 0) await this.unindex(name);
     if (removed === 1) await this.announce(name);
     await this.refresh(name);
     return removed === 1;
@@ -122,6 +119,15 @@ export class QueueScheduler {
     const name = checkQueueName(queue);
     const { list, now } = await this.read(name);
     return list.map((s) => this.describe(name, s, now));
+  }
+
+  /** Takes a queue whose last schedule went out of the index. */
+  private async unindex(queue: string): Promise<void> {
+    await this.connection.call('SREM', (c) => c.srem(this.index, queue));
+    // A schedule added meanwhile keeps the queue in the index.
+    if ((await this.read(queue)).list.length > 0) {
+      await this.connection.call('SADD', (c) => c.sadd(this.index, queue));
+    }
   }
 
   /** Starts firing the schedules of every queue, and following changes. */
@@ -248,8 +254,9 @@ export class QueueScheduler {
     const k = scheduleRedisKeys(this.connection.options.keyPrefix, queue);
     let result: number;
     let now: number;
+    let left: number | undefined;
     try {
-      [result, now] = (await this.connection.run(
+      [result, now, left] = (await this.connection.run(
         QUEUE_SCHEDULE_SCRIPTS.fire,
         [
           k.definitions,
@@ -283,8 +290,11 @@ export class QueueScheduler {
           s.spec.payload ?? '',
           this.connection.options.queue.eventsMaxLen,
           this.connection.options.queue.maxSize ?? 0,
+          s.ticks.after(tick) === undefined ? 1 : 0,
+          s.spec.name === undefined ? '' : storedOwnOptions({ name: s.spec.name }),
+          s.spec.name ?? '',
         ],
-      )) as [number, number];
+      )) as [number, number, number?];
     } catch (err) {
       this.failed(`schedule '${s.id}' of queue '${queue}'`, err);
       return this.arm(queue, s, tick, 0, RETRY_MS);
@@ -296,6 +306,14 @@ export class QueueScheduler {
       return;
     }
     if (result === 2) return;
+    if (result === 5) {
+      // Its last task: the script deleted the schedule.
+      this.timers.get(queue)?.delete(s.id);
+      if (left === 0) {
+        await this.unindex(queue).catch((err: unknown) => this.failed(`unindexing ${queue}`, err));
+      }
+      return;
+    }
     if (result === 4) {
       this.failures.warn(
         `queue '${queue}' is full (maxSize): the tick ${new Date(tick).toISOString()} of schedule '${s.id}' was skipped`,
@@ -319,6 +337,7 @@ export class QueueScheduler {
       ...(s.spec.startAt !== undefined ? { startAt: s.spec.startAt } : {}),
       ...(s.spec.endAt !== undefined ? { endAt: s.spec.endAt } : {}),
       ...(s.spec.limit !== undefined ? { limit: s.spec.limit } : {}),
+      ...(s.spec.name !== undefined ? { name: s.spec.name } : {}),
       count: s.count,
       ...(s.last !== undefined ? { lastTick: s.last } : {}),
       ...(next !== undefined ? { nextTick: next } : {}),

@@ -1,5 +1,6 @@
 import { Cron } from 'croner';
 import { QueueError } from '../../errors/queue.error';
+import { checkTaskName } from '../../options/resolve-options';
 import { checkInt } from '../../options/validate';
 import { checkOptionKeys, serializePayload } from '../queue-arguments';
 import { MAX_DELAY_MS } from '../queue.constants';
@@ -14,9 +15,10 @@ export interface ScheduleSpec {
   startAt?: number;
   endAt?: number;
   limit?: number;
+  name?: string;
 }
 
-const KEYS = ['cron', 'everyMs', 'tz', 'payload', 'startAt', 'endAt', 'limit'] as const;
+const KEYS = ['cron', 'everyMs', 'tz', 'payload', 'startAt', 'endAt', 'limit', 'name'] as const;
 /** Shortest `everyMs`: a schedule is not a busy loop. */
 const MIN_EVERY_MS = 10;
 /** Longest cron expression: six fields with long lists fit many times over. */
@@ -102,5 +104,8 @@ export function checkScheduleOptions(options: unknown): ScheduleSpec {
     spec.endAt = endAt;
   }
   if (o.limit !== undefined) spec.limit = checkInt('limit', o.limit, 1, 1e9, QueueError.invalid);
+  // Last, and only when given: the stored JSON of schedules without one stays as it was (no new
+  // revision for them).
+  if (o.name !== undefined) spec.name = checkTaskName('name', o.name, QueueError.invalid);
   return spec;
 }

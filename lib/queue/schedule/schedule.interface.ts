@@ -21,10 +21,16 @@ export interface QueueScheduleOptions {
   payload?: unknown;
   /** No tick before this time (a `Date` or ms since the epoch). */
   startAt?: Date | number;
-  /** No tick after this time. */
+  /** No tick after this time; the schedule is deleted once it enqueued its last tick. */
   endAt?: Date | number;
-  /** Enqueue at most this many tasks, then stop. */
+  /** Enqueue at most this many tasks, then stop: the schedule is deleted with its last task. */
   limit?: number;
+  /**
+   * The name of every task it enqueues (as `enqueue`'s `name`): a queue's named handlers run each
+   * in the handler of that name.
+   * @example 'daily'
+   */
+  name?: string;
 }
 
 /**
@@ -51,10 +57,15 @@ export interface QueueSchedule {
   readonly endAt?: number;
   /** Most tasks it enqueues. */
   readonly limit?: number;
+  /** The name of its tasks. */
+  readonly name?: string;
   /** How many tasks it enqueued so far. */
   readonly count: number;
   /** The time of the last tick it enqueued (ms), if any. */
   readonly lastTick?: number;
-  /** The time of its next tick (ms), or `undefined` when it is over (`endAt`, `limit`). */
+  /**
+   * The time of its next tick (ms), or `undefined` when none is left (`endAt`). A schedule is
+   * deleted once it enqueued its last task (`limit` reached, or its last tick before `endAt`).
+   */
   readonly nextTick?: number;
 }

@@ -86,7 +86,7 @@
 -- paused queue with idle workers. Queues without task options pay nothing for it (one EXISTS for
 -- the expiries set when the opts hash exists). A task that ends for good (acked: one ZREM per
 -- call; dead or cancelled) leaves the expiries set at once; one that can wait again (a retry,
--- task.delay, a stalled lease given back) keeps its entry for the sweep.
+-- task.delay, a stalled lease given back) has its entry written again for the sweep.
 --
 -- Returns {nowMs, nextMs, settles, outbox, expired, stalledDead, settled_1..settled_settles, id_1,
 -- score_1, attempt_1, token_1, payload_1, enqueuedAt_1, fence_1, opts_1, parent_1, ...}.
@@ -233,6 +233,17 @@ end
 -- head of its group, and the group waits until `at` (retries keep the group's order).
 local function requeue(id, at)
   unplain()
+  if hasOpts then
+    -- Its deadline is indexed again (ZADD of the same score: idempotent): the sweep of a call
+    -- made while it was leased (step 3b) drops the entry of a task it finds in no waiting set,
+    -- and a task that fails after its deadline would then wait for its retry's due time instead
+    -- of ending expired in this call's sweep. Only tasks with options pay (plain queues nothing).
+    local x = expiryOf(redis.call('HGET', KEYS[23], id))
+    if x then
+      redis.call('ZADD', KEYS[34], x, id)
+      hasExpiries = true
+    end
+  end
   local m = meta(id)
   if not m then
     redis.call('ZADD', KEYS[1], at, id)

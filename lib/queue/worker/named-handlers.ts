@@ -50,8 +50,16 @@ export class NamedHandlers {
   private readonly byName = new Map<string, NamedHandler>();
   /** The handles `process(queue, handler, { name })` returned, by name (`localWorkers`). */
   private readonly handles = new Map<NamedHandler, QueueWorkerHandle>();
+  /** The `waiting` entry of each task waiting for a slot, by the owner given to `take`. */
+  private readonly waiters = new WeakMap<object, (run: boolean) => void>();
   /** Called when the loop's slots change (a handler added, removed, or its concurrency changed). */
   onSlotsChanged?: () => void;
+  /**
+   * Called when a name is added or removed once the loop runs; the queue service writes the
+   * loop's workers registry entry at once, so that other instances do not bury the tasks of a new
+   * name as unknown until the next heartbeat.
+   */
+  onNamesChanged?: () => void;
   /**
    * Whether a live worker of the queue elsewhere (another instance, another module's loop) runs
    * tasks of `name` (the workers registry); set by the queue service.
@@ -96,6 +104,7 @@ export class NamedHandlers {
     };
     this.byName.set(name, entry);
     this.onSlotsChanged?.();
+    this.onNamesChanged?.();
     return entry;
   }
 
@@ -106,6 +115,7 @@ export class NamedHandlers {
     this.handles.delete(entry);
     this.stopWaiting(entry);
     this.onSlotsChanged?.();
+    this.onNamesChanged?.();
   }
 
   /** The handles of the named handlers here, one per name. */
@@ -142,20 +152,35 @@ export class NamedHandlers {
   /**
    * Takes a run slot of `entry`: at once when fewer than its `concurrency` run, else (a promise)
    * once one ends; `false` (nothing taken) when the loop stopped (`stopped`, or `stopWaiting`
-   * later) or the name's handler was closed meanwhile. One list per name, no listener per task.
+   * later) or the name's handler was closed meanwhile, or `owner` withdrew (`withdraw`). One list
+   * per name, no listener per task.
    */
-  take(entry: NamedHandler, stopped: boolean): true | Promise<boolean> {
+  take(entry: NamedHandler, stopped: boolean, owner?: object): true | Promise<boolean> {
     if (stopped || this.byName.get(entry.name) !== entry) return Promise.resolve(false);
     if (entry.running < entry.concurrency) {
       entry.running++;
       return true;
     }
     return new Promise<boolean>((resolve) => {
-      entry.waiting.push((run) => {
+      const wake = (run: boolean) => {
         if (run) entry.running++;
         resolve(run);
-      });
+      };
+      entry.waiting.push(wake);
+      if (owner) this.waiters.set(owner, wake);
     });
+  }
+
+  /**
+   * `owner` (as given to `take`) waits for a slot of `entry` no more (its task was cancelled): it
+   * leaves the line, told `false` at once, rather than when a slot of its name frees.
+   */
+  withdraw(entry: NamedHandler, owner: object): void {
+    const wake = this.waiters.get(owner);
+    const at = wake ? entry.waiting.indexOf(wake) : -1;
+    if (at < 0) return;
+    entry.waiting.splice(at, 1);
+    wake!(false);
   }
 
   /** Gives back a run slot of `entry` taken with `take`: the next waiting task of its name runs. */

@@ -1,5 +1,5 @@
 import type { Cluster, Redis } from 'ioredis';
-import { redactCredentials } from '../../redaction/redact-credentials';
+import { redactCredentials, redactText } from '../../redaction/redact-credentials';
 import type { RedactingLogger } from '../../redaction/redacting-logger';
 import { QueueError } from '../../errors/queue.error';
 import { TaskCancelledError } from '../../errors/task-cancelled.error';
@@ -32,7 +32,9 @@ import {
   PASS_ON_DELAY_MS,
   PASS_ON_GRACE_MS,
 } from '../queue.constants';
-import { settleFailure } from './failure-policy';
+import { errorText } from '../../errors/error-text';
+import { encodeTaskError } from '../task-errors';
+import { retryDelayMs, settleFailure } from './failure-policy';
 import type { ChildFailure } from '../interfaces/flow.interface';
 import { WorkerTask, type TaskControl } from './worker-task';
 import type { NamedHandler, NamedHandlers } from './named-handlers';
@@ -162,6 +164,8 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
     for (const entry of this.running.values()) {
       if (entry.task.id === id && !entry.ended && !entry.released) {
         entry.task.abort(new TaskCancelledError(this.queue, id, reason));
+        // Waiting for a slot of its name, it has no handler to stop: it is settled now.
+        if (entry.pending && entry.named) this.named?.withdraw(entry.named, entry);
       }
     }
   }
@@ -392,7 +396,22 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
         failure = { error };
       }
     }
-    step ??= settleFailure(task, failure!.error, this.options);
+    try {
+      step ??= settleFailure(task, failure!.error, this.options);
+    } catch (err) {
+      // A backstop: whatever the handler threw, its task is nacked (a throw here would be an
+      // unhandled rejection and leave the task to its lease's expiry).
+      step = {
+        kind: 'nack',
+        task,
+        data: encodeTaskError(
+          new QueueError(
+            `queue '${this.queue}': task '${task.id}' failed with a value that could not be stored: ${errorText(err)}`,
+          ),
+        ),
+        delayMs: retryDelayMs(this.options.backoffMs, task.attempt),
+      };
+    }
     return new Promise<void>((resolve) => {
       this.finished.push({ step: step!, runMs, failure, resolve });
       if (this.finished.length === 1) setImmediateUnfaked(() => void this.flush());
@@ -522,7 +541,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
         }
         entry.named = named;
         // No await when the name has a free slot (the common case): a promise per task costs.
-        const took = this.named.take(named, this.stop.signal.aborted);
+        const took = this.named.take(named, this.stop.signal.aborted, entry);
         if (took !== true) {
           if (!(await this.namedSlot(entry, named, took))) {
             named = undefined;
@@ -576,8 +595,8 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
   /**
    * Waits for a run slot of the task's named handler (`took`: `NamedHandlers.take`'s promise; the
    * task's lease is renewed meanwhile, as a running task's). `false` (no slot taken) when the task
-   * must not run: the worker stops (the task is given back) or its lease was lost; throws the
-   * reason when it was cancelled while it waited.
+   * must not run: the worker stops (the task is given back), its lease was lost, or it was
+   * cancelled while it waited (`cancelled` took it out of the line: settled with the cancel).
    */
   private async namedSlot(
     entry: Running,
@@ -585,6 +604,11 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
     took: Promise<boolean>,
   ): Promise<boolean> {
     if (!(await took)) {
+      if (entry.task.aborted && !entry.ended && !entry.released) {
+        entry.ended = true;
+        await this.finish(entry.task, 0, { error: entry.task.signal.reason }, undefined);
+        return false;
+      }
       entry.released = true;
       await this.giveBack([entry.task]);
       return false;
@@ -602,16 +626,27 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
   /**
    * `run` (what the handler returned: a promise or a value), or a `TaskTimeoutError` once
    * `timeoutMs` passed: the signal aborts with it, and the attempt fails at once (the slot is free
-   * again; what the handler does later is ignored).
+   * again; what the handler does later is ignored). Each task fails with its own error (`fail`):
+   * its `TaskTimeoutError`, or the reason its signal aborted with before (a cancel, a lost lease),
+   * which is no timeout and has no `task.timeout` event.
    */
   private bounded(entries: Running[], run: unknown, timeoutMs: number): Promise<unknown> {
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
-        let first: TaskTimeoutError | undefined;
+        let first: unknown;
         for (const entry of entries) {
+          // Given back (`task.delay()`, a drain): its outcome is not settled here.
+          if (entry.released) continue;
+          if (entry.task.aborted) {
+            const why = entry.task.signal.reason as unknown;
+            entry.task.fail(why);
+            first ??= why;
+            continue;
+          }
           const error = new TaskTimeoutError(this.queue, entry.task.id, timeoutMs);
           first ??= error;
+          entry.task.fail(error);
           entry.task.abort(error);
           if (this.events.hasListeners('task.timeout')) {
             this.events.emit('task.timeout', {
@@ -640,7 +675,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
       json = serializeJson('result', result);
     } catch (err) {
       throw new QueueError(
-        `queue '${this.queue}': task '${task.id}' returned a result that is not JSON: ${errorMessage(err)}`,
+        `queue '${this.queue}': task '${task.id}' returned a result that is not JSON: ${errorText(err)}`,
         'result',
       );
     }
@@ -782,7 +817,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
   private report(finished: FinishedTask, settled: number): void {
     const { step, runMs, failure } = finished;
     const { task, delayMs = 0 } = step;
-    const reason = failure && errorMessage(failure.error);
+    const reason = failure && errorText(failure.error);
     const base = () => ({
       queue: this.queue,
       id: task.id,
@@ -796,7 +831,13 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
     if (settled === SETTLED.cancelled) {
       this.logger.log(`queue '${this.queue}': task '${task.id}' was cancelled`);
       if (this.events.hasListeners('task.cancelled')) {
-        this.events.emit('task.cancelled', { ...base(), reason: cancelReason(failure?.error) });
+        // The cancel this worker received has the reason, whatever the handler threw after it.
+        const told =
+          task instanceof WorkerTask && task.aborted ? cancelReason(task.signal.reason) : undefined;
+        this.events.emit('task.cancelled', {
+          ...base(),
+          reason: told ?? cancelReason(failure?.error),
+        });
       }
       return;
     }
@@ -807,19 +848,21 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
       );
       return;
     }
+    if (settled === SETTLED.stale) {
+      // The nack or ack changed nothing: the task is another worker's now, or back in the queue.
+      // No event: a `task.failed` would be followed by neither `task.retried` nor `task.dead`.
+      this.logger.warn(
+        `queue '${this.queue}': task '${task.id}' ${failure ? `failed (${reason})` : 'finished'} ` +
+          'after its lease was lost; another worker may run it again',
+      );
+      return;
+    }
     if (!failure) {
-      if (settled === 0) {
-        this.logger.warn(
-          `queue '${this.queue}': task '${task.id}' finished after its lease was lost; ` +
-            'another worker may run it again',
-        );
-      } else if (this.events.hasListeners('task.completed')) {
-        this.events.emit('task.completed', base());
-      }
+      if (this.events.hasListeners('task.completed')) this.events.emit('task.completed', base());
       return;
     }
     if (this.events.hasListeners('task.failed')) {
-      this.events.emit('task.failed', { ...base(), error: redactCredentials(failure.error) });
+      this.events.emit('task.failed', { ...base(), error: redactedError(failure.error) });
     }
     const maxAttempts = task.options?.maxAttempts ?? this.options.maxAttempts;
     if (settled === SETTLED.dead) {
@@ -831,7 +874,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
               `${maxAttempts} and moved to dead letter: ${reason}`,
       );
       if (this.events.hasListeners('task.dead')) {
-        this.events.emit('task.dead', { ...base(), error: redactCredentials(failure.error) });
+        this.events.emit('task.dead', { ...base(), error: redactedError(failure.error) });
       }
     } else if (settled === 1) {
       const level = this.options.retryLogLevel;
@@ -924,6 +967,11 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
       );
     }
     await this.giveBack(back.map((entry) => entry.task));
+    // No longer this worker's: their slots are free now, not when their handlers return (a
+    // closed name's handler that ignores its signal would hold the loop's slots of the names
+    // that stay). A task given back by `task.delay()` stays: its `update`/`progress` still apply.
+    for (const entry of back) this.running.delete(entry.task.leaseToken);
+    if (back.length > 0) this.slotFreed?.();
   }
 
   /**
@@ -952,7 +1000,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
   }
 
   private logFailure(operation: string, err: unknown): void {
-    this.failures.warn(`queue '${this.queue}': worker ${operation} failed: ${errorMessage(err)}`);
+    this.failures.warn(`queue '${this.queue}': worker ${operation} failed: ${errorText(err)}`);
     if (this.events.hasListeners('worker.error')) {
       this.events.emit('worker.error', { queue: this.queue, operation, error: err });
     }
@@ -969,8 +1017,16 @@ function pastDeadline(entry: Running): boolean {
   return deadline !== undefined && deadline > entry.claimedAt && Date.now() >= deadline;
 }
 
-function errorMessage(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
+/**
+ * `err` without credentials for an event (`redactCredentials`); an error whose properties cannot be
+ * read (a getter that throws) becomes a plain `Error` of its text, so that the event is still sent.
+ */
+function redactedError(err: unknown): unknown {
+  try {
+    return redactCredentials(err);
+  } catch {
+    return new Error(redactText(errorText(err)));
+  }
 }
 
 /** The reason given to `cancel()`, from the cancel's stored JSON (`{ name, message, reason? }`). */

@@ -13,8 +13,9 @@ export const WORKER_HEARTBEAT_MS = 5_000;
 export const WORKER_ENTRY_TTL_MS = 3 * WORKER_HEARTBEAT_MS;
 
 /**
- * How long `handles` answers from one read of a queue's workers, in ms: a burst of tasks of a name
- * no handler here runs costs one read, not one per task.
+ * How long `handles` answers "yes" from one read of a queue's workers, in ms: a burst of tasks of
+ * a name no handler here runs, passed on, costs one read, not one per task. (A "no" buries the
+ * task: it is asked of a read made then, the rare path.)
  */
 const HANDLES_READ_MS = 1_000;
 
@@ -97,6 +98,14 @@ export class WorkerRegistry {
     this.track(worker.queue);
   }
 
+  /**
+   * Writes the entries of `queue`'s workers at once, not at the next heartbeat: a worker's names
+   * changed (a named handler added or closed while its loop runs).
+   */
+  touch(queue: string): void {
+    this.track(queue);
+  }
+
   /** The workers of `queue` on every live instance, oldest first. */
   async list(queue: string): Promise<QueueWorkerInfo[]> {
     const reply = (await this.connection.run(
@@ -125,19 +134,21 @@ export class WorkerRegistry {
   /**
    * Whether a live worker of `queue` (on any instance, this one included) runs the tasks named
    * `name` (`undefined`: tasks without a name): it has a handler of that name, or no names at all
-   * (it runs every task). From a read of at most `HANDLES_READ_MS` ago.
+   * (it runs every task). A "yes" may come from a read of up to `HANDLES_READ_MS` ago; a "no",
+   * which buries the task, only from a read started when it was asked or later: a handler added
+   * elsewhere since the last read wrote its entry at once, and that older read would miss it. The
+   * tasks of one claim, asked at once, share that read.
    */
   async handles(queue: string, name: string | undefined): Promise<boolean> {
-    const now = Date.now();
-    let last = this.read.get(queue);
-    if (!last || now - last.at > HANDLES_READ_MS) {
-      last = { at: now, workers: this.list(queue) };
-      this.read.set(queue, last);
+    const asked = Date.now();
+    const last = this.read.get(queue);
+    if (last && asked - last.at <= HANDLES_READ_MS && runs(await last.workers, name)) return true;
+    let fresh = this.read.get(queue);
+    if (!fresh || fresh.at < asked) {
+      fresh = { at: Date.now(), workers: this.list(queue) };
+      this.read.set(queue, fresh);
     }
-    const workers = await last.workers;
-    return workers.some(
-      (w) => w.names.length === 0 || (name !== undefined && w.names.includes(name)),
-    );
+    return runs(await fresh.workers, name);
   }
 
   /** Stops the heartbeat and drops every entry of this instance (shutdown). */
@@ -185,3 +196,7 @@ export class WorkerRegistry {
     }
   }
 }
+
+/** Whether one of `workers` runs the tasks named `name`: a handler of it, or no names at all. */
+const runs = (workers: readonly QueueWorkerInfo[], name: string | undefined): boolean =>
+  workers.some((w) => w.names.length === 0 || (name !== undefined && w.names.includes(name)));

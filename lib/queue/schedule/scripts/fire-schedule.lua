@@ -32,11 +32,16 @@
 --                      (config 'maxSize') wins, as in enqueue.lua
 -- KEYS[16] progress, KEYS[17] opts, KEYS[18] results, KEYS[19] logs: hashes by id, and
 -- KEYS[20] expiries (zset): what a dead task's run left, forgotten as enqueue.lua's forgetRun does
+-- ARGV[10] last         '1': the caller found no tick after this one (endAt)
+-- ARGV[11] opts         the task's options JSON ('{"n":<name>}', as enqueue writes it), or ''
+-- ARGV[12] name         the task's name (for the 'enqueued' event), or ''
 --
--- Returns {result, now}: 1 enqueued; 0 enqueued before (by any instance); 2 the schedule reached
--- its limit; 3 the schedule is gone; 4 the queue is full (maxSize): the tick is skipped, not
--- counted, and the next one tries again; -1 its definition changed (re-read it); -2 the tick is
--- not due yet (Redis clock).
+-- Returns {result, now, left}: 1 enqueued; 5 enqueued, and it was the schedule's last task
+-- (`limit` reached, or ARGV[10]): the schedule (definition and state) is deleted, `left` is the
+-- number of schedules the queue has left; 0 enqueued before (by any instance); 2 the schedule
+-- reached its limit; 3 the schedule is gone; 4 the queue is full (maxSize): the tick is skipped,
+-- not counted, and the next one tries again; -1 its definition changed (re-read it); -2 the tick
+-- is not due yet (Redis clock).
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -72,7 +77,7 @@ if redis.call('HEXISTS', KEYS[9], id) == 0 or redis.call('ZSCORE', KEYS[7], id) 
       return { 4, now }
     end
   end
-  -- A dead task's run is forgotten (its options too: the tick's task has none of its own), as
+  -- A dead task's run is forgotten (its options too: the tick's task has only its name), as
   -- enqueue.lua does for an id added again.
   if redis.call('ZREM', KEYS[7], id) == 1 then
     for _, k in ipairs({ KEYS[6], KEYS[10], KEYS[16], KEYS[17], KEYS[18], KEYS[19] }) do
@@ -87,8 +92,20 @@ if redis.call('HEXISTS', KEYS[9], id) == 0 or redis.call('ZSCORE', KEYS[7], id) 
     redis.call('HDEL', KEYS[5], id)
   end
   redis.call('ZADD', KEYS[3], now, id)
-  emit(KEYS[11], tonumber(ARGV[8]), 'enqueued', id)
+  if ARGV[11] ~= '' then
+    redis.call('HSET', KEYS[17], id, ARGV[11])
+    emit(KEYS[11], tonumber(ARGV[8]), 'enqueued', id, 'n', ARGV[12])
+  else
+    emit(KEYS[11], tonumber(ARGV[8]), 'enqueued', id)
+  end
   if redis.call('LLEN', KEYS[8]) == 0 then redis.call('RPUSH', KEYS[8], '1') end
+end
+-- An ended schedule goes (as BullMQ's job schedulers do), or per-entity schedules with a limit or
+-- an end would grow both hashes, which every instance re-reads each minute, without bound.
+if ARGV[10] == '1' or (ARGV[5] ~= '' and count + 1 >= tonumber(ARGV[5])) then
+  redis.call('HDEL', KEYS[1], ARGV[1])
+  redis.call('HDEL', KEYS[2], ARGV[1])
+  return { 5, now, redis.call('HLEN', KEYS[1]) }
 end
 redis.call('HSET', KEYS[2], ARGV[1], string.format('%d %d', tick, count + 1))
 return { 1, now }

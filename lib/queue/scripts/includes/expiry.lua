@@ -5,7 +5,8 @@
 -- The deadline is "x" in the task's own options (JSON in the opts hash): what decides. The
 -- queue's expiries zset (id -> deadline) only says where to look for waiting tasks whose deadline
 -- passed. A task keeps its entry while it can still wait: queued, leased (a retry, task.delay or
--- a stalled lease returned puts it back), given back. The scripts that end a task for good drop
+-- a stalled lease returned puts it back; claim.lua writes the entry again then, as a sweep made
+-- while the task was leased dropped it), given back. The scripts that end a task for good drop
 -- it at once, so the set holds no finished tasks until their deadlines (which may be years
 -- away): claim.lua at an ack (one ZREM per call, only when the set exists), a death or a cancel
 -- of a leased task, and an expiry; cancel.lua, remove.lua, drain.lua, pop.lua and dequeue.lua
