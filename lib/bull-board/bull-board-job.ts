@@ -13,8 +13,9 @@ import { statusOfState } from './bull-board-states';
 /**
  * One `QueueService` task as a bull-board job. Its actions go to the service: `remove` is
  * `remove(queue, id)`; `retry` of a dead job is `requeueDead(queue, [id])`, of a cancelled one
- * `enqueue` of its id again (name, payload, priority and group kept); retry of a completed job and
- * `promote` are refused (see {@link COMPLETED_RETRY_REFUSED}, {@link PROMOTE_REFUSED}).
+ * `enqueue` of its id again (name, payload, priority and group kept); retry of a completed job,
+ * `promote` and `updateData` are refused (see {@link COMPLETED_RETRY_REFUSED},
+ * {@link PROMOTE_REFUSED}, {@link UPDATE_DATA_REFUSED}).
  */
 export class BullBoardJob implements QueueJob {
   /** What bull-board shows as options: delay, priority, group. */
@@ -119,6 +120,14 @@ export class BullBoardJob implements QueueJob {
   async promote(): Promise<void> {
     throw new BullBoardActionError('promote', PROMOTE_REFUSED);
   }
+
+  /**
+   * bull-board's "Update Data": answers 405 (see {@link UPDATE_DATA_REFUSED}). Without this
+   * method bull-board would answer 200 and change nothing.
+   */
+  async updateData(): Promise<void> {
+    throw new BullBoardActionError('update data', UPDATE_DATA_REFUSED);
+  }
 }
 
 /** When a finished (completed, dead, cancelled, expired) task finished; else `undefined`. */
@@ -146,6 +155,14 @@ function failedReasonOf(task: QueueTaskInfo): string {
 /** Why `promote` is refused: with the public API it would not be atomic. */
 export const PROMOTE_REFUSED =
   'a delayed task cannot be made due now atomically; enqueue it again with replace: true';
+
+/**
+ * Why "Update Data" is refused: `QueueService` has no atomic payload update. Enqueueing the task
+ * again with `replace: true` would drop its own `maxAttempts`, `backoff`, `timeoutMs` and deadline,
+ * could race a worker claiming it, and cannot reach a failed (dead) task.
+ */
+export const UPDATE_DATA_REFUSED =
+  "a task's payload cannot be changed in place; enqueue it again with replace: true";
 
 /** Why retry of a completed job is refused: its id stays taken while its result is kept. */
 export const COMPLETED_RETRY_REFUSED =

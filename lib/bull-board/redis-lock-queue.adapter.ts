@@ -109,11 +109,12 @@ const READY_CLEAN_STATUSES: ReadonlySet<string> = new Set(['wait', 'waiting', 'p
  * `active` (with its progress), completed (kept by `keepCompleted`) → `completed` with its result,
  * dead then cancelled → `failed` with their error. Actions: retry of a dead job = `requeueDead`,
  * of a cancelled one = `enqueue` again, remove/clean = `remove`, pause/resume, add = `enqueue`,
- * empty = remove every ready and delayed task, once `readOnlyMode: false` opts in: by default the
- * adapter is read-only, and bull-board refuses every action with 405. Promote, retry of a
- * completed job and obliterate answer 405; removing a running (leased) task answers 409; a bad
- * argument from the board (a status, an option, a value the queue refuses) answers 400. Job logs
- * are the task's `task.log()` lines. All of it: docs/bull-board.md.
+ * empty = remove every ready task (delayed ones stay, as BullMQ's `drain()`), once
+ * `readOnlyMode: false` opts in: by default the adapter is read-only, and bull-board refuses every
+ * action with 405. Promote, update data, retry of a completed job and obliterate answer 405;
+ * removing a running (leased) task answers 409; a bad argument from the board (a status, an
+ * option, a value the queue refuses) answers 400. Job logs are the task's `task.log()` lines. All
+ * of it: docs/bull-board.md.
  * @param queues the module's `QueueService`
  * @param queue the queue's name, or its `defineQueue` handle
  * @param options bull-board's queue options
@@ -300,12 +301,12 @@ export class RedisLockQueueAdapter extends BaseAdapter {
   }
 
   /**
-   * Removes every ready and delayed task (as BullMQ's `empty`): running and finished (completed,
-   * dead, cancelled) ones stay.
+   * Removes every ready task, as bull-board's BullMQ adapter does with `drain()`: delayed
+   * (scheduled) tasks stay, as do running and finished (completed, dead, cancelled) ones. Clean
+   * of `delayed` removes the delayed ones.
    */
   async empty(): Promise<void> {
     await this.removeAll('ready', Infinity);
-    await this.removeAll('delayed', Infinity);
   }
 
   /** Whether `pause(queue)` is in effect. */

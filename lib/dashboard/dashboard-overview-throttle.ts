@@ -9,7 +9,7 @@ export const MAX_OVERVIEW_SEARCHES = 8;
 
 /** An overview computed (or to be computed) for one search. */
 interface SharedOverview {
-  /** When its computation settled (epoch ms); unset while it waits for its turn or runs. */
+  /** When its computation settled (`performance.now()`); unset while it waits or runs. */
   settledAt?: number;
   overview: Promise<DashboardOverview>;
 }
@@ -24,7 +24,7 @@ interface SharedOverview {
 @Injectable()
 export class DashboardOverviewThrottle implements OnModuleDestroy {
   private readonly shared = new Map<string, SharedOverview>();
-  /** The earliest start of the next computation (epoch ms). */
+  /** The earliest start of the next computation (`performance.now()`). */
   private nextStart = 0;
   /** Refusals of the searches waiting for their turn. */
   private readonly waits = new Set<() => void>();
@@ -39,7 +39,9 @@ export class DashboardOverviewThrottle implements OnModuleDestroy {
    * @throws DashboardBusyError when `MAX_OVERVIEW_SEARCHES` other searches hold a turn
    */
   overview(search: string): Promise<DashboardOverview> {
-    const now = Date.now();
+    // A monotonic clock: a wall clock stepped back would keep a stale overview for the length
+    // of the step, and make every new search wait that long for its turn.
+    const now = performance.now();
     const interval = this.options.overviewIntervalMs;
     for (const [key, entry] of this.shared) {
       if (entry.settledAt !== undefined && entry.settledAt + interval <= now) {
@@ -58,7 +60,7 @@ export class DashboardOverviewThrottle implements OnModuleDestroy {
     this.nextStart = startsAt + interval;
     const overview = this.turn(search, startsAt - now).then(() => this.dashboard.overview(search));
     const entry: SharedOverview = { overview };
-    const settled = () => void (entry.settledAt = Date.now());
+    const settled = () => void (entry.settledAt = performance.now());
     overview.then(settled, settled);
     this.shared.set(search, entry);
     return overview;

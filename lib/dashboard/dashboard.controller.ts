@@ -1,7 +1,9 @@
 import {
   BadRequestException,
   Controller,
+  createParamDecorator,
   Delete,
+  type ExecutionContext,
   Headers,
   ForbiddenException,
   Get,
@@ -21,6 +23,7 @@ import {
 } from '@nestjs/common';
 import { DashboardBusyError } from '../errors/dashboard-busy.error';
 import { QueueError } from '../errors/queue.error';
+import { RedisUnavailableError } from '../errors/redis-unavailable.error';
 import type { QueueTaskInfo, QueueTaskState } from '../queue/interfaces/task.interface';
 import { dashboardAsset } from './dashboard-assets';
 import type { ResolvedDashboardOptions } from './dashboard-options';
@@ -35,6 +38,12 @@ import {
 
 /** Longest search text accepted, in characters. */
 const MAX_SEARCH = 200;
+/**
+ * Tasks a task list answers at most (the page asks for 50). `QueueService.list` takes up to
+ * 1,000, but it reads whole payloads, results and progress in one script: a page of 1,000 tasks
+ * of 1 MB each blocked Redis for seconds, for anyone who may read the page.
+ */
+const MAX_PAGE = 100;
 
 /**
  * The dashboard's controller, made per `forRoot` so that its path and guards come from the
@@ -81,7 +90,7 @@ export function createDashboardController(options: ResolvedDashboardOptions): Ty
             : HttpStatus.TOO_MANY_REQUESTS;
           throw new HttpException(err.message, status);
         }
-        throw err;
+        throw unavailable(err);
       }
     }
 
@@ -92,81 +101,79 @@ export function createDashboardController(options: ResolvedDashboardOptions): Ty
       @Query('offset') offset?: string,
       @Query('limit') limit?: string,
     ): Promise<QueueTaskInfo[]> {
-      return mapErrors(() => this.dashboard.dead(queue, Number(offset ?? 0), Number(limit ?? 50)));
+      return mapErrors(() => this.dashboard.dead(queue, Number(offset ?? 0), pageLimit(limit)));
     }
 
-    @Get('api/queues/:queue/tasks')
+    @Get(['api/queues/:queue/tasks', 'api/tasks'])
     @Header('Cache-Control', 'no-store')
     tasks(
-      @Param('queue') queue: string,
+      @PathOrQuery('queue') queue: string,
       @Query('state') state?: string,
       @Query('offset') offset?: string,
       @Query('limit') limit?: string,
     ): Promise<DashboardTask[]> {
       // QueueService.list names a missing or unknown state in its QueueError (400).
       return mapErrors(() =>
-        this.dashboard.tasks(
-          queue,
-          state as QueueTaskState,
-          Number(offset ?? 0),
-          Number(limit ?? 50),
-        ),
+        this.dashboard.tasks(queue, state as QueueTaskState, Number(offset ?? 0), pageLimit(limit)),
       );
     }
 
-    @Get('api/queues/:queue/history')
+    @Get(['api/queues/:queue/history', 'api/history'])
     @Header('Cache-Control', 'no-store')
     history(
-      @Param('queue') queue: string,
+      @PathOrQuery('queue') queue: string,
       @Query('range') range?: string,
     ): Promise<DashboardHistory> {
       return mapErrors(() => this.dashboard.history(queue, range));
     }
 
-    @Get('api/queues/:queue/tasks/:id')
+    @Get(['api/queues/:queue/tasks/:id', 'api/task'])
     @Header('Cache-Control', 'no-store')
-    async task(@Param('queue') queue: string, @Param('id') id: string): Promise<QueueTaskInfo> {
+    async task(
+      @PathOrQuery('queue') queue: string,
+      @PathOrQuery('id') id: string,
+    ): Promise<QueueTaskInfo> {
       const task = await mapErrors(() => this.dashboard.queues.get(queue, id));
       if (!task) throw new NotFoundException(`no task '${id}' in queue '${queue}'`);
       return task;
     }
 
-    @Post('api/queues/:queue/tasks/:id/requeue')
+    @Post(['api/queues/:queue/tasks/:id/requeue', 'api/task/requeue'])
     @HttpCode(200)
     async requeue(
-      @Param('queue') queue: string,
-      @Param('id') id: string,
+      @PathOrQuery('queue') queue: string,
+      @PathOrQuery('id') id: string,
       @Headers() headers: RequestHeaders,
     ): Promise<{ moved: number }> {
       this.writable(headers);
       return { moved: await mapErrors(() => this.dashboard.queues.requeueDead(queue, id)) };
     }
 
-    @Post('api/queues/:queue/tasks/:id/cancel')
+    @Post(['api/queues/:queue/tasks/:id/cancel', 'api/task/cancel'])
     @HttpCode(200)
     async cancel(
-      @Param('queue') queue: string,
-      @Param('id') id: string,
+      @PathOrQuery('queue') queue: string,
+      @PathOrQuery('id') id: string,
       @Headers() headers: RequestHeaders,
     ): Promise<DashboardCancelReply> {
       this.writable(headers);
       return mapErrors(() => this.dashboard.cancel(queue, id));
     }
 
-    @Delete('api/queues/:queue/tasks/:id')
+    @Delete(['api/queues/:queue/tasks/:id', 'api/task'])
     async remove(
-      @Param('queue') queue: string,
-      @Param('id') id: string,
+      @PathOrQuery('queue') queue: string,
+      @PathOrQuery('id') id: string,
       @Headers() headers: RequestHeaders,
     ): Promise<{ removed: boolean }> {
       this.writable(headers);
       return { removed: await mapErrors(() => this.dashboard.queues.remove(queue, id)) };
     }
 
-    @Post('api/queues/:queue/:action')
+    @Post(['api/queues/:queue/:action', 'api/queue/:action'])
     @HttpCode(200)
     async pauseOrResume(
-      @Param('queue') queue: string,
+      @PathOrQuery('queue') queue: string,
       @Param('action') action: string,
       @Headers() headers: RequestHeaders,
     ): Promise<{ paused: boolean }> {
@@ -206,6 +213,20 @@ export function createDashboardController(options: ResolvedDashboardOptions): Ty
   return RedisLockDashboardController;
 }
 
+/**
+ * A path parameter, or else the query parameter of that name. Each queue and task route also
+ * takes them in the query (`api/task?queue=&id=`), where the page sends them: a browser drops a
+ * path segment `.` or `..` (or `%2e`) from the URL, and these are valid task ids and queue names.
+ * A repeated query parameter arrives as an array, which the queue refuses (400).
+ */
+const PathOrQuery = createParamDecorator((name: string, ctx: ExecutionContext): unknown => {
+  const req = ctx.switchToHttp().getRequest<{
+    params?: Record<string, unknown>;
+    query?: Record<string, unknown>;
+  }>();
+  return req.params?.[name] ?? req.query?.[name];
+});
+
 /** The request headers the actions read (lower-case names, as Node gives them). */
 type RequestHeaders = Record<string, string | undefined>;
 
@@ -218,14 +239,47 @@ function hostOf(origin: string): string | undefined {
   }
 }
 
-/** Bad input from the page (a queue name, an id, a page) answers 400 with the service's message. */
+/**
+ * The `limit` of a task list (default 50); a `QueueError` (400) naming it above `MAX_PAGE`. Other
+ * bad values go on to `QueueService.list`, which names them.
+ */
+function pageLimit(limit: string | undefined): number {
+  const n = Number(limit ?? 50);
+  if (n > MAX_PAGE) {
+    throw QueueError.invalid('limit', limit, `at most ${MAX_PAGE} tasks on a dashboard page`);
+  }
+  return n;
+}
+
+/**
+ * Bad input from the page (a queue name, an id, a page) answers 400 with the service's message;
+ * Redis out of reach, 503 (see `unavailable`).
+ */
 async function mapErrors<T>(fn: () => Promise<T>): Promise<T> {
   try {
     return await fn();
   } catch (err) {
     if (err instanceof QueueError) throw new BadRequestException(err.message);
-    throw err;
+    throw unavailable(err);
   }
+}
+
+/**
+ * `RedisUnavailableError` as `503 { message: 'Redis unavailable (<operation>)' }`, as
+ * `LockInterceptor` answers it; any other error as it is. An outage is no bug of the dashboard:
+ * as a 500, Nest logged a whole stack for every poll of every open page (once a second each).
+ */
+function unavailable(err: unknown): unknown {
+  if (!(err instanceof RedisUnavailableError)) return err;
+  return new HttpException(
+    {
+      statusCode: 503,
+      error: 'Service Unavailable',
+      message: `Redis unavailable (${err.operation})`,
+    },
+    HttpStatus.SERVICE_UNAVAILABLE,
+    { cause: err },
+  );
 }
 
 /**

@@ -388,6 +388,36 @@ describe('RedisLockQueueAdapter', () => {
     await expect(adapter.clean('active', 0)).rejects.toMatchObject({ statusCode: 409 });
   });
 
+  it('refuses "Update Data" with 405 and leaves the payload as it was (not a silent 200)', async () => {
+    const adapter = new RedisLockQueueAdapter(queues, 'to-update', { readOnlyMode: false });
+    await queues.enqueue('to-update', 'o1', { payload: { amount: 5 }, delayMs: 3_600_000 });
+    // bull-board's own handler: it answers 200 without a word when the job has no update method.
+    const { updateJobDataHandler } = await import('@bull-board/api/dist/handlers/updateJobData.js');
+    const req = {
+      params: { queueName: adapter.getName(), jobId: 'o1' },
+      queues: new Map([[adapter.getName(), adapter]]),
+      body: { jobData: { amount: 500 } },
+    };
+    const refused = await updateJobDataHandler(req as never).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(BullBoardActionError);
+    expect(refused).toMatchObject({ statusCode: 405 });
+    expect((refused as Error).message).toMatch(/^bull-board action 'update data' is not available/);
+    expect(await queues.get('to-update', 'o1')).toMatchObject({
+      state: 'delayed',
+      payload: { amount: 5 },
+    });
+  });
+
+  it("empties the ready tasks and keeps the delayed ones, as BullMQ's drain()", async () => {
+    const adapter = new RedisLockQueueAdapter(queues, 'to-empty', { readOnlyMode: false });
+    await queues.enqueue('to-empty', ['r1', 'r2']);
+    await queues.enqueue('to-empty', 'p1', { priority: 3 });
+    await queues.enqueue('to-empty', 'tomorrow', { delayMs: 86_400_000 });
+    await adapter.empty();
+    expect(await queues.stats('to-empty')).toMatchObject({ ready: 0, delayed: 1 });
+    expect(await queues.get('to-empty', 'tomorrow')).toMatchObject({ state: 'delayed' });
+  });
+
   it('answers bad board input with 400, an impossible id as unknown, a page past the end empty', async () => {
     const adapter = new RedisLockQueueAdapter(queues, 'hostile', { readOnlyMode: false });
     await queues.enqueue('hostile', ['a', 'b', 'c']);

@@ -294,6 +294,14 @@ describe('RedisLockQueueAdapter in bull-board (@bull-board/nestjs, Express)', ()
       expect([path, refused.status]).toEqual([path, 405]);
       expect(refused.body.message).toMatch(/^bull-board action 'promote' is not available/);
     }
+    const update = await api()
+      .patch('/board/api/queues/actions/later/update-data')
+      .send({ jobData: { changed: true } });
+    expect([update.status, update.body.message]).toEqual([
+      405,
+      expect.stringMatching(/^bull-board action 'update data' is not available/),
+    ]);
+    expect((await queues.get('actions', 'later'))?.payload).toBeUndefined();
 
     const added = await api()
       .post('/board/api/queues/actions/add')
@@ -305,10 +313,10 @@ describe('RedisLockQueueAdapter in bull-board (@bull-board/nestjs, Express)', ()
       payload: { sku: 'A-1' },
     });
 
-    // Empty: every ready and delayed task goes; running and dead ones stay.
+    // Empty: every ready task goes; delayed, running and dead ones stay (as BullMQ's drain()).
     expect((await api().put('/board/api/queues/actions/empty')).status).toBe(200);
     expect(await queues.stats('actions')).toEqual({
-      ...queueStats({ leased: 1, dead: 2 }),
+      ...queueStats({ leased: 1, dead: 2, delayed: 2 }),
       completed: 0,
       cancelled: 0,
       expired: 0,

@@ -599,6 +599,56 @@ describe('GET api/queues/:queue/tasks: outcomes of tasks, and cancel from the pa
     expect(del.status).toBe(403);
   });
 
+  it('takes the queue and the task id in the query too, where "." and ".." survive the URL', async () => {
+    const { app, url } = await startHttp(uniquePrefix('dash-dots'), { readOnly: false });
+    const queues = app.get(QueueService);
+    await queues.enqueue('..', ['.', '..', 'x'], { delayMs: 600_000 });
+    const q = (id: string) => `queue=..&id=${encodeURIComponent(id)}`;
+    // fetch, as a browser, drops the path segments: api/queues/../tasks/. is api/tasks/.
+    expect((await getJson<QueueTaskInfo>(`${url}/task?${q('.')}`)).id).toBe('.');
+    expect((await getJson<QueueTaskInfo>(`${url}/task?${q('..')}`)).state).toBe('delayed');
+    const listed = await getJson<DashboardTask[]>(`${url}/tasks?queue=..&state=delayed`);
+    expect(listed.map((task) => task.id).sort()).toEqual(['.', '..', 'x']);
+    expect((await getJson<{ range: string }>(`${url}/history?queue=..`)).range).toBe('1h');
+    expect(await post(`${url}/task/cancel?${q('.')}`)).toEqual({
+      status: 200,
+      body: { outcome: 'cancelled' },
+    });
+    const removed = await fetch(`${url}/task?${q('..')}`, { method: 'DELETE' });
+    expect([removed.status, await removed.json()]).toEqual([200, { removed: true }]);
+    expect(await post(`${url}/queue/pause?queue=..`)).toEqual({
+      status: 200,
+      body: { paused: true },
+    });
+    expect((await queues.get('..', '.'))?.state).toBe('cancelled');
+    expect(await queues.get('..', '..')).toBeUndefined();
+    expect((await queues.stats('..')).paused).toBe(true);
+    // A repeated parameter is no id: 400, nothing read.
+    expect((await fetch(`${url}/task?queue=..&id=.&id=..`)).status).toBe(400);
+  });
+
+  it('answers 400 naming a limit above 100 on the task lists, so no page reads 1,000 whole tasks', async () => {
+    const { app, url } = await startHttp(uniquePrefix('dash-page-cap'), { readOnly: true });
+    await app.get(QueueService).enqueue('big', ['t-1', 't-2']);
+    for (const path of [
+      'tasks?state=ready&limit=1000',
+      'tasks?state=dead&limit=101',
+      'dead?limit=1000',
+    ]) {
+      const res = await fetch(`${url}/queues/big/${path}`);
+      const body = (await res.json()) as { message: string };
+      const limit = /limit=(\d+)/.exec(path)![1];
+      expect([path, res.status, body.message]).toEqual([
+        path,
+        400,
+        `invalid argument 'limit': expected at most 100 tasks on a dashboard page, got '${limit}'`,
+      ]);
+    }
+    const page = await getJson<DashboardTask[]>(`${url}/queues/big/tasks?state=ready&limit=100`);
+    expect(page.map((task) => task.id)).toEqual(['t-1', 't-2']);
+    expect(await getJson<QueueTaskInfo[]>(`${url}/queues/big/dead?limit=100`)).toEqual([]);
+  });
+
   it('answers 400 for a missing or unknown state, and 403 for a cancel when read-only', async () => {
     const prefix = uniquePrefix('dash-outcomes-ro');
     const { app, url } = await startHttp(prefix, { readOnly: true });

@@ -2,9 +2,21 @@ import 'reflect-metadata';
 import { connect } from 'node:net';
 import { type CanActivate, ConsoleLogger, type INestApplication, Injectable } from '@nestjs/common';
 import type { Redis } from 'ioredis';
-import { QueueService, type DashboardOverview, type RedisLockDashboardOptions } from '../../lib';
+import { Test } from '@nestjs/testing';
+import {
+  QueueService,
+  RedisLockDashboardModule,
+  RedisLockModule,
+  type DashboardOverview,
+  type RedisLockDashboardOptions,
+} from '../../lib';
 import { DASHBOARD_CSP } from '../../lib/dashboard/dashboard-headers.middleware';
-import { MAX_OVERVIEW_SEARCHES } from '../../lib/dashboard/dashboard-overview-throttle';
+import {
+  DashboardOverviewThrottle,
+  MAX_OVERVIEW_SEARCHES,
+} from '../../lib/dashboard/dashboard-overview-throttle';
+import type { ResolvedDashboardOptions } from '../../lib/dashboard/dashboard-options';
+import type { DashboardService } from '../../lib/dashboard/dashboard.service';
 import { compileDashboardModule } from './support/dashboard-module';
 import { commandCalls, redisClient, uniquePrefix, waitFor } from '../support/helpers';
 import { startRedisServer, type RedisServer } from '../support/redis-server';
@@ -202,6 +214,44 @@ describe('RedisLockDashboardModule hardening', () => {
     }
   });
 
+  it('answers 503 "Redis unavailable" when Redis does not answer, and logs no stack per poll', async () => {
+    const moduleRef = await Test.createTestingModule({
+      imports: [
+        RedisLockModule.forRoot({
+          redis: server.url,
+          keyPrefix: uniquePrefix('dash-outage'),
+          commandTimeoutMs: 200,
+        }),
+        RedisLockDashboardModule.forRoot({ queues: ['orders'] }),
+      ],
+    }).compile();
+    const errors: string[] = [];
+    const logger = new ConsoleLogger();
+    logger.error = (message: unknown) => void errors.push(String(message));
+    logger.warn = logger.log = () => undefined;
+    app = moduleRef.createNestApplication({ logger });
+    await app.listen(0, '127.0.0.1');
+    const url = `${(await app.getUrl()).replace('[::1]', '127.0.0.1')}/redis-lock/api`;
+    await redis.call('CLIENT', 'PAUSE', '1000', 'ALL');
+    const [tasks, overview] = await Promise.all([
+      fetch(`${url}/queues/orders/tasks?state=dead`),
+      fetch(`${url}/overview`),
+    ]);
+    expect([tasks.status, await tasks.json()]).toEqual([
+      503,
+      {
+        statusCode: 503,
+        error: 'Service Unavailable',
+        message: 'Redis unavailable (queue inspect)',
+      },
+    ]);
+    expect(overview.status).toBe(503);
+    expect(((await overview.json()) as { message: string }).message).toMatch(
+      /^Redis unavailable \(.+\)$/,
+    );
+    expect(errors).toEqual([]);
+  });
+
   it('computes the overview once for 20 concurrent clients: 2 SCANs, as for one', async () => {
     const { url } = await start({ overviewIntervalMs: 60_000 });
     await redis.config('RESETSTAT');
@@ -281,3 +331,30 @@ function rawGet(port: number, target: string): Promise<string> {
     socket.write(`GET ${target} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: close\r\n\r\n`);
   });
 }
+
+describe('DashboardOverviewThrottle', () => {
+  afterEach(() => jest.useRealTimers());
+
+  it('times its shared overviews and turns by a monotonic clock: a wall clock stepped back changes nothing', async () => {
+    jest.useFakeTimers();
+    let computed = 0;
+    const dashboard = { overview: async () => ({ computed: ++computed }) };
+    const throttle = new DashboardOverviewThrottle(
+      { overviewIntervalMs: 500 } as ResolvedDashboardOptions,
+      dashboard as unknown as DashboardService,
+    );
+    expect(await throttle.overview('')).toEqual({ computed: 1 });
+    await jest.advanceTimersByTimeAsync(600);
+    // An NTP step or a VM resume sets the wall clock 10 minutes back; the monotonic one goes on.
+    jest.setSystemTime(Date.now() - 600_000);
+    expect(await throttle.overview('')).toEqual({ computed: 2 });
+    await jest.advanceTimersByTimeAsync(600);
+    // A new search gets its turn at once, not 10 minutes later.
+    let answered = false;
+    const search = throttle.overview('x').then(() => (answered = true));
+    await jest.advanceTimersByTimeAsync(0);
+    expect(answered).toBe(true);
+    await search;
+    expect(computed).toBe(3);
+  });
+});

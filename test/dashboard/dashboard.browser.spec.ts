@@ -306,6 +306,43 @@ suite('RedisLockDashboardModule in Chromium', () => {
     await worker.close();
   });
 
+  it('finds, cancels and deletes tasks with the ids "." and "..", in a queue named "..", and pauses it', async () => {
+    const prefix = uniquePrefix('dash-dots');
+    const { app, url } = await startApp(prefix, { readOnly: false });
+    const queues = app.get(QueueService);
+    await queues.enqueue('..', ['.', '..'], { payload: { n: 1 }, delayMs: 600_000 });
+
+    const { page, problems } = await watchedPage();
+    await page.goto(`${url}#queues`);
+    const queueRow = page.locator('tr[data-testid="queue-row"][data-queue=".."]');
+    await queueRow.click();
+    await page.locator('[data-testid="history-totals"][data-range="1h"]').waitFor();
+    await page.getByTestId('state-delayed').click();
+    const row = (id: string) => page.locator(`tr[data-testid="delayed-row"][data-id="${id}"]`);
+    await row('.').waitFor();
+    await row('..').waitFor();
+
+    await page.getByTestId('task-search').fill('..');
+    await page.getByRole('button', { name: 'Find' }).click();
+    await page.getByTestId('task-state').waitFor();
+    expect(await page.getByTestId('task-state').textContent()).toBe('delayed');
+
+    page.once('dialog', (dialog) => void dialog.accept());
+    await row('.').getByTestId('cancel').click();
+    await row('.').waitFor({ state: 'detached' });
+    page.once('dialog', (dialog) => void dialog.accept());
+    await row('..').getByTestId('delete').click();
+    await row('..').waitFor({ state: 'detached' });
+    await queueRow.getByTestId('pause').click();
+    await queueRow.getByTestId('resume').waitFor();
+
+    expect((await queues.get('..', '.'))?.state).toBe('cancelled');
+    expect(await queues.get('..', '..')).toBeUndefined();
+    expect((await queues.stats('..')).paused).toBe(true);
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
   it('read-only: shows no buttons, and the mutation endpoints answer 403', async () => {
     const prefix = uniquePrefix('dash-ro');
     const { app, url } = await startApp(prefix, { readOnly: true, path: '/ops/locks' });

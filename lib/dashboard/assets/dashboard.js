@@ -102,7 +102,7 @@ function History({ queue }) {
     let timer;
     const load = async () => {
       try {
-        const data = await api(`queues/${encodeURIComponent(queue)}/history?range=${range}`);
+        const data = await api(`history?queue=${encodeURIComponent(queue)}&range=${range}`);
         if (live) setHistory({ data, error: undefined });
       } catch (error) {
         if (live) setHistory({ data: undefined, error: error.message });
@@ -339,8 +339,10 @@ const STATES = [
 const CANCELLABLE = ['ready', 'delayed', 'leased'];
 const REMOVABLE = ['ready', 'delayed', 'completed', 'dead', 'cancelled', 'expired'];
 
-function taskPath(queue, id) {
-  return `queues/${encodeURIComponent(queue)}/tasks/${encodeURIComponent(id)}`;
+// Queue names and ids go in the query, never in a path segment: a browser drops a segment `.`
+// or `..` (even percent-encoded) from the URL, and both are valid ids and queue names.
+function taskParams(queue, id) {
+  return `queue=${encodeURIComponent(queue)}&id=${encodeURIComponent(id)}`;
 }
 
 /** Cancel / Requeue / Delete for a task in `state` (none when read-only). */
@@ -350,7 +352,7 @@ function TaskActions({ queue, id, state, readOnly, act }) {
     CANCELLABLE.includes(state) &&
     html`<button
       data-testid="cancel"
-      onClick=${() => confirm(`Cancel task ${id}?`) && act(`${taskPath(queue, id)}/cancel`, 'POST')}
+      onClick=${() => confirm(`Cancel task ${id}?`) && act(`task/cancel?${taskParams(queue, id)}`, 'POST')}
     >
       Cancel
     </button>`
@@ -358,7 +360,7 @@ function TaskActions({ queue, id, state, readOnly, act }) {
     state === 'dead' &&
     html`<button
       data-testid="requeue"
-      onClick=${() => act(`${taskPath(queue, id)}/requeue`, 'POST')}
+      onClick=${() => act(`task/requeue?${taskParams(queue, id)}`, 'POST')}
     >
       Requeue
     </button>`
@@ -367,7 +369,7 @@ function TaskActions({ queue, id, state, readOnly, act }) {
     html`<button
       class="danger"
       data-testid="delete"
-      onClick=${() => confirm(`Delete task ${id}?`) && act(taskPath(queue, id), 'DELETE')}
+      onClick=${() => confirm(`Delete task ${id}?`) && act(`task?${taskParams(queue, id)}`, 'DELETE')}
     >
       Delete
     </button>`
@@ -456,7 +458,7 @@ function TaskDetail({ task, readOnly, act, now }) {
 function TaskList({ queue, state, readOnly, act, now }) {
   const spec = STATES.find((s) => s.state === state);
   const list = usePoll(
-    () => api(`queues/${encodeURIComponent(queue.name)}/tasks?state=${state}&limit=${LIST_LIMIT}`),
+    () => api(`tasks?queue=${encodeURIComponent(queue.name)}&state=${state}&limit=${LIST_LIMIT}`),
     [queue.name, state],
   );
   const detail = (t) => {
@@ -521,7 +523,7 @@ function QueuesView({ data, selected, setSelected, act }) {
   const queue = queues.find((q) => q.name === selected) || queues[0];
   // The task found by the search, polled like the rest (its progress and state change).
   const found = usePoll(
-    () => (queue && lookup ? api(taskPath(queue.name, lookup)) : undefined),
+    () => (queue && lookup ? api(`task?${taskParams(queue.name, lookup)}`) : undefined),
     [queue && queue.name, lookup],
   );
   const find = (e) => {
@@ -570,7 +572,7 @@ function QueuesView({ data, selected, setSelected, act }) {
                     onClick=${(e) => {
                       e.stopPropagation();
                       act(
-                        `queues/${encodeURIComponent(q.name)}/${q.paused ? 'resume' : 'pause'}`,
+                        `queue/${q.paused ? 'resume' : 'pause'}?queue=${encodeURIComponent(q.name)}`,
                         'POST',
                       );
                     }}
