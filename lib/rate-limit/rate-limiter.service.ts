@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
+import { RedisUnavailableError } from '../errors/redis-unavailable.error';
 import { toRedisError } from '../redis/bounded';
 import { RedisLockConnection } from '../redis/redis-connection';
 import { hashTagOf } from '../redis/tagged-key';
@@ -86,7 +87,8 @@ export class RateLimiterService {
    *   for lock keys)
    * @throws LockKeyError for an invalid key
    * @throws RedisLockOptionsError for an invalid option, naming it
-   * @throws RedisUnavailableError when Redis does not answer within `commandTimeoutMs`
+   * @throws RedisUnavailableError when Redis does not answer within `commandTimeoutMs`, or at
+   *   once while the connection is down (reconnecting: the call is not sent, so it counts nothing)
    * @example
    * const r = await rateLimiter.consume(`api:${clientId}`, { limit: 100, windowMs: 60_000 });
    * if (!r.allowed) throw new TooManyRequestsException(`retry in ${r.retryAfterMs} ms`);
@@ -150,6 +152,11 @@ export class RateLimiterService {
   }
 
   private async send(checks: Check[]): Promise<(RateLimitResult | Error)[]> {
+    // Reconnecting: the call would wait in the client's offline queue, reject after
+    // commandTimeoutMs, and still run (and count) once Redis is back. Refused unsent instead.
+    if (this.connection.disconnected) {
+      throw new RedisUnavailableError(CONSUME_SCRIPT.name, 'not connected (not sent, not counted)');
+    }
     const reply = (await this.connection.run(
       CONSUME_SCRIPT,
       checks.map((c) => c.key),

@@ -69,6 +69,11 @@ export class RoomWatch {
    * subscribed, and a visitor joining again is not unparked by an earlier wait's end.
    */
   private readonly joining = new Map<string, number>();
+  /**
+   * Admissions heard of for visitors in `joining`, by visitor: the message can come before the
+   * join's reply (the channel was subscribed first), and `park` then resolves at once.
+   */
+  private readonly early = new Map<string, { redisNow: number; passMs: number }>();
   private pending = 0;
   /** The module shut down (`close`): a join still in flight then ends at `park`. */
   private closed = false;
@@ -140,7 +145,10 @@ export class RoomWatch {
     this.pending--;
     const n = (this.joining.get(visitor) ?? 1) - 1;
     if (n > 0) this.joining.set(visitor, n);
-    else this.joining.delete(visitor);
+    else {
+      this.joining.delete(visitor);
+      this.early.delete(visitor);
+    }
   }
 
   get size(): number {
@@ -164,6 +172,18 @@ export class RoomWatch {
       this.joined(visitor);
       this.unpark(visitor);
       return Promise.reject(shuttingDown());
+    }
+    // Admitted by a call made after its join (the reply came after the message): admitted now.
+    const early = this.early.get(visitor);
+    if (early && early.redisNow >= clock.redisNow) {
+      this.joined(visitor);
+      this.endIfIdle();
+      return Promise.resolve({
+        admitted: true,
+        position: 0,
+        etaMs: 0,
+        passExpiresInMs: early.passMs,
+      });
     }
     return new Promise((resolve, reject) => {
       const onAbort = () => waiter.reject(signal?.reason);
@@ -197,7 +217,8 @@ export class RoomWatch {
       if (!same) this.waiters.set(visitor, (same = new Set()));
       same.add(waiter);
       this.joined(visitor);
-      this.setClock(clock);
+      // A message heard while it joined may carry a newer clock than its join's reply.
+      this.setClock(clock, true);
       this.start();
       // Aborted while it joined: it ends now, unparked (and the room's watch, if it was the last).
       if (signal?.aborted) waiter.reject(signal.reason);
@@ -283,14 +304,19 @@ export class RoomWatch {
     this.onEmpty();
   }
 
-  /** Takes the room's clock from a reply or message; (re)starts the presence timer for its `absentMs`. */
-  private setClock(clock: RoomClock): void {
+  /**
+   * Takes the room's clock from a reply or message (`onlyNewer`: unless the clock held is of a
+   * later Redis time); (re)starts the presence timer for its `absentMs`.
+   */
+  private setClock(clock: RoomClock, onlyNewer = false): void {
+    if (onlyNewer && this.clock && this.clock.redisNow > clock.redisNow) clock = this.clock;
     const every = Math.floor(clock.absent / 3);
     if (this.waiters.size > 0 && (!this.presenceTimer || this.clock?.absent !== clock.absent)) {
       clearInterval(this.presenceTimer);
       this.presenceTimer = setInterval(() => void this.renewLease(), every);
       this.presenceTimer.unref();
     }
+    if (clock === this.clock) return;
     this.clock = clock;
     this.offset = Date.now() - clock.redisNow;
   }
@@ -311,6 +337,7 @@ export class RoomWatch {
       for (const w of [...(this.waiters.get(visitor) ?? [])]) {
         w.resolve({ admitted: true, position: 0, etaMs: 0, passExpiresInMs: m.p });
       }
+      if (this.joining.has(visitor)) this.early.set(visitor, { redisNow: m.t, passMs: m.p });
     }
     // Another instance's timer call admits for this one too: the gap between calls is the
     // room's (this instance's own call set it when it started; other calls keep the pace).
@@ -460,6 +487,6 @@ export class RoomWatch {
 }
 
 /** What a wait of a module that shuts down rejects with. */
-function shuttingDown(): RedisUnavailableError {
+export function shuttingDown(): RedisUnavailableError {
   return new RedisUnavailableError('waiting room wait', 'the module is shutting down');
 }

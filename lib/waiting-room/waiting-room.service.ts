@@ -1,8 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { BeforeApplicationShutdown, Injectable } from '@nestjs/common';
+import { RedisLockError } from '../errors/redis-lock.error';
 import { checkKeyName } from '../lock/lock-keys';
 import { RedisLockConnection } from '../redis/redis-connection';
-import { RoomWatch } from './room-watch';
+import { RoomWatch, shuttingDown } from './room-watch';
 import {
   resolveWaitingRoomOptions,
   resolveWaitOptions,
@@ -30,6 +31,8 @@ export class WaitingRoomService implements BeforeApplicationShutdown {
   private readonly watches = new Map<string, RoomWatch>();
   /** This instance's id in the rooms' leases. */
   private readonly instance = randomBytes(9).toString('base64url');
+  /** The shutdown hook ran: a `wait` started since would park in a watch nothing closes. */
+  private closing = false;
 
   constructor(private readonly connection: RedisLockConnection) {
     this.store = new WaitingRoomStore(connection);
@@ -102,6 +105,7 @@ export class WaitingRoomService implements BeforeApplicationShutdown {
     const visitor = checkVisitor(visitorId);
     const o = resolveWaitOptions(options);
     o.signal?.throwIfAborted();
+    if (this.closing) throw shuttingDown();
     const name = keys[0];
     let watch = this.watches.get(name);
     if (!watch) {
@@ -116,6 +120,8 @@ export class WaitingRoomService implements BeforeApplicationShutdown {
       reply = await this.store.join(room, keys, visitor, this.instance);
     } catch (err) {
       watch.done(visitor, true);
+      // The connection closed under it (`pub/sub hub is closed`): the module shuts down.
+      if (this.closing && !(err instanceof RedisLockError)) throw shuttingDown();
       throw err;
     }
     if (reply.admitted) {
@@ -143,6 +149,7 @@ export class WaitingRoomService implements BeforeApplicationShutdown {
    * for `absentMs` (a page that reconnects to another instance finds its place).
    */
   async beforeApplicationShutdown(): Promise<void> {
+    this.closing = true;
     const watches = [...this.watches.values()];
     this.watches.clear();
     await Promise.all(watches.map((watch) => watch.close()));

@@ -12,6 +12,7 @@ import {
   type WaitingRoomStatus,
 } from '../../lib';
 import { RedisLockConnection } from '../../lib/redis/redis-connection';
+import { RoomWatch } from '../../lib/waiting-room/room-watch';
 import { WAITING_ROOM_SCRIPTS } from '../../lib/waiting-room/waiting-room-store';
 import {
   createLockApp,
@@ -403,6 +404,119 @@ describe('WaitingRoomService', () => {
     expect(err).toBeInstanceOf(RedisUnavailableError);
     expect((err as Error).message).toMatch(/the module is shutting down/);
     expect(await rooms[0].join('shutdown', 'late')).toMatchObject({ position: 2 });
+  });
+
+  it('a wait started after the shutdown hook rejects at once (RedisUnavailableError), and so does one after the connection closed', async () => {
+    const app = await createLockApp({ keyPrefix: prefix });
+    const room = app.get(WaitingRoomService);
+    await room.open('late', { admitPerSecond: 0, passTtlMs: 60_000 });
+    // Nest runs the hook, then closes the HTTP server, then the connection: a request between.
+    await room.beforeApplicationShutdown();
+    const between = await room.wait('late', 'v', { waitMs: 1_000 }).catch((e: unknown) => e);
+    expect(between).toBeInstanceOf(RedisUnavailableError);
+    expect((between as Error).message).toMatch(/the module is shutting down/);
+    expect(room.localWaiters('late')).toBe(0);
+    await app.close();
+    const after = await room.wait('late', 'v', { waitMs: 1_000 }).catch((e: unknown) => e);
+    expect(after).toBeInstanceOf(RedisUnavailableError);
+    expect((after as Error).message).toMatch(/the module is shutting down/);
+  });
+
+  it("resolves a wait whose visitor is admitted before its join's reply is read (the message came first)", async () => {
+    const app = await createLockApp({ keyPrefix: prefix });
+    const room = app.get(WaitingRoomService);
+    const { passes } = roomKeys(prefix, 'early');
+    const proto = RoomWatch.prototype as unknown as { onMessage(raw: string): void };
+    const onMessage = proto.onMessage;
+    let heard = false;
+    const spy = jest.spyOn(proto, 'onMessage').mockImplementation(function (
+      this: unknown,
+      raw: string,
+    ) {
+      onMessage.call(this, raw);
+      if (raw.includes('"early-v"')) heard = true;
+    });
+    try {
+      await room.open('early', { admitPerSecond: 0, passTtlMs: 60_000 });
+      const connection = app.get(RedisLockConnection);
+      const run = connection.run.bind(connection);
+      // The join is answered in Redis, then another instance admits the visitor, and only once
+      // its own instance got the admission message is the join's reply read.
+      jest.spyOn(connection, 'run').mockImplementation(async (script, keys, args) => {
+        const reply = await run(script, keys, args);
+        if (script === WAITING_ROOM_SCRIPTS.join) {
+          await rooms[1].open('early', { admitPerSecond: 1_000, passTtlMs: 60_000 });
+          await waitFor('the admission heard', () => heard);
+        }
+        return reply;
+      });
+      const status = await room.wait('early', 'early-v', { waitMs: 1_500 });
+      expect(status).toMatchObject({ admitted: true, position: 0 });
+      expect(await redis.zscore(passes, 'early-v')).not.toBeNull();
+      expect(room.localWaiters('early')).toBe(0);
+    } finally {
+      spy.mockRestore();
+      await app.close();
+    }
+  });
+
+  it('a visitor admitted at once by wait leaves no parking behind; the next wait on its instance forgets the visitors admitted since', async () => {
+    const settings = { passTtlMs: 60_000, absentMs: 3_000 };
+    await rooms[0].open('bounded', { admitPerSecond: 1_000, ...settings });
+    const { parkedBy, seen, settings: base } = roomKeys(prefix, 'bounded');
+    const instance = (rooms[0] as unknown as { instance: string }).instance;
+    const parkedz = `${base}:parkedz:${instance}`;
+    const sizes = async () => [
+      await redis.hlen(parkedBy),
+      await redis.zcard(seen),
+      await redis.zcard(parkedz),
+    ];
+    expect(await rooms[0].wait('bounded', 'at-once', { waitMs: 5_000 })).toMatchObject({
+      admitted: true,
+    });
+    expect(await sizes()).toEqual([0, 0, 0]);
+    // Parked, then admitted by a later call: left parked until the instance's next call.
+    await rooms[0].open('bounded', { admitPerSecond: 0, ...settings });
+    const waits = ['b1', 'b2', 'b3'].map((v) => rooms[0].wait('bounded', v, { waitMs: 5_000 }));
+    await waitFor('3 parked visitors', () => rooms[0].localWaiters('bounded') === 3);
+    await rooms[1].open('bounded', { admitPerSecond: 1_000, ...settings });
+    await Promise.all(waits);
+    expect(await sizes()).toEqual([3, 3, 3]);
+    // The instance's waiters drained (no lease renewal): its next wait forgets them.
+    expect(await rooms[0].wait('bounded', 'next', { waitMs: 5_000 })).toMatchObject({
+      admitted: true,
+    });
+    expect(await sizes()).toEqual([0, 0, 0]);
+  });
+
+  it('a visitor waiting on two instances keeps its place when one of its waits ends; the other is admitted in its turn', async () => {
+    await rooms[0].open('tabs', { admitPerSecond: 0, passTtlMs: 60_000, absentMs: 3_000 });
+    const { parkedBy, seen, settings } = roomKeys(prefix, 'tabs');
+    const [a, b] = [rooms[1], rooms[2]].map((r) => (r as unknown as { instance: string }).instance);
+    const first = rooms[1].wait('tabs', 'v', { waitMs: 10_000 });
+    await waitFor('v parked on one instance', () => rooms[1].localWaiters('tabs') === 1);
+    const tab = new AbortController();
+    const second = rooms[2]
+      .wait('tabs', 'v', { waitMs: 10_000, signal: tab.signal })
+      .catch((e: unknown) => e);
+    await waitFor('v waiting on both', () => rooms[2].localWaiters('tabs') === 1);
+    await waitFor(
+      'v parked on both',
+      async () => (await redis.zscore(`${settings}:parkedz:${b}`, 'v')) !== null,
+    );
+    tab.abort(new Error('tab closed'));
+    expect(((await second) as Error).message).toBe('tab closed');
+    await waitFor(
+      'v unparked on the instance whose wait ended',
+      async () => (await redis.zscore(`${settings}:parkedz:${b}`, 'v')) === null,
+    );
+    // Still parked by the instance where it waits: absentMs does not drop it.
+    expect(await redis.hget(parkedBy, 'v')).toBe(a);
+    expect(await redis.zscore(seen, 'v')).toBe('inf');
+    await rooms[0].join('tabs', 'w');
+    await rooms[0].open('tabs', { admitPerSecond: 1, passTtlMs: 60_000, absentMs: 3_000 });
+    await expect(first).resolves.toMatchObject({ admitted: true });
+    expect(await rooms[0].hasPass('tabs', 'w')).toBe(false);
   });
 
   it('admits above 2,500 a second at its rate: a call that admitted its most (1,000) is followed at once, not 400 ms later', async () => {

@@ -21,20 +21,22 @@ if not pass or pass <= now then
     s.seq = ticket
     redis.call('ZADD', line, ticket, visitor)
   end
-  if instance ~= '' then
-    park(s, visitor, ticket, instance)
-  else
-    local on = redis.call('HGET', parkedBy, visitor)
-    if on and fresh then
-      -- Parked before its last admission (not yet forgotten, includes/room.lua): that is over.
-      redis.call('HDEL', parkedBy, visitor)
-      redis.call('ZREM', parkedSet(on), visitor)
-      on = nil
-    end
-    if not on then redis.call('ZADD', seen, now, visitor) end
+  local on = (fresh or instance == '') and redis.call('HGET', parkedBy, visitor)
+  if on and fresh then
+    -- Parked before its last admission (not yet forgotten, includes/room.lua): that is over.
+    unparkAll({ visitor })
+    on = nil
   end
+  if instance == '' and not on then redis.call('ZADD', seen, now, visitor) end
   keepFor(s)
   admit(s, '')
+  if instance ~= '' then
+    -- Parked only when it still waits: one admitted at once leaves nothing behind, and the
+    -- instance's visitors admitted since its last call are forgotten here (not only by its lease
+    -- renewals, which stop whenever its line empties).
+    forgetAdmitted(s, instance)
+    if ticket > s.cursor then park(s, visitor, ticket, instance) end
+  end
   -- Everyone in line has a ticket above the cursor (the last one admitted).
   if ticket > s.cursor then
     local reply = state(s)

@@ -14,15 +14,19 @@
 --   KEYS[4] passes   zset: admitted visitor -> pass expiry (Redis ms)
 --   KEYS[6] leases   zset: instance id -> its lease's expiry (Redis ms), renewed every absent / 3
 --                    by each instance with visitors parked in `wait`
---   KEYS[7] parkedBy hash: visitor parked in `wait` -> instance id. A parked visitor's `seen` score
---                    is +inf: its instance's lease stands for it (one renewal per instance, not
---                    one per visitor); `<room>:parkedz:<instance>` (a zset, same hash tag: visitor
---                    -> ticket; named apart from the sets of earlier versions, `:parked:`, so
---                    that instances of both during a rolling deploy never meet the other type)
+--   KEYS[7] parkedBy hash: visitor parked in `wait` -> the ids of the instances it waits on,
+--                    space-separated (most often one; two tabs on two instances: both, and it
+--                    stays parked until the last of them unparks it). A parked visitor's `seen`
+--                    score is +inf: its instances' leases stand for it (one renewal per instance,
+--                    not one per visitor); `<room>:parkedz:<instance>` (a zset, same hash tag:
+--                    visitor -> ticket; named apart from the sets of earlier versions, `:parked:`,
+--                    so that instances of both during a rolling deploy never meet the other type)
 --                    lists the visitors of one instance, for when its lease runs out.
 --                    An admission leaves its visitors there (and in `seen`): the instance's next
---                    lease renewal forgets those with tickets up to 'cursor' (`forgetAdmitted`),
---                    so an admission costs the same few commands however many are admitted
+--                    join with a `wait` or lease renewal forgets those with tickets up to 'cursor'
+--                    (`forgetAdmitted`), so an admission costs the same few commands however many
+--                    are admitted, and an instance that keeps getting visitors keeps no more than
+--                    those admitted since its last one
 --   KEYS[5] channel  pub/sub channel of the room: JSON messages
 --                    {a = admitted visitors, n = next, r = rate, t = Redis now, p = passTtl,
 --                     x = absent, l = 'at', i = id of the instance whose timer's call admitted
@@ -85,11 +89,15 @@ local function keepFor(s)
 end
 
 -- Parks `visitor` (in line with `ticket`) on `instance` (it waits in `wait` there): its
--- instance's lease stands for it.
+-- instance's lease stands for it. Parked on other instances too (another tab), it stays parked
+-- there: each of them unparks it when its own wait ends.
 local function park(s, visitor, ticket, instance)
-  local before = redis.call('HGET', parkedBy, visitor)
-  if before and before ~= instance then redis.call('ZREM', parkedSet(before), visitor) end
-  redis.call('HSET', parkedBy, visitor, instance)
+  local by = redis.call('HGET', parkedBy, visitor)
+  if not by then
+    redis.call('HSET', parkedBy, visitor, instance)
+  elseif not string.find(' ' .. by .. ' ', ' ' .. instance .. ' ', 1, true) then
+    redis.call('HSET', parkedBy, visitor, by .. ' ' .. instance)
+  end
   local set = parkedSet(instance)
   redis.call('ZADD', set, ticket, visitor)
   redis.call('PEXPIRE', set, s.absent * 2)
@@ -103,16 +111,40 @@ local function unparkAll(visitors)
   if #visitors == 0 then return end
   local by = redis.call('HMGET', parkedBy, unpack(visitors))
   local sets = {}
-  for i, instance in ipairs(by) do
-    if instance then
-      sets[instance] = sets[instance] or {}
-      table.insert(sets[instance], visitors[i])
+  for i = 1, #visitors do
+    if by[i] then
+      for instance in string.gmatch(by[i], '%S+') do
+        sets[instance] = sets[instance] or {}
+        table.insert(sets[instance], visitors[i])
+      end
     end
   end
   for instance, members in pairs(sets) do
     redis.call('ZREM', parkedSet(instance), unpack(members))
   end
   redis.call('HDEL', parkedBy, unpack(visitors))
+end
+
+-- `instance` no longer parks `visitor` (its wait there ended, or its lease ran out); once no
+-- instance does, the visitor counts as seen at `seenAt`, or leaves `seen` (nil: it was admitted).
+local function unparkOn(visitor, instance, seenAt)
+  local by = redis.call('HGET', parkedBy, visitor)
+  if not by then return end
+  local rest, found = {}, false
+  for id in string.gmatch(by, '%S+') do
+    if id == instance then found = true else rest[#rest + 1] = id end
+  end
+  if not found then return end
+  if #rest > 0 then
+    redis.call('HSET', parkedBy, visitor, table.concat(rest, ' '))
+  else
+    redis.call('HDEL', parkedBy, visitor)
+    if seenAt then
+      redis.call('ZADD', seen, 'XX', seenAt, visitor)
+    else
+      redis.call('ZREM', seen, visitor)
+    end
+  end
 end
 
 -- Instances whose lease ran out (crashed, cut off): their parked visitors count as last seen a
@@ -124,10 +156,7 @@ local function recoverLeases(s)
     local set = parkedSet(dead[i])
     local seenAt = tonumber(dead[i + 1]) - s.absent * 2 / 3
     local visitors = redis.call('ZRANGE', set, 0, -1)
-    for _, visitor in ipairs(visitors) do
-      redis.call('ZADD', seen, 'XX', seenAt, visitor)
-      redis.call('HDEL', parkedBy, visitor)
-    end
+    for _, visitor in ipairs(visitors) do unparkOn(visitor, dead[i], seenAt) end
     redis.call('DEL', set)
     redis.call('ZREM', leases, dead[i])
   end
@@ -146,14 +175,26 @@ local function prune(s)
 end
 
 -- Forgets the visitors parked on `instance` that were admitted since (tickets up to 'cursor'):
--- run by its lease renewals, so that admissions need not.
+-- run by its lease renewals and its joins with a `wait`, so that admissions need not. A visitor
+-- also parked on other instances stays in `parkedBy` (and `seen`) until the last one forgets it.
 local function forgetAdmitted(s, instance)
   local set = parkedSet(instance)
   local done = redis.call('ZRANGEBYSCORE', set, '-inf', s.cursor)
   for i = 1, #done, MAX_BATCH do
     local batch = { unpack(done, i, math.min(i + MAX_BATCH - 1, #done)) }
-    redis.call('HDEL', parkedBy, unpack(batch))
-    redis.call('ZREM', seen, unpack(batch))
+    local by = redis.call('HMGET', parkedBy, unpack(batch))
+    local only = {}
+    for j = 1, #batch do
+      if by[j] == instance then
+        only[#only + 1] = batch[j]
+      elseif by[j] then
+        unparkOn(batch[j], instance, nil)
+      end
+    end
+    if #only > 0 then
+      redis.call('HDEL', parkedBy, unpack(only))
+      redis.call('ZREM', seen, unpack(only))
+    end
   end
   if #done > 0 then redis.call('ZREMRANGEBYSCORE', set, '-inf', s.cursor) end
 end
