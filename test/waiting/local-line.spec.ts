@@ -32,4 +32,31 @@ describe('LocalLine', () => {
       step.mockRestore();
     }
   });
+
+  it('counts the callers still waiting through every way in and out of the line', async () => {
+    const line = new LocalLine<number, string>(() => undefined);
+    const abort = new AbortController();
+    const outcomes = [
+      line.add(0, 60_000, undefined, () => 'late'),
+      line.add(1, 10, undefined, () => 'timed out'),
+      line.add(2, 60_000, abort.signal, () => 'late'),
+      line.add(3, 60_000, undefined, () => 'late'),
+    ].map((p) => p.catch((e: Error) => e.message));
+    expect(line.pending).toBe(4);
+    abort.abort(new Error('aborted'));
+    expect(line.pending).toBe(3);
+    expect(await outcomes[1]).toBe('timed out');
+    expect(line.pending).toBe(2);
+    const first = line.shift()!;
+    expect(first.options).toBe(0);
+    expect(line.pending).toBe(1);
+    line.unshift(first);
+    expect(line.pending).toBe(2);
+    line.shift()!.resolve('granted');
+    expect(line.pending).toBe(1);
+    line.rejectAll(new Error('closed'));
+    expect(line.pending).toBe(0);
+    expect(await Promise.all(outcomes)).toEqual(['granted', 'timed out', 'aborted', 'closed']);
+    expect(line.pending).toBe(0);
+  });
 });
