@@ -74,14 +74,20 @@ export class SingleNodeLockStore implements LockStore {
       this.release(keys, token).catch(() => undefined);
       throw err;
     }
+    // A lock found already ours comes with its PTTL: a handoff's TTL runs from the handoff, which
+    // may be long before this call (found by a check after its message was lost).
+    const pttl = reply[0] === 1 ? reply[2 + keys.length] : undefined;
     return reply[0] === 1
       ? {
           granted: true,
           redisNow: 0,
           sentAt,
-          fences: reply.slice(2).map(Number),
+          fences: reply.slice(2, 2 + keys.length).map(Number),
           wait: 0,
-          expiresAt: this.deadline(sentAt, o.ttlMs),
+          expiresAt: this.deadline(
+            sentAt,
+            pttl === undefined ? o.ttlMs : Math.min(Math.max(0, Number(pttl)), o.ttlMs),
+          ),
           others: reply[1] === 1,
         }
       : {

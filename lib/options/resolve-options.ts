@@ -199,7 +199,54 @@ function checkRedisOption(option: string, value: unknown): RedisConnectionOption
   if (typeof value === 'string') checkUrl(option, value, value);
   checkClusterNodes(option, value);
   checkNoClientKeyPrefix(option, value);
+  checkDatabaseIndex(option, value);
   return value as RedisConnectionOption;
+}
+
+/**
+ * Throws unless the database index that a URL (its path or `?db=`) or an options object (`db`)
+ * selects is a whole number: ioredis sends `SELECT` with what it parsed (`NaN` for `/abc`), and
+ * Redis's refusal came as an unhandled rejection that ended the process. (An index past the
+ * server's `databases` is found at boot: `RedisLockConnection.checkDatabase`.)
+ */
+function checkDatabaseIndex(option: string, value: string | object): void {
+  let db: unknown;
+  let path = option;
+  let shown: unknown;
+  if (typeof value === 'string') {
+    let url: URL;
+    try {
+      url = new URL(value);
+    } catch {
+      return; // checkUrl refused it already
+    }
+    // Read as ioredis reads it: the path wins over the query.
+    db =
+      url.pathname.length > 1 ? url.pathname.slice(1) : (url.searchParams.get('db') ?? undefined);
+    // The URL itself is shown (the error redacts its password).
+    shown = value;
+  } else {
+    const v = value as { evalsha?: unknown; cluster?: unknown; db?: unknown };
+    // A client passed in was created by its owner; a Cluster has one database.
+    if (typeof v.evalsha === 'function' || 'cluster' in v) return;
+    db = v.db;
+    path = `${option}.db`;
+    shown = db;
+  }
+  if (db === undefined || db === null) return;
+  const whole =
+    typeof db === 'number'
+      ? Number.isSafeInteger(db) && db >= 0
+      : typeof db === 'string' && /^\d+$/.test(db);
+  if (!whole) {
+    throw new RedisLockOptionsError(
+      path,
+      shown,
+      typeof value === 'string'
+        ? "a database index (a whole number) as the URL's path or ?db="
+        : 'a database index (a whole number)',
+    );
+  }
 }
 
 /**

@@ -148,10 +148,15 @@ export class QueueStore {
     // This write may wait before it is sent (for the one before it, for the replica count): the
     // writes of the queue made after it wait for it to be sent, so that calls reach Redis in the
     // order they were made (a plain enqueue made after one that counted replicas overtook it).
-    let sent!: () => void;
-    const mine = new Promise<void>((resolve) => (sent = resolve));
+    let resolveSent!: () => void;
+    const mine = new Promise<void>((resolve) => (resolveSent = resolve));
+    const sent = () => {
+      resolveSent();
+      if (this.unsent.get(queue) === mine) this.unsent.delete(queue);
+    };
     this.unsent.set(queue, mine);
     let pending: Promise<unknown>;
+    let ranElsewhere = false;
     try {
       if (before) await before;
       if (!w) {
@@ -162,11 +167,14 @@ export class QueueStore {
         if (have !== undefined && have < w.replicas) {
           throw new QueueReplicationError(queue, operation, have, w.replicas, w.timeoutMs, false);
         }
-        pending = this.connection.runThenWait(script, keys, args, w.replicas, w.timeoutMs);
+        // On the connection of replica-confirmed writes, not the shared one: the writes after it
+        // go out once Redis ran it (or the call failed), not merely sent it.
+        pending = this.connection.runThenWait(script, keys, args, w.replicas, w.timeoutMs, sent);
+        pending.catch(() => undefined).finally(sent);
+        ranElsewhere = true;
       }
     } finally {
-      sent();
-      if (this.unsent.get(queue) === mine) this.unsent.delete(queue);
+      if (!ranElsewhere) sent();
     }
     if (!w) return { reply: await pending };
     const [reply, acknowledged] = (await pending) as [unknown, number];

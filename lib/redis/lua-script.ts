@@ -75,11 +75,55 @@ export class LuaScript {
   }
 
   /**
-   * Runs the script and, right behind it in one pipeline (so on the same connection, and on
-   * Cluster on the node of its keys), `WAIT replicas timeoutMs`: resolves with the script's reply
-   * and the number of replicas that acknowledged every write sent so far on that connection.
+   * Runs the script and, right behind it on the same connection (on Cluster in one pipeline, so
+   * on the node of its keys), `WAIT replicas timeoutMs`: resolves with the script's reply and the
+   * number of replicas that acknowledged every write sent so far on that connection.
+   * @param onRan called once the script's reply (or failure) is in, before `WAIT` answers (on
+   *   Cluster, when both are in): what the caller sends next on another connection then reaches
+   *   Redis after the script
    */
   async runThenWait(
+    client: Redis | Cluster,
+    keys: readonly string[],
+    args: readonly (string | number)[],
+    replicas: number,
+    timeoutMs: number,
+    onRan?: () => void,
+  ): Promise<[reply: unknown, acknowledged: number]> {
+    if ((client as { isCluster?: boolean }).isCluster === true) {
+      try {
+        return await this.pipelineThenWait(client, keys, args, replicas, timeoutMs);
+      } finally {
+        onRan?.();
+      }
+    }
+    // Sent back to back, so still one round trip; the script's own reply tells when it ran.
+    const send = (byEval: boolean) => {
+      const ran = byEval
+        ? client.eval(this.source, keys.length, ...keys, ...args)
+        : client.evalsha(this.sha, keys.length, ...keys, ...args);
+      const acknowledged = client.wait(replicas, timeoutMs);
+      // Awaited only after the script succeeded.
+      acknowledged.catch(() => undefined);
+      return { ran, acknowledged };
+    };
+    let sent = send(false);
+    let reply: unknown;
+    try {
+      reply = await sent.ran.catch((err: unknown) => {
+        if (!(err instanceof Error && err.message.startsWith('NOSCRIPT'))) throw err;
+        // That WAIT covered nothing of this call: the EVAL gets its own.
+        sent = send(true);
+        return sent.ran;
+      });
+    } finally {
+      onRan?.();
+    }
+    return [reply, Number(await sent.acknowledged)];
+  }
+
+  /** Cluster: the script and `WAIT` in one pipeline, which ioredis sends to the keys' node. */
+  private async pipelineThenWait(
     client: Redis | Cluster,
     keys: readonly string[],
     args: readonly (string | number)[],

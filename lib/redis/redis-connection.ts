@@ -73,6 +73,8 @@ export class RedisLockConnection {
   private readonly logger = new RedactingLogger('RedisLockModule');
   private readonly errors = new ThrottledWarning(this.logger);
   private readonly extra = new Set<Client>();
+  /** The connection of replica-confirmed writes (`replicaWaitClient`), once used. */
+  private waitClient?: Client;
   private wasReady: boolean;
   /** `close()` was called: an ended connection stays ended. */
   private closing = false;
@@ -166,9 +168,10 @@ export class RedisLockConnection {
   }
 
   /**
-   * Runs a Lua script followed by `WAIT replicas timeoutMs` on the same connection; resolves with
-   * the script's reply and how many replicas acknowledged. Bounded by `timeoutMs` plus
-   * `commandTimeoutMs`.
+   * Runs a Lua script followed by `WAIT replicas timeoutMs` on the same connection, the module's
+   * connection for replica-confirmed writes (`replicaWaitClient`); resolves with the script's
+   * reply and how many replicas acknowledged. Bounded by `timeoutMs` plus `commandTimeoutMs`.
+   * @param onRan called once the script's reply is in (see `LuaScript.runThenWait`)
    */
   runThenWait(
     script: LuaScript,
@@ -176,12 +179,29 @@ export class RedisLockConnection {
     args: readonly (string | number)[],
     replicas: number,
     timeoutMs: number,
+    onRan?: () => void,
   ): Promise<[reply: unknown, acknowledged: number]> {
     return bounded(
       `${script.name} + WAIT`,
-      script.runThenWait(this.client, keys, args, replicas, timeoutMs),
+      script.runThenWait(this.replicaWaitClient(), keys, args, replicas, timeoutMs, onRan),
       timeoutMs + this.options.commandTimeoutMs,
     );
+  }
+
+  /**
+   * The connection of replica-confirmed writes, created on first use. `WAIT` blocks its
+   * connection until the replicas acknowledge or its timeout passes: on the shared client every
+   * other call of the instance would wait behind it (and fail after `commandTimeoutMs`). It
+   * counts the writes of its own connection, so the script goes there too. Such writes wait for
+   * each other on it, as they did on the shared client.
+   */
+  private replicaWaitClient(): Client {
+    // After close(): the call fails as any other does then, and opens nothing.
+    if (this.closing) return this.waitClient ?? this.client;
+    if (this.waitClient === undefined || this.waitClient.status === 'end') {
+      this.waitClient = this.duplicate();
+    }
+    return this.waitClient;
   }
 
   /** Runs any client call, bounded by `ms` (default `commandTimeoutMs`). */

@@ -5,6 +5,9 @@ import { LockService } from '../../lib';
 import { LOCK_SCRIPTS } from '../../lib/lock/lock-scripts';
 import { lockRedisKeys } from '../../lib/lock/lock-keys';
 import { acquireFlags, LINE_ENTRY_TTL_MS } from '../../lib/lock/lock-store';
+import { SingleNodeLockStore } from '../../lib/lock/single-node-lock-store';
+import { resolveLockOptions } from '../../lib/options/resolve-options';
+import { RedisLockConnection } from '../../lib/redis/redis-connection';
 import {
   commandCalls,
   createLockApp,
@@ -150,6 +153,33 @@ describe('LockService handoff and fairness', () => {
     // The first checking again keeps its place.
     expect(await stand('first')).toEqual([0, expect.any(Number), expect.any(Number), 2]);
     expect(await redis.zrange(k.line, 0, -1)).toEqual(['first', 'second']);
+    await redis.del(k.value, k.line, k.entries, k.fence);
+  });
+
+  it('a handoff found by a check (its message lost) is dated from the handoff: expiresAt within the PTTL', async () => {
+    const k = lockRedisKeys(prefix, 'found');
+    const o = resolveLockOptions(holderApp.get(RedisLockConnection).options.lock, {
+      ttlMs: 10_000,
+    });
+    // A waiter stands in line; the holder's release hands the lock to its token (10 s TTL).
+    await redis.set(k.value, 'holder', 'PX', 60_000);
+    await LOCK_SCRIPTS.acquire.run(
+      redis,
+      [k.value, k.fence],
+      ['waiter', 10_000, acquireFlags(true, true, 'line'), 60_000, LINE_ENTRY_TTL_MS],
+    );
+    expect(
+      await LOCK_SCRIPTS.release.run(redis, [k.value, k.fence], ['holder', 0, 60_000, '']),
+    ).toBe(1);
+    expect(await redis.get(k.value)).toBe('waiter');
+    // The 'h' message was lost; 6 s later the waiter checks again (after re-subscribing).
+    await redis.pexpire(k.value, 4_000);
+    const store = new SingleNodeLockStore(holderApp.get(RedisLockConnection));
+    const found = await store.attempt([k], 'waiter', o, 'line');
+    expect(found.granted).toBe(true);
+    expect(found.fences).toEqual([Number(await redis.get(k.fence))]);
+    const pttl = await redis.pttl(k.value);
+    expect(found.expiresAt - Date.now()).toBeLessThanOrEqual(pttl);
     await redis.del(k.value, k.line, k.entries, k.fence);
   });
 });

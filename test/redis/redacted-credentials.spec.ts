@@ -241,6 +241,37 @@ describe('credentials in errors and logs', () => {
       expectNoSecret(err);
     }
   });
+
+  it.each([
+    [`redis://:${SECRET}@h:6379/abc`, 'redis://:***@h:6379/abc'],
+    [`redis://h:6379?password=${SECRET}&db=x`, 'redis://h:6379?password=***&db=x'],
+    [`redis://:${SECRET}@h:6379/1.5`, 'redis://:***@h:6379/1.5'],
+  ])(
+    'a URL whose database is not a whole number (%s) is refused before connecting, shown as %s',
+    async (url, shown) => {
+      // ioredis sent SELECT NaN: Redis's refusal ended the process (an unhandled rejection).
+      for (const [options, option] of [
+        [{ redis: url }, 'redis'],
+        [{ nodes: ['redis://a:1', url, 'redis://b:1'] }, 'nodes[1]'],
+      ] as const) {
+        const err = (await boot(options as RedisLockModuleOptions).catch(
+          (e: unknown) => e,
+        )) as RedisLockOptionsError;
+        expect(err).toBeInstanceOf(RedisLockOptionsError);
+        expect(err).toMatchObject({ option, value: shown });
+        expect(err.message).toContain('a database index (a whole number)');
+        expectNoSecret(err);
+      }
+    },
+  );
+
+  it('an options object whose db is not a whole number is refused, naming redis.db', async () => {
+    const err = (await boot({ redis: { host: 'h', db: 'abc' } } as never).catch(
+      (e: unknown) => e,
+    )) as RedisLockOptionsError;
+    expect(err).toBeInstanceOf(RedisLockOptionsError);
+    expect(err).toMatchObject({ option: 'redis.db', value: 'abc' });
+  });
 });
 
 describe('Cluster startup nodes', () => {

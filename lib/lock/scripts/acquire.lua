@@ -22,7 +22,9 @@
 --                      (renew.lua)
 --
 -- Returns {1, others, fence_1, ..., fence_n} when granted: others = 1 when other waiters are in
---         the line of the (single) lock, fence 0 when fencing is off;
+--         the line of the (single) lock, fence 0 when fencing is off; one lock found already
+--         this token's (handed over while it waited, or the same call run again) adds its PTTL:
+--         {1, others, fence, pttl};
 --         {0, nowMs, wait, line} when not (nowMs 0 on the fast path, which dates nothing): wait =
 --         holder's PTTL, -1 for a holder without TTL,
 --         -2 when the lock is free but another waiter is first in line (a held lock gives its
@@ -98,10 +100,12 @@ if n == 1 then
   local v = held
   if v then
     -- Already ours: release.lua handed it to this token while it waited in line, or the same
-    -- call ran before.
+    -- call ran before. With the PTTL: a handoff may have set the TTL long before this call (a
+    -- check after a lost message), and the holder must not count its life from now.
     if v == token or v == marked then
       if join then leave(line, entries) end
-      return {1, v == marked and 1 or 0, fencing and lastFence(fence) or 0}
+      return {1, v == marked and 1 or 0, fencing and lastFence(fence) or 0,
+        redis.call('PTTL', value)}
     end
     -- Held: wait behind the holder, whoever is first in line (nothing in the line to read).
     return blocked(0, redis.call('PTTL', value), v)
