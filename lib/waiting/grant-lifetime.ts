@@ -71,12 +71,15 @@ export class GrantLifetime<E extends Error> {
   /**
    * Not held any more: stops the expiry timer and, when it was lost (`reason` given) rather than
    * released, aborts `signal` with `reason`. Returns `true` when this call found it lost (once).
+   * Once ended, it stays as it ended: a release repeated after the TTL would run out does not make
+   * a released grant lost.
    */
   end(reason?: E): boolean {
     clearTimeout(this.expiryTimer);
     this.expiryTimer = undefined;
+    const before = this.ended;
     this.ended = true;
-    if (!reason || this.lostReason) return false;
+    if (!reason || this.lostReason || before) return false;
     this.lostReason = reason;
     if (this.controller && !this.controller.signal.aborted) this.controller.abort(reason);
     return true;

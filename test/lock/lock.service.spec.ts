@@ -7,6 +7,7 @@ import {
   LockLostError,
   LockService,
   LockTimeoutError,
+  RedisLockEvents,
   RedisLockOptionsError,
 } from '../../lib';
 import { lockRedisKeys } from '../../lib/lock/lock-keys';
@@ -188,6 +189,27 @@ describe('LockService', () => {
       expect(await redis.get(`${prefix}lock:{expire}`)).toBe(next.token);
       expect(await next.isHeld()).toBe(true);
       await next.release();
+    });
+
+    it('a lock released, then released or extended again after its TTL, stays released: no lock.lost, no abort', async () => {
+      const events = app.get(RedisLockEvents);
+      const lostEvents: unknown[] = [];
+      const off = events.on('lock.lost', (e) => lostEvents.push(e));
+      const realNow = Date.now.bind(Date);
+      const later = jest.spyOn(Date, 'now');
+      try {
+        const lock = await locks.acquire('released-twice', { ttlMs: 10_000 });
+        expect(await lock.release()).toBe(true);
+        // Its TTL is over by this process's clock.
+        later.mockImplementation(() => realNow() + 60_000);
+        expect(await lock.release()).toBe(false);
+        expect(await lock.extend(1_000)).toBe(false);
+        expect(lock.signal.aborted).toBe(false);
+        expect(lostEvents).toEqual([]);
+      } finally {
+        later.mockRestore();
+        off();
+      }
     });
 
     it('extend sets a new TTL only for the owner', async () => {
