@@ -24,6 +24,7 @@ import {
 import { DashboardBusyError } from '../errors/dashboard-busy.error';
 import { QueueError } from '../errors/queue.error';
 import { RedisUnavailableError } from '../errors/redis-unavailable.error';
+import { redisUnavailableException } from '../interceptors/lock.interceptor';
 import type { QueueTaskInfo, QueueTaskState } from '../queue/interfaces/task.interface';
 import { dashboardAsset } from './dashboard-assets';
 import type { ResolvedDashboardOptions } from './dashboard-options';
@@ -270,16 +271,7 @@ async function mapErrors<T>(fn: () => Promise<T>): Promise<T> {
  * as a 500, Nest logged a whole stack for every poll of every open page (once a second each).
  */
 function unavailable(err: unknown): unknown {
-  if (!(err instanceof RedisUnavailableError)) return err;
-  return new HttpException(
-    {
-      statusCode: 503,
-      error: 'Service Unavailable',
-      message: `Redis unavailable (${err.operation})`,
-    },
-    HttpStatus.SERVICE_UNAVAILABLE,
-    { cause: err },
-  );
+  return err instanceof RedisUnavailableError ? redisUnavailableException(err.operation, err) : err;
 }
 
 /**

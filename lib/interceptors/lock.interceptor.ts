@@ -163,12 +163,21 @@ function unavailable(
 ): HttpException {
   setHeader(context.switchToHttp().getResponse(), 'Retry-After', '1');
   const operation = err instanceof RedisUnavailableError ? err.operation : `lock ${err.operation}`;
+  return redisUnavailableException(operation, err);
+}
+
+/**
+ * @internal the 503 of an outage of Redis during `operation`, whose body names the operation
+ * only (`RedisUnavailableResponseBody`; the error, with ioredis' wording, is its `cause`): the
+ * interceptor's and the dashboard's
+ */
+export function redisUnavailableException(operation: string, cause: unknown): HttpException {
   const body: RedisUnavailableResponseBody = {
     statusCode: 503,
     error: 'Service Unavailable',
     message: `Redis unavailable (${operation})`,
   };
-  return new HttpException(body, HttpStatus.SERVICE_UNAVAILABLE, { cause: err });
+  return new HttpException(body, HttpStatus.SERVICE_UNAVAILABLE, { cause });
 }
 
 /** The JSON body of a `503 Service Unavailable` for a full queue (`QueueFullError`). */
