@@ -14,9 +14,43 @@ const CLUSTER_RETRIED =
   /^(MOVED|ASK|TRYAGAIN|CLUSTERDOWN) |Connection is closed|Stream isn't writeable/;
 
 /**
- * One Lua script file, loaded once and called by EVALSHA; when Redis answers NOSCRIPT (restart,
- * SCRIPT FLUSH, a new Cluster node) it is sent once with EVAL, which also caches it again.
- * Keys go only through KEYS so the call is routed (and allowed) on Cluster.
+ * The scripts sent on each connection since it (re)connected. A connection's first call of a
+ * script is an EVAL, which caches it, and the later ones EVALSHA: Redis then runs every call in
+ * the order it was sent. Falling back only on a NOSCRIPT reply would send the EVAL after that
+ * reply, behind every command written meanwhile — a release meant to undo the call would run
+ * before it. A restarted server, a promoted replica (whose cache is empty) and a new Cluster node
+ * are all reached on a new connection, or a reconnected one, which starts empty.
+ */
+const sentOn = new WeakMap<Redis, Set<string>>();
+
+function scriptsSentOn(client: Redis): Set<string> {
+  let sent = sentOn.get(client);
+  if (!sent) {
+    const fresh = new Set<string>();
+    // What a server had is not known once the connection closed: the next calls EVAL again.
+    const forget = () => fresh.clear();
+    client.on('close', forget);
+    client.on('ready', forget);
+    sentOn.set(client, fresh);
+    sent = fresh;
+  }
+  return sent;
+}
+
+function isCluster(client: Redis | Cluster): client is Cluster {
+  return (client as { isCluster?: boolean }).isCluster === true;
+}
+
+function isNoScript(err: unknown): boolean {
+  return err instanceof Error && err.message.startsWith('NOSCRIPT');
+}
+
+/**
+ * One Lua script file. A connection's first call of it is an EVAL and the later ones EVALSHA
+ * (`sentOn`); through a `Cluster` instance, which picks the connection itself, every call is an
+ * EVAL (only its retries and a slot map not yet known go that way). A NOSCRIPT reply on a
+ * connection that had it (a SCRIPT FLUSH on a live connection) is answered by sending it again
+ * with EVAL. Keys go only through KEYS so the call is routed (and allowed) on Cluster.
  */
 export class LuaScript {
   readonly source: string;
@@ -44,11 +78,18 @@ export class LuaScript {
   ): Promise<unknown> {
     // Not an async function: the hot paths make tens of thousands of calls a second, and each
     // layer of promise costs.
+    if (isCluster(client)) return client.eval(this.source, keys.length, ...keys, ...args);
+    const sent = scriptsSentOn(client);
+    if (!sent.has(this.sha)) {
+      sent.add(this.sha);
+      return client.eval(this.source, keys.length, ...keys, ...args);
+    }
     return client.evalsha(this.sha, keys.length, ...keys, ...args).catch((err: unknown) => {
-      if (err instanceof Error && err.message.startsWith('NOSCRIPT')) {
-        return client.eval(this.source, keys.length, ...keys, ...args);
-      }
-      throw err;
+      if (!isNoScript(err)) throw err;
+      // The server lost its scripts on this connection: the others go by EVAL again too.
+      sent.clear();
+      sent.add(this.sha);
+      return client.eval(this.source, keys.length, ...keys, ...args);
     });
   }
 
@@ -90,7 +131,7 @@ export class LuaScript {
     timeoutMs: number,
     onRan?: () => void,
   ): Promise<[reply: unknown, acknowledged: number]> {
-    if ((client as { isCluster?: boolean }).isCluster === true) {
+    if (isCluster(client)) {
       try {
         return await this.pipelineThenWait(client, keys, args, replicas, timeoutMs);
       } finally {
@@ -107,11 +148,15 @@ export class LuaScript {
       acknowledged.catch(() => undefined);
       return { ran, acknowledged };
     };
-    let sent = send(false);
+    const known = scriptsSentOn(client);
+    let sent = send(!known.has(this.sha));
+    known.add(this.sha);
     let reply: unknown;
     try {
       reply = await sent.ran.catch((err: unknown) => {
-        if (!(err instanceof Error && err.message.startsWith('NOSCRIPT'))) throw err;
+        if (!isNoScript(err)) throw err;
+        known.clear();
+        known.add(this.sha);
         // That WAIT covered nothing of this call: the EVAL gets its own.
         sent = send(true);
         return sent.ran;
@@ -139,7 +184,7 @@ export class LuaScript {
     };
     let results = await send(false);
     const first = results[0]?.[0];
-    if (first instanceof Error && first.message.startsWith('NOSCRIPT')) results = await send(true);
+    if (isNoScript(first)) results = await send(true);
     for (const [err] of results) if (err) throw err;
     return [results[0][1], Number(results[1][1])];
   }

@@ -123,10 +123,17 @@ export async function commandCalls(client: Redis): Promise<Map<string, number>> 
   return calls;
 }
 
+/**
+ * Script calls (EVALSHA + EVAL) among `calls`: a connection's first call of a script is an EVAL,
+ * the later ones EVALSHA.
+ */
+export function scriptsIn(calls: Map<string, number>): number {
+  return (calls.get('evalsha') ?? 0) + (calls.get('eval') ?? 0);
+}
+
 /** Script calls (EVALSHA + EVAL) `client`'s server has run so far. */
 export async function scriptCalls(client: Redis): Promise<number> {
-  const calls = await commandCalls(client);
-  return (calls.get('evalsha') ?? 0) + (calls.get('eval') ?? 0);
+  return scriptsIn(await commandCalls(client));
 }
 
 /** Clients blocked in a blocking command (e.g. an idle worker's BLPOP) on `client`'s server. */

@@ -8,6 +8,7 @@ import {
   scriptCalls,
   uniquePrefix,
   waitFor,
+  scriptsIn,
 } from '../support/helpers';
 import { startRedisServer, type RedisServer } from '../support/redis-server';
 import { admissionTimes, inversions, joinInTurn, roomKeys } from './support';
@@ -64,7 +65,7 @@ describe('WaitingRoomService: what parked visitors cost (dedicated redis-server)
     await rooms[1].open('cost', { admitPerSecond: 20, passTtlMs });
     await waitFor('20 visitors admitted', () => admitted.length >= 20, 10_000);
     const calls = await commandCalls(own);
-    const scripts = (calls.get('evalsha') ?? 0) + (calls.get('eval') ?? 0);
+    const scripts = scriptsIn(calls);
     const done = admitted.length;
     // The open call, then at most one call per admission and a few that found nobody due yet.
     expect(scripts).toBeLessThanOrEqual(1 + done + 3);
@@ -99,7 +100,7 @@ describe('WaitingRoomService: what parked visitors cost (dedicated redis-server)
     const total =
       (await totalCalls(own)) - (calls.get('unsubscribe') ?? 0) - (calls.get('sunsubscribe') ?? 0);
     const inRedis = await own.zcard(roomKeys(prefix, 'batch').passes);
-    const scripts = calls.get('evalsha') ?? 0;
+    const scripts = scriptsIn(calls);
     const admissions = calls.get('publish') ?? 0;
     // An admission call: the script, HMGET of the settings, TIME, ZPOPMIN, ZADD of the passes,
     // HSET of the clock, PUBLISH; a trim of the expired passes now and then (ZREMRANGEBYSCORE,

@@ -1,0 +1,123 @@
+import 'reflect-metadata';
+import { writeFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import type { INestApplicationContext } from '@nestjs/common';
+import { Redis } from 'ioredis';
+import { LockService, RedisUnavailableError } from '../../lib';
+import { lockRedisKeys } from '../../lib/lock/lock-keys';
+import { LuaScript } from '../../lib/redis/lua-script';
+import { createLockApp, redisClient, uniquePrefix, waitFor } from '../support/helpers';
+import { startRedisServer, type RedisServer } from '../support/redis-server';
+
+/**
+ * Calls sent back to back on one connection run in that order, whether or not the server has the
+ * script cached: a release that undoes an attempt is sent behind it and must run behind it. A
+ * server's cache is empty after a restart and on a promoted replica.
+ */
+describe('scripts run in the order they were sent', () => {
+  let server: RedisServer;
+  let folder: string;
+  let setScript: LuaScript;
+  let delScript: LuaScript;
+
+  beforeAll(async () => {
+    server = await startRedisServer();
+    folder = mkdtempSync(join(tmpdir(), 'script-order-'));
+    // A nonce: scripts no server has seen yet.
+    const nonce = randomBytes(8).toString('hex');
+    writeFileSync(
+      join(folder, 'set.lua'),
+      `-- ${nonce}\nreturn redis.call('SET', KEYS[1], ARGV[1])`,
+    );
+    writeFileSync(join(folder, 'del.lua'), `-- ${nonce}\nreturn redis.call('DEL', KEYS[1])`);
+    setScript = new LuaScript('set', join(folder, 'set.lua'));
+    delScript = new LuaScript('del', join(folder, 'del.lua'));
+  });
+  afterAll(async () => {
+    await server.stop();
+    rmSync(folder, { recursive: true, force: true });
+  });
+
+  /** Sends `set` and then `del` of one key without waiting in between: the key must be gone. */
+  async function setThenDelete(client: Redis, key: string): Promise<number> {
+    await Promise.all([setScript.run(client, [key], ['v']), delScript.run(client, [key], [])]);
+    return client.exists(key);
+  }
+
+  it('a script the server lacks runs before the cached one sent behind it', async () => {
+    const client = new Redis(server.url, { maxRetriesPerRequest: 1 });
+    try {
+      await delScript.run(client, ['warm'], []);
+      expect(await client.script('EXISTS', setScript.sha, delScript.sha)).toEqual([0, 1]);
+      expect(await setThenDelete(client, 'k1')).toBe(0);
+    } finally {
+      client.disconnect();
+    }
+  });
+
+  it('after the server restarted empty, on the reconnected connection', async () => {
+    const client = new Redis(server.url, { maxRetriesPerRequest: 1 });
+    try {
+      expect(await setThenDelete(client, 'k2')).toBe(0);
+      await server.stop();
+      await server.restart();
+      await waitFor('the reconnection', () => client.status === 'ready', 10_000);
+      // Only the second script back in the server's cache, as after a holder's release.
+      const other = redisClient(server.url);
+      await other.script('LOAD', delScript.source);
+      other.disconnect();
+      expect(await client.script('EXISTS', setScript.sha, delScript.sha)).toEqual([0, 1]);
+      expect(await setThenDelete(client, 'k3')).toBe(0);
+    } finally {
+      client.disconnect();
+    }
+  });
+});
+
+describe('a timed-out acquisition is undone after a restart emptied the script cache', () => {
+  const prefix = uniquePrefix('script-order');
+  let server: RedisServer;
+  let app: INestApplicationContext;
+  let locks: LockService;
+
+  beforeAll(async () => {
+    server = await startRedisServer();
+    app = await createLockApp({ redis: server.url, keyPrefix: prefix, commandTimeoutMs: 300 });
+    locks = app.get(LockService);
+  });
+  afterAll(async () => {
+    server.process.kill('SIGCONT');
+    await app.close();
+    await server.stop();
+  });
+
+  it('leaves the lock free, not taken by a token nobody holds', async () => {
+    const held = (await locks.tryAcquire('before', { ttlMs: 60_000 }))!;
+    await server.stop();
+    await server.restart();
+    await waitFor(
+      'the reconnection',
+      async () => (await locks.isLocked('x').catch(() => undefined)) === false,
+      10_000,
+    );
+    // The holder's release caches the release script only.
+    await held.release();
+    server.process.kill('SIGSTOP');
+    const attempt = locks.tryAcquire('stalled', { ttlMs: 20_000 });
+    await expect(attempt).rejects.toBeInstanceOf(RedisUnavailableError);
+    server.process.kill('SIGCONT');
+    // A call on the same connection, answered once the attempt and its undo have run.
+    expect(await locks.isLocked('x')).toBe(false);
+    const redis = redisClient(server.url);
+    try {
+      expect(await redis.exists(lockRedisKeys(prefix, 'stalled').value)).toBe(0);
+      const lock = await locks.tryAcquire('stalled');
+      expect(lock).not.toBeNull();
+      await lock!.release();
+    } finally {
+      redis.disconnect();
+    }
+  });
+});
