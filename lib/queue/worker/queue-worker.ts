@@ -38,7 +38,11 @@ import { retryDelayMs, settleFailure } from './failure-policy';
 import type { ChildFailure } from '../interfaces/flow.interface';
 import { WorkerTask, type TaskControl } from './worker-task';
 import type { NamedHandler, NamedHandlers } from './named-handlers';
-import { setImmediateUnfaked } from '../../redis/unfaked-ticks';
+import {
+  clearTimeoutUnfaked,
+  setImmediateUnfaked,
+  setTimeoutUnfaked,
+} from '../../redis/unfaked-ticks';
 
 interface Running {
   readonly task: WorkerTask;
@@ -952,9 +956,11 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([
         Promise.all(inFlight.map((e) => e.done)),
-        new Promise<void>((resolve) => (timer = setTimeout(resolve, this.options.drainTimeoutMs))),
+        new Promise<void>(
+          (resolve) => (timer = setTimeoutUnfaked(resolve, this.options.drainTimeoutMs)),
+        ),
       ]);
-      clearTimeout(timer);
+      clearTimeoutUnfaked(timer);
     }
     // Every handler still running is told; a task given back already (task.delay()) is not
     // given back twice.
