@@ -4,6 +4,7 @@ import type { LockLineEntry } from '../lock/lock-inspection';
 import type { QueueStats, QueueTaskInfo, QueueTaskState } from '../queue/interfaces/task.interface';
 import type { QueueWorkerInfo } from '../queue/interfaces/queue-options.interface';
 import type { QueueService } from '../queue/queue.service';
+import { UnreadJson } from '../queue/queue-replies';
 import type { RedisLockConnection } from '../redis/redis-connection';
 import { DashboardCore } from './dashboard-core';
 import { queueHistory, type DashboardHistory } from './dashboard-history';
@@ -48,6 +49,12 @@ const QUEUE_PARTS = [
 const QUEUE_REMEMBERED_MS = 10 * 60_000;
 /** Characters of a payload's, result's or progress's JSON text sent in a task list, at most. */
 export const TASK_JSON_PREVIEW_CHARS = 1_000;
+
+/**
+ * The largest value a task list reads (64 KiB): a larger one is listed by its size alone. Redis
+ * copies a value a script reads: a page of 1 MB payloads held its one thread ~1.4 ms a task.
+ */
+export const TASK_JSON_READ_BYTES = 65_536;
 /** The reason a cancel from the page gives (the task's error reads `cancelled: <this>`). */
 export const DASHBOARD_CANCEL_REASON = 'from the dashboard';
 
@@ -108,8 +115,13 @@ export interface DashboardJson {
   json: string;
   /** Whether `json` was cut. */
   truncated: boolean;
-  /** Length of the whole JSON text, in characters. */
-  chars: number;
+  /** Length of the whole JSON text, in characters (a value the list read). */
+  chars?: number;
+  /**
+   * Instead of `chars`, for a value over 64 KiB, which a task list does not read (`json` is
+   * empty): its size as stored, in bytes. `GET api/queues/:queue/tasks/:id` sends it whole.
+   */
+  bytes?: number;
 }
 
 /**
@@ -412,7 +424,12 @@ export class DashboardService {
     offset: number,
     limit: number,
   ): Promise<DashboardTask[]> {
-    const tasks = await this.queues.list(queue, state, { offset, limit });
+    const tasks = await this.queues.listHeads(
+      queue,
+      state,
+      { offset, limit },
+      TASK_JSON_READ_BYTES,
+    );
     return tasks.map(toDashboardTask);
   }
 
@@ -449,9 +466,13 @@ export function toDashboardTask(task: QueueTaskInfo): DashboardTask {
   return row;
 }
 
-/** `value`'s JSON text, cut to `TASK_JSON_PREVIEW_CHARS`; `undefined` for `undefined`. */
+/**
+ * `value`'s JSON text, cut to `TASK_JSON_PREVIEW_CHARS`; `undefined` for `undefined`. A value
+ * the list did not read (`UnreadJson`) comes as its size alone.
+ */
 export function dashboardJson(value: unknown): DashboardJson | undefined {
   if (value === undefined) return undefined;
+  if (value instanceof UnreadJson) return { json: '', truncated: true, bytes: value.bytes };
   const text = JSON.stringify(value) ?? String(value);
   if (text.length <= TASK_JSON_PREVIEW_CHARS) {
     return { json: text, truncated: false, chars: text.length };

@@ -3,8 +3,32 @@ import type { BackoffOptions, TaskOwnOptions } from './interfaces/task.interface
 import { parsePayload, storedTrace } from './queue-arguments';
 import { decodeTaskError } from './task-errors';
 
+/**
+ * In place of a payload, result or progress whose JSON text is longer than a list asked to read
+ * (`QueueStore.list`'s `cutBytes`, the dashboard's task lists): its size alone.
+ */
+export class UnreadJson {
+  constructor(
+    /** The size of the stored value in bytes (a payload's includes its trace context). */
+    readonly bytes: number,
+  ) {}
+}
+
+/** A field inspect.lua did not send: its length, after a result's 'finishedAt|'. */
+type UnreadField = [bytes: number] | [finishedAt: string, bytes: number];
+
 /** A kept result ('finishedAt|result JSON', the JSON empty for `undefined`). */
-export function storedResult(field: string): { finishedAt: number; result?: unknown } {
+export function storedResult(field: string | UnreadField): {
+  finishedAt: number;
+  result?: unknown;
+} {
+  if (typeof field !== 'string') {
+    const [prefix, bytes] = field as [string, number];
+    return {
+      finishedAt: Number(prefix.slice(0, -1)),
+      result: new UnreadJson(bytes - prefix.length),
+    };
+  }
   const bar = field.indexOf('|');
   const json = field.slice(bar + 1);
   return {
@@ -130,15 +154,19 @@ export function storedOwnOptions(o: StoredTaskOptions): string {
  * Tasks of an inspect reply: {id, state, time, attempts, payload, lastError, info, result,
  * progress, opts, ...}.
  */
-export function toTaskInfos<P>(queue: string, reply: Reply): QueueTaskInfo<P>[] {
+export function toTaskInfos<P>(
+  queue: string,
+  reply: (string | number | null | UnreadField)[],
+): QueueTaskInfo<P>[] {
   const infos: QueueTaskInfo<P>[] = [];
   for (let i = 0; i < reply.length; i += 10) {
     const lastError = reply[i + 5];
     const opts = reply[i + 9];
     const name = opts === null ? undefined : toStoredOptions(String(opts)).name;
     const state = String(reply[i + 1]) as QueueTaskState;
-    const result = reply[i + 7] === null ? undefined : String(reply[i + 7]);
-    const progress = reply[i + 8];
+    const result = reply[i + 7] as string | UnreadField | null;
+    const payload = reply[i + 4] as string | [bytes: number] | null;
+    const progress = reply[i + 8] as string | [bytes: number] | null;
     const error = lastError === null ? undefined : decodeTaskError(String(lastError));
     // 'enqueuedAt' or 'enqueuedAt|dueAt|priority|seq|group' (the group may contain '|')
     const parts = String(reply[i + 6] ?? '').split('|');
@@ -152,13 +180,19 @@ export function toTaskInfos<P>(queue: string, reply: Reply): QueueTaskInfo<P>[] 
       // A plain task's score carries a fraction that orders same-ms enqueues (enqueue.lua).
       time: Math.ceil(Number(reply[i + 2])),
       attempts: Number(reply[i + 3]),
-      payload: parsePayload(reply[i + 4] as string | null) as P,
+      payload: (Array.isArray(payload) ? new UnreadJson(payload[0]) : parsePayload(payload)) as P,
       ...(error === undefined ? {} : { lastError: error.message, error }),
       ...(enqueuedAt ? { enqueuedAt: Number(enqueuedAt) } : {}),
       ...(priority && priority !== '0' ? { priority: Number(priority) } : {}),
       ...(group ? { group } : {}),
-      ...(result === undefined ? {} : storedResult(result)),
-      ...(progress === null ? {} : { progress: JSON.parse(String(progress)) as unknown }),
+      ...(result === null ? {} : storedResult(result)),
+      ...(progress === null
+        ? {}
+        : {
+            progress: Array.isArray(progress)
+              ? new UnreadJson(progress[0])
+              : (JSON.parse(progress) as unknown),
+          }),
       ...(state === 'dead' || state === 'cancelled' || state === 'expired'
         ? { finishedAt: Number(reply[i + 2]) }
         : {}),

@@ -572,16 +572,21 @@ export class QueueStore {
     );
   }
 
+  /**
+   * @param cutBytes a payload, result or progress longer than this many bytes comes as a
+   *   `JsonHead` of its first bytes, not read whole (0: every value whole)
+   */
   async list<P>(
     k: QueueRedisKeys,
     state: QueueTaskState,
     offset: number,
     limit: number,
+    cutBytes = 0,
   ): Promise<QueueTaskInfo<P>[]> {
     const reply = await this.connection.run(
       QUEUE_SCRIPTS.inspect,
       [...inspectKeys(k), k.wchildren, k.expired, k.opts],
-      ['list', state, offset, limit],
+      ['list', state, offset, limit, cutBytes],
     );
     return toTaskInfos<P>(k.name, reply as (string | number | null)[]);
   }

@@ -548,12 +548,35 @@ export class QueueService implements BeforeApplicationShutdown {
     state: QueueTaskState,
     options?: { offset?: number; limit?: number },
   ): Promise<QueueTaskInfo<P>[]> {
+    return this.readPage<P>(queue, state, options, 0);
+  }
+
+  /**
+   * @internal `list` for the dashboard's task lists: a payload, result or progress longer than
+   * `cutBytes` comes as a `JsonHead` of its first bytes (Redis does not send a page of large
+   * values whole)
+   */
+  listHeads(
+    queue: string,
+    state: QueueTaskState,
+    options: { offset: number; limit: number },
+    cutBytes: number,
+  ): Promise<QueueTaskInfo[]> {
+    return this.readPage(queue, state, options, cutBytes);
+  }
+
+  private async readPage<P>(
+    queue: QueueName<P>,
+    state: QueueTaskState,
+    options: { offset?: number; limit?: number } | undefined,
+    cutBytes: number,
+  ): Promise<QueueTaskInfo<P>[]> {
     const k = this.keys(queue);
     if (!TASK_STATES.includes(state)) {
       throw QueueError.invalid('state', state, `one of '${TASK_STATES.join("', '")}'`);
     }
     const { offset, limit } = checkPage(options);
-    return this.store.list<P>(k, state, offset, limit);
+    return this.store.list<P>(k, state, offset, limit, cutBytes);
   }
 
   /**

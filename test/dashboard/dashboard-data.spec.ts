@@ -12,6 +12,7 @@ import {
   type DashboardTask,
   type QueueTaskInfo,
   type RedisLockDashboardOptions,
+  type RedisLockModuleOptions,
   type RunningTask,
 } from '../../lib';
 import {
@@ -29,6 +30,7 @@ import {
 import {
   DashboardService,
   TASK_JSON_PREVIEW_CHARS,
+  TASK_JSON_READ_BYTES,
   dashboardJson,
   toDashboardTask,
 } from '../../lib/dashboard/dashboard.service';
@@ -442,8 +444,18 @@ describe('GET api/queues/:queue/tasks: outcomes of tasks, and cancel from the pa
     app = undefined;
   });
 
-  async function startHttp(prefix: string, options: RedisLockDashboardOptions = {}) {
-    const moduleRef = await compileDashboardModule(prefix, 'outcome-app', options);
+  async function startHttp(
+    prefix: string,
+    options: RedisLockDashboardOptions = {},
+    queue: RedisLockModuleOptions['queue'] = {},
+  ) {
+    const moduleRef = await compileDashboardModule(
+      prefix,
+      'outcome-app',
+      options,
+      undefined,
+      queue,
+    );
     app = moduleRef.createNestApplication({ logger: false });
     await app.listen(0, '127.0.0.1');
     const base = (await app.getUrl()).replace('[::1]', '127.0.0.1');
@@ -460,6 +472,40 @@ describe('GET api/queues/:queue/tasks: outcomes of tasks, and cancel from the pa
     const res = await fetch(url, { method: 'POST' });
     return { status: res.status, body: await res.json() };
   }
+
+  it('lists a value over 64 KiB by its size alone, which Redis reads without copying the value', async () => {
+    const prefix = uniquePrefix('dash-unread');
+    const { app, url } = await startHttp(prefix, {}, { maxResultBytes: 1_048_576 });
+    const queues = app.get(QueueService);
+    // 2 + 3 + 4 UTF-8 bytes per 1 + 1 + 2 characters.
+    const payload = { s: 'é€😀'.repeat(10_000) };
+    const bytes = Buffer.byteLength(JSON.stringify(payload));
+    expect(bytes).toBeGreaterThan(TASK_JSON_READ_BYTES);
+    await queues.enqueue('unread', 'huge', { delayMs: 600_000, payload });
+    await queues.enqueue('unread', 'small', { delayMs: 600_000, payload: { n: 1 } });
+    const list = (state: string) =>
+      getJson<DashboardTask[]>(`${url}/queues/unread/tasks?state=${state}`);
+    const [huge, small] = await list('delayed');
+    expect(huge.payload).toEqual({ json: '', truncated: true, bytes });
+    expect(small.payload).toEqual({ json: '{"n":1}', truncated: false, chars: 7 });
+    // One task's own endpoint sends the whole value.
+    const whole = await getJson<{ payload: unknown }>(`${url}/queues/unread/tasks/huge`);
+    expect(whole.payload).toEqual(payload);
+
+    // A completed task's result: listed by its size, with its finish time.
+    const worker = queues.process('done', () => payload);
+    await queues.enqueue('done', 'big-result');
+    await waitFor(
+      'big-result completed',
+      async () => (await queues.get('done', 'big-result'))?.state === 'completed',
+      10_000,
+    );
+    const [done] = await getJson<DashboardTask[]>(`${url}/queues/done/tasks?state=completed`);
+    expect(done.result).toEqual({ json: '', truncated: true, bytes });
+    expect(done.finishedAt).toBeGreaterThan(0);
+    expect(done.time).toBe(done.finishedAt);
+    await worker.close();
+  });
 
   it('lists completed tasks with their result and progress, a running one with its progress, cancelled ones with their error', async () => {
     const prefix = uniquePrefix('dash-outcomes');

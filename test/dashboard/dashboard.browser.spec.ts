@@ -311,6 +311,8 @@ suite('RedisLockDashboardModule in Chromium', () => {
     const { app, url } = await startApp(prefix, { readOnly: false });
     const queues = app.get(QueueService);
     await queues.enqueue('..', ['.', '..'], { payload: { n: 1 }, delayMs: 600_000 });
+    // Over 64 KiB: the list shows its size alone.
+    await queues.enqueue('..', 'huge', { payload: { s: 'x'.repeat(70_000) }, delayMs: 600_000 });
 
     const { page, problems } = await watchedPage();
     await page.goto(`${url}#queues`);
@@ -321,6 +323,8 @@ suite('RedisLockDashboardModule in Chromium', () => {
     const row = (id: string) => page.locator(`tr[data-testid="delayed-row"][data-id="${id}"]`);
     await row('.').waitFor();
     await row('..').waitFor();
+    expect(await row('.').getByTestId('payload').textContent()).toBe('{"n":1}');
+    expect(await row('huge').getByTestId('payload').textContent()).toBe('70,008 bytes');
 
     await page.getByTestId('task-search').fill('..');
     await page.getByRole('button', { name: 'Find' }).click();

@@ -289,14 +289,20 @@ function Table({ headers, empty, rows }) {
 }
 
 // Task lists send payloads, results and progress as `{ json, truncated, chars }` (cut to 1,000
-// characters by the server); a cell shows the first CELL_CHARS of it, the tooltip the rest. The
-// text always goes in as text (preact escapes it), never as HTML.
+// characters by the server; a value over 64 KiB as `{ json: '', truncated, bytes }`, its size
+// alone); a cell shows the first CELL_CHARS of it, the tooltip the rest. The text always goes in
+// as text (preact escapes it), never as HTML.
 const CELL_CHARS = 120;
 // The task view shows whole values, pretty-printed, up to this many characters.
 const BLOCK_CHARS = 10_000;
 
 function JsonCell({ value, testid }) {
   if (!value) return html`<span class="muted">–</span>`;
+  if (value.bytes !== undefined) {
+    return html`<span class="muted" data-testid=${testid} title="open the task to see it"
+      >${value.bytes.toLocaleString('en')} bytes</span
+    >`;
+  }
   const cut = value.truncated || value.json.length > CELL_CHARS;
   const shown = value.json.length > CELL_CHARS ? value.json.slice(0, CELL_CHARS) : value.json;
   const title = value.truncated ? `${value.json}… (${value.chars} characters in all)` : value.json;
