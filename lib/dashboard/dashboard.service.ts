@@ -424,7 +424,7 @@ export class DashboardService {
     offset: number,
     limit: number,
   ): Promise<DashboardTask[]> {
-    const tasks = await this.queues.listHeads(
+    const tasks = await this.queues.listPreviews(
       queue,
       state,
       { offset, limit },

@@ -573,8 +573,8 @@ export class QueueStore {
   }
 
   /**
-   * @param cutBytes a payload, result or progress longer than this many bytes comes as a
-   *   `JsonHead` of its first bytes, not read whole (0: every value whole)
+   * @param cutBytes a payload, result or progress longer than this many bytes comes as an
+   *   `UnreadJson`, its size alone: Redis does not read it (0: every value whole)
    */
   async list<P>(
     k: QueueRedisKeys,

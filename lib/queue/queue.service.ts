@@ -553,10 +553,10 @@ export class QueueService implements BeforeApplicationShutdown {
 
   /**
    * @internal `list` for the dashboard's task lists: a payload, result or progress longer than
-   * `cutBytes` comes as a `JsonHead` of its first bytes (Redis does not send a page of large
+   * `cutBytes` comes as an `UnreadJson`, its size alone (Redis does not read a page of large
    * values whole)
    */
-  listHeads(
+  listPreviews(
     queue: string,
     state: QueueTaskState,
     options: { offset: number; limit: number },
