@@ -798,10 +798,12 @@ export class QueueService implements BeforeApplicationShutdown {
     );
     if (named) {
       named.handledElsewhere = (name) => this.registry.handles(queue, name);
-      // Without its last name the loop is closing (its entry is dropped then): an entry written
-      // now would have no names, which reads as "runs every task".
+      // Without its last name the loop is closing, and takes no new task: its entry goes now.
+      // Left until the loop's drain ends, a heartbeat would write it with no names, which reads
+      // as "runs every task", and other instances would pass on tasks that nobody runs.
       named.onNamesChanged = () => {
         if (named.size > 0) this.registry.touch(queue);
+        else this.registry.remove(worker);
       };
     }
     this.runners.add(worker);

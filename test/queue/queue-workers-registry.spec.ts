@@ -112,6 +112,29 @@ describe('QueueService.workers: the workers of every instance', () => {
     }
   });
 
+  it('drops the entry of a named loop whose last handler closed at once, while the loop drains: never listed with no names ("runs every task")', async () => {
+    const q = 'last-name';
+    const started = deferred();
+    const release = deferred();
+    const a = queues.process(
+      q,
+      async () => {
+        started.resolve();
+        await release.promise;
+      },
+      { name: 'a' },
+    );
+    await queues.enqueue(q, 'a1', { name: 'a' });
+    await started.promise;
+    expect((await queues.workers(q)).map((w) => w.names)).toEqual([['a']]);
+    // The handler runs on: the loop drains up to drainTimeoutMs.
+    const closing = a.close();
+    await waitFor('the entry dropped', async () => (await queues.workers(q)).length === 0);
+    release.resolve();
+    await closing;
+    expect(await queues.workers(q)).toEqual([]);
+  });
+
   it("writes a named handler added to a running loop at once: another module leaves the new name's tasks to it, even from a read of the registry made before (none buried as unknown)", async () => {
     const q = 'added-name';
     const twin = await createLockApp({ keyPrefix: prefix, instanceId: 'twin' });
