@@ -32,3 +32,15 @@ export function errorText(err: unknown): string {
   const isError = readSafely(() => err instanceof Error) === true;
   return safeText((isError ? readSafely(() => (err as Error).message) : undefined) ?? err);
 }
+
+/**
+ * `text` with each lone UTF-16 surrogate (half of a character outside the BMP, e.g. an emoji cut
+ * by `slice`) replaced by U+FFFD, as `String.prototype.toWellFormed` does. `JSON.stringify`
+ * writes a lone surrogate as an escape (`\ud83d`) that Redis's cjson refuses to decode.
+ */
+export function wellFormed(text: string): string {
+  return text.replace(
+    /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g,
+    '\uFFFD',
+  );
+}

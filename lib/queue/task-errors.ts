@@ -1,4 +1,4 @@
-import { readSafely, safeText } from '../errors/error-text';
+import { readSafely, safeText, wellFormed } from '../errors/error-text';
 import type { TaskError } from './interfaces/queue-event.interface';
 import { redactText } from '../redaction/redact-credentials';
 
@@ -18,14 +18,19 @@ const MAX_STACK_CHARS = 4_000;
 /** Longest error name stored with a task, in characters. */
 const MAX_NAME_CHARS = 200;
 
-/** `value` as text without credentials, cut to `max` characters. */
-const stored = (value: unknown, max: number) => redactText(safeText(value)).slice(0, max);
+/**
+ * `value` as text without credentials, cut to `max` characters, well-formed (a surrogate left
+ * alone, by the thrower or by the cut, would make the JSON one Redis's cjson cannot decode: a flow
+ * parent could not read its child's message).
+ */
+const stored = (value: unknown, max: number) =>
+  wellFormed(redactText(safeText(value)).slice(0, max));
 
 /**
  * How a failure is stored (errors hash, event stream): the JSON of `{ name, message, stack? }`,
  * name, message and stack without credentials (`redactText`: they are shown by `get`, the dashboard
- * and queue events) and cut to a bounded length. Never throws, whatever was thrown (a getter of
- * `message` or `stack` that throws reads as absent).
+ * and queue events), cut to a bounded length, each lone surrogate as U+FFFD. Never throws,
+ * whatever was thrown (a getter of `message` or `stack` that throws reads as absent).
  */
 export function encodeTaskError(err: unknown): string {
   let e: TaskError;

@@ -238,4 +238,32 @@ describe('QueueService flows: parent links and child-failure messages', () => {
     expect(message).toBe(full.slice(0, 999));
     expect(message).not.toContain('\uFFFD');
   });
+
+  it('gives the parent the message of a child whose error ends in half an emoji, as U+FFFD, with no stack', async () => {
+    const [p, c] = names('p', 'c');
+    await queues.enqueueFlow({ queue: p, id: 'P', children: [{ queue: c, id: 'C' }] });
+    const [task] = await queues.claim(c, 1);
+    // An emoji cut by `slice`: its high surrogate alone, which JSON.stringify writes as \ud83d.
+    const why = 'card declined \u{1F4B3}'.slice(0, -1);
+    expect(await queues.nack(task, { maxAttempts: 1, error: new Error(why) })).toBe('dead');
+    const error = (await queues.get(p, 'P'))!.error!;
+    expect(error.name).toBe('FlowChildFailedError');
+    expect(error.message).toBe(`child '${c}:C' of '${p}:P' failed: card declined \uFFFD`);
+    // Stored well-formed: the child's own error reads the same.
+    expect((await queues.get(c, 'C'))!.error!.message).toBe('card declined \uFFFD');
+  });
+
+  it("gives the parent a fixed text, not the raw JSON, when its child's error cannot be decoded", async () => {
+    const [p, c] = names('p', 'c');
+    await queues.enqueueFlow({ queue: p, id: 'P', children: [{ queue: c, id: 'C' }] });
+    // A cancel reason is stored as given: half an emoji makes JSON that cjson refuses.
+    expect(await queues.cancel(c, 'C', { reason: 'user left \u{1F44B}'.slice(0, -1) })).toBe(
+      'cancelled',
+    );
+    const error = (await queues.get(p, 'P'))!.error!;
+    expect(error.name).toBe('FlowChildFailedError');
+    expect(error.message).toBe(
+      `child '${c}:C' of '${p}:P' failed: (its error could not be decoded)`,
+    );
+  });
 });

@@ -87,6 +87,24 @@ describe('MemoryRedis: values are bytes, as in Redis', () => {
     ]);
   });
 
+  it('cjson.decode refuses an escaped surrogate without its pair, as lua-cjson does', async () => {
+    const script = `
+      local ok, err = pcall(cjson.decode, ARGV[1])
+      return { tostring(ok), type(err) == 'string' and err or err.s }`;
+    const decode = (json: string) => client.eval(script, 0, json);
+    expect(await decode('{"s":"ab\\ud83d"}')).toEqual([
+      'false',
+      'Expected value but found invalid unicode escape code at character 9',
+    ]);
+    for (const json of ['"\\udc00"', '"\\ud83d\\ud83d"', '"\\ud83d\\u0041"'])
+      expect(await decode(json)).toEqual([
+        'false',
+        'Expected value but found invalid unicode escape code at character 2',
+      ]);
+    // A pair, and a backslash escaped before 'u' (no escape at all), decode.
+    expect(await decode('{"s":"\\ud83d\\ude00 \\\\ud83d"}')).toEqual(['true', '\u{1F600} \\ud83d']);
+  });
+
   it('pub/sub: a message arrives as the text sent (message) and as its bytes (messageBuffer)', async () => {
     const subscriber = new MemoryRedis(server);
     const texts: Array<[string, string]> = [];

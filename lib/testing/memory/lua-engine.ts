@@ -74,15 +74,32 @@ end
 /** Runs one command of the in-memory Redis for a script; throws `MemoryReplyError`. */
 export type ScriptCommand = (args: string[]) => MemoryReply;
 
+/** A `cjson.decode` error worded as lua-cjson words it, raised as it is. */
+class CjsonDecodeError extends Error {}
+
 /**
  * JSON text (bytes) with its `\uXXXX` escapes replaced by the UTF-8 bytes they stand for, as
  * cjson decodes them: `JSON.parse` of the result gives byte strings. Escaped pairs (`\\`) are
  * skipped whole; a byte that must stay escaped in JSON (`"`, `\`, control) is escaped again.
+ * Throws `CjsonDecodeError` for an escaped surrogate that is not a high one followed by a low one
+ * (`\ud83d` alone, as `JSON.stringify` writes half an emoji): lua-cjson refuses those, where
+ * `JSON.parse` would accept them.
  */
 function unescapeToBytes(json: string): string {
-  return json.replace(/(?:\\u[0-9a-fA-F]{4})+|\\[^u]/g, (m) =>
-    m[1] === 'u' ? JSON.stringify(textToBytes(JSON.parse(`"${m}"`) as string)).slice(1, -1) : m,
-  );
+  return json.replace(/(?:\\u[0-9a-fA-F]{4})+|\\[^u]/g, (m, at: number) => {
+    if (m[1] !== 'u') return m;
+    for (let i = 0; i < m.length; i += 6) {
+      const unit = parseInt(m.slice(i + 2, i + 6), 16);
+      if (unit < 0xd800 || unit > 0xdfff) continue;
+      const next = i + 6 < m.length ? parseInt(m.slice(i + 8, i + 12), 16) : 0;
+      if (unit <= 0xdbff && next >= 0xdc00 && next <= 0xdfff) i += 6;
+      else
+        throw new CjsonDecodeError(
+          `Expected value but found invalid unicode escape code at character ${at + i + 1}`,
+        );
+    }
+    return JSON.stringify(textToBytes(JSON.parse(`"${m}"`) as string)).slice(1, -1);
+  });
 }
 
 const NULL_KEY = 'nestjs-redis-lock:cjson.null';
@@ -351,10 +368,11 @@ export class LuaEngine {
       try {
         value = JSON.parse(unescapeToBytes(this.str(1)));
       } catch (err) {
-        return lauxlib.luaL_error(
-          L,
-          bytesToBuffer(`Expected value but found invalid token: ${(err as Error).message}`),
-        );
+        const message =
+          err instanceof CjsonDecodeError
+            ? err.message
+            : `Expected value but found invalid token: ${(err as Error).message}`;
+        return lauxlib.luaL_error(L, bytesToBuffer(message));
       }
       this.pushJson(value);
       return 1;

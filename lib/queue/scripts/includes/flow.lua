@@ -96,10 +96,17 @@ end
 
 -- The error a parent dies with when child e failed under 'fail-parent'. Its message embeds the
 -- child's, itself such a message when the child was a parent: cut as encodeTaskError cuts
--- messages, it stays bounded however deep the flow.
+-- messages, it stays bounded however deep the flow. Error JSON cjson cannot decode (a lone
+-- surrogate escape written before encodeTaskError made messages well-formed, or a cancel reason)
+-- gives a fixed text, not the raw JSON: that would carry the child's stack into the message.
 local function childFailedError(e)
   local ok, err = pcall(cjson.decode, e.d)
-  local why = (ok and type(err) == 'table' and err.message) and tostring(err.message) or e.d
+  local why = e.d
+  if ok and type(err) == 'table' and type(err.message) == 'string' then
+    why = err.message
+  elseif string.sub(e.d, 1, 1) == '{' then
+    why = '(its error could not be decoded)'
+  end
   return cjson.encode({name = 'FlowChildFailedError',
     message = cutMessage("child '" .. e.c .. "' of '" .. e.q .. ':' .. e.p .. "' failed: " .. why)})
 end
