@@ -5,6 +5,7 @@ import type {
   QueueTaskState,
   TypedQueue,
 } from '../queue/interfaces/task.interface';
+import { MAX_IDLE_MS } from '../queue/queue.constants';
 import { checkQueueName, queueRedisKeys } from '../queue/queue-keys';
 import { QueueService } from '../queue/queue.service';
 import { RedisLockConnection } from '../redis/redis-connection';
@@ -20,8 +21,13 @@ export interface RunUntilIdleOptions {
   queues?: readonly QueueName[];
   /**
    * Moves the clock, for fake timers: `(ms) => jest.advanceTimersByTimeAsync(ms)` (or vitest's
-   * `vi.advanceTimersByTimeAsync`). Given, it is called with 1 (ms) while tasks are ready or leased (a worker's short waits are timers too), and with the time to the next due task while only delayed ones are left (backoffs, delays).
-   * Not given (real timers), the helper waits 5 ms between looks and delayed tasks do not count.
+   * `vi.advanceTimersByTimeAsync`). Given, it is called with 1 (ms) while tasks are leased (a
+   * handler's and a worker's short waits are timers too) or just became ready. While only delayed
+   * tasks are left, or ready ones stay unclaimed with none leased (a group parked after a retry
+   * backoff, a queue limiter's full window or `rateLimit`, a worker in its idle wait), it moves
+   * the clock to 10 s before the first of those ends, then 5 s (`MAX_IDLE_MS`, a worker's
+   * longest idle wait) at a time. Not given (real timers), the helper waits 5 ms between looks
+   * and delayed tasks do not count.
    */
   advance?: (ms: number) => Promise<unknown> | unknown;
   /**
@@ -53,8 +59,9 @@ export class RedisLockTesting {
   ) {}
 
   /**
-   * The tasks of `queue` in the given states, oldest first (by default the ones waiting to run:
-   * ready and delayed), with payload, due time, attempts, priority and group.
+   * The tasks of `queue` in the given states (by default the ones waiting to run: ready and
+   * delayed), with payload, due time, attempts, priority and group. Oldest first: by `enqueuedAt`
+   * (its due time `time` when it has none), then by id; not in the order workers claim them.
    * @example expect((await testing.enqueued('emails')).map((t) => t.payload)).toEqual([{ to: 'a@b.c' }]);
    */
   async enqueued<P = unknown>(
@@ -69,7 +76,10 @@ export class RedisLockTesting {
         if (page.length < PAGE) break;
       }
     }
-    return tasks;
+    // `list` gives each state in its own order (ready ones in claim order: priorities and groups
+    // first), so the states are merged here into one order a test can predict.
+    const at = (t: QueueTaskInfo<P>) => t.enqueuedAt ?? t.time;
+    return tasks.sort((a, b) => at(a) - at(b) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   }
 
   /**
@@ -89,14 +99,36 @@ export class RedisLockTesting {
         'RedisLockTesting.runUntilIdle: timers are fake; pass advance, e.g. { advance: (ms) => jest.advanceTimersByTimeAsync(ms) }',
       );
     }
+    let last = '';
+    let waited = false;
     for (let step = 1; step <= maxSteps; step++) {
       const stats = await Promise.all(queues.map((q) => this.queues.stats(q)));
       const busy = stats.some((s) => s.ready + s.leased + s.waitingChildren > 0);
       const waiting = delayed && stats.some((s) => s.delayed > 0);
       if (!busy && !waiting) return step;
+      // Ready tasks that no worker claimed since the last look, none leased, wait for a time (a
+      // parked group, a limiter's window) or for an idle worker's timer: 1 ms steps would reach
+      // either only after thousands of looks. The first such look still moves 1 ms (a worker woken
+      // by an enqueue claims at the current time).
+      const looked = last;
+      last = JSON.stringify(stats);
+      const stalled = last === looked && stats.every((s) => s.leased === 0);
       if (!advance) await new Promise((resolve) => setTimeout(resolve, 5));
-      else if (busy) await advance(1);
-      else await advance(Math.max(1, (await this.nextDue(queues)) - Date.now()));
+      else if (busy && !stalled) {
+        waited = false;
+        await advance(1);
+      } else {
+        // Nothing starts before `next`. Stalled, the clock first moves MAX_IDLE_MS at most, so
+        // that every idle worker looks again; still stalled after that (or only delayed tasks
+        // left), it moves to two idle waits before `next` at once, then MAX_IDLE_MS at a time: a
+        // worker whose idle wait (at most MAX_IDLE_MS) began late after the long step is back in
+        // step before `next`, and its wait ends on it.
+        const next = (await this.nextStart(queues)) - Date.now();
+        const far = Number.isFinite(next) && next > 2 * MAX_IDLE_MS && (!busy || waited);
+        const ms = Math.max(1, far ? next - 2 * MAX_IDLE_MS : Math.min(MAX_IDLE_MS, next));
+        waited = busy && ms >= MAX_IDLE_MS;
+        await advance(ms);
+      }
       if (step === maxSteps) {
         const left = queues.map(
           (q, i) => `${typeof q === 'string' ? q : q.name}: ${JSON.stringify(stats[i])}`,
@@ -115,21 +147,33 @@ export class RedisLockTesting {
   }
 
   /**
-   * The earliest due time of a delayed task of `queues`: the first of each zset that holds them
-   * (plain tasks in `due`, after now; those with a priority or a group in `pending`). `list`'s
-   * `delayed` gives the plain ones first, so its first task need not be the earliest.
+   * The earliest time (epoch ms) a waiting task of `queues` may start: the first of each zset
+   * that holds delayed tasks (plain ones in `due`, after now; those with a priority or a group in
+   * `pending`), a parked group's next start (`gpark`, after now: a retry backoff, a group
+   * limiter), and the end of the queue's rate limit (`rateLimitTtl`) or of a worker's own
+   * limiter's window (the length only the worker knows: the window is empty when its key
+   * expires). `list`'s `delayed` gives the plain ones first, so its first task need not be the
+   * earliest. Infinity when none.
    */
-  private async nextDue(queues: readonly QueueName[]): Promise<number> {
+  private async nextStart(queues: readonly QueueName[]): Promise<number> {
     const now = Date.now();
     const firsts = await Promise.all(
       queues.map(async (q) => {
         const name = checkQueueName(typeof q === 'string' ? q : (q as TypedQueue<unknown>).name);
         const k = queueRedisKeys(this.connection.options.keyPrefix, name);
-        const [plain, other] = await Promise.all([
-          this.client.zrangebyscore(k.due, `(${now}`, '+inf', 'WITHSCORES', 'LIMIT', 0, 1),
+        const after = (key: string) =>
+          this.client.zrangebyscore(key, `(${now}`, '+inf', 'WITHSCORES', 'LIMIT', 0, 1);
+        const [plain, other, parked, limited, window] = await Promise.all([
+          after(k.due),
           this.client.zrange(k.pending, 0, 0, 'WITHSCORES'),
+          after(k.gpark),
+          this.queues.rateLimitTtl(name),
+          this.client.pttl(k.limiter),
         ]);
-        return [plain[1], other[1]].filter((s) => s !== undefined).map(Number);
+        return [
+          ...[plain[1], other[1], parked[1]].filter((s) => s !== undefined).map(Number),
+          ...[limited, window].filter((ms) => ms > 0).map((ms) => now + ms),
+        ];
       }),
     );
     return Math.min(...firsts.flat());

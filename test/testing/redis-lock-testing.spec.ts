@@ -95,7 +95,7 @@ describe('RedisLockTestingModule (fake timers)', () => {
     await queues.enqueue('clock', 'plain', { delayMs: 60_000 });
     await queues.enqueue('clock', 'prio', { delayMs: 1_000, priority: 1 });
     await queues.enqueue('clock', 'group', { delayMs: 2_000, group: 'g' });
-    expect((await testing.enqueued('clock', ['delayed'])).map((t) => t.id)[0]).toBe('plain');
+    expect((await queues.list('clock', 'delayed')).map((t) => t.id)[0]).toBe('plain');
     await testing.runUntilIdle({ advance, queues: ['clock'] });
     await worker.close();
     expect(Object.keys(ranAt)).toEqual(['prio', 'group', 'plain']);
@@ -105,6 +105,25 @@ describe('RedisLockTestingModule (fake timers)', () => {
     expect(ranAt.group).toBeGreaterThanOrEqual(2_000);
     expect(ranAt.group).toBeLessThan(2_100);
     expect(ranAt.plain).toBeGreaterThanOrEqual(60_000);
+  });
+
+  it('enqueued lists the tasks oldest first, whatever their state, priority or delay, then by id', async () => {
+    const queues = app.get(QueueService);
+    // No worker runs for this queue: the tasks stay where they were enqueued.
+    await queues.enqueue('order', 'first-delayed', { delayMs: 60_000 });
+    await advance(5);
+    await queues.enqueue('order', 'second');
+    await advance(5);
+    await queues.enqueue('order', ['c-same-ms', 'b-same-ms']);
+    await advance(5);
+    await queues.enqueue('order', 'last-urgent', { priority: -1 });
+    expect((await testing.enqueued('order')).map((t) => t.id)).toEqual([
+      'first-delayed',
+      'second',
+      'b-same-ms',
+      'c-same-ms',
+      'last-urgent',
+    ]);
   });
 
   it('runUntilIdle moves the clock through every backoff until the queues are idle', async () => {
@@ -124,6 +143,48 @@ describe('RedisLockTestingModule (fake timers)', () => {
       leased: 0,
       dead: 0,
     });
+  });
+
+  it("runUntilIdle moves the clock through a grouped task's retry backoff (its group parked, the task ready)", async () => {
+    const queues = app.get(QueueService);
+    const runs: number[] = [];
+    const worker = queues.process(
+      'grouped',
+      (task) => {
+        runs.push(task.attempt);
+        if (task.attempt === 1) throw new Error('SMTP unavailable');
+      },
+      { maxAttempts: 3, backoff: { type: 'fixed', delayMs: 60_000 } },
+    );
+    await queues.enqueue('grouped', 'a', { group: 'user-1' });
+    await testing.runUntilIdle({ advance, queues: ['grouped'] });
+    await worker.close();
+    expect(runs).toEqual([1, 2]);
+    expect(await queues.get('grouped', 'a')).toMatchObject({ state: 'completed', attempts: 2 });
+  });
+
+  it("runUntilIdle moves the clock through a queue limiter's window (the next task ready, not claimed)", async () => {
+    const queues = app.get(QueueService);
+    const runs: string[] = [];
+    const worker = queues.process('limited', (task) => void runs.push(task.id), {
+      limiter: { max: 1, durationMs: 60_000 },
+    });
+    await queues.enqueue('limited', ['a', 'b']);
+    await testing.runUntilIdle({ advance, queues: ['limited'] });
+    await worker.close();
+    expect(runs).toEqual(['a', 'b']);
+    expect(await queues.stats('limited')).toMatchObject({ ready: 0, leased: 0, completed: 2 });
+  });
+
+  it('runUntilIdle moves the clock through a rateLimit pause', async () => {
+    const queues = app.get(QueueService);
+    const runs: string[] = [];
+    const worker = queues.process('paused-for', (task) => void runs.push(task.id));
+    await queues.rateLimit('paused-for', 30_000);
+    await queues.enqueue('paused-for', 'a');
+    await testing.runUntilIdle({ advance, queues: ['paused-for'] });
+    await worker.close();
+    expect(runs).toEqual(['a']);
   });
 
   it('@WithLock: a second caller waits for the holder and times out after waitMs', async () => {
