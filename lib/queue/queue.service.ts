@@ -1,5 +1,6 @@
 import { BeforeApplicationShutdown, Injectable } from '@nestjs/common';
 import { RedactingLogger } from '../redaction/redacting-logger';
+import { wellFormed } from '../errors/error-text';
 import { QueueError } from '../errors/queue.error';
 import { MAX_QUEUE_RATE_LIMIT_MS } from '../errors/queue-rate-limit.error';
 import { RedisLockEvents } from '../events/redis-lock-events';
@@ -694,7 +695,8 @@ export class QueueService implements BeforeApplicationShutdown {
     if (o.reason !== undefined && typeof o.reason !== 'string') {
       throw QueueError.invalid('reason', o.reason, 'a string');
     }
-    const given = o.reason ? o.reason.slice(0, MAX_ERROR_CHARS) : undefined;
+    // Well-formed: half an emoji would make JSON that Redis's cjson cannot decode (a flow parent).
+    const given = o.reason ? wellFormed(o.reason.slice(0, MAX_ERROR_CHARS)) : undefined;
     const message = `cancelled${given ? `: ${given}` : ''}`;
     // `reason`: what the running handler's TaskCancelledError and task.cancelled event carry.
     const reason = JSON.stringify({ name: 'TaskCancelledError', message, reason: given });
