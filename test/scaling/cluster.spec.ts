@@ -559,6 +559,44 @@ describe('Redis Cluster: 3 masters + 3 replicas, real redis-server processes', (
     }, 180_000);
   });
 
+  describe('resharding', () => {
+    it('while the slot of a held lock is MIGRATING, lock calls answer or fail with RedisUnavailableError, never RedisCommandError', async () => {
+      const name = 'migrating';
+      const { value } = lockRedisKeys(prefix, name, 'slot');
+      // Taken once first, so that the slot's fence counter is on the source with the lock's
+      // value: the keys the scripts are given are there; the line they name after it is not.
+      await (await locks.acquire(name)).release();
+      // Held by another instance (this one's own callers would wait in its local cohort).
+      await direct.set(value, 'another-owner', 'PX', 10_000);
+      const slot = clusterKeySlot(value);
+      const masters = (await cluster.view()).filter((n) => n.role === 'master' && !n.failing);
+      const source = masters.find((n) => n.slots.some(([a, b]) => slot >= a && slot <= b))!;
+      const target = masters.find((n) => n !== source && n.slots.length > 0)!;
+      // What `redis-cli --cluster reshard` does first for every slot it moves.
+      await askNode(target.port, 'CLUSTER', 'SETSLOT', slot, 'IMPORTING', source.id);
+      await askNode(source.port, 'CLUSTER', 'SETSLOT', slot, 'MIGRATING', target.id);
+      const outcome = (call: Promise<unknown>) =>
+        call.then(
+          (v) => (v === null ? 'null' : typeof v),
+          (err: unknown) => (err as Error).name,
+        );
+      try {
+        const outcomes = [
+          await outcome(locks.tryAcquire(name, { ttlMs: 1_000 })),
+          await outcome(locks.acquire(name, { ttlMs: 1_000, waitMs: 200 })),
+          await outcome(locks.isLocked(name)),
+        ];
+        for (const o of outcomes) {
+          expect(['null', 'boolean', 'LockTimeoutError', 'RedisUnavailableError']).toContain(o);
+        }
+      } finally {
+        await askNode(source.port, 'CLUSTER', 'SETSLOT', slot, 'STABLE');
+        await askNode(target.port, 'CLUSTER', 'SETSLOT', slot, 'STABLE');
+        await direct.del(value);
+      }
+    });
+  });
+
   describe('failover', () => {
     interface Op {
       key: string;
@@ -585,6 +623,8 @@ describe('Redis Cluster: 3 masters + 3 replicas, real redis-server processes', (
         'Too many Cluster redirections. Last error: ReplyError: MOVED 6977 127.0.0.1:33113',
         'CLUSTERDOWN The cluster is down',
         'TRYAGAIN Multiple keys request during rehashing of slot',
+        // Resharding: a script touched its lock's line while the slot was MIGRATING.
+        'ERR Script attempted to access a non local key in a cluster node script: 2b7fedd8',
       ]) {
         expect(toRedisError('lock acquire', new Error(message))).toBeInstanceOf(
           RedisUnavailableError,
