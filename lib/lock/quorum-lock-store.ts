@@ -1,5 +1,6 @@
 import { clockDriftMs } from '../waiting/grant-deadline';
 import { performance } from 'node:perf_hooks';
+import type { Redis } from 'ioredis';
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
 import type { ResolvedLockOptions } from '../options/resolve-options';
 import type { RedisLockConnection } from '../redis/redis-connection';
@@ -378,4 +379,42 @@ function releaseOn(
   token: string,
 ): Promise<unknown> {
   return node.run(LOCK_SCRIPTS.release, lockScriptKeys(keys), [token, node.isCluster ? 1 : 0]);
+}
+
+/**
+ * Boot check of quorum mode: rejects with `RedisLockOptionsError` (option `nodes`) when two nodes
+ * are one Redis server (one `run_id` in `INFO server`: `localhost` and `127.0.0.1`, a DNS alias,
+ * a proxy), which the options alone do not show (`checkDistinctNodes` in resolve-options.ts). One
+ * server takes several votes with it when it fails, and with one database its nodes share each
+ * lock's fence counter: every fence write-back after the first is refused, and each acquisition
+ * would retry until its TTL ran out. A node that does not answer within `ms`, or refuses `INFO`
+ * (an ACL user without it), is not compared.
+ * @param ms bound of each `INFO` call
+ */
+export async function checkDistinctServers(
+  nodes: readonly RedisLockConnection[],
+  ms: number,
+): Promise<void> {
+  const runIds = await Promise.all(
+    nodes.map(async (node) => {
+      // A Cluster's INFO answers for whichever node ioredis picks.
+      if (node.isCluster || !(await node.reached(ms))) return undefined;
+      return node
+        .call('INFO server (boot check)', (c) => (c as Redis).info('server'), ms)
+        .then(
+          (info) => /^run_id:(\w+)/m.exec(info)?.[1],
+          () => undefined,
+        );
+    }),
+  );
+  runIds.forEach((id, i) => {
+    if (id === undefined) return;
+    const first = runIds.indexOf(id);
+    if (first === i) return;
+    throw new RedisLockOptionsError(
+      'nodes',
+      `nodes[${first}] and nodes[${i}], one server (run_id ${id.slice(0, 12)}…)`,
+      'independent Redis masters (quorum mode), each a server of its own',
+    );
+  });
 }

@@ -290,6 +290,55 @@ function checkClusterNodes(option: string, value: object | string): void {
   });
 }
 
+/**
+ * Where a quorum node connects, as `host:port/db` (a Unix socket as `path/db`), read as ioredis
+ * reads it (its defaults `localhost`, 6379, database 0); undefined for Sentinel and Cluster,
+ * whose options do not name the master.
+ */
+function nodeAddress(node: RedisConnectionOption): string | undefined {
+  let o: { host?: unknown; port?: unknown; path?: unknown; db?: unknown };
+  if (typeof node === 'string') {
+    const url = new URL(node);
+    const db =
+      url.pathname.length > 1 ? url.pathname.slice(1) : (url.searchParams.get('db') ?? undefined);
+    o = { host: url.hostname, port: url.port, db };
+  } else {
+    const v = node as { evalsha?: unknown; options?: unknown; isCluster?: unknown };
+    // A client passed in: what it was created with.
+    o = (typeof v.evalsha === 'function' ? v.options : node) as typeof o;
+    if (typeof o !== 'object' || o === null || v.isCluster || 'cluster' in o) return undefined;
+    if ('sentinels' in o && o.sentinels) return undefined;
+  }
+  const db = Number(o.db ?? 0);
+  if (typeof o.path === 'string' && o.path !== '') return `${o.path}/${db}`;
+  const host = typeof o.host === 'string' && o.host !== '' ? o.host.toLowerCase() : 'localhost';
+  return `${host}:${Number(o.port || 6379)}/${db}`;
+}
+
+/**
+ * Throws when two quorum nodes are given the same address (`nodeAddress`): they are one server,
+ * so one failure takes two votes, and they share each lock's fence counter, so every fence
+ * write-back after the first is refused and each acquisition retried until its TTL ran out.
+ * Other names of one server (`localhost` and `127.0.0.1`) are found at boot by `run_id`
+ * (`checkDistinctServers`).
+ */
+function checkDistinctNodes(nodes: readonly RedisConnectionOption[]): void {
+  const seen = new Map<string, number>();
+  nodes.forEach((node, i) => {
+    const address = nodeAddress(node);
+    if (address === undefined) return;
+    const first = seen.get(address);
+    if (first !== undefined) {
+      throw new RedisLockOptionsError(
+        'nodes',
+        `nodes[${first}] and nodes[${i}] both ${address}`,
+        `${MIN_QUORUM_NODES} or more independent Redis masters (quorum mode), each a server of its own`,
+      );
+    }
+    seen.set(address, i);
+  });
+}
+
 const NO_CLIENT_KEY_PREFIX =
   "no ioredis keyPrefix: use the module's own 'keyPrefix' option instead (ioredis prefixes the " +
   'keys of the scripts but not the pub/sub channels they publish on, so no release would wake ' +
@@ -400,6 +449,7 @@ export function resolveModuleOptions(
     );
   }
   nodes.forEach((node, i) => checkRedisOption(`nodes[${i}]`, node));
+  checkDistinctNodes(nodes);
   const clockDriftFactor = options.clockDriftFactor ?? 0.01;
   if (typeof clockDriftFactor !== 'number' || !(clockDriftFactor >= 0 && clockDriftFactor < 0.5)) {
     throw new RedisLockOptionsError(

@@ -91,9 +91,22 @@ export function checkBoolean(option: string, value: unknown): boolean {
   return value;
 }
 
+/**
+ * Throws unless `value` is a string of at most 256 bytes whose braces, if any, are one complete
+ * hash tag (`'{app}:'`). Redis Cluster hashes a key by its first `{` and the next `}`: a prefix
+ * with a lone or extra brace (`'app{'`, `'a}b{'`) or an empty tag (`'app{}:'`) would hash each of a
+ * lock's keys by another part of it, or whole, and its scripts would fail with CROSSSLOT.
+ */
 export function checkPrefix(option: string, value: unknown): string {
   if (typeof value !== 'string' || Buffer.byteLength(value) > 256) {
     throw new RedisLockOptionsError(option, value, 'a string of at most 256 bytes');
+  }
+  if (!/^[^{}]*(\{[^{}]+\}[^{}]*)?$/.test(value)) {
+    throw new RedisLockOptionsError(
+      option,
+      value,
+      "no '{' or '}' but one complete, non-empty hash tag (e.g. '{app}:')",
+    );
   }
   return value;
 }

@@ -1,3 +1,4 @@
+import { checkDistinctServers } from '../lock/quorum-lock-store';
 import type { RedisLockConnection } from './redis-connection';
 
 /** Bound of the boot checks (Cluster node, eviction policy) without `connectTimeoutMs`, in ms. */
@@ -9,8 +10,9 @@ const BOOT_CHECK_MS = 1_000;
  * start with `RedisLockOptionsError` when a single-node connection reaches a Redis Cluster node,
  * and checks every master's `maxmemory-policy` (`evictionPolicy`: a warning per master, or with
  * `'fail'` `RedisLockOptionsError`), and fails it with `RedisLockOptionsError` for a database index
- * Redis refuses (`checkDatabase`). The checks run side by side, each call bounded by
- * `connectTimeoutMs` (else 1 s) and `commandTimeoutMs`; no answer is no verdict.
+ * Redis refuses (`checkDatabase`) and for quorum nodes that are one server (`checkDistinctServers`).
+ * The checks run side by side, each call bounded by `connectTimeoutMs` (else 1 s) and
+ * `commandTimeoutMs`; no answer is no verdict.
  */
 export async function connectOrFail(connection: RedisLockConnection): Promise<RedisLockConnection> {
   const { connectTimeoutMs: ms, commandTimeoutMs, evictionPolicy } = connection.options;
@@ -21,6 +23,7 @@ export async function connectOrFail(connection: RedisLockConnection): Promise<Re
       connection.checkNotClusterNode(bound),
       connection.checkEvictionPolicy(bound, evictionPolicy),
       connection.checkDatabase(bound),
+      checkDistinctServers(connection.nodes, bound),
     ]);
     for (const check of checks) if (check.status === 'rejected') throw check.reason;
   } catch (err) {

@@ -350,7 +350,7 @@ export class RedisLockConnection {
    * or failed to (refused, unreachable: settled at the first error, without waiting out `ms`,
    * unless `settleOnError` is false).
    */
-  private async reached(ms: number, settleOnError = true): Promise<boolean> {
+  async reached(ms: number, settleOnError = true): Promise<boolean> {
     const client = this.client;
     if (client.status === 'ready' || client.status === 'wait') return true;
     let settle!: (reached: boolean) => void;

@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { BeforeApplicationShutdown, Injectable } from '@nestjs/common';
 import { RedactingLogger } from '../redaction/redacting-logger';
-import { RedisLockError } from '../errors/redis-lock.error';
 import { RedisUnavailableError } from '../errors/redis-unavailable.error';
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
 import { SemaphoreLimitError } from '../errors/semaphore-limit.error';
@@ -30,8 +29,8 @@ const shuttingDown = () =>
  * across all instances"): each grant is token-owned and expires by its own TTL (a crashed
  * holder's permits come back), waiters are served first come, first served with direct handoff
  * on release (as many as fit) and woken by pub/sub, and `withPermit` extends the permits while
- * its callback runs. The limit is stored with the semaphore while it is in use. Quorum mode
- * (`nodes`) is not supported: semaphores use the module's `redis`.
+ * its callback runs. The limit is stored with the semaphore while it is in use. Not available in
+ * quorum mode (`nodes`): every call then fails with `RedisLockOptionsError` (option `nodes`).
  * @example
  * await semaphores.withPermit('payment-provider', () => charge(order), { limit: 5, waitMs: 2000 });
  */
@@ -70,7 +69,8 @@ export class SemaphoreService implements PermitOwner, BeforeApplicationShutdown 
    * `waitMs` (default: the module's, `0` = try once) in a FIFO line.
    * @throws SemaphoreTimeoutError (a `LockTimeoutError`) when they could not be had in time
    * @throws SemaphoreLimitError when the semaphore is in use with another limit
-   * @throws RedisLockOptionsError for a bad option (e.g. `limit: 0`, `permits` above `limit`)
+   * @throws RedisLockOptionsError for a bad option (e.g. `limit: 0`, `permits` above `limit`),
+   *   and with option `nodes` in quorum mode, which has no semaphores
    * @example
    * const permit = await semaphores.acquire('provider:acme', { limit: 5, waitMs: 1000 });
    * try { ... } finally { await permit.release(); }
@@ -192,8 +192,11 @@ export class SemaphoreService implements PermitOwner, BeforeApplicationShutdown 
 
   private async obtain(key: string, options: SemaphoreOptions): Promise<PermitOutcome> {
     if (this.connection.nodes.length > 0) {
-      throw new RedisLockError(
-        'semaphores need the module option `redis` (one Redis, Sentinel or Cluster); quorum mode (`nodes`) has none',
+      // A Redlock semaphore would need a quorum of every grant and of the line: not implemented.
+      throw new RedisLockOptionsError(
+        'nodes',
+        '(quorum mode)',
+        'no nodes for semaphores (they run on one Redis, Sentinel or Cluster)',
       );
     }
     const o = resolveSemaphoreOptions(this.connection.options.lock, options);

@@ -168,7 +168,8 @@ describe('credentials in errors and logs', () => {
     ],
     [
       "quorum nodes' passwords quoted by Redis",
-      () => ({ redis: quoting.url, nodes: [1, 2, 3].map(() => quotedUrl()) }),
+      // Three databases: one address given three times is refused before connecting.
+      () => ({ redis: quoting.url, nodes: [1, 2, 3].map((db) => `${quotedUrl()}/${db}`) }),
       undefined,
     ],
   ])('%s: in neither the acquire error nor the logs', async (_, options, message) => {

@@ -8,6 +8,7 @@ import {
   LockTimeoutError,
   QueueService,
   RedisLockOptionsError,
+  SemaphoreService,
   type Lock,
 } from '../../lib';
 import { RedisLockConnection } from '../../lib/redis/redis-connection';
@@ -556,10 +557,53 @@ describe('Redlock quorum mode (nodes): 3 independent redis-server masters', () =
         },
         'waitForReplicas',
       ],
+      // One server given twice: a URL and an options object, ioredis' defaults filled in.
+      [{ nodes: ['redis://a:6379', 'redis://b:1', { host: 'A' }] }, 'nodes'],
+      [{ nodes: ['redis://a:1/2', 'redis://b:1', 'redis://a:1?db=2'] }, 'nodes'],
     ])('rejects module options %j naming %s', async (options, option) => {
       const err = await createLockApp(options as never).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(RedisLockOptionsError);
       expect((err as RedisLockOptionsError).option).toBe(option);
+    });
+
+    it('names the two nodes given one address', async () => {
+      const url = servers[0].url;
+      const err = await createLockApp({ nodes: [url, servers[1].url, url] }).catch((e) => e);
+      expect(err).toBeInstanceOf(RedisLockOptionsError);
+      expect((err as Error).message).toContain(`'nodes[0] and nodes[2] both 127.0.0.1:`);
+    });
+
+    it('fails the start when two nodes are one server under two addresses (one run_id), and does not check where INFO is refused', async () => {
+      // nodes[1] reaches servers[0] through a proxy.
+      const err = await createLockApp({
+        nodes: [servers[0].url, proxies[0].url, servers[1].url],
+      }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(RedisLockOptionsError);
+      expect((err as RedisLockOptionsError).option).toBe('nodes');
+      expect((err as Error).message).toContain('nodes[0] and nodes[1], one server (run_id ');
+      // An ACL user without INFO (as on some managed services): no verdict, the start goes on.
+      await clients[0].call('ACL', 'SETUSER', 'no-info', 'on', '>pw', '~*', '&*', '+@all', '-info');
+      const noInfo = (url: string) => ({
+        host: '127.0.0.1',
+        port: Number(new URL(url).port),
+        username: 'no-info',
+        password: 'pw',
+        // ioredis' own ready check would use INFO too (and warn when it is refused).
+        enableReadyCheck: false,
+      });
+      const started = await createLockApp({
+        keyPrefix: prefix,
+        nodes: [noInfo(servers[0].url), noInfo(proxies[0].url), servers[1].url],
+      });
+      await started.close();
+    });
+
+    it('refuses semaphores with RedisLockOptionsError naming nodes', async () => {
+      const semaphores = app.get(SemaphoreService);
+      const err = await semaphores.tryAcquire('s', { limit: 1 }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(RedisLockOptionsError);
+      expect((err as RedisLockOptionsError).option).toBe('nodes');
+      expect((err as Error).message).toContain('no nodes for semaphores');
     });
 
     it('rejects waitForReplicas per call in quorum mode', async () => {
