@@ -58,7 +58,8 @@ export interface LockOptions {
    */
   fencing?: boolean;
   /**
-   * Prefix for the Redis keys of this lock (overrides the module's `keyPrefix`).
+   * Prefix for the Redis keys of this lock (overrides the module's `keyPrefix`). At most 256
+   * bytes; braces only as one complete, non-empty hash tag (`'{app}:'`).
    */
   keyPrefix?: string;
   /**

@@ -54,7 +54,8 @@ export interface RedisLockModuleOptions {
    * fenced when `fencing` is on: a grant's fence is one above the highest of the next fences the
    * granting nodes handed out, written back to a majority before the grant is reported, so it
    * rises strictly per lock (docs/scaling.md: under quorum mode's clock assumptions). The queue keeps
-   * using `redis`.
+   * using `redis`; semaphores are not available. Nodes that are one server (one address, or one
+   * `run_id` at boot) are refused.
    * @default undefined (locks use `redis`)
    * @example
    * nodes: ['redis://10.0.0.1:6379', 'redis://10.0.0.2:6379', 'redis://10.0.0.3:6379']
@@ -71,7 +72,8 @@ export interface RedisLockModuleOptions {
    */
   clockDriftFactor?: number;
   /**
-   * Prefix of every Redis key and channel the module uses.
+   * Prefix of every Redis key and channel the module uses. At most 256 bytes; braces only as one
+   * complete, non-empty hash tag (`'{app}:'`, which puts every key into one Cluster slot).
    * @default ''
    */
   keyPrefix?: string;
