@@ -7,10 +7,11 @@ import { RedisUnavailableError } from '../errors/redis-unavailable.error';
  * may or may not have had its effect). Among them "Script attempted to access a non local key":
  * while resharding moves a slot (`MIGRATING`), a script touched a key it names after a given one
  * (a lock's line) that is not on the node; Redis ends the script at that command. Once the slot
- * has moved, the same call works.
+ * has moved, the same call works. And "Command timed out": ioredis's own `commandTimeout`, set on
+ * a user's client, is no answer in time as the module's `commandTimeoutMs` is.
  */
 const CONNECTION_FAILURE =
-  /Connection is closed|ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|EHOSTUNREACH|Stream isn't writeable|enableOfflineQueue|max retries per request|MaxRetriesPerRequest|CLUSTERDOWN|TRYAGAIN|LOADING|READONLY|MASTERDOWN|Failed to refresh slots cache|None of startup nodes|Too many Cluster redirections|attempted to access a non local key/i;
+  /Connection is closed|ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|EHOSTUNREACH|Stream isn't writeable|enableOfflineQueue|max retries per request|MaxRetriesPerRequest|CLUSTERDOWN|TRYAGAIN|LOADING|READONLY|MASTERDOWN|Failed to refresh slots cache|None of startup nodes|Too many Cluster redirections|attempted to access a non local key|Command timed out/i;
 
 /**
  * Turns whatever a Redis call rejected with into a typed error of this library (whose message and

@@ -17,7 +17,15 @@ const BOOT_CHECK_MS = 1_000;
 export async function connectOrFail(connection: RedisLockConnection): Promise<RedisLockConnection> {
   const { connectTimeoutMs: ms, commandTimeoutMs, evictionPolicy } = connection.options;
   try {
-    if (ms !== undefined) await connection.call('PING (connectTimeoutMs)', (c) => c.ping(), ms);
+    if (ms !== undefined) {
+      // Connected first: with `enableOfflineQueue: false` a PING sent while the client connects
+      // is refused at once, although Redis is up. (A refusal, such as a wrong password, ends the
+      // wait at once: the PING then reports it.)
+      const started = Date.now();
+      await connection.reached(ms);
+      const left = Math.max(1, ms - (Date.now() - started));
+      await connection.call('PING (connectTimeoutMs)', (c) => c.ping(), left);
+    }
     const bound = Math.min(ms ?? BOOT_CHECK_MS, commandTimeoutMs);
     const checks = await Promise.allSettled([
       connection.checkNotClusterNode(bound),

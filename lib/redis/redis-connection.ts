@@ -36,6 +36,13 @@ type Client = Redis | Cluster;
  */
 const CLUSTER_SUBSCRIBER_OPTIONS = { shardedSubscribers: true, slotsRefreshInterval: 0 };
 
+/** The database `client` is in: the one it was last switched to with `SELECT`, else its option. */
+function selectedDb(client: Redis): number | undefined {
+  // ioredis keeps the database it selects (and selects again after a reconnect) here.
+  const selected = (client as unknown as { condition?: { select?: unknown } }).condition?.select;
+  return typeof selected === 'number' ? selected : client.options.db;
+}
+
 function isClient(value: unknown): value is Client {
   // Duck-typed so that an instance from another copy of ioredis is still recognised.
   const v = value as Partial<Redis> | null;
@@ -211,13 +218,22 @@ export class RedisLockConnection {
 
   /**
    * A new connection to the same Redis, for subscriptions and blocking commands; closed with the
-   * module (it is ours even when the main client is the user's).
+   * module (it is ours even when the main client is the user's). It copies the client's options
+   * but three: commands wait in its offline queue until it connected (it is used at once, and
+   * with `enableOfflineQueue: false` each first call failed, so a worker's BLPOP or `waitFor`'s
+   * XREAD never ran), no ioredis `commandTimeout` (the module bounds each call itself, blocking
+   * ones by their block time; that timeout cut them short), and the database the client is in
+   * now (a user's client switched with `SELECT` still says its first one in its options).
    * @param clusterOptions on Cluster, options that override the client's for the copy
    */
   duplicate(clusterOptions?: ClusterOptions): Client {
     const copy = this.isCluster
-      ? (this.client as Cluster).duplicate([], clusterOptions)
-      : this.client.duplicate();
+      ? (this.client as Cluster).duplicate([], { enableOfflineQueue: true, ...clusterOptions })
+      : (this.client as Redis).duplicate({
+          enableOfflineQueue: true,
+          commandTimeout: undefined,
+          db: selectedDb(this.client as Redis),
+        });
     copy.on('error', (err: Error) => this.logError('extra connection', err));
     this.extra.add(copy);
     const forget = () => this.extra.delete(copy);
