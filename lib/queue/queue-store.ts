@@ -157,6 +157,8 @@ export class QueueStore {
     this.unsent.set(queue, mine);
     let pending: Promise<unknown>;
     let ranElsewhere = false;
+    /** Replicas counted, too few, for an ack sent without WAIT. */
+    let tooFew: number | undefined;
     try {
       if (before) await before;
       if (!w) {
@@ -165,18 +167,33 @@ export class QueueStore {
         const have = await this.connectedReplicas();
         // Unknown (INFO refused): sent, and WAIT alone tells whether enough replicas acknowledged.
         if (have !== undefined && have < w.replicas) {
-          throw new QueueReplicationError(queue, operation, have, w.replicas, w.timeoutMs, false);
+          // An ack is sent all the same (without a WAIT that could only time out): unsent, its
+          // task would run again each lease and die "lease expired" after a promotion to a
+          // master without replicas. The result is kept on the master; the shortfall is told.
+          if (operation !== 'ack') {
+            throw new QueueReplicationError(queue, operation, have, w.replicas, w.timeoutMs, false);
+          }
+          tooFew = have;
+          pending = this.connection.run(script, keys, args);
+        } else {
+          // On the connection of replica-confirmed writes, not the shared one: the writes after
+          // it go out once Redis ran it (or the call failed), not merely sent it.
+          pending = this.connection.runThenWait(script, keys, args, w.replicas, w.timeoutMs, sent);
+          pending.catch(() => undefined).finally(sent);
+          ranElsewhere = true;
         }
-        // On the connection of replica-confirmed writes, not the shared one: the writes after it
-        // go out once Redis ran it (or the call failed), not merely sent it.
-        pending = this.connection.runThenWait(script, keys, args, w.replicas, w.timeoutMs, sent);
-        pending.catch(() => undefined).finally(sent);
-        ranElsewhere = true;
       }
     } finally {
       if (!ranElsewhere) sent();
     }
     if (!w) return { reply: await pending };
+    if (tooFew !== undefined) {
+      const reply = await pending;
+      return {
+        reply,
+        shortfall: new QueueReplicationError(queue, operation, tooFew, w.replicas, 0, true),
+      };
+    }
     const [reply, acknowledged] = (await pending) as [unknown, number];
     if (acknowledged >= w.replicas) return { reply };
     this.replicaCount = undefined;

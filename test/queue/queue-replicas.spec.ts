@@ -1,7 +1,12 @@
 import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
 import type { Redis } from 'ioredis';
-import { QueueReplicationError, QueueService, RedisLockOptionsError } from '../../lib';
+import {
+  QueueReplicationError,
+  QueueService,
+  RedisLockEvents,
+  RedisLockOptionsError,
+} from '../../lib';
 import { queueRedisKeys } from '../../lib/queue/queue-keys';
 import { createLockApp, redisClient, uniquePrefix, waitFor } from '../support/helpers';
 import { NODE_HOST } from '../support/redis-node';
@@ -142,6 +147,44 @@ describe('QueueService replicated writes (waitForReplicas) on a real master and 
     expect(err).toMatchObject({ acknowledged: 0, required: 1, sent: false });
     expect((err as Error).message).toContain('has 0 connected replica(s)');
     expect(await lonely.get('r', 'x')).toBeUndefined();
+  });
+
+  it("on a master without replicas, a worker's ack is sent all the same: the task completes once, with its result", async () => {
+    const lonely = loneApp.get(QueueService);
+    const errors: unknown[] = [];
+    const off = loneApp
+      .get(RedisLockEvents)
+      .on('worker.error', ({ operation, error }) => errors.push([operation, error]));
+    await lonely.enqueue('acked', 'a1', { waitForReplicas: false });
+    let runs = 0;
+    const worker = lonely.process(
+      'acked',
+      async () => {
+        runs++;
+        return 'done';
+      },
+      { maxAttempts: 1, leaseMs: 1_000 },
+    );
+    try {
+      await waitFor(
+        'a1 finished',
+        async () => (await lonely.get('acked', 'a1'))?.state !== 'leased',
+      );
+    } finally {
+      await worker.close();
+      off();
+    }
+    expect(await lonely.get('acked', 'a1')).toMatchObject({ state: 'completed', result: 'done' });
+    expect(runs).toBe(1);
+    // The shortfall is told: sent, without a WAIT that could only time out.
+    expect(errors).toHaveLength(1);
+    expect((errors[0] as [string, unknown])[0]).toBe('ack');
+    expect((errors[0] as [string, unknown])[1]).toMatchObject({
+      acknowledged: 0,
+      required: 1,
+      sent: true,
+      timeoutMs: 0,
+    });
   });
 
   it('rejects a bad waitForReplicas naming the option', async () => {
