@@ -133,6 +133,7 @@ export class QueueStore {
    * `write`, except that a write the master ran but too few replicas acknowledged answers its
    * reply with the `QueueReplicationError` beside it (`shortfall`), for a caller whose reply
    * carries more than the write (an ack's claim: the tasks it leased are this process's to run).
+   * @param onLate called with the script's reply when it comes after its bound (`bounded`)
    */
   private async writeWaited(
     script: LuaScript,
@@ -141,10 +142,11 @@ export class QueueStore {
     queue: string,
     operation: string,
     wait: ReplicaWait | false | undefined,
+    onLate?: (reply: unknown) => void,
   ): Promise<{ reply: unknown; shortfall?: QueueReplicationError }> {
     const w = wait === undefined ? this.defaults.waitForReplicas : wait;
     const before = this.unsent.get(queue);
-    if (!w && !before) return { reply: await this.connection.run(script, keys, args) };
+    if (!w && !before) return { reply: await this.connection.run(script, keys, args, onLate) };
     // This write may wait before it is sent (for the one before it, for the replica count): the
     // writes of the queue made after it wait for it to be sent, so that calls reach Redis in the
     // order they were made (a plain enqueue made after one that counted replicas overtook it).
@@ -162,7 +164,7 @@ export class QueueStore {
     try {
       if (before) await before;
       if (!w) {
-        pending = this.connection.run(script, keys, args);
+        pending = this.connection.run(script, keys, args, onLate);
       } else {
         const have = await this.connectedReplicas();
         // Unknown (INFO refused): sent, and WAIT alone tells whether enough replicas acknowledged.
@@ -174,11 +176,19 @@ export class QueueStore {
             throw new QueueReplicationError(queue, operation, have, w.replicas, w.timeoutMs, false);
           }
           tooFew = have;
-          pending = this.connection.run(script, keys, args);
+          pending = this.connection.run(script, keys, args, onLate);
         } else {
           // On the connection of replica-confirmed writes, not the shared one: the writes after
           // it go out once Redis ran it (or the call failed), not merely sent it.
-          pending = this.connection.runThenWait(script, keys, args, w.replicas, w.timeoutMs, sent);
+          pending = this.connection.runThenWait(
+            script,
+            keys,
+            args,
+            w.replicas,
+            w.timeoutMs,
+            sent,
+            onLate,
+          );
           pending.catch(() => undefined).finally(sent);
           ranElsewhere = true;
         }
@@ -354,6 +364,8 @@ export class QueueStore {
   /**
    * One consumer step (claim.lua): settles `settles` (all of `queue`), then leases up to `count`
    * tasks with validated options.
+   * @param onLate called with the raw reply when it comes after its bound (the call rejected
+   *   already): the tasks it leased (`leasedBy`) run nowhere unless given back
    */
   async claim<P = unknown>(
     queue: string,
@@ -361,6 +373,7 @@ export class QueueStore {
     options: ResolvedWorkerOptions,
     settles: readonly SettleStep[] = [],
     waitForReplicas?: ReplicaWait | false,
+    onLate?: (reply: unknown) => void,
   ): Promise<ClaimStepResult<P>> {
     const k = this.keys(queue);
     const args: (string | number)[] = [
@@ -391,10 +404,11 @@ export class QueueStore {
         : [...claimKeys(k), ...parents.flatMap((q) => flowGroupKeys(this.keys(q)))];
     // Only acks are waited for (waitForReplicas): a lost claim or nack just runs a task again.
     const acks = settles.some((s) => s.kind === 'ack');
+    const script = claimScript(settles);
     const { reply, shortfall } = (
       acks
-        ? await this.writeWaited(claimScript(settles), keys, args, k.name, 'ack', waitForReplicas)
-        : { reply: await this.connection.run(claimScript(settles), keys, args) }
+        ? await this.writeWaited(script, keys, args, k.name, 'ack', waitForReplicas, onLate)
+        : { reply: await this.connection.run(script, keys, args, onLate) }
     ) as { reply: (string | number | null)[]; shortfall?: QueueReplicationError };
     // Nothing leased: the caller learns that its acks may not survive a failover, as `write`'s.
     if (shortfall && count === 0) throw shortfall;
@@ -409,6 +423,14 @@ export class QueueStore {
       settled,
       ...(shortfall ? { shortfall } : {}),
     };
+  }
+
+  /**
+   * The tasks a claim's raw reply leased (`claim`'s `onLate`: a reply that came too late).
+   */
+  leasedBy<P = unknown>(queue: string, reply: unknown, leaseMs: number): LeasedTask<P>[] {
+    const r = reply as (string | number | null)[];
+    return toLeasedTasks<P>(this.keys(queue).name, r, 6 + Number(r[2]), leaseMs);
   }
 
   /**

@@ -116,9 +116,18 @@ export function deadlineQueueCount(): number {
 /**
  * Awaits a Redis call for at most `ms`: rejects with `RedisUnavailableError` when it takes longer
  * and maps Redis errors to typed errors. The command itself is not cancelled (Redis has no way to),
- * so anything it may still do must be safe by TTL.
+ * so anything it may still do must be safe by TTL, or be undone by `onLate`.
+ * @param onLate called with the reply when it comes after the bound (the caller was told
+ *   `RedisUnavailableError`): Redis ran the call after all, e.g. once a stall ended or from
+ *   ioredis's offline queue after a reconnect. For a call whose effect nobody else would undo (a
+ *   claim's leases). Must not throw. Never called for a call answered in time.
  */
-export function bounded<T>(operation: string, call: Promise<T>, ms: number): Promise<T> {
+export function bounded<T>(
+  operation: string,
+  call: Promise<T>,
+  ms: number,
+  onLate?: (value: T) => void,
+): Promise<T> {
   // Whole ms (rounded up: never a shorter bound than asked): a computed bound such as the time
   // left until a deadline is a fraction, and every distinct bound has a queue of its own.
   ms = Math.ceil(ms);
@@ -133,7 +142,11 @@ export function bounded<T>(operation: string, call: Promise<T>, ms: number): Pro
     calls.add(p);
     call.then(
       (value) => {
-        if (p.settled) return;
+        if (p.settled) {
+          // Only the bound settles it before its answer: this reply came too late.
+          if (onLate) onLate(value);
+          return;
+        }
         p.settled = true;
         calls.trim();
         resolve(value);

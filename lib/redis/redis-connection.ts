@@ -163,15 +163,21 @@ export class RedisLockConnection {
   /**
    * Runs a Lua script, bounded by `commandTimeoutMs`. Scripts sent in one burst (concurrent
    * callers, one tick) share socket writes (`coalesceWrites`).
+   * @param onLate called with the reply when it comes after `commandTimeoutMs` (see `bounded`)
    */
-  run(script: LuaScript, keys: readonly string[], args: readonly (string | number)[]) {
+  run(
+    script: LuaScript,
+    keys: readonly string[],
+    args: readonly (string | number)[],
+    onLate?: (reply: unknown) => void,
+  ) {
     // Cluster: straight to the master of the keys' slot, whose writes are then coalesced too.
     const node = this.isCluster ? clusterMasterOf(this.client as Cluster, keys[0]) : undefined;
     coalesceWrites(node ?? this.client);
     const reply = node
       ? script.runOn(node, this.client as Cluster, keys, args)
       : script.run(this.client, keys, args);
-    return bounded(script.name, reply, this.options.commandTimeoutMs);
+    return bounded(script.name, reply, this.options.commandTimeoutMs, onLate);
   }
 
   /**
@@ -179,6 +185,7 @@ export class RedisLockConnection {
    * connection for replica-confirmed writes (`replicaWaitClient`); resolves with the script's
    * reply and how many replicas acknowledged. Bounded by `timeoutMs` plus `commandTimeoutMs`.
    * @param onRan called once the script's reply is in (see `LuaScript.runThenWait`)
+   * @param onLate called with the script's reply when both come after the bound (see `bounded`)
    */
   runThenWait(
     script: LuaScript,
@@ -187,11 +194,13 @@ export class RedisLockConnection {
     replicas: number,
     timeoutMs: number,
     onRan?: () => void,
+    onLate?: (reply: unknown) => void,
   ): Promise<[reply: unknown, acknowledged: number]> {
     return bounded(
       `${script.name} + WAIT`,
       script.runThenWait(this.replicaWaitClient(), keys, args, replicas, timeoutMs, onRan),
       timeoutMs + this.options.commandTimeoutMs,
+      onLate && (([reply]) => onLate(reply)),
     );
   }
 

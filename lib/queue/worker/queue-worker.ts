@@ -234,7 +234,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
       }
       let batch: ClaimStepResult<unknown>;
       try {
-        batch = await this.backend.claim(this.queue, free, this.options);
+        batch = await this.backend.claim(this.queue, free, this.options, [], undefined, this.late);
         this.errorPause = 0;
       } catch (err) {
         this.logFailure('claim', err);
@@ -270,7 +270,14 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
     while (!this.stop.signal.aborted) {
       let step: ClaimStepResult<unknown>;
       try {
-        step = await this.backend.claim(this.queue, size - held.length, this.options);
+        step = await this.backend.claim(
+          this.queue,
+          size - held.length,
+          this.options,
+          [],
+          undefined,
+          this.late,
+        );
         this.errorPause = 0;
       } catch (err) {
         this.logFailure('claim', err);
@@ -800,6 +807,8 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
         room,
         this.options,
         batch.map((f) => f.step),
+        undefined,
+        this.late,
       );
     } catch (err) {
       // The leases run out and the tasks come back: at-least-once holds without this call.
@@ -992,6 +1001,31 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
     }
     return this.giveBack(entries.map((entry) => entry.task));
   }
+
+  /**
+   * The reply of a claim (or ack-and-claim) that came after `commandTimeoutMs`: the worker gave
+   * up on it and claimed again, but Redis ran it after all (once a stall ended, or from ioredis's
+   * offline queue after a reconnect), so its tasks are leased to nobody. An outage leaves one
+   * such claim per retry. They go straight back, unattempted, to be claimed at once, instead of
+   * waiting out `leaseMs` and coming back with an attempt used (with `maxAttempts: 1`, dead
+   * "lease expired" without having run). Also once the worker is closed (best effort, bounded).
+   * One function per worker: the claims pass it without allocating anything.
+   */
+  private readonly late = (reply: unknown): void => {
+    let tasks: LeasedTask[];
+    try {
+      tasks = this.backend.leasedBy(this.queue, reply, this.options.leaseMs);
+    } catch (err) {
+      this.logFailure('release', err);
+      return;
+    }
+    if (tasks.length === 0) return;
+    this.logger.debug(
+      `queue '${this.queue}': ${tasks.length} task(s) leased by a claim answered after ` +
+        `${this.connection.options.commandTimeoutMs} ms given back`,
+    );
+    void this.giveBack(tasks);
+  };
 
   /** Returns tasks to the queue without counting the attempt, in one call. Never rejects. */
   private async giveBack(tasks: readonly LeasedTask[], delayMs = 0): Promise<void> {

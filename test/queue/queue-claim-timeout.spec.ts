@@ -1,0 +1,110 @@
+import 'reflect-metadata';
+import type { INestApplicationContext } from '@nestjs/common';
+import { QueueService, RedisLockEvents } from '../../lib';
+import { createLockApp, deferred, uniquePrefix, waitFor } from '../support/helpers';
+import { startRedisServer, type RedisServer } from '../support/redis-server';
+
+/**
+ * A claim that outlives `commandTimeoutMs` is given up and tried again, but Redis runs it all
+ * the same once a stall ends (or from ioredis's offline queue after a reconnect): the tasks it
+ * leased go straight back, unattempted, instead of staying leased to nobody for `leaseMs` (and,
+ * with `maxAttempts: 1`, dying "lease expired" without having run).
+ */
+describe('QueueWorker: a claim answered after commandTimeoutMs', () => {
+  const prefix = uniquePrefix('queue-claim-timeout');
+  let server: RedisServer;
+  let app: INestApplicationContext;
+  let queues: QueueService;
+  let events: RedisLockEvents;
+
+  beforeAll(async () => {
+    server = await startRedisServer();
+    app = await createLockApp({ redis: server.url, keyPrefix: prefix, commandTimeoutMs: 300 });
+    queues = app.get(QueueService);
+    events = app.get(RedisLockEvents);
+  });
+  afterAll(async () => {
+    server.process.kill('SIGCONT');
+    await app.close();
+    await server.stop();
+  });
+
+  /** Counts the worker's failed claims of `queue` (`worker.error`, operation 'claim'). */
+  function failedClaims(queue: string): { readonly count: number; off: () => void } {
+    let count = 0;
+    const off = events.on('worker.error', (e) => {
+      if (e.queue === queue && e.operation === 'claim') count++;
+    });
+    return {
+      get count() {
+        return count;
+      },
+      off,
+    };
+  }
+
+  it('gives back the tasks of the claims replayed after a stall: all run, at their first attempt', async () => {
+    const queue = 'stalled';
+    const ids = Array.from({ length: 30 }, (_, i) => `t${i}`);
+    await queues.enqueue(queue, ids);
+    const attempts = new Map<string, number[]>();
+    const stalled = deferred();
+    const claims = failedClaims(queue);
+    // A lease far longer than the test: a task leased to nobody would not come back in it.
+    const worker = queues.process(
+      queue,
+      async (task) => {
+        attempts.set(task.id, [...(attempts.get(task.id) ?? []), task.attempt]);
+        await stalled.promise;
+      },
+      { concurrency: 5, maxAttempts: 1, leaseMs: 30_000 },
+    );
+    try {
+      await waitFor('5 tasks running', () => attempts.size === 5);
+      server.process.kill('SIGSTOP');
+      // The 5 handlers end: their ack-and-claim times out, then the claims after it.
+      stalled.resolve();
+      await waitFor('two claims given up', () => claims.count >= 2);
+      server.process.kill('SIGCONT');
+      await waitFor('every task ran', () => attempts.size === ids.length);
+      await waitFor(
+        'every task completed',
+        async () => (await queues.stats(queue)).completed === ids.length,
+      );
+      expect([...attempts.values()].flat().every((a) => a === 1)).toBe(true);
+      expect(await queues.deadLetters(queue)).toEqual([]);
+    } finally {
+      server.process.kill('SIGCONT');
+      claims.off();
+      await worker.close();
+    }
+  });
+
+  it('gives them back also when the worker was closed before the reply came', async () => {
+    const queue = 'closed';
+    await queues.enqueue(
+      queue,
+      Array.from({ length: 10 }, (_, i) => `c${i}`),
+    );
+    let runs = 0;
+    const claims = failedClaims(queue);
+    server.process.kill('SIGSTOP');
+    const worker = queues.process(queue, async () => void runs++, {
+      concurrency: 5,
+      leaseMs: 30_000,
+    });
+    try {
+      await waitFor('a claim given up', () => claims.count >= 1);
+      await worker.close();
+    } finally {
+      server.process.kill('SIGCONT');
+      claims.off();
+    }
+    // The claims the closed worker sent ran once Redis went on: their tasks are back, ready.
+    await waitFor('the tasks given back', async () => {
+      const s = await queues.stats(queue);
+      return s.leased === 0 && s.ready === 10;
+    });
+    expect(runs).toBe(0);
+  });
+});
