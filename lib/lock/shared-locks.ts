@@ -140,20 +140,27 @@ export class SharedLocks {
   private async attempt(k: LockRedisKeys, token: string, o: ResolvedLockOptions, wait: boolean) {
     const sentAt = Date.now();
     let reply: number[];
+    // As for an exclusive attempt: it may still run later (e.g. from the client's offline queue)
+    // and take a read hold for a token nobody holds; a release queued behind it on the same
+    // connection undoes that, instead of keeping writers out for a whole TTL, and once more on
+    // its late reply (Redis may have run the two out of order).
+    const undo = () => void this.release(k, token).catch(() => undefined);
     try {
-      reply = (await this.connection.run(LOCK_SCRIPTS.acquireShared, sharedScriptKeys(k), [
-        token,
-        o.ttlMs,
-        wait ? 1 : 0,
-        LINE_ENTRY_TTL_MS,
-        this.connection.isCluster ? 1 : 0,
-        o.fencing ? 1 : 0,
-      ])) as number[];
+      reply = (await this.connection.run(
+        LOCK_SCRIPTS.acquireShared,
+        sharedScriptKeys(k),
+        [
+          token,
+          o.ttlMs,
+          wait ? 1 : 0,
+          LINE_ENTRY_TTL_MS,
+          this.connection.isCluster ? 1 : 0,
+          o.fencing ? 1 : 0,
+        ],
+        undo,
+      )) as number[];
     } catch (err) {
-      // As for an exclusive attempt: it may still run later (e.g. from the client's offline
-      // queue) and take a read hold for a token nobody holds; a release queued behind it on the
-      // same connection undoes that, instead of keeping writers out for a whole TTL.
-      this.release(k, token).catch(() => undefined);
+      undo();
       throw err;
     }
     return reply[0] === 1

@@ -63,15 +63,21 @@ export class SingleNodeLockStore implements LockStore {
     if (wait === 'line') args.push(LINE_ENTRY_TTL_MS);
     // A granted reply's fences come as strings of digits (fence-counter.lua's nextFence).
     let reply: (number | string)[];
+    // The attempt may still run later (e.g. from the client's offline queue after a reconnect)
+    // and take the lock for a token nobody holds. A release queued behind it on the same
+    // connection undoes exactly that, instead of leaving the key blocked for a whole TTL; and
+    // once more when its late reply comes, in case Redis ran the two out of order (an attempt
+    // answered NOSCRIPT after a reconnect is sent again after the release).
+    const undo = () => void this.release(keys, token).catch(() => undefined);
     try {
-      reply = (await this.connection.run(LOCK_SCRIPTS.acquire, lockScriptKeys(keys), args)) as (
-        number | string
-      )[];
+      reply = (await this.connection.run(
+        LOCK_SCRIPTS.acquire,
+        lockScriptKeys(keys),
+        args,
+        undo,
+      )) as (number | string)[];
     } catch (err) {
-      // The attempt may still run later (e.g. from the client's offline queue after a reconnect)
-      // and take the lock for a token nobody holds. A release queued behind it on the same
-      // connection undoes exactly that, instead of leaving the key blocked for a whole TTL.
-      this.release(keys, token).catch(() => undefined);
+      undo();
       throw err;
     }
     // A lock found already ours comes with its PTTL: a handoff's TTL runs from the handoff, which

@@ -120,4 +120,39 @@ describe('a timed-out acquisition is undone after a restart emptied the script c
       redis.disconnect();
     }
   });
+
+  it('after a SCRIPT FLUSH on a live connection: the late reply of the attempt releases it again', async () => {
+    // The acquire script was sent on this connection (EVALSHA next time), the release never was
+    // (EVAL): after the flush, the attempt's NOSCRIPT fallback reaches Redis after the undo.
+    const fresh = await createLockApp({
+      redis: server.url,
+      keyPrefix: uniquePrefix('flush'),
+      commandTimeoutMs: 300,
+    });
+    const locks = fresh.get(LockService);
+    expect(await locks.tryAcquire('warm-only', { ttlMs: 100 })).not.toBeNull();
+    await new Promise((r) => setTimeout(r, 150));
+    const admin = redisClient(server.url);
+    try {
+      await admin.script('FLUSH');
+      await admin.client('PAUSE', 600, 'ALL');
+      await expect(locks.tryAcquire('flushed', { ttlMs: 20_000 })).rejects.toBeInstanceOf(
+        RedisUnavailableError,
+      );
+      // Free once both ran (before, held by the failed attempt's token for its 20 s).
+      await waitFor(
+        "'flushed' granted to another caller",
+        async () => {
+          // (Until the pause ends, a call times out.)
+          const lock = await locks.tryAcquire('flushed').catch(() => null);
+          await lock?.release();
+          return lock !== null;
+        },
+        3_000,
+      );
+    } finally {
+      admin.disconnect();
+      await fresh.close();
+    }
+  });
 });
