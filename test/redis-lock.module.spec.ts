@@ -158,7 +158,7 @@ describe('RedisLockModule', () => {
     [{ retryIntervalMs: 2.5 }, "invalid option 'retryIntervalMs'"],
     [{ fair: 1 }, "invalid option 'fair'"],
     [{ keyPrefix: 7 }, "invalid option 'keyPrefix'"],
-    [{ keyPrefix: 'app{' }, "invalid option 'keyPrefix': expected no '{' or '}' but one complete"],
+    [{ keyPrefix: 'app{' }, "invalid option 'keyPrefix': expected no '{' but in a complete"],
     [{ keyPrefix: 'app{}:' }, "got 'app{}:'"],
     [{ commandTimeoutMs: 0 }, "invalid option 'commandTimeoutMs'"],
     [{ redis: 'localhost:6379' }, "invalid option 'redis'"],

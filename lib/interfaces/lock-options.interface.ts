@@ -59,7 +59,7 @@ export interface LockOptions {
   fencing?: boolean;
   /**
    * Prefix for the Redis keys of this lock (overrides the module's `keyPrefix`). At most 256
-   * bytes; braces only as one complete, non-empty hash tag (`'{app}:'`).
+   * bytes; its first `{`, if any, opens a complete, non-empty hash tag (`'{app}:'`).
    */
   keyPrefix?: string;
   /**

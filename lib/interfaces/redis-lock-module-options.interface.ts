@@ -72,8 +72,8 @@ export interface RedisLockModuleOptions {
    */
   clockDriftFactor?: number;
   /**
-   * Prefix of every Redis key and channel the module uses. At most 256 bytes; braces only as one
-   * complete, non-empty hash tag (`'{app}:'`, which puts every key into one Cluster slot).
+   * Prefix of every Redis key and channel the module uses. At most 256 bytes; its first `{`, if any,
+   * opens a complete, non-empty hash tag (`'{app}:'`, which puts every key into one Cluster slot).
    * @default ''
    */
   keyPrefix?: string;

@@ -92,20 +92,21 @@ export function checkBoolean(option: string, value: unknown): boolean {
 }
 
 /**
- * Throws unless `value` is a string of at most 256 bytes whose braces, if any, are one complete
- * hash tag (`'{app}:'`). Redis Cluster hashes a key by its first `{` and the next `}`: a prefix
- * with a lone or extra brace (`'app{'`, `'a}b{'`) or an empty tag (`'app{}:'`) would hash each of a
- * lock's keys by another part of it, or whole, and its scripts would fail with CROSSSLOT.
+ * Throws unless `value` is a string of at most 256 bytes whose first `{`, if any, opens a complete,
+ * non-empty hash tag (`'{app}:'`, `'{shop}:{eu}:'`). Redis Cluster hashes a key by its first `{`
+ * and the next `}`: a prefix whose first `{` is not closed in it (`'app{'`) or opens an empty tag
+ * (`'app{}:'`) would hash each of a lock's keys by another part of it, or whole, and its scripts
+ * would fail with CROSSSLOT. What follows that first tag does not change the hash.
  */
 export function checkPrefix(option: string, value: unknown): string {
   if (typeof value !== 'string' || Buffer.byteLength(value) > 256) {
     throw new RedisLockOptionsError(option, value, 'a string of at most 256 bytes');
   }
-  if (!/^[^{}]*(\{[^{}]+\}[^{}]*)?$/.test(value)) {
+  if (!/^[^{]*(\{[^}]+\}.*)?$/s.test(value)) {
     throw new RedisLockOptionsError(
       option,
       value,
-      "no '{' or '}' but one complete, non-empty hash tag (e.g. '{app}:')",
+      "no '{' but in a complete, non-empty hash tag (e.g. '{app}:')",
     );
   }
   return value;

@@ -467,14 +467,14 @@ describe('LockService', () => {
       await tenant.release();
     });
 
-    it('accepts a per-call keyPrefix with one complete hash tag', async () => {
-      const lock = await locks.acquire('tagged', {
-        keyPrefix: `${prefix}{tenant}:`,
-        ttlMs: 10_000,
-      });
-      expect(await redis.get(`${prefix}{tenant}:lock:{tagged}`)).toBe(lock.token);
-      expect(await lock.release()).toBe(true);
-    });
+    it.each(['{tenant}:', '{shop}:{eu}:', 'a}b{c}:'])(
+      'accepts a per-call keyPrefix whose first brace opens a complete hash tag (%p)',
+      async (tag) => {
+        const lock = await locks.acquire('tagged', { keyPrefix: `${prefix}${tag}`, ttlMs: 10_000 });
+        expect(await redis.get(`${prefix}${tag}lock:{tagged}`)).toBe(lock.token);
+        expect(await lock.release()).toBe(true);
+      },
+    );
 
     it('gives every (keyPrefix, name) pair keys of its own, also when a NUL could join them either way', async () => {
       const one = await locks.acquire('a\0b', { keyPrefix: `${prefix}p`, ttlMs: 10_000 });
@@ -516,11 +516,10 @@ describe('LockService', () => {
       [{ fair: 'yes' }, "'fair'"],
       [{ signal: {} }, "'signal'"],
       [{ ttl: 1000 }, "'ttl'"],
-      // Braces that are not one complete, non-empty hash tag: CROSSSLOT on Cluster.
+      // A first '{' that opens no complete, non-empty hash tag: CROSSSLOT on Cluster.
       [{ keyPrefix: 'app{' }, "'keyPrefix'"],
       [{ keyPrefix: 'app{}:' }, "'keyPrefix'"],
-      [{ keyPrefix: 'a}b{c}' }, "'keyPrefix'"],
-      [{ keyPrefix: '{a}{b}' }, "'keyPrefix'"],
+      [{ keyPrefix: 'a}b{' }, "'keyPrefix'"],
     ])('rejects options %p with RedisLockOptionsError naming %s', async (options, name) => {
       const err = await locks.acquire('opt', options as never).catch((e) => e);
       expect(err).toBeInstanceOf(RedisLockOptionsError);
