@@ -152,6 +152,11 @@ export class RedisLockConnection {
     );
   }
 
+  /** True once `close()` began: nothing more is sent on the module's connections. */
+  get closed(): boolean {
+    return this.closing;
+  }
+
   /**
    * True when the client was connected once and is not now (it is reconnecting): a command would
    * only wait in the offline queue. Quorum mode counts such a node as failed at once.
@@ -237,7 +242,14 @@ export class RedisLockConnection {
    */
   duplicate(clusterOptions?: ClusterOptions): Client {
     const copy = this.isCluster
-      ? (this.client as Cluster).duplicate([], { enableOfflineQueue: true, ...clusterOptions })
+      ? (this.client as Cluster).duplicate([], {
+          enableOfflineQueue: true,
+          redisOptions: {
+            ...(this.client as Cluster).options.redisOptions,
+            commandTimeout: undefined,
+          },
+          ...clusterOptions,
+        })
       : (this.client as Redis).duplicate({
           enableOfflineQueue: true,
           commandTimeout: undefined,

@@ -1012,6 +1012,8 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
    * One function per worker: the claims pass it without allocating anything.
    */
   private readonly late = (reply: unknown): void => {
+    // The module closed meanwhile: nothing can be sent; the leases run out as before.
+    if (this.connection.closed) return;
     let tasks: LeasedTask[];
     try {
       tasks = this.backend.leasedBy(this.queue, reply, this.options.leaseMs);
