@@ -11,7 +11,7 @@ import type { RedisLockEvents } from '../events/redis-lock-events';
 import type { WaitForReplicasOptions } from '../interfaces/lock-options.interface';
 import { UNLABELLED, type LockMetrics } from '../observability/metrics';
 import { LockTracing } from '../observability/tracing';
-import { DEFAULT_REPLICA_WAIT, type ResolvedLockOptions } from '../options/resolve-options';
+import type { ResolvedLockOptions } from '../options/resolve-options';
 import type { RedisLockConnection } from '../redis/redis-connection';
 import type { HeldLocks } from './held-locks';
 import { Lock, type LockCohortRef } from './lock';
@@ -189,22 +189,19 @@ export class LockAcquirer {
 
   /**
    * Sentinel, `waitForReplicas` unset: `DEFAULT_REPLICA_WAIT` when the master has (or had) a
-   * replica, also for the lock's extensions; nothing elsewhere. A failure to tell releases the
-   * lock and fails the acquisition.
+   * replica, nothing elsewhere. The lock is marked as using the default, so that each extension
+   * asks the count again (lock-handles.ts). A failure to tell releases the lock and fails the
+   * acquisition.
    */
   private async defaultReplicaWait(lock: Lock): Promise<WaitForReplicasOptions | undefined> {
-    const watch = this.parts.connection.replicaWatch;
-    if (!watch || this.parts.shared.owns(lock)) return undefined;
-    let replicas: number;
+    if (!this.parts.connection.replicaWatch || this.parts.shared.owns(lock)) return undefined;
+    lock.waitsByDefault = true;
     try {
-      replicas = await watch.replicas();
+      return await this.parts.handles.defaultReplicaWait();
     } catch (err) {
       await this.parts.handles.releaseLock(lock).catch(() => undefined);
       throw err;
     }
-    if (replicas === 0) return undefined;
-    lock.waitForReplicas = DEFAULT_REPLICA_WAIT;
-    return DEFAULT_REPLICA_WAIT;
   }
 
   /**

@@ -5,8 +5,9 @@ import { LockLostError } from '../errors/lock-lost.error';
 import { LockReplicationError } from '../errors/lock-replication.error';
 import type { LockLostEvent } from '../events/redis-lock-event-map';
 import type { RedisLockEvents } from '../events/redis-lock-events';
+import type { WaitForReplicasOptions } from '../interfaces/lock-options.interface';
 import type { LockMetrics } from '../observability/metrics';
-import { resolveLockOptions } from '../options/resolve-options';
+import { DEFAULT_REPLICA_WAIT, resolveLockOptions } from '../options/resolve-options';
 import type { RedisLockConnection } from '../redis/redis-connection';
 import { holderDeadline } from '../waiting/grant-deadline';
 import { keepExtended } from '../waiting/keep-extended';
@@ -52,7 +53,7 @@ export class LockHandles implements LockOwner {
    */
   async extendLock(lock: Lock, ttlMs: number): Promise<boolean> {
     const ttl = resolveLockOptions(this.connection.options.lock, { ttlMs }).ttlMs;
-    const w = lock.waitForReplicas;
+    const w = lock.waitsByDefault ? await this.defaultReplicaWait() : lock.waitForReplicas;
     const sentAt = Date.now();
     const extension = this.shared.owns(lock)
       ? {
@@ -82,6 +83,18 @@ export class LockHandles implements LockOwner {
     );
     lock.cohort?.lost(lock);
     return false;
+  }
+
+  /**
+   * Sentinel's default wait: `DEFAULT_REPLICA_WAIT` while the current master has (or had, this
+   * term) a replica, else none. Asked for every write of a lock, not once at its grant: a lock
+   * held across a promotion is extended on a master with no replica yet (waiting for one would
+   * fail every extension until its TTL ran out), and a lock granted then waits once a replica
+   * joins. The count is ReplicaWatch's, kept in memory: no Redis command of its own.
+   */
+  async defaultReplicaWait(): Promise<WaitForReplicasOptions | undefined> {
+    const replicas = await this.connection.replicaWatch!.replicas();
+    return replicas > 0 ? DEFAULT_REPLICA_WAIT : undefined;
   }
 
   async isHeldLock(lock: Lock): Promise<boolean> {

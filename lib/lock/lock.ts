@@ -42,6 +42,11 @@ export class Lock {
   readonly acquiredAt = Date.now();
   /** @internal the `lock` attribute of its metrics */
   label = '(unlabelled)';
+  /**
+   * @internal Sentinel's default wait (`waitForReplicas` unset): each write of the lock asks the
+   * current master's replica count (not the count at the grant: a promotion can come between)
+   */
+  waitsByDefault = false;
 
   /**
    * @internal created by LockService. (The constructor is private, so the published types show
@@ -75,11 +80,8 @@ export class Lock {
     expiresAt: number,
     /** @internal the TTL asked for; the default of `extend()` */
     readonly ttlMs: number,
-    /**
-     * @internal replicas every extension waits for (`waitForReplicas`; set after the grant when
-     * it is Sentinel's default)
-     */
-    public waitForReplicas?: WaitForReplicasOptions,
+    /** @internal replicas every extension waits for (`waitForReplicas` set explicitly) */
+    readonly waitForReplicas?: WaitForReplicasOptions,
     /** @internal the cohort of this process that the lock belongs to (single-key locks) */
     readonly cohort?: LockCohortRef,
   ) {

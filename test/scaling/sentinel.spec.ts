@@ -13,6 +13,7 @@ import {
 import { RedisLockConnection } from '../../lib/redis/redis-connection';
 import { createLockApp, redisClient, uniquePrefix, waitFor, waitForLine } from '../support/helpers';
 import { askNode, NODE_HOST } from '../support/redis-node';
+import { startRedisServer } from '../support/redis-server';
 import { startRedisSentinel, type RedisSentinelProcesses } from '../support/redis-sentinel';
 
 describe('Redis Sentinel: 1 master, 1 replica, 3 sentinels (real processes)', () => {
@@ -211,7 +212,7 @@ describe('Redis Sentinel: 1 master, 1 replica, 3 sentinels (real processes)', ()
     });
   });
 
-  it('after the master is killed and Sentinel promotes the replica, locks and the queue work again', async () => {
+  it('after the master is killed and Sentinel promotes the replica, locks and the queue work again; a held lock keeps being extended', async () => {
     const errors: Record<string, number> = {};
     const untyped: unknown[] = [];
     const recent: string[] = [];
@@ -239,6 +240,8 @@ describe('Redis Sentinel: 1 master, 1 replica, 3 sentinels (real processes)', ()
     const loops = ['k1', 'k2', 'k1'].map(loop);
     try {
       await waitFor('the loop under way', () => okSince > 10, 10_000);
+      // Granted with the default wait while the master has a replica: the promoted one holds it.
+      const across = await locks.acquire('across', { ttlMs: 60_000 });
       const killedAt = Date.now();
       const promoted = await sentinel.killMaster();
       const promotedAt = Date.now();
@@ -276,12 +279,47 @@ describe('Redis Sentinel: 1 master, 1 replica, 3 sentinels (real processes)', ()
       expect((await client.role())[0]).toBe('master');
       expect(untyped).toEqual([]);
       expect(longest).toBeLessThan(10_000);
+
+      // The default wait follows the current master, also for locks already held: the one held
+      // across the failover is extended on the promoted master (no replica yet) without waiting
+      // for one (it used to fail every extension with LockReplicationError until its TTL ran
+      // out)...
+      const before = across.expiresAt;
+      expect(await across.extend()).toBe(true);
+      expect(across.expiresAt).toBeGreaterThan(before);
+      expect(await client.get(`${prefix}lock:{across}`)).toBe(across.token);
+      // ...and a lock granted while it has none waits for the replica that joins it later.
+      const window = await locks.acquire('window', { ttlMs: 60_000 });
+      const joined = await startRedisServer(['--replicaof', NODE_HOST, String(promoted)]);
+      try {
+        const watch = app.get(RedisLockConnection).replicaWatch!;
+        await waitFor(
+          'the joined replica counted',
+          async () => (await watch.replicas()) === 1,
+          15_000,
+          50,
+        );
+        joined.process.kill('SIGSTOP');
+        try {
+          for (const lock of [window, across]) {
+            const err = await lock.extend().catch((e: unknown) => e);
+            expect(err).toBeInstanceOf(LockReplicationError);
+            expect(err).toMatchObject({ operation: 'extend', acknowledged: 0, required: 1 });
+          }
+        } finally {
+          joined.process.kill('SIGCONT');
+        }
+        expect(await window.release()).toBe(true);
+        expect(await across.release()).toBe(true);
+      } finally {
+        await joined.stop();
+      }
     } finally {
       running = false;
       await Promise.all(loops);
       await worker.close();
     }
-  }, 90_000);
+  }, 120_000);
 });
 
 describe('Sentinel split brain: the master is cut off from its replica and the sentinels, clients still reach it', () => {
