@@ -9,6 +9,7 @@ import {
   QueueService,
   RedisLockError,
   RedisLockOptionsError,
+  RedisLockEvents,
   RedisUnavailableError,
   type Lock,
 } from '../../lib';
@@ -264,6 +265,27 @@ describe('Redis Cluster: 3 masters + 3 replicas, real redis-server processes', (
       } finally {
         probe.disconnect();
       }
+    });
+
+    it("ioredis commandTimeout of the Cluster's nodes does not cut an idle worker's BLPOP short (the module's copies drop it)", async () => {
+      const timed = await createLockApp({
+        redis: {
+          cluster: cluster.startupNodes,
+          options: { redisOptions: { commandTimeout: 200 } },
+        },
+        keyPrefix: prefix,
+      });
+      const errors: string[] = [];
+      const off = timed
+        .get(RedisLockEvents)
+        .on('worker.error', ({ operation }) => errors.push(operation));
+      const worker = timed.get(QueueService).process('timed-idle', async () => undefined);
+      // Idle: the worker blocks for seconds, far longer than the nodes' commandTimeout.
+      await new Promise((r) => setTimeout(r, 800));
+      await worker.close();
+      off();
+      await timed.close();
+      expect(errors).toEqual([]);
     });
 
     it('bounded queues, results, waitFor, events and cancel work on the cluster (queues on different masters)', async () => {
