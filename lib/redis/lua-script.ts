@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Cluster, Redis } from 'ioredis';
+import { clusterMasterOf } from './cluster-slot';
 
 /**
  * The helper that turns a Redis TIME reply into its microseconds as a string (`timeMicros`): a
@@ -45,6 +46,24 @@ function isNoScript(err: unknown): boolean {
   return err instanceof Error && err.message.startsWith('NOSCRIPT');
 }
 
+function isClusterRetried(err: unknown): boolean {
+  return err instanceof Error && CLUSTER_RETRIED.test(err.message);
+}
+
+/**
+ * Sends a connection's first call of a script by EVAL and marks it sent. An EVAL refused before it
+ * ran (BUSY, LOADING, MOVED, a refused permission) cached nothing: the mark is taken back, so the
+ * next call is an EVAL again rather than an EVALSHA answered NOSCRIPT, whose EVAL would come after
+ * the calls sent behind it.
+ */
+function evalFirst(sent: Set<string>, sha: string, call: Promise<unknown>): Promise<unknown> {
+  sent.add(sha);
+  return call.catch((err: unknown) => {
+    sent.delete(sha);
+    throw err;
+  });
+}
+
 /**
  * One Lua script file. A connection's first call of it is an EVAL and the later ones EVALSHA
  * (`sentOn`); through a `Cluster` instance, which picks the connection itself, every call is an
@@ -81,15 +100,13 @@ export class LuaScript {
     if (isCluster(client)) return client.eval(this.source, keys.length, ...keys, ...args);
     const sent = scriptsSentOn(client);
     if (!sent.has(this.sha)) {
-      sent.add(this.sha);
-      return client.eval(this.source, keys.length, ...keys, ...args);
+      return evalFirst(sent, this.sha, client.eval(this.source, keys.length, ...keys, ...args));
     }
     return client.evalsha(this.sha, keys.length, ...keys, ...args).catch((err: unknown) => {
       if (!isNoScript(err)) throw err;
       // The server lost its scripts on this connection: the others go by EVAL again too.
       sent.clear();
-      sent.add(this.sha);
-      return client.eval(this.source, keys.length, ...keys, ...args);
+      return evalFirst(sent, this.sha, client.eval(this.source, keys.length, ...keys, ...args));
     });
   }
 
@@ -108,20 +125,20 @@ export class LuaScript {
     args: readonly (string | number)[],
   ): Promise<unknown> {
     return this.run(node, keys, args).catch((err: unknown) => {
-      if (err instanceof Error && CLUSTER_RETRIED.test(err.message)) {
-        return this.run(cluster, keys, args);
-      }
+      if (isClusterRetried(err)) return this.run(cluster, keys, args);
       throw err;
     });
   }
 
   /**
-   * Runs the script and, right behind it on the same connection (on Cluster in one pipeline, so
-   * on the node of its keys), `WAIT replicas timeoutMs`: resolves with the script's reply and the
-   * number of replicas that acknowledged every write sent so far on that connection.
-   * @param onRan called once the script's reply (or failure) is in, before `WAIT` answers (on
-   *   Cluster, when both are in): what the caller sends next on another connection then reaches
-   *   Redis after the script
+   * Runs the script and, right behind it on the same connection, `WAIT replicas timeoutMs`:
+   * resolves with the script's reply and the number of replicas that acknowledged every write
+   * sent so far on that connection. On Cluster both go to the connection of the master of the
+   * keys' slot, as `runOn`; what the `Cluster` instance would follow or retry goes through it, in
+   * one pipeline (so on one node).
+   * @param onRan called once the script's reply (or failure) is in, before `WAIT` answers (through
+   *   the `Cluster` instance, when both are in): what the caller sends next on another connection
+   *   then reaches Redis after the script
    */
   async runThenWait(
     client: Redis | Cluster,
@@ -131,60 +148,80 @@ export class LuaScript {
     timeoutMs: number,
     onRan?: () => void,
   ): Promise<[reply: unknown, acknowledged: number]> {
-    if (isCluster(client)) {
+    if (!isCluster(client)) return this.sendThenWait(client, keys, args, replicas, timeoutMs, onRan);
+    const node = clusterMasterOf(client, keys[0]);
+    if (node !== undefined) {
+      let retried = false;
       try {
-        return await this.pipelineThenWait(client, keys, args, replicas, timeoutMs);
-      } finally {
-        onRan?.();
+        return await this.sendThenWait(node, keys, args, replicas, timeoutMs, (err) => {
+          // Refused before it ran: sent again below, and only then has it run.
+          if (isClusterRetried(err)) retried = true;
+          else onRan?.();
+        });
+      } catch (err) {
+        if (!retried) throw err;
       }
     }
-    // Sent back to back, so still one round trip; the script's own reply tells when it ran.
+    try {
+      return await this.pipelineThenWait(client, keys, args, replicas, timeoutMs);
+    } finally {
+      onRan?.();
+    }
+  }
+
+  /** The script then `WAIT`, back to back on one connection: still one round trip. */
+  private async sendThenWait(
+    client: Redis,
+    keys: readonly string[],
+    args: readonly (string | number)[],
+    replicas: number,
+    timeoutMs: number,
+    onRan?: (err?: unknown) => void,
+  ): Promise<[reply: unknown, acknowledged: number]> {
+    const known = scriptsSentOn(client);
     const send = (byEval: boolean) => {
       const ran = byEval
-        ? client.eval(this.source, keys.length, ...keys, ...args)
+        ? evalFirst(known, this.sha, client.eval(this.source, keys.length, ...keys, ...args))
         : client.evalsha(this.sha, keys.length, ...keys, ...args);
       const acknowledged = client.wait(replicas, timeoutMs);
       // Awaited only after the script succeeded.
       acknowledged.catch(() => undefined);
       return { ran, acknowledged };
     };
-    const known = scriptsSentOn(client);
     let sent = send(!known.has(this.sha));
-    known.add(this.sha);
     let reply: unknown;
     try {
+      // The script's own reply tells when it ran.
       reply = await sent.ran.catch((err: unknown) => {
         if (!isNoScript(err)) throw err;
         known.clear();
-        known.add(this.sha);
         // That WAIT covered nothing of this call: the EVAL gets its own.
         sent = send(true);
         return sent.ran;
       });
-    } finally {
-      onRan?.();
+    } catch (err) {
+      onRan?.(err);
+      throw err;
     }
+    onRan?.();
     return [reply, Number(await sent.acknowledged)];
   }
 
-  /** Cluster: the script and `WAIT` in one pipeline, which ioredis sends to the keys' node. */
+  /**
+   * Through the `Cluster` instance: the script and `WAIT` in one pipeline, which ioredis sends to
+   * the keys' node. The script goes by EVAL, as every call through the instance (see `run`).
+   */
   private async pipelineThenWait(
-    client: Redis | Cluster,
+    client: Cluster,
     keys: readonly string[],
     args: readonly (string | number)[],
     replicas: number,
     timeoutMs: number,
   ): Promise<[reply: unknown, acknowledged: number]> {
-    const send = async (byEval: boolean) => {
-      const pipeline = client.pipeline();
-      if (byEval) pipeline.eval(this.source, keys.length, ...keys, ...args);
-      else pipeline.evalsha(this.sha, keys.length, ...keys, ...args);
-      pipeline.wait(replicas, timeoutMs);
-      return (await pipeline.exec()) ?? [];
-    };
-    let results = await send(false);
-    const first = results[0]?.[0];
-    if (isNoScript(first)) results = await send(true);
+    const pipeline = client.pipeline();
+    pipeline.eval(this.source, keys.length, ...keys, ...args);
+    pipeline.wait(replicas, timeoutMs);
+    const results = (await pipeline.exec()) ?? [];
     for (const [err] of results) if (err) throw err;
     return [results[0][1], Number(results[1][1])];
   }

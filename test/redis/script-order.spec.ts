@@ -74,6 +74,28 @@ describe('scripts run in the order they were sent', () => {
       client.disconnect();
     }
   });
+
+  it('an EVAL refused before it ran (BUSY) is sent by EVAL again, so the call behind it cannot overtake it', async () => {
+    const client = new Redis(server.url, { maxRetriesPerRequest: 1 });
+    const spinner = redisClient(server.url);
+    const admin = redisClient(server.url);
+    try {
+      await admin.config('SET', 'busy-reply-threshold', '50');
+      await admin.script('FLUSH');
+      const spinning = spinner.eval('while true do end', 0).catch(() => undefined);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      // The server runs another script past its threshold: this first call is refused unrun.
+      await expect(setScript.run(client, ['k4'], ['v'])).rejects.toThrow(/^BUSY/);
+      await admin.script('KILL');
+      await spinning;
+      expect(await setThenDelete(client, 'k5')).toBe(0);
+    } finally {
+      await admin.config('SET', 'busy-reply-threshold', '5000');
+      client.disconnect();
+      spinner.disconnect();
+      admin.disconnect();
+    }
+  });
 });
 
 describe('a timed-out acquisition is undone after a restart emptied the script cache', () => {

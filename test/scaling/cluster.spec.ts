@@ -14,6 +14,7 @@ import {
   type Lock,
 } from '../../lib';
 import { lockFenceKey, lockRedisKeys } from '../../lib/lock/lock-keys';
+import { LOCK_SCRIPTS } from '../../lib/lock/lock-scripts';
 import { queueRedisKeys } from '../../lib/queue/queue-keys';
 import { toRedisError } from '../../lib/redis/bounded';
 import { clusterKeySlot } from '../../lib/redis/cluster-slot';
@@ -214,6 +215,34 @@ describe('Redis Cluster: 3 masters + 3 replicas, real redis-server processes', (
         await lock.release();
       } finally {
         replica.disconnect();
+      }
+    });
+
+    it("a replica-confirmed call's first script on a master goes by EVAL: no NOSCRIPT reply from an emptied cache, whose EVAL would come after what was sent behind it", async () => {
+      const durableMaster = await cluster.masterOfSlot(clusterKeySlot('{durable}'));
+      let name = '';
+      for (let i = 0; !name; i++) {
+        const master = await cluster.masterOfSlot(clusterKeySlot(`{flushed-${i}}`));
+        if (master !== durableMaster) name = `flushed-${i}`;
+      }
+      const node = redisClient(
+        `redis://127.0.0.1:${await cluster.masterOfSlot(clusterKeySlot(`{${name}}`))}`,
+      );
+      try {
+        // Every lock script back in the cache but the extension, which the WAIT connection sends.
+        await node.script('FLUSH');
+        for (const script of Object.values(LOCK_SCRIPTS)) {
+          if (script !== LOCK_SCRIPTS.extend) await node.script('LOAD', script.source);
+        }
+        await node.config('RESETSTAT');
+        const lock = await locks.acquire(name, {
+          waitForReplicas: { replicas: 1, timeoutMs: 2_000 },
+        });
+        expect(await lock.extend()).toBe(true);
+        await lock.release();
+        expect(await node.info('errorstats')).not.toMatch(/NOSCRIPT/);
+      } finally {
+        node.disconnect();
       }
     });
 
