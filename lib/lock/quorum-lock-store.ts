@@ -111,8 +111,20 @@ export class QuorumLockStore implements LockStore {
       this.fenceTtlMs,
     ];
     const granted = (reply: AcquireReply) => reply[0] === 1;
+    /** Set once the attempt failed: a node's grant that comes after it is released again. */
+    let undone = false;
+    const grantedAfterUndo = (node: RedisLockConnection) => (reply: unknown) => {
+      // The undo's release was sent behind this call but may have run first: an attempt sent by
+      // EVALSHA and answered NOSCRIPT (a SCRIPT FLUSH) runs again by EVAL, after it.
+      if (undone && granted(reply as AcquireReply)) releaseOn(node, keys, token).catch(() => 0);
+    };
     const outcomes = await this.quorum.gather(
-      (node, i) => this.clocked(i, node.run(LOCK_SCRIPTS.quorumAcquire, redisKeys, args)),
+      (node, i) => {
+        const late = grantedAfterUndo(node);
+        const call = node.run(LOCK_SCRIPTS.quorumAcquire, redisKeys, args, late);
+        call.then(late, () => undefined);
+        return this.clocked(i, call);
+      },
       granted,
       Math.max(1, until - performance.now()),
     );
@@ -133,6 +145,7 @@ export class QuorumLockStore implements LockStore {
       }
       if (!Array.isArray(fences)) shortOf = fences.shortOf;
     }
+    undone = true;
     await this.undo(keys, token, outcomes);
     const waits: number[] = [];
     for (const out of outcomes) {

@@ -510,6 +510,39 @@ describe('Redlock quorum mode (nodes): 3 independent redis-server masters', () =
     expect(grants.every((g) => Number.isSafeInteger(g.fence) && g.fence > 0)).toBe(true);
   }, 600_000);
 
+  it("a failed attempt's grant that runs after its undo (SCRIPT FLUSH on two live connections) is released again: the lock is not held by a dead token", async () => {
+    const fresh = await createLockApp({
+      keyPrefix: prefix,
+      nodes: servers.map((s) => s.url),
+      commandTimeoutMs: 300,
+    });
+    try {
+      const quick = fresh.get(LockService);
+      // The acquire script was sent on each connection (EVALSHA next time), the release never was
+      // (EVAL): after the flush, the attempt's NOSCRIPT fallback reaches nodes 1 and 2 after the
+      // undo's release.
+      expect(await quick.tryAcquire('q-warm', { ttlMs: 100 })).not.toBeNull();
+      await new Promise((r) => setTimeout(r, 150));
+      for (const c of clients.slice(0, 2)) {
+        await c.script('FLUSH');
+        await c.client('PAUSE', 600, 'ALL');
+      }
+      const pausedAt = Date.now();
+      const attempt = await quick.tryAcquire('q-flushed', { ttlMs: 20_000 }).catch((e) => e);
+      expect(attempt).toBeInstanceOf(LockQuorumError);
+      // Once the pause ended, both calls ran; then the lock is free on every node (before, held
+      // on nodes 1 and 2 by the failed attempt's token for its 20 s).
+      await new Promise((r) => setTimeout(r, Math.max(0, pausedAt + 700 - Date.now())));
+      await waitFor(
+        "'q-flushed' free on every node",
+        async () => (await values('q-flushed')).every((v) => v === null),
+        3_000,
+      );
+    } finally {
+      await fresh.close();
+    }
+  });
+
   it('mutual exclusion: 2 processes x 150 read-modify-write sections leave an exact counter', async () => {
     // The counter lives on the module's `redis` (the shared test server), the locks on the nodes.
     const counter = redisClient();
