@@ -39,6 +39,12 @@ const KEY_CACHE_SIZE = 1_000;
 /** What a claim step settled each task as (claim.lua). */
 export const SETTLED = { stale: 0, done: 1, dead: 2, cancelled: 3 } as const;
 
+/**
+ * claim.lua's reply: now, next due, settles count, outbox written, expired, buried, the settles'
+ * codes, then the leased tasks.
+ */
+type ClaimReply = (string | number | null)[];
+
 /** What a claim step returns. */
 export interface ClaimStepResult<P> {
   tasks: LeasedTask<P>[];
@@ -405,18 +411,23 @@ export class QueueStore {
     // Only acks are waited for (waitForReplicas): a lost claim or nack just runs a task again.
     const acks = settles.some((s) => s.kind === 'ack');
     const script = claimScript(settles);
+    // A reply after the bound: the call rejected, but Redis settled and expired all the same.
+    const late =
+      onLate &&
+      ((r: unknown) => {
+        if (!this.connection.closed) void this.ended(k.name, settles, parents, r as ClaimReply);
+        onLate(r);
+      });
     const { reply, shortfall } = (
       acks
-        ? await this.writeWaited(script, keys, args, k.name, 'ack', waitForReplicas, onLate)
-        : { reply: await this.connection.run(script, keys, args, onLate) }
-    ) as { reply: (string | number | null)[]; shortfall?: QueueReplicationError };
+        ? await this.writeWaited(script, keys, args, k.name, 'ack', waitForReplicas, late)
+        : { reply: await this.connection.run(script, keys, args, late) }
+    ) as { reply: ClaimReply; shortfall?: QueueReplicationError };
     // Nothing leased: the caller learns that its acks may not survive a failover, as `write`'s.
     if (shortfall && count === 0) throw shortfall;
     const now = Number(reply[0]);
     const next = Number(reply[1]);
-    const settled = reply.slice(6, 6 + Number(reply[2])).map(Number);
-    this.countEnded(k.name, settles, settled, Number(reply[4]), Number(reply[5]));
-    if (reply[3] === 1) await this.flows.applyOutboxes([k.name, ...parents]);
+    const settled = await this.ended(k.name, settles, parents, reply);
     return {
       tasks: toLeasedTasks<P>(k.name, reply, 6 + settled.length, options.leaseMs),
       nextInMs: next < 0 ? -1 : next - now,
@@ -431,6 +442,22 @@ export class QueueStore {
   leasedBy<P = unknown>(queue: string, reply: unknown, leaseMs: number): LeasedTask<P>[] {
     const r = reply as (string | number | null)[];
     return toLeasedTasks<P>(this.keys(queue).name, r, 6 + Number(r[2]), leaseMs);
+  }
+
+  /**
+   * What a claim's reply says Redis ended: counted in the metrics, and the outcomes of flow
+   * children passed on to their parents. Resolves with the settles' codes. Never rejects.
+   */
+  private async ended(
+    queue: string,
+    settles: readonly SettleStep[],
+    parents: readonly string[],
+    reply: ClaimReply,
+  ): Promise<number[]> {
+    const settled = reply.slice(6, 6 + Number(reply[2])).map(Number);
+    this.countEnded(queue, settles, settled, Number(reply[4]), Number(reply[5]));
+    if (reply[3] === 1) await this.flows.applyOutboxes([queue, ...parents]);
+    return settled;
   }
 
   /**

@@ -80,6 +80,55 @@ describe('QueueWorker: a claim answered after commandTimeoutMs', () => {
     }
   });
 
+  it("counts the completions of an ack-and-claim answered late in the queue's metrics", async () => {
+    const queue = 'late-acks';
+    // An instance of its own: closing it writes its metrics.
+    const own = await createLockApp({
+      redis: server.url,
+      keyPrefix: prefix,
+      commandTimeoutMs: 300,
+    });
+    const ownQueues = own.get(QueueService);
+    const ownClaims = (() => {
+      let count = 0;
+      own.get(RedisLockEvents).on('worker.error', (e) => {
+        if (e.queue === queue && e.operation === 'ack') count++;
+      });
+      return () => count;
+    })();
+    await queues.enqueue(
+      queue,
+      Array.from({ length: 10 }, (_, i) => `a${i}`),
+    );
+    let started = 0;
+    const stalled = deferred();
+    ownQueues.process(
+      queue,
+      async () => {
+        started++;
+        await stalled.promise;
+      },
+      { concurrency: 5, leaseMs: 30_000 },
+    );
+    try {
+      await waitFor('5 tasks running', () => started === 5);
+      server.process.kill('SIGSTOP');
+      // The 5 handlers end: their ack-and-claim times out; Redis runs it once it goes on.
+      stalled.resolve();
+      await waitFor('an ack given up', () => ownClaims() >= 1);
+      server.process.kill('SIGCONT');
+      await waitFor(
+        'every task completed',
+        async () => (await queues.stats(queue)).completed === 10,
+      );
+    } finally {
+      server.process.kill('SIGCONT');
+      await own.close();
+    }
+    const points = await queues.metrics(queue);
+    expect(points.reduce((sum, p) => sum + p.completed, 0)).toBe(10);
+  });
+
   it('gives them back also when the worker was closed before the reply came', async () => {
     const queue = 'closed';
     await queues.enqueue(
