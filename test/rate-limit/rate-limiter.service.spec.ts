@@ -360,6 +360,7 @@ describe('RateLimiterService.consume', () => {
           'info',
           'config|resetstat',
           'time',
+          'zcount',
           'zremrangebyscore',
           'zcard',
           'zadd',

@@ -36,7 +36,8 @@ class Jobs {
  * Every feature, on two application instances `a` and `b`: locks (fencing, waiting, handoff
  * between instances and within one, multi-key, inspect, extend), FencedStore, read-write locks,
  * semaphores, the queue (enqueue, claim/ack, workers, progress and logs, events, waitFor, flows,
- * schedules, cancel, stats, a stored rate limit), rate limits, the waiting room, @OncePerTick.
+ * schedules, cancel, stats, obliterate, a stored rate limit), rate limits, the waiting room,
+ * @OncePerTick.
  */
 async function exerciseEverything(
   a: INestApplicationContext,
@@ -152,6 +153,19 @@ async function exerciseEverything(
   expect(await queues.waitFor('parents', 'p', { timeoutMs: 5_000 })).toMatchObject({
     state: 'completed',
   });
+
+  // Obliterate: refused while a task is leased, then forced (the lease goes with the rest), and
+  // a queue with nothing leased.
+  await queues.enqueue('gone', ['g1', 'g2']);
+  const [running] = await queues.claim('gone', 1);
+  await expect(queues.obliterate('gone')).rejects.toThrow(
+    "queue 'gone' not obliterated: 1 task(s) are leased",
+  );
+  await queues.obliterate('gone', { force: true });
+  expect(await queues.stats('gone')).toMatchObject({ ready: 0, leased: 0 });
+  expect(await queues.ack(running)).toBe(false);
+  await queues.obliterate('manual');
+  expect(await queues.stats('manual')).toMatchObject({ ready: 0, completed: 0 });
 
   // Rate limits, both algorithms, counted across instances.
   for (const algorithm of ['sliding-window', 'token-bucket'] as const) {

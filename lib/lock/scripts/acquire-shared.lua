@@ -30,10 +30,13 @@ if mine and tonumber(mine) > now then return {1, currentFence(ARGV[6]), tonumber
 local v = redis.call('GET', value)
 local free = not v or v == SHARED or v == SHARED .. '*'
 if free then
-  redis.call('ZREMRANGEBYSCORE', shared, '-inf', now)
   local head = liveHead(line, entries, now)
   if not head or head == token then
     addReader(token, ttl)
+    -- Expired holders go after the grant's ZADD, the script's first write (see addReader): a
+    -- removal first let every write after it through on a full Redis (noeviction). They score
+    -- below now, so the sentinel's PX (the longest hold) is the same either way.
+    redis.call('ZREMRANGEBYSCORE', shared, '-inf', now)
     serveReaders(publish)
     return {1, currentFence(ARGV[6]), ttl}
   end

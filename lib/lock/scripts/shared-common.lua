@@ -19,11 +19,13 @@ local function currentFence(fencing)
 end
 
 -- Adds a shared holder (out of the line): the sentinel lives as long as the longest shared
--- holder, marked while someone waits (so the last shared release hands the lock over).
+-- holder, marked while someone waits (so the last shared release hands the lock over). The ZADD
+-- comes first: under maxmemory, Redis refuses a script's writes for OOM only at its first
+-- deny-oom command and only while it has written nothing (ZREM and HDEL are not deny-oom).
 local function addReader(reader, readerTtl)
+  redis.call('ZADD', shared, now + readerTtl, reader)
   redis.call('ZREM', line, reader)
   redis.call('HDEL', entries, reader)
-  redis.call('ZADD', shared, now + readerTtl, reader)
   local keep = tonumber(redis.call('ZRANGE', shared, -1, -1, 'WITHSCORES')[2]) - now
   local marked = redis.call('EXISTS', line) == 1
   redis.call('SET', value, marked and SHARED .. '*' or SHARED, 'PX', keep)

@@ -14,16 +14,20 @@
 
 local leased = redis.call('ZCARD', KEYS[1])
 if leased > 0 and ARGV[1] ~= '1' then return {0, leased} end
+-- Only UNLINK, then one XADD: commands every queue script uses, so a user that may run the others
+-- may run this one and it cannot be refused halfway (Redis does not undo what a failed script
+-- did: an XTRIM, which the documented ACL leaves out, once failed after the leased set was gone).
+-- The XADD comes last so that a full Redis (noeviction) still lets a queue be deleted: UNLINK,
+-- the first write, is not refused for OOM, and then nothing after it is.
 for i = 1, #KEYS do
-  -- The event stream is emptied, not deleted: it keeps the last id it gave out, so the ids of the
-  -- `obliterated` event and of what follows still rise. A new stream could give the id of an
-  -- event readers had already read (same millisecond), and they would miss everything up to it.
-  -- It holds at most eventsMaxLen entries (~10,000): trimmed at once, it stays short.
-  if i == 2 and ARGV[2] ~= '0' then
-    redis.call('XTRIM', KEYS[2], 'MAXLEN', '0')
-  else
-    redis.call('UNLINK', KEYS[i])
-  end
+  if i ~= 2 or ARGV[2] == '0' then redis.call('UNLINK', KEYS[i]) end
 end
-emit(KEYS[2], tonumber(ARGV[2]), 'obliterated')
+-- The event stream is emptied, not deleted: it keeps the last id it gave out, so the ids of the
+-- `obliterated` event and of what follows still rise. A new stream could give the id of an
+-- event readers had already read (same millisecond), and they would miss everything up to it.
+-- An exact MAXLEN 1 keeps the new event alone; the stream holds at most eventsMaxLen entries
+-- (~10,000), so it stays short.
+if ARGV[2] ~= '0' then
+  redis.call('XADD', KEYS[2], 'MAXLEN', '1', '*', 't', 'obliterated')
+end
 return {1, leased}

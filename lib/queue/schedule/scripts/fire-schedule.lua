@@ -77,6 +77,10 @@ if redis.call('HEXISTS', KEYS[9], id) == 0 or redis.call('ZSCORE', KEYS[7], id) 
       return { 4, now }
     end
   end
+  -- The first write is a deny-oom one (HSET): under maxmemory, Redis refuses a script's writes
+  -- for OOM only at its first deny-oom command and only while it has written nothing, so a ZREM
+  -- or HDEL first let the task and its payload through on a full Redis, a task per tick.
+  redis.call('HSET', KEYS[9], id, now)
   -- A dead task's run is forgotten (its options too: the tick's task has only its name), as
   -- enqueue.lua does for an id added again.
   if redis.call('ZREM', KEYS[7], id) == 1 then
@@ -85,7 +89,6 @@ if redis.call('HEXISTS', KEYS[9], id) == 0 or redis.call('ZSCORE', KEYS[7], id) 
     end
     redis.call('ZREM', KEYS[20], id)
   end
-  redis.call('HSET', KEYS[9], id, now)
   if ARGV[6] == '1' then
     redis.call('HSET', KEYS[5], id, ARGV[7])
   else

@@ -21,9 +21,14 @@
 local ZADD_CHUNK = 1000
 
 local function slidingWindow(key, limit, window, windowArg, cost, id, now, msDigits, frac)
-  -- An entry admitted at s counts while now < s + window.
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d.%s', tonumber(msDigits) - window, frac))
-  local used = redis.call('ZCARD', key)
+  -- An entry admitted at s counts while now < s + window: the expired ones score up to `edge`.
+  -- They are counted out by reading, and removed only after the ZADD: under maxmemory, Redis
+  -- refuses a script's writes for OOM only while it has written nothing, at its first deny-oom
+  -- command (ZADD is one, ZREMRANGEBYSCORE is not). Trimming first let every ZADD after it
+  -- through on a full Redis. A refusal writes nothing, so it cannot open the way for the checks
+  -- after it in consume.lua either.
+  local edge = string.format('%d.%s', tonumber(msDigits) - window, frac)
+  local used = redis.call('ZCOUNT', key, '(' .. edge, '+inf')
   -- A limit lowered since the entries were admitted may leave more counted than it allows.
   local left = math.max(0, limit - used)
   if used + cost <= limit then
@@ -43,6 +48,7 @@ local function slidingWindow(key, limit, window, windowArg, cost, id, now, msDig
         added = added + redis.call('ZADD', key, 'NX', unpack(args, 1, k))
       end
     end
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', edge)
     -- Nothing added: this same call ran before (see below); its entries are counted in `used`.
     if added == 0 then return 1, left, 0, window end
     redis.call('PEXPIRE', key, windowArg)
@@ -54,9 +60,11 @@ local function slidingWindow(key, limit, window, windowArg, cost, id, now, msDig
   if redis.call('ZSCORE', key, cost == 1 and id or id .. ':1') then
     return 1, left, 0, window
   end
-  -- Refused: `cost` fits once the (used + cost - limit) oldest entries have left the window.
-  local edge = used + cost - limit - 1
-  local oldest = redis.call('ZRANGE', key, edge, edge, 'WITHSCORES')
+  -- Refused: `cost` fits once the (used + cost - limit) oldest entries have left the window. The
+  -- expired entries (not removed on this path) rank before them.
+  local expired = redis.call('ZCARD', key) - used
+  local rank = expired + used + cost - limit - 1
+  local oldest = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')
   local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   return 0, left, math.max(1, math.ceil(tonumber(oldest[2]) + window - now)),
     math.max(1, math.ceil(tonumber(newest[2]) + window - now))
