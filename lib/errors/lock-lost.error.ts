@@ -1,4 +1,5 @@
 import { RedisLockError } from './redis-lock.error';
+import { describeList } from './describe-value';
 
 /**
  * A lock this process held is gone: its TTL ran out before it was extended, or another owner
@@ -9,6 +10,6 @@ export class LockLostError extends RedisLockError {
     readonly keys: readonly string[],
     readonly detail: string,
   ) {
-    super(`lock ${keys.map((k) => `'${k}'`).join(', ')} was lost: ${detail}`);
+    super(`lock ${describeList(keys)} was lost: ${detail}`);
   }
 }

@@ -1,4 +1,5 @@
 import { RedisLockError } from './redis-lock.error';
+import { describeList } from './describe-value';
 
 /**
  * Quorum mode (`nodes`): a lock operation could not be decided because fewer Redis nodes than a
@@ -7,7 +8,7 @@ import { RedisLockError } from './redis-lock.error';
  */
 export class LockQuorumError extends RedisLockError {
   /**
-   * @param keys the lock keys
+   * @param keys the lock keys (all of them; the message names the first few)
    * @param operation what was attempted: `'acquire'`, `'release'`, `'extend'`, `'isHeld'`, `'isLocked'`
    * @param nodes how many nodes the module uses
    * @param answered how many of them answered the last attempt
@@ -25,7 +26,7 @@ export class LockQuorumError extends RedisLockError {
     readonly waitedMs?: number,
   ) {
     super(
-      `lock ${keys.map((k) => `'${k}'`).join(', ')}: ${operation} ` +
+      `lock ${describeList(keys)}: ${operation} ` +
         (waitedMs === undefined ? 'failed' : `failed within ${waitedMs} ms`) +
         `: only ${answered} of ${nodes} Redis nodes answered (${granted} granted); ` +
         `a quorum needs ${needed}`,

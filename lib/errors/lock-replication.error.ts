@@ -1,4 +1,5 @@
 import { RedisLockError } from './redis-lock.error';
+import { describeList } from './describe-value';
 
 /**
  * `waitForReplicas`: fewer replicas than asked acknowledged a lock's write (Redis `WAIT`) within
@@ -8,7 +9,7 @@ import { RedisLockError } from './redis-lock.error';
  */
 export class LockReplicationError extends RedisLockError {
   /**
-   * @param keys the lock keys
+   * @param keys the lock keys (all of them; the message names the first few)
    * @param operation `'acquire'` or `'extend'`
    * @param acknowledged replicas that acknowledged the write
    * @param required replicas asked for (`waitForReplicas.replicas`)
@@ -22,7 +23,7 @@ export class LockReplicationError extends RedisLockError {
     readonly timeoutMs: number,
   ) {
     super(
-      `lock ${keys.map((k) => `'${k}'`).join(', ')}: ${operation} was acknowledged by ` +
+      `lock ${describeList(keys)}: ${operation} was acknowledged by ` +
         `${acknowledged} of ${required} required replicas within ${timeoutMs} ms` +
         (operation === 'acquire' ? '; the lock was released again' : ''),
     );

@@ -1,4 +1,5 @@
 import { RedisLockError } from './redis-lock.error';
+import { describeList } from './describe-value';
 
 /**
  * A lock could not be acquired within `waitMs`.
@@ -6,7 +7,7 @@ import { RedisLockError } from './redis-lock.error';
  */
 export class LockTimeoutError extends RedisLockError {
   /**
-   * @param keys the lock keys that were asked for
+   * @param keys the lock keys that were asked for (all of them; the message names the first few)
    * @param waitedMs how long the caller waited, in ms
    * @param holderRemainingMs the current holder's remaining TTL in ms, or `undefined` when unknown
    *   (e.g. the lock was free but other waiters were first in line)
@@ -24,7 +25,7 @@ export class LockTimeoutError extends RedisLockError {
   ) {
     super(
       message ??
-        `lock ${keys.map((k) => `'${k}'`).join(', ')} not acquired within ${waitedMs} ms; ` +
+        `lock ${describeList(keys)} not acquired within ${waitedMs} ms; ` +
           (holderRemainingMs !== undefined && holderRemainingMs >= 0
             ? `held by another owner for ${holderRemainingMs} ms more`
             : 'other waiters were first in line'),

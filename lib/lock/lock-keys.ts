@@ -1,5 +1,5 @@
 import { LockKeyError } from '../errors/lock-key.error';
-import { describeValue } from '../errors/describe-value';
+import { describeList, describeValue } from '../errors/describe-value';
 import { clusterKeySlot, slotTag } from '../redis/cluster-slot';
 import { taggedKey } from '../redis/tagged-key';
 import { notWellFormed, utf8BytesOver } from '../options/validate';
@@ -58,7 +58,11 @@ export function checkLockNames(key: unknown): string[] {
     const names = key.map((k) => checkKeyName(k));
     const distinct = [...new Set(names)];
     if (distinct.length !== names.length) {
-      throw new LockKeyError(`lock key list has duplicates: ${names.join(', ')}`, key);
+      // Only the repeated names: the list may hold thousands (the error's `key` has it whole).
+      const seen = new Set<string>();
+      const repeated = new Set<string>();
+      for (const name of names) (seen.has(name) ? repeated : seen).add(name);
+      throw new LockKeyError(`lock key list has duplicates: ${describeList([...repeated])}`, key);
     }
     return distinct;
   }
@@ -135,16 +139,26 @@ export function lockFenceKey(prefix: string, slot?: number): string {
 
 /**
  * On Redis Cluster a multi-key lock runs as one script, so all its keys must live in one hash
- * slot: throws `LockKeyError` naming each key and its slot when they do not.
+ * slot: throws `LockKeyError` naming the first key of each slot (the first few slots) when they
+ * do not.
  */
 export function checkOneSlot(keys: readonly LockRedisKeys[]): void {
   if (keys.length < 2) return;
   const slots = keys.map((k) => clusterKeySlot(k.value));
   if (slots.every((slot) => slot === slots[0])) return;
+  // One key per slot: the first few keys of a long list may all share a slot and show no conflict.
+  const firstBySlot = new Map<number, string>();
+  keys.forEach((k, i) => {
+    if (!firstBySlot.has(slots[i])) firstBySlot.set(slots[i], k.name);
+  });
+  const listed = describeList(
+    [...firstBySlot],
+    ([slot, name]) => `${describeValue(name)} (slot ${slot})`,
+  );
   throw new LockKeyError(
-    `lock keys ${keys.map((k, i) => `${describeValue(k.name)} (slot ${slots[i]})`).join(', ')} ` +
-      'map to different Redis Cluster slots; a multi-key lock needs one slot: give the keys a ' +
-      "common hash tag, e.g. '{order:42}:stock' and '{order:42}:payment'",
+    `lock keys map to ${firstBySlot.size} different Redis Cluster slots: ${listed}; a multi-key ` +
+      'lock needs one slot: give the keys a common hash tag, e.g. ' +
+      "'{order:42}:stock' and '{order:42}:payment'",
     keys.map((k) => k.name),
   );
 }

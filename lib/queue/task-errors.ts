@@ -1,4 +1,4 @@
-import { readSafely, safeText, wellFormed } from '../errors/error-text';
+import { errorText, readSafely, safeText, wellFormed } from '../errors/error-text';
 import type { TaskError } from './interfaces/queue-event.interface';
 import { redactText } from '../redaction/redact-credentials';
 
@@ -46,6 +46,20 @@ export function encodeTaskError(err: unknown): string {
     e = { name: 'Error', message: stored(err, MAX_MESSAGE_CHARS) };
   }
   return JSON.stringify(e);
+}
+
+/**
+ * What a log line says of a failure (a worker's retry and dead-letter lines): its message
+ * (`errorText`) bounded as `encodeTaskError` stores it, without credentials and cut to
+ * `MAX_MESSAGE_CHARS`, then its whole length when cut: a handler's error may carry megabytes (an
+ * HTTP response body), logged once per attempt. Redacted before the cut, which could split a
+ * password that the logger would then not recognise.
+ */
+export function failureText(err: unknown): string {
+  const text = redactText(errorText(err));
+  return text.length > MAX_MESSAGE_CHARS
+    ? `${wellFormed(text.slice(0, MAX_MESSAGE_CHARS))}… (${text.length} chars)`
+    : text;
 }
 
 /** A stored failure back as a `TaskError`: JSON from `encodeTaskError`, or a plain message. */

@@ -15,9 +15,12 @@ const SECRET_KEY = /pass(word|phrase)|secret/i;
 
 /**
  * `scheme://user:password@` in a text: the password goes, up to the last `@` before the host (a
- * password may hold an unencoded `@`, which ioredis accepts as the URL parser does).
+ * password may hold an unencoded `@`, which ioredis accepts as the URL parser does), whatever it
+ * holds but the `/`, `?` or `#` that ends a URL's authority: the URL parser takes a space or a
+ * tab in it too, and such a URL may be refused (for its database, its `?keyPrefix=`) before
+ * connecting, while its password is not registered yet.
  */
-const URL_PASSWORD = /([a-z][a-z0-9+.-]*:\/\/[^\s/?#@:]*):([^\s/?#]*)@/gi;
+const URL_PASSWORD = /([a-z][a-z0-9+.-]*:\/\/[^\s/?#@:]*):([^/?#]*)@/gi;
 
 /** `?password=…` / `&sentinelPassword=…` in a URL's query (ioredis reads options from it). */
 const QUERY_PASSWORD = /([?&][a-z]*pass(?:word)?=)[^&#\s'"]*/gi;

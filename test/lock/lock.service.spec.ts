@@ -499,6 +499,7 @@ describe('LockService', () => {
       ['listed lone surrogate', ['a', 'acct:\uDFFF'], /is not well-formed Unicode/],
       ['empty list', [], /list must not be empty/],
       ['duplicate list', ['a', 'a'], /duplicates/],
+      ['list with a repeated name', ['a', 'b', 'a'], /duplicates: 'a'$/],
     ])('rejects a %s key with LockKeyError', async (_label, key, message) => {
       const err = await locks.acquire(key as string).catch((e) => e);
       expect(err).toBeInstanceOf(LockKeyError);

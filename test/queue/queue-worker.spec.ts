@@ -220,6 +220,40 @@ describe('QueueService workers', () => {
         /task 'proxy' failed with a value that could not be stored/,
       );
     });
+
+    it("logs a failure's message cut as it is stored (1,000 characters), then its length", async () => {
+      const q = fresh();
+      const lines: string[] = [];
+      for (const level of ['warn', 'error'] as const) {
+        jest.spyOn(Logger.prototype, level).mockImplementation((...args: unknown[]) => {
+          const message = String(args[0]);
+          if (message.includes(`queue '${q}'`)) lines.push(message);
+        });
+      }
+      // An HTTP client's error that carries the response body: 200,000 characters.
+      const huge = `upstream said: ${'m'.repeat(200_000)}`;
+      const worker = queues.process(q, () => Promise.reject(new Error(huge)), {
+        maxAttempts: 2,
+        backoffMs: 1,
+      });
+      try {
+        await queues.enqueue(q, 't');
+        await waitFor('the dead-letter line', () => lines.some((l) => l.includes('dead letter')));
+        const cut = `${huge.slice(0, 1_000)}… (${huge.length} chars)`;
+        expect(lines).toHaveLength(2);
+        expect(lines[0]).toMatch(
+          /^queue '.+': task 't' failed attempt 1 of 2, retrying in \d+ ms: /,
+        );
+        expect(lines[0].endsWith(`ms: ${cut}`)).toBe(true);
+        expect(lines[1]).toBe(
+          `queue '${q}': task 't' failed attempt 2 of 2 and moved to dead letter: ${cut}`,
+        );
+        expect((await queues.get(q, 't'))?.error?.message).toBe(huge.slice(0, 1_000));
+      } finally {
+        jest.restoreAllMocks();
+        await worker.close();
+      }
+    });
   });
 
   describe('leases', () => {

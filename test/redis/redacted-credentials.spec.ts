@@ -243,14 +243,22 @@ describe('credentials in errors and logs', () => {
     }
   });
 
+  const DB = 'a database index (a whole number)';
+  const PREFIX = 'no ioredis keyPrefix';
   it.each([
-    [`redis://:${SECRET}@h:6379/abc`, 'redis://:***@h:6379/abc'],
-    [`redis://h:6379?password=${SECRET}&db=x`, 'redis://h:6379?password=***&db=x'],
-    [`redis://:${SECRET}@h:6379/1.5`, 'redis://:***@h:6379/1.5'],
+    [`redis://:${SECRET}@h:6379/abc`, 'redis://:***@h:6379/abc', DB],
+    [`redis://h:6379?password=${SECRET}&db=x`, 'redis://h:6379?password=***&db=x', DB],
+    [`redis://:${SECRET}@h:6379/1.5`, 'redis://:***@h:6379/1.5', DB],
+    // The URL parser takes a space or a tab in a password: the pattern stopped at it.
+    [`redis://default:${SECRET} x@h:6379/abc`, 'redis://default:***@h:6379/abc', DB],
+    [`redis://default:${SECRET}\tx@h:6379/abc`, 'redis://default:***@h:6379/abc', DB],
+    [`redis://u:${SECRET} x@h:6379?keyPrefix=app:`, 'redis://u:***@h:6379?keyPrefix=app:', PREFIX],
+    [`redis://u:${SECRET}\tx@h:6379?keyPrefix=a:`, 'redis://u:***@h:6379?keyPrefix=a:', PREFIX],
   ])(
-    'a URL whose database is not a whole number (%s) is refused before connecting, shown as %s',
-    async (url, shown) => {
-      // ioredis sent SELECT NaN: Redis's refusal ended the process (an unhandled rejection).
+    'a URL refused before connecting (%s) is shown as %s, expecting %s',
+    async (url, shown, expected) => {
+      // A database that is not a whole number: ioredis sent SELECT NaN, and Redis's refusal ended
+      // the process (an unhandled rejection).
       for (const [options, option] of [
         [{ redis: url }, 'redis'],
         [{ nodes: ['redis://a:1', url, 'redis://b:1'] }, 'nodes[1]'],
@@ -260,7 +268,7 @@ describe('credentials in errors and logs', () => {
         )) as RedisLockOptionsError;
         expect(err).toBeInstanceOf(RedisLockOptionsError);
         expect(err).toMatchObject({ option, value: shown });
-        expect(err.message).toContain('a database index (a whole number)');
+        expect(err.message).toContain(`expected ${expected}`);
         expectNoSecret(err);
       }
     },
@@ -406,11 +414,16 @@ describe('redactText (property)', () => {
     const part = (chars: string) =>
       fc.stringMatching(new RegExp(`^[${chars}]{1,16}$`)) as fc.Arbitrary<string>;
     fc.assert(
-      // `@` and `:` too: ioredis takes an unencoded `@` as part of the password (up to the last).
-      fc.property(part('a-zA-Z0-9_.~-'), part('a-zA-Z0-9_.~!$&()*+,;=%@:-'), (user, password) => {
-        const text = `reach rediss://${user}:${password}@db.internal:6380/2 now`;
-        expect(redactText(text)).toBe(`reach rediss://${user}:***@db.internal:6380/2 now`);
-      }),
+      // `@` and `:` too: ioredis takes an unencoded `@` as part of the password (up to the last);
+      // a space and a tab too, which the URL parser takes.
+      fc.property(
+        part('a-zA-Z0-9_.~-'),
+        part('a-zA-Z0-9_.~!$&()*+,;=%@: \t-'),
+        (user, password) => {
+          const text = `reach rediss://${user}:${password}@db.internal:6380/2 now`;
+          expect(redactText(text)).toBe(`reach rediss://${user}:***@db.internal:6380/2 now`);
+        },
+      ),
     );
   });
 

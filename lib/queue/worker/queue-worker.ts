@@ -33,7 +33,7 @@ import {
   PASS_ON_GRACE_MS,
 } from '../queue.constants';
 import { errorText } from '../../errors/error-text';
-import { encodeTaskError } from '../task-errors';
+import { encodeTaskError, failureText } from '../task-errors';
 import { retryDelayMs, settleFailure } from './failure-policy';
 import type { ChildFailure } from '../interfaces/flow.interface';
 import { WorkerTask, type TaskControl } from './worker-task';
@@ -830,7 +830,7 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
   private report(finished: FinishedTask, settled: number): void {
     const { step, runMs, failure } = finished;
     const { task, delayMs = 0 } = step;
-    const reason = failure && errorText(failure.error);
+    const reason = failure && failureText(failure.error);
     const base = () => ({
       queue: this.queue,
       id: task.id,
