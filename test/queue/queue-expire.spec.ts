@@ -300,6 +300,30 @@ describe('QueueService: expiring tasks (expiresInMs / expiresAt)', () => {
     await worker.close();
   });
 
+  it("a flow parent's deadline counts once its children finished: it expires on time on a paused queue", async () => {
+    const q = fresh();
+    const kids = fresh();
+    await queues.pause(q);
+    const parents = queues.process(q, () => undefined);
+    const children = queues.process(kids, () => undefined);
+    await queues.enqueueFlow({
+      queue: q,
+      id: 'parent',
+      options: { expiresInMs: 300 },
+      children: [{ queue: kids, id: 'kid' }],
+    });
+    await expect(queues.waitFor(kids, 'kid')).resolves.toMatchObject({ state: 'completed' });
+    await waitFor(
+      'the ready parent expired, the queue still paused',
+      async () => (await queues.get(q, 'parent'))?.state === 'expired',
+      5_000,
+    );
+    expect(await queues.stats(q)).toMatchObject({ paused: true, ready: 0, expired: 1 });
+    expect(await redis.zcard(`${prefix}queue:{${q}}:expiries`)).toBe(0);
+    await parents.close();
+    await children.close();
+  });
+
   it('cancel, remove and clean know expired tasks', async () => {
     const q = fresh();
     const worker = queues.process(q, () => undefined);

@@ -116,6 +116,38 @@ describe('QueueService', () => {
       expect((await queues.get(q, 'p3'))?.priority).toBe(-5);
     });
 
+    it("replace with some of a task's own options keeps the others: its name, deadline and failure policy", async () => {
+      const q = fresh();
+      // 16 digits: more than cjson.encode writes, so the merge must keep it exactly.
+      const far = Number.MAX_SAFE_INTEGER;
+      const backoff = { type: 'fixed', delayMs: 5 } as const;
+      await queues.enqueue(q, 'a', {
+        name: 'welcome',
+        delayMs: 60_000,
+        maxAttempts: 1,
+        backoff,
+        timeoutMs: 500,
+        expiresAt: far,
+      });
+      await queues.enqueue(q, 'a', { replace: true, timeoutMs: 700 });
+      const lastEvent = async () =>
+        (await redis.xrevrange(key(q, 'events'), '+', '-', 'COUNT', 1))[0][1];
+      expect(await lastEvent()).toEqual(['t', 'enqueued', 'i', 'a', 'n', 'welcome']);
+      expect(Number(await redis.zscore(key(q, 'expiries'), 'a'))).toBe(far);
+      const [task] = await queues.claim(q);
+      expect(task).toMatchObject({
+        id: 'a',
+        name: 'welcome',
+        options: { maxAttempts: 1, backoff, timeoutMs: 700, expiresAt: far },
+      });
+      // A name given keeps the deadline: past it, the task ends expired instead of running.
+      await queues.enqueue(q, 'b', { delayMs: 60_000, expiresAt: 1 });
+      await queues.enqueue(q, 'b', { replace: true, name: 'welcome' });
+      expect(await lastEvent()).toEqual(['t', 'enqueued', 'i', 'b', 'n', 'welcome']);
+      expect(await queues.claim(q)).toEqual([]);
+      expect(await lastEvent()).toEqual(['t', 'expired', 'i', 'b']);
+    });
+
     it('stores any JSON payload per id (the same for every id of an array) and returns it', async () => {
       const q = fresh();
       const payload = { n: 1.5, s: 'ü', list: [null, true, { deep: [1] }], when: new Date(0) };

@@ -23,7 +23,7 @@ export function keyBase(k: QueueRedisKeys): string {
 
 /**
  * The keys of a parent's queue that a script advancing it needs, in includes/flow.lua's order
- * (FLOW_GROUP: 10).
+ * (FLOW_GROUP: 12).
  */
 export function flowGroupKeys(k: QueueRedisKeys): string[] {
   return [
@@ -37,6 +37,8 @@ export function flowGroupKeys(k: QueueRedisKeys): string[] {
     k.flow,
     k.parents,
     k.outbox,
+    k.opts,
+    k.expiries,
   ];
 }
 

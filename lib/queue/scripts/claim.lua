@@ -50,7 +50,7 @@
 -- KEYS[33] expired   zset: id -> time it expired (kept per keepCompleted)
 -- KEYS[34] expiries  zset: id -> deadline of tasks enqueued with one (includes/expiry.lua); an
 --                    entry goes when its task ends for good here (acked, dead, cancelled, expired)
--- KEYS[35..] groups of 10 keys of the queues of the settled tasks' parents (flow.lua's order):
+-- KEYS[35..] groups of 12 keys of the queues of the settled tasks' parents (flow.lua's order):
 --            a child that completes (or dies) advances its parent in this script when its
 --            parent's queue is among them, else its outcome goes to the outbox
 -- ARGV[1]  count            tasks to lease at most (0: settle and report only)

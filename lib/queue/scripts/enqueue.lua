@@ -34,7 +34,8 @@
 -- ARGV[1] delayMs     due time = Redis TIME + delayMs
 -- ARGV[2] replace     '1': an id already queued (not leased) is placed again with the new due
 --                     time (and payload when given); with the call's priority and group when it
---                     names one, else with its own
+--                     names one, else with its own; its own options merged with the call's
+--                     (mergedOpts)
 -- ARGV[3] hasPayload  '1': ARGV[4] is the payload of every id; '2': the plain calls of one tick,
 --                     one or more (segments, below)
 -- ARGV[4] payload     JSON text ('' when hasPayload is '0'), stored as given: a traced enqueue
@@ -159,15 +160,43 @@ local function forgetRun(id)
   end
 end
 
--- The tasks' name ('n' of opts), for their 'enqueued' events; false when they have none.
-local name = opts ~= '' and string.find(opts, '"n":', 1, true) and cjson.decode(opts).n
+-- The name ('n') in a task's own options JSON, or a false value when it has none.
+local function nameOf(o)
+  return o and string.find(o, '"n":', 1, true) and cjson.decode(o).n
+end
 
-local function enqueued(id)
-  if name then
+-- The tasks' name, for their 'enqueued' events; false when they have none.
+local name = nameOf(opts)
+
+-- A replaced task's own options: the stored ones (JSON text, or false for none), each that the
+-- call gives (opts) overriding its own, so that a replace keeps the task's name, deadline and
+-- failure policy unless given (written over, a replace with one option dropped the others: a
+-- named task lost its name and died unhandled). Written as storedOwnOptions (queue-replies.ts)
+-- writes them, in its key order; integers with %d, as cjson.encode keeps only 14 digits and a
+-- deadline may have 16.
+local OWN_KEYS = {'m', 'b', 't', 'x', 'n'}
+local function mergedOpts(stored)
+  if not stored then return opts end
+  local given, own, parts = cjson.decode(opts), cjson.decode(stored), {}
+  for _, k in ipairs(OWN_KEYS) do
+    local v = given[k]
+    if v == nil then v = own[k] end
+    if type(v) == 'number' then
+      parts[#parts + 1] = '"' .. k .. '":' .. string.format('%d', v)
+    elseif v ~= nil then
+      parts[#parts + 1] = '"' .. k .. '":' .. cjson.encode(v)
+    end
+  end
+  return '{' .. table.concat(parts, ',') .. '}'
+end
+
+-- An 'enqueued' event of task `id`, named `n` (false: none).
+local function enqueued(id, n)
+  if n then
     if ARGV[1] ~= '0' then
-      emit(KEYS[10], eventsMaxLen, 'enqueued', id, 'd', ARGV[1], 'n', name)
+      emit(KEYS[10], eventsMaxLen, 'enqueued', id, 'd', ARGV[1], 'n', n)
     else
-      emit(KEYS[10], eventsMaxLen, 'enqueued', id, 'n', name)
+      emit(KEYS[10], eventsMaxLen, 'enqueued', id, 'n', n)
     end
   elseif ARGV[1] ~= '0' then
     emit(KEYS[10], eventsMaxLen, 'enqueued', id, 'd', ARGV[1])
@@ -288,7 +317,7 @@ local function addIds(first, last)
         end
         added = added + 1
         changed = true
-        enqueued(id)
+        enqueued(id, name)
       elseif not redis.call('ZSCORE', KEYS[2], id) then
         local queued = redis.call('ZSCORE', KEYS[1], id) ~= false
         local info = (replace or not queued) and redis.call('HGET', KEYS[7], id)
@@ -307,22 +336,28 @@ local function addIds(first, last)
             -- moves the due time and the payload only); one that names them places it with those.
             local m = unplace(id, info)
             if hasPayload then redis.call('HSET', KEYS[3], id, payloadText) end
-            if opts ~= '' then redis.call('HSET', KEYS[12], id, opts) end
-            if expiresAt then redis.call('ZADD', KEYS[19], expiresAt, id) end
+            -- Its own options likewise: those the call gives, merged with its own (mergedOpts).
+            local own = redis.call('HGET', KEYS[12], id)
+            if opts ~= '' then
+              own = mergedOpts(own)
+              redis.call('HSET', KEYS[12], id, own)
+              local x = expiryOf(own)
+              if x then redis.call('ZADD', KEYS[19], x, id) end
+            end
             if m and priority == 0 and group == '' then
               place(id, m.prio, m.group)
             else
               place(id, priority, group)
             end
             changed = true
-            enqueued(id)
+            enqueued(id, nameOf(own))
           end
         else
           setPayload(id)
           place(id, priority, group)
           added = added + 1
           changed = true
-          enqueued(id)
+          enqueued(id, name)
         end
       end
     end

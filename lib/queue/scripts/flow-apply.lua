@@ -4,9 +4,9 @@
 -- With ARGV[1] '1' (the outbox shares the parent's slot: one node, or one hash tag):
 -- KEYS[1]      outbox  list: the child queue's outbox; each entry is applied only if this call
 --                      removes it (LREM), so concurrent callers apply it once
--- KEYS[2..11]  the parent queue's group: due, wake, events, dead, errors, wchildren, cdone, flow,
---              parents, outbox
--- With ARGV[1] '0' (another Cluster slot): KEYS[1..10] the parent queue's group; the caller
+-- KEYS[2..13]  the parent queue's group: due, wake, events, dead, errors, wchildren, cdone, flow,
+--              parents, outbox, opts, expiries
+-- With ARGV[1] '0' (another Cluster slot): KEYS[1..12] the parent queue's group; the caller
 -- removes the entries from the child queue's outbox afterwards.
 -- ARGV[2]  eventsMaxLen
 -- ARGV[3..] entries, as read from the outbox (JSON {q, p, b, m, c, o, d})

@@ -23,16 +23,16 @@
 --             QueueStore applies them with flow-apply.lua, idempotently.
 --
 -- A parent queue's keys are passed to a script as a group of FLOW_GROUP keys, in this order
--- (`flowGroupKeys` in queue-store.ts): due, wake, events, dead, errors, wchildren, cdone, flow,
--- parents, outbox.
+-- (`flowGroupKeys` in flows/flow-keys.ts): due, wake, events, dead, errors, wchildren, cdone,
+-- flow, parents, outbox, opts, expiries (the last two: a parent made ready indexes its deadline).
 
-local FLOW_GROUP = 10
+local FLOW_GROUP = 12
 
 -- The keys of the parent group starting at KEYS[g].
 local function flowKeys(g)
   return {due = KEYS[g], wake = KEYS[g + 1], events = KEYS[g + 2], dead = KEYS[g + 3],
     errors = KEYS[g + 4], wchildren = KEYS[g + 5], cdone = KEYS[g + 6], flow = KEYS[g + 7],
-    parents = KEYS[g + 8], outbox = KEYS[g + 9]}
+    parents = KEYS[g + 8], outbox = KEYS[g + 9], opts = KEYS[g + 10], expiries = KEYS[g + 11]}
 end
 
 -- The parent groups among KEYS[first..]: key base -> index of the group's first key ('<base>:due').
@@ -173,6 +173,12 @@ applyChild = function(P, e, now, maxLen)
   if tonumber(redis.call('ZINCRBY', P.wchildren, -1, e.p)) > 0 then return false end
   closeParent(P, e.p)
   redis.call('ZADD', P.due, now, e.p)
+  -- Its deadline is indexed now that it waits like any task (includes/expiry.lua), so that it
+  -- expires on time on a paused queue too. Not at add-flow: the sweep drops the entry of a task
+  -- that is not waiting, and a parent's deadline counts only once its children finished. The
+  -- deadline is read as expiryOf reads it (expiry.lua is not among every flow script's includes).
+  local x = string.match(redis.call('HGET', P.opts, e.p) or '', '"x":(%d+)')
+  if x then redis.call('ZADD', P.expiries, x, e.p) end
   emit(P.events, maxLen, 'enqueued', e.p)
   if redis.call('LLEN', P.wake) == 0 then redis.call('RPUSH', P.wake, '1') end
   return false
