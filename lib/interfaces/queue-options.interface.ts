@@ -426,7 +426,7 @@ export interface QueueDefaults {
    * queue reads (producers too), these concern only this instance's workers.
    * @default {}
    * @example
-   * queue: { workers: { emails: { concurrency: config.get('EMAIL_CONCURRENCY'), limiter: { max: 100, durationMs: 1_000 } } } }
+   * queue: { workers: { emails: { concurrency: Number(config.getOrThrow('EMAIL_CONCURRENCY')), limiter: { max: 100, durationMs: 1_000 } } } }
    */
   workers?: Record<string, QueueWorkersConfig>;
   /**

@@ -370,6 +370,32 @@ describe('Named handlers: enqueue({ name }) routed to process(queue, handler, { 
     await Promise.all([w.close(), same.close(), per.close()]);
   });
 
+  it('takes a loop option given alike with its keys in another order; refuses a different one, both values as JSON in the message', async () => {
+    const q = fresh();
+    const limiter = { max: 100, durationMs: 1_000 };
+    const backoff = { type: 'fixed', delayMs: 50, jitter: false } as const;
+    const w = queues.process(q, () => undefined, { name: 'a', limiter, backoff });
+    const same = queues.process(q, () => undefined, {
+      name: 'b',
+      limiter: { durationMs: 1_000, max: 100 },
+      backoff: { jitter: false, delayMs: 50, type: 'fixed' },
+    });
+    let refused: unknown;
+    try {
+      queues.process(q, () => undefined, { name: 'c', limiter: { durationMs: 1_000, max: 200 } });
+    } catch (err) {
+      refused = err;
+    }
+    expect(refused).toBeInstanceOf(RedisLockOptionsError);
+    expect((refused as Error).message).toBe(
+      `invalid option 'limiter': expected the same value as the other named handlers of queue '${q}', ` +
+        `'{"durationMs":1000,"max":100}' (they share one claim loop; give it on one of them), ` +
+        `got '{"durationMs":1000,"max":200}'`,
+    );
+    expect(queues.localWorkers(q)).toHaveLength(2);
+    await Promise.all([w.close(), same.close()]);
+  });
+
   it("a named handler's own timeoutMs bounds its tasks only", async () => {
     const q = fresh();
     const slow = queues.process(q, (task) => sleep(200).then(() => task.id), {

@@ -1,9 +1,19 @@
 import 'reflect-metadata';
+import { once } from 'node:events';
 import { hostname } from 'node:os';
 import type { INestApplicationContext } from '@nestjs/common';
+import { Redis } from 'ioredis';
 import { QueueService } from '../../lib';
+import { queueRedisKeys } from '../../lib/queue/queue-keys';
 import { exited, lineFrom, spawnTs } from '../support/child';
-import { createLockApp, deferred, testRedisUrl, uniquePrefix, waitFor } from '../support/helpers';
+import {
+  createLockApp,
+  deferred,
+  redisClient,
+  testRedisUrl,
+  uniquePrefix,
+  waitFor,
+} from '../support/helpers';
 
 describe('QueueService.workers: the workers of every instance', () => {
   const prefix = uniquePrefix('queue-workers');
@@ -175,6 +185,123 @@ describe('QueueService.workers: the workers of every instance', () => {
       gates.c.resolve();
       await Promise.all([a.close(), b.close(), c?.close()]);
       await twin.close();
+    }
+  });
+
+  /**
+   * On queue `q`, two modules started now (their next heartbeat 5 s away): 'a-side' runs handler
+   * 'a' only (on `client`, if given), 'b-side' runs 'b' with one slot, held by 'b1' until the
+   * gate opens. Then the registry's entries are lost (`lose`: the hash deleted, as a restart
+   * without persistence or a flush does) and 'b2' is enqueued: only 'a-side' has a free slot.
+   * Expects 'b2' left to 'b-side' (given back unattempted, none dead; 'a-side' wrote its entry
+   * again), then run there.
+   */
+  async function expectPassedOnAfterLoss(
+    q: string,
+    lose: (workersKey: string, aSide: QueueService) => Promise<void>,
+    client?: Redis,
+  ): Promise<void> {
+    const aApp = await createLockApp({
+      keyPrefix: prefix,
+      instanceId: 'a-side',
+      ...(client ? { redis: client } : {}),
+    });
+    const bApp = await createLockApp({ keyPrefix: prefix, instanceId: 'b-side' });
+    const gate = deferred();
+    const ran: string[] = [];
+    const b = bApp.get(QueueService).process(
+      q,
+      async (task) => {
+        ran.push(`b:${task.id}`);
+        if (task.id === 'b1') await gate.promise;
+      },
+      { name: 'b' },
+    );
+    let a: { close(): Promise<void> } | undefined;
+    try {
+      await queues.enqueue(q, 'b1', { name: 'b' });
+      await waitFor('b1 running', () => ran.includes('b:b1'));
+      // Started after: a-side would pass b1 on (b-side runs 'b'), a second's delay.
+      const aSide = aApp.get(QueueService);
+      a = aSide.process(q, (task) => void ran.push(`a:${task.id}`), { name: 'a' });
+      // Read on a-side's connection: the reply to a-side's first heartbeat came before.
+      await waitFor('both entries', async () => (await aSide.workers(q)).length === 2);
+      await lose(queueRedisKeys(prefix, q).workers, aSide);
+      await queues.enqueue(q, 'b2', { name: 'b' });
+      await waitFor('b2 handled by a-side', async () =>
+        ['delayed', 'dead'].includes((await queues.get(q, 'b2'))?.state ?? ''),
+      );
+      expect(await queues.get(q, 'b2')).toMatchObject({ state: 'delayed', attempts: 0 });
+      expect((await queues.stats(q)).dead).toBe(0);
+      // a-side's entry was written again at once, not at its next heartbeat.
+      expect((await queues.workers(q)).map((w) => w.instance)).toContain('a-side');
+      gate.resolve();
+      await waitFor('b2 ran in b-side', () => ran.includes('b:b2'));
+      expect(ran).toEqual(['b:b1', 'b:b2']);
+      expect(await queues.get(q, 'b2')).toMatchObject({ state: 'completed', attempts: 1 });
+    } finally {
+      gate.resolve();
+      await Promise.all([a?.close(), b.close()]);
+      await Promise.all([aApp.close(), bApp.close()]);
+    }
+  }
+
+  it("after the registry's entries were lost (a flush) leaves a name's tasks to its live handler, not buried: a read without this loop's own entry is not trusted, and the entries are written again at once", async () => {
+    const q = 'lost-entries';
+    const redis = redisClient();
+    try {
+      await expectPassedOnAfterLoss(q, async (key) => {
+        await redis.del(key);
+        expect(await queues.workers(q)).toEqual([]);
+      });
+    } finally {
+      redis.disconnect();
+    }
+  });
+
+  it("a heartbeat that had to create this instance's entry again shows the entries lost: no task of another instance's name is buried until that one wrote its entry again", async () => {
+    const q = 'recreated';
+    const redis = redisClient();
+    try {
+      await expectPassedOnAfterLoss(q, async (key, aSide) => {
+        await redis.del(key);
+        // A handler added to a-side's running loop writes its entry at once (a heartbeat), before
+        // a-side reads the registry: that read has a-side's entry and not b-side's.
+        aSide.process(q, () => undefined, { name: 'c' });
+        await waitFor('a-side written again', async () => (await queues.workers(q)).length === 1);
+        expect((await queues.workers(q)).map((w) => `${w.instance}:${w.names.join()}`)).toEqual([
+          'a-side:a,c',
+        ]);
+      });
+    } finally {
+      redis.disconnect();
+    }
+  });
+
+  it("writes the entries again when the connection comes back (a Redis restart that lost them), and buries no task of another instance's name until that one wrote its entry again", async () => {
+    const q = 'reconnected';
+    const redis = redisClient();
+    const client = new Redis(testRedisUrl());
+    client.on('error', () => undefined);
+    try {
+      await expectPassedOnAfterLoss(
+        q,
+        async (key) => {
+          await redis.del(key);
+          const back = once(client, 'ready');
+          client.disconnect(true);
+          await back;
+          await client.ping();
+          // a-side's entry is back at once; b-side's comes with its heartbeat, 5 s away.
+          expect((await queues.workers(q)).map((w) => `${w.instance}:${w.names.join()}`)).toEqual([
+            'a-side:a',
+          ]);
+        },
+        client,
+      );
+    } finally {
+      redis.disconnect();
+      client.disconnect();
     }
   });
 });

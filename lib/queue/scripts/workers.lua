@@ -10,7 +10,8 @@
 -- ARGV[3..]        see mode
 --
 -- Returns {nowMs, field_1, value_1, ...}: the live entries after the call ('list' only; 'beat'
--- returns {nowMs}).
+-- returns {nowMs, created}: how many of the fields written were not there, which shows the
+-- writer that entries it wrote before were lost).
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -25,11 +26,13 @@ if ARGV[2] == 'beat' then
     i = i + 2
   end
   for j = i + 1, #ARGV do drops[#drops + 1] = ARGV[j] end
+  local created = 0
   if #writes > 0 then
-    redis.call('HSET', KEYS[1], unpack(writes))
+    created = redis.call('HSET', KEYS[1], unpack(writes))
     redis.call('PEXPIRE', KEYS[1], ttl)
   end
   if #drops > 0 then redis.call('HDEL', KEYS[1], unpack(drops)) end
+  out[2] = created
 end
 
 -- Drops the entries of dead instances (a queue has a few workers: the whole hash is read).

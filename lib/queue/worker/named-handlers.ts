@@ -1,3 +1,4 @@
+import { describeValue } from '../../errors/describe-value';
 import { RedisLockOptionsError } from '../../errors/redis-lock-options.error';
 import { UnknownTaskNameError } from '../../errors/unknown-task-name.error';
 import { checkInt } from '../../options/validate';
@@ -318,10 +319,13 @@ function mergeLoopOptions(queue: string, loop: NamedLoop, options: QueueWorkerOp
     if (PER_NAME_OPTIONS.includes(key) || value === undefined) continue;
     if (key in loop.given) {
       if (!sameOption(loop.given[key], value)) {
+        // Both values as JSON text (the error's `value` too): an object shows as "an object
+        // (Object)" otherwise, and the user could not tell which key differs.
+        const shown = (v: unknown) => (isObject(v) ? canonicalJson(v) : v);
         throw new RedisLockOptionsError(
           key,
-          value,
-          `the same value as the other named handlers of queue '${queue}' (they share one claim loop; give it on one of them)`,
+          shown(value),
+          `the same value as the other named handlers of queue '${queue}', ${describeValue(shown(loop.given[key]))} (they share one claim loop; give it on one of them)`,
         );
       }
     } else if (loop.runner) {
@@ -336,7 +340,25 @@ function mergeLoopOptions(queue: string, loop: NamedLoop, options: QueueWorkerOp
   }
 }
 
+/**
+ * Whether two handlers give the same loop option: the same value, or objects of the same keys
+ * and values in any order (`{ max, durationMs }` and `{ durationMs, max }` are one limit). Both
+ * were validated (`resolveWorkerOptions`): plain data, no unknown key.
+ */
 function sameOption(a: unknown, b: unknown): boolean {
   if (a === b) return true;
-  return typeof a === 'object' && typeof b === 'object' && JSON.stringify(a) === JSON.stringify(b);
+  return isObject(a) && isObject(b) && canonicalJson(a) === canonicalJson(b);
+}
+
+function isObject(value: unknown): value is object {
+  return typeof value === 'object' && value !== null;
+}
+
+/** `value` as JSON with the keys of each object sorted: equal options give equal text. */
+function canonicalJson(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) =>
+    isObject(v) && !Array.isArray(v)
+      ? Object.fromEntries(Object.entries(v).sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0)))
+      : v,
+  );
 }

@@ -586,8 +586,9 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
    * attempt not counted, when a live worker elsewhere runs that name (the workers registry) — in a
    * rolling deploy the old instances leave a new name's tasks to the new ones instead of burying
    * them. `false` when none does: the task ends dead (`UnknownTaskNameError`), so a misspelt name
-   * does not go round the instances unseen. A registry that cannot be read counts as "one does":
-   * nothing is buried on a guess.
+   * does not go round the instances unseen. A registry that cannot be read counts as "one does",
+   * and so does one whose entries were lost or may have been (a Redis restart, a reconnect: for a
+   * while, see `WorkerRegistry.handles`): nothing is buried on a guess.
    */
   private async passedOn(entry: Running): Promise<boolean> {
     const { task } = entry;

@@ -19,6 +19,20 @@ export const WORKER_ENTRY_TTL_MS = 3 * WORKER_HEARTBEAT_MS;
  */
 const HANDLES_READ_MS = 1_000;
 
+/**
+ * How long after the entries were lost (`refill`) a read that shows no handler of a name is not
+ * trusted, in ms: as long as an entry is trusted (`WORKER_ENTRY_TTL_MS`) — every instance that
+ * counted as live then wrote its entries again by its next heartbeat or reconnect, or would have
+ * aged out since.
+ */
+const REFILL_MS = WORKER_ENTRY_TTL_MS;
+
+/** One read of a queue's registry: the live workers, and the fields of their entries. */
+interface RegistryRead {
+  readonly workers: QueueWorkerInfo[];
+  readonly fields: ReadonlySet<string>;
+}
+
 /** What the registry reads of a running worker. */
 export interface RegisteredWorker {
   readonly queue: string;
@@ -44,10 +58,16 @@ interface StoredWorker {
  * The registry of the queues' workers across instances (workers.lua): this instance writes the
  * entries of its running workers once every `WORKER_HEARTBEAT_MS` (one script call per queue, not
  * per task), drops a worker's entry when it closes, and `list` reads every instance's. An instance
- * that dies stops writing: its entries are dropped `WORKER_ENTRY_TTL_MS` later.
+ * that dies stops writing: its entries are dropped `WORKER_ENTRY_TTL_MS` later. Entries lost with
+ * Redis's data (a restart without persistence, a flush) are written again as soon as this
+ * instance sees it: a reconnect, a read without its own entries, a heartbeat that created them.
  */
 export class WorkerRegistry {
-  private readonly entries = new Map<RegisteredWorker, { field: string; since: number }>();
+  /** This instance's workers; `written`: its entry was written once (a heartbeat answered). */
+  private readonly entries = new Map<
+    RegisteredWorker,
+    { field: string; since: number; written: boolean }
+  >();
   /** Fields of closed workers still to drop, by queue. */
   private readonly closed = new Map<string, string[]>();
   private timer?: NodeJS.Timeout;
@@ -63,8 +83,22 @@ export class WorkerRegistry {
   private readonly tag = randomBytes(4).toString('hex');
   private readonly host = hostname();
   private readonly warning: ThrottledWarning;
-  /** The last read of each queue's workers by `handles`, and when it was made. */
-  private readonly read = new Map<string, { at: number; workers: Promise<QueueWorkerInfo[]> }>();
+  /**
+   * The last read of each queue's workers by `handles`, when it was made, and the fields of this
+   * registry's entries of the queue then (written before it, on the same connection).
+   */
+  private readonly read = new Map<
+    string,
+    { at: number; own: readonly string[]; workers: Promise<RegistryRead> }
+  >();
+  /** Until when (`Date.now()`) `handles` answers "yes" without a read (`refill`). */
+  private refillingUntil = 0;
+  /** The client was ready once since `add` listened: its next 'ready' is a reconnect. */
+  private wasReady = false;
+  private readonly onReady = (): void => {
+    if (this.wasReady) this.refill();
+    this.wasReady = true;
+  };
 
   constructor(
     private readonly connection: RedisLockConnection,
@@ -79,10 +113,15 @@ export class WorkerRegistry {
     this.entries.set(worker, {
       field: `${this.connection.options.instanceId}#${this.tag}#${++this.seq}`,
       since: Date.now(),
+      written: false,
     });
     if (!this.timer) {
       this.timer = setInterval(() => this.beatAll(), WORKER_HEARTBEAT_MS);
       this.timer.unref();
+      // A reconnect may be to a server that restarted empty (no persistence, a failover to an
+      // empty replica): the entries are written again then, not up to a heartbeat later.
+      this.wasReady = this.connection.client.status === 'ready' || this.connection.disconnected;
+      this.connection.client.on('ready', this.onReady);
     }
     this.track(worker.queue);
   }
@@ -108,13 +147,20 @@ export class WorkerRegistry {
 
   /** The workers of `queue` on every live instance, oldest first. */
   async list(queue: string): Promise<QueueWorkerInfo[]> {
+    return (await this.readAll(queue)).workers;
+  }
+
+  /** One 'list' call of workers.lua: the live workers of `queue`, oldest first, and their fields. */
+  private async readAll(queue: string): Promise<RegistryRead> {
     const reply = (await this.connection.run(
       QUEUE_SCRIPTS.workers,
       [this.keysOf(queue).workers],
       [WORKER_ENTRY_TTL_MS, 'list'],
     )) as string[];
     const workers: QueueWorkerInfo[] = [];
+    const fields = new Set<string>();
     for (let i = 1; i < reply.length; i += 2) {
+      fields.add(reply[i]);
       const value = reply[i + 1];
       const w = JSON.parse(value.slice(value.indexOf('|') + 1)) as StoredWorker;
       workers.push({
@@ -128,7 +174,8 @@ export class WorkerRegistry {
         heartbeatAt: Number(value.slice(0, value.indexOf('|'))),
       });
     }
-    return workers.sort((a, b) => a.since - b.since || a.instance.localeCompare(b.instance));
+    workers.sort((a, b) => a.since - b.since || a.instance.localeCompare(b.instance));
+    return { workers, fields };
   }
 
   /**
@@ -137,26 +184,57 @@ export class WorkerRegistry {
    * (it runs every task). A "yes" may come from a read of up to `HANDLES_READ_MS` ago; a "no",
    * which buries the task, only from a read started when it was asked or later: a handler added
    * elsewhere since the last read wrote its entry at once, and that older read would miss it. The
-   * tasks of one claim, asked at once, share that read.
+   * tasks of one claim, asked at once, share that read. A read that lacks an entry of this
+   * registry's (the asking loop's own is one) shows entries lost — a restart without
+   * persistence, a flush — and so does a reconnect: "yes" for `REFILL_MS` (`refill`), as a
+   * registry that cannot be read; nothing is buried on a guess.
    */
   async handles(queue: string, name: string | undefined): Promise<boolean> {
     const asked = Date.now();
     const last = this.read.get(queue);
-    if (last && asked - last.at <= HANDLES_READ_MS && runs(await last.workers, name)) return true;
+    if (last && asked - last.at <= HANDLES_READ_MS && runs((await last.workers).workers, name)) {
+      return true;
+    }
+    if (Date.now() < this.refillingUntil) return true;
     let fresh = this.read.get(queue);
     if (!fresh || fresh.at < asked) {
-      fresh = { at: Date.now(), workers: this.list(queue) };
+      fresh = { at: Date.now(), own: this.fieldsOf(queue), workers: this.readAll(queue) };
       this.read.set(queue, fresh);
     }
-    return runs(await fresh.workers, name);
+    const { workers, fields } = await fresh.workers;
+    // A refill that began while the read was under way (a reconnect) wins over it.
+    if (runs(workers, name) || Date.now() < this.refillingUntil) return true;
+    if (fresh.own.every((field) => fields.has(field))) return false;
+    this.refill();
+    return true;
   }
 
   /** Stops the heartbeat and drops every entry of this instance (shutdown). */
   async close(): Promise<void> {
     clearInterval(this.timer);
     this.timer = undefined;
+    this.connection.client.off('ready', this.onReady);
     for (const worker of [...this.entries.keys()]) this.remove(worker);
     await Promise.all(this.inFlight);
+  }
+
+  /**
+   * The entries were lost, or may have been (a reconnect): writes this instance's again at once,
+   * and for `REFILL_MS` trusts no read that lacks a name's handler — other instances' entries
+   * come back with their next heartbeat or reconnect. Rare: once per loss seen, or reconnect.
+   * @param rewrite false when this instance's entries are being written again already
+   */
+  private refill(rewrite = true): void {
+    if (rewrite) this.beatAll();
+    this.refillingUntil = Date.now() + REFILL_MS;
+    this.read.clear();
+  }
+
+  /** The fields of this registry's entries of `queue`. */
+  private fieldsOf(queue: string): string[] {
+    const fields: string[] = [];
+    for (const [w, entry] of this.entries) if (w.queue === queue) fields.push(entry.field);
+    return fields;
   }
 
   private beatAll(): void {
@@ -172,8 +250,12 @@ export class WorkerRegistry {
   /** One workers.lua call: writes the entries of `queue`'s workers here, drops the closed ones. */
   private async beat(queue: string): Promise<void> {
     const args: (string | number)[] = [WORKER_ENTRY_TTL_MS, 'beat'];
+    const beaten: { written: boolean }[] = [];
+    let firsts = 0;
     for (const [w, entry] of this.entries) {
       if (w.queue !== queue) continue;
+      beaten.push(entry);
+      if (!entry.written) firsts++;
       const stored: StoredWorker = {
         i: this.connection.options.instanceId,
         h: this.host,
@@ -189,7 +271,16 @@ export class WorkerRegistry {
     this.closed.delete(queue);
     args.push('', ...drops);
     try {
-      await this.connection.run(QUEUE_SCRIPTS.workers, [this.keysOf(queue).workers], args);
+      const [, created] = (await this.connection.run(
+        QUEUE_SCRIPTS.workers,
+        [this.keysOf(queue).workers],
+        args,
+      )) as [number, number];
+      for (const entry of beaten) entry.written = true;
+      // An entry written before had to be created again: the registry lost it (a flush, a
+      // restart that this connection did not see), and other instances' entries with it. Within
+      // a refill (a reconnect's: its beats find them lost too) the entries are being rewritten.
+      if (created > firsts) this.refill(Date.now() >= this.refillingUntil);
     } catch (err) {
       // The next heartbeat writes the entries again; a closed worker's entry ages out.
       this.warning.warn(`queue '${queue}': worker heartbeat failed: ${(err as Error).message}`);
