@@ -224,7 +224,11 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
         try {
           h = await this.host.store.handoff(this.key, token, newToken, o);
         } catch (err) {
+          // Whether it ran is not known (it may still run late): either token may hold the lock,
+          // both are given back, as in `regrant`.
           if (!next.settled) this.putBack(next);
+          this.giveBack(token);
+          this.giveBack(newToken);
           throw err;
         }
         if (!h.handed) {
@@ -271,12 +275,10 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
     const token = this.lineToken;
     this.leaveLineLocally();
     try {
-      if (token) {
-        const left = await this.host.store.leaveLine(this.key, token);
-        if (left.granted) await this.host.store.release([this.key], token);
-      }
+      if (token) await this.host.store.leaveLine(this.key, token);
     } catch (err) {
-      // Unreachable: the entry lapses by its deadline, a lock handed to it by its TTL.
+      // Unanswered: a late run still leaves and gives back; one never run leaves the entry to
+      // lapse by its deadline, a lock handed to it to its TTL.
       this.host.warn(`lock ${this.key.name}: leaving the line at shutdown failed`, err);
     } finally {
       this.unlisten?.();
@@ -308,6 +310,8 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
   onRenewFailed(entry: LineEntry, err: unknown): void {
     if (!this.renewalCurrent(entry)) return;
     this.leaveLineLocally();
+    // The renewal may still run (late): the entry must not outlive the callers that gave up.
+    this.abandonLine(entry.token);
     this.line?.rejectAll(err);
     this.drive();
   }
@@ -407,6 +411,8 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
   /** Puts the process in the Redis line for its first local caller (`o`). */
   private async join(o: ResolvedLockOptions): Promise<void> {
     const token = this.host.newToken();
+    /** The attempt failed with the token still in line: no caller got a lock for it. */
+    let abandoned = false;
     let attempt: LockAttempt | undefined;
     try {
       attempt = await this.roundTrip(async () => {
@@ -418,11 +424,20 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
         this.lineSpec = o;
         this.lastAttempt = undefined;
         this.joinSentAt = Date.now();
-        return this.host.store.attempt([this.key], token, o, 'line');
+        // Answered late: Redis ran it after all, maybe after the leave sent on its failure (an
+        // attempt answered NOSCRIPT is sent again behind it): leave once more.
+        return this.host.store.attempt([this.key], token, o, 'line', () => {
+          if (abandoned) this.abandonLine(token);
+        });
       });
     } catch (err) {
-      // Every caller of the cohort would meet the same failure: tell them all.
-      if (token === this.lineToken) this.leaveLineLocally();
+      // Every caller of the cohort would meet the same failure: tell them all. A lock a message
+      // handed the token before the failure went to a caller, who keeps it.
+      if (token === this.lineToken) {
+        abandoned = true;
+        this.leaveLineLocally();
+        this.abandonLine(token);
+      }
       this.line?.rejectAll(err);
     }
     // Handed over already (by a message that beat the reply), or given up: nothing to do.
@@ -457,6 +472,8 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
         this.host.store.attempt([this.key], token, first.options, 'line'),
       );
     } catch (err) {
+      // The token keeps its place (the heartbeat renews it): a grant by a late run of this check,
+      // or by a message meanwhile, is found by the next check or renewal. It is not released.
       this.host.warn(`lock ${this.key.name}: checking the line failed`, err);
     }
     if (token !== this.lineToken) return this.drive();
@@ -627,15 +644,25 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
     this.lineToken = token;
     this.lineSpec = o;
     this.joinSentAt = Date.now();
+    /** As in `join`: the rejoin failed with the token still in line. */
+    let abandoned = false;
     let r: LockRejoin;
     try {
-      r = await this.host.store.rejoin(this.key, heldToken, {
-        key: this.key,
-        token,
-        spec: entrySpec(o),
-      });
+      r = await this.host.store.rejoin(
+        this.key,
+        heldToken,
+        { key: this.key, token, spec: entrySpec(o) },
+        () => {
+          if (abandoned) this.abandonLine(token);
+        },
+      );
     } catch (err) {
-      if (token === this.lineToken) this.leaveLineLocally();
+      // It may still run late, putting the token in line or granting it the lock: both undone.
+      if (token === this.lineToken) {
+        abandoned = true;
+        this.leaveLineLocally();
+        this.abandonLine(token);
+      }
       throw err;
     }
     if (!r.released) {
@@ -667,16 +694,27 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
     const token = this.lineToken!;
     this.leaveLineLocally();
     try {
-      await this.roundTrip(async () => {
-        const left = await this.host.store.leaveLine(this.key, token);
-        if (left.granted) await this.host.store.release([this.key], token);
-      });
+      // Gives back a lock handed to the token meanwhile in the same call, so a late run of it
+      // (after a stall) still frees the lock.
+      await this.roundTrip(() => this.host.store.leaveLine(this.key, token));
     } catch (err) {
-      // Unreachable: the entry lapses by its deadline, a lock handed to it by its TTL.
+      // Unanswered: a late run still leaves and gives back; one never run leaves the entry to
+      // lapse by its deadline, a lock handed to it to its TTL.
       this.host.warn(`lock ${this.key.name}: leaving the line failed`, err);
     } finally {
       this.drive();
     }
+  }
+
+  /**
+   * Takes the line token `token`, which no caller got, out of the Redis line after a call with it
+   * failed, giving back a lock handed to it (best effort: else the entry lapses by its deadline, a
+   * lock by its TTL). Sent on the same connection behind that call, it runs after it.
+   */
+  private abandonLine(token: string): void {
+    void this.host.store.leaveLine(this.key, token).catch((err) => {
+      this.host.warn(`lock ${this.key.name}: leaving the line failed`, err);
+    });
   }
 
   private leaveLineLocally(): void {

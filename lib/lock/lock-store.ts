@@ -117,15 +117,21 @@ export interface LockStore {
   check(keys: readonly LockRedisKeys[], o: ResolvedLockOptions): void;
   /**
    * One attempt to take every key for `token`; `wait` says what a caller that is not granted does
-   * (see `WaitMode`).
+   * (see `WaitMode`). An attempt that fails or is answered late is undone by a release of `token`,
+   * except with `wait: 'line'`: the line token outlives the call and may be handed the lock by a
+   * message meanwhile, so its owner undoes it (`onLate`: the reply came after the bound).
    */
   attempt(
     keys: readonly LockRedisKeys[],
     token: string,
     o: ResolvedLockOptions,
     wait: WaitMode,
+    onLate?: () => void,
   ): Promise<LockAttempt>;
-  /** Passes a held single-key lock from `oldToken` to `newToken` (same process, `handoff.lua`). */
+  /**
+   * Passes a held single-key lock from `oldToken` to `newToken` (same process, `handoff.lua`).
+   * When it fails, the caller gives both tokens back: either may hold the lock.
+   */
   handoff(
     key: LockRedisKeys,
     oldToken: string,
@@ -134,12 +140,20 @@ export interface LockStore {
   ): Promise<LockHandoff>;
   /**
    * Releases a single-key lock held by `token` and puts `entry.token` at the end of its line (or
-   * grants it the lock when nobody else waits).
+   * grants it the lock when nobody else waits). `onLate`: the reply came after the bound.
    */
-  rejoin(key: LockRedisKeys, token: string, entry: LineEntry): Promise<LockRejoin>;
+  rejoin(
+    key: LockRedisKeys,
+    token: string,
+    entry: LineEntry,
+    onLate?: () => void,
+  ): Promise<LockRejoin>;
   /** Renews line entries of this process, one call per Cluster slot; statuses in input order. */
   renew(entries: readonly LineEntry[]): Promise<LineStatus[]>;
-  /** Leaves the line; granted when the lock was handed to `token` in the meantime. */
+  /**
+   * Leaves the line, and releases a lock handed to `token` in the meantime (handing it on) in the
+   * same call; granted when there was one.
+   */
   leaveLine(key: LockRedisKeys, token: string): Promise<LockAttempt>;
   /** Releases the lock if `token` holds it; `true` when it did (on every key). */
   release(keys: readonly LockRedisKeys[], token: string): Promise<boolean>;

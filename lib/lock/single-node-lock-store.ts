@@ -51,6 +51,7 @@ export class SingleNodeLockStore implements LockStore {
     token: string,
     o: ResolvedLockOptions,
     wait: WaitMode,
+    onLate?: () => void,
   ): Promise<LockAttempt> {
     const sentAt = Date.now();
     const args: (string | number)[] = [
@@ -67,17 +68,20 @@ export class SingleNodeLockStore implements LockStore {
     // and take the lock for a token nobody holds. A release queued behind it on the same
     // connection undoes exactly that, instead of leaving the key blocked for a whole TTL; and
     // once more when its late reply comes, in case Redis ran the two out of order (an attempt
-    // answered NOSCRIPT after a reconnect is sent again after the release).
-    const undo = () => void this.release(keys, token).catch(() => undefined);
+    // answered NOSCRIPT after a reconnect is sent again after the release). Not for a line
+    // token: it outlives the call, and a release may hand it the lock (its message given to a
+    // caller) while this reply is late; only its owner knows, so it undoes (`onLate`).
+    const undo =
+      wait === 'line' ? undefined : () => void this.release(keys, token).catch(() => undefined);
     try {
       reply = (await this.connection.run(
         LOCK_SCRIPTS.acquire,
         lockScriptKeys(keys),
         args,
-        undo,
+        undo ?? onLate,
       )) as (number | string)[];
     } catch (err) {
-      undo();
+      undo?.();
       throw err;
     }
     // A lock found already ours comes with its PTTL: a handoff's TTL runs from the handoff, which
@@ -144,11 +148,19 @@ export class SingleNodeLockStore implements LockStore {
       LOCK_SCRIPTS.handoff,
       [k.value, k.fence, k.line, k.entries],
       [oldToken, newToken, o.ttlMs, o.fencing ? 1 : 0, this.fenceTtlMs],
+      // Answered late, the caller gave both tokens back (a release of each queued behind it);
+      // once more for the new one, which nobody has, in case Redis ran them out of order.
+      () => void this.release([k], newToken).catch(() => undefined),
     )) as (number | string)[];
     return { handed: reply[0] === 1, others: reply[1] === 1, fence: Number(reply[2] ?? 0), sentAt };
   }
 
-  async rejoin(k: LockRedisKeys, token: string, entry: LineEntry): Promise<LockRejoin> {
+  async rejoin(
+    k: LockRedisKeys,
+    token: string,
+    entry: LineEntry,
+    onLate?: () => void,
+  ): Promise<LockRejoin> {
     const sentAt = Date.now();
     const [released, rejoined, fence, redisNow] = (await this.connection.run(
       LOCK_SCRIPTS.release,
@@ -161,6 +173,7 @@ export class SingleNodeLockStore implements LockStore {
         entry.spec,
         LINE_ENTRY_TTL_MS,
       ],
+      onLate,
     )) as [number, number, number | string, number];
     const outcome = rejoined === 2 ? 'granted' : rejoined === 1 ? 'line' : 'none';
     return { released: released === 1, outcome, fence: Number(fence), sentAt, redisNow };

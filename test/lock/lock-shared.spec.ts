@@ -294,5 +294,25 @@ describe("LockService mode: 'shared' (read-write lock)", () => {
       expect(await redis.zrange(s.k.line, 0, -1)).toEqual(['r']);
       expect(await redis.zcard(s.k.shared)).toBe(0);
     });
+
+    it('a waiter handed the lock that leaves gives it back in the same script, to the next in line', async () => {
+      const s = scripts('handed-leave');
+      expect(await granted(s.acquire('x'))).toBe(true);
+      expect(await granted(s.acquire('w1'))).toBe(false);
+      expect(await granted(s.acquire('w2'))).toBe(false);
+      // Handed to w1, which gave up meanwhile (a stall may keep it from a second call).
+      expect(await s.release('x')).toBe(1);
+      expect(await redis.get(s.k.value)).toBe('w1*');
+      const fence = Number(await redis.get(s.k.fence));
+
+      expect(await s.leaveLine('w1')).toEqual([1, expect.any(Number), fence]);
+      expect(await redis.get(s.k.value)).toBe('w2');
+      expect(Number(await redis.get(s.k.fence))).toBeGreaterThan(fence);
+      expect(await redis.zrange(s.k.line, 0, -1)).toEqual([]);
+
+      // The last one out frees it.
+      expect(await s.leaveLine('w2')).toEqual([1, expect.any(Number), expect.any(Number)]);
+      expect(await redis.exists(s.k.value)).toBe(0);
+    });
   });
 });
