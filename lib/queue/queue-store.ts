@@ -861,6 +861,7 @@ function enqueueKeys(k: QueueRedisKeys, plain: boolean): string[] {
     k.seq,
     k.dedup,
     k.dnext,
+    k.wchildren,
   ]);
   return plain ? cached(PLAIN_ENQUEUE_KEYS, k, () => all.slice(0, 19)) : all;
 }

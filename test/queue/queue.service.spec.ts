@@ -148,6 +148,16 @@ describe('QueueService', () => {
       expect(await lastEvent()).toEqual(['t', 'expired', 'i', 'b']);
     });
 
+    it('replace leaves a flow parent waiting for its children as it is: it is not claimed before them', async () => {
+      const q = fresh();
+      const child = fresh();
+      await queues.enqueueFlow({ queue: q, id: 'parent', children: [{ queue: child, id: 'c' }] });
+      expect(await queues.enqueue(q, 'parent', { replace: true, payload: 'new' })).toBe(0);
+      expect(await queues.get(q, 'parent')).toMatchObject({ state: 'waiting-children' });
+      expect(await queues.stats(q)).toMatchObject({ ready: 0, waitingChildren: 1 });
+      expect(await queues.claim(q)).toEqual([]);
+    });
+
     it('stores any JSON payload per id (the same for every id of an array) and returns it', async () => {
       const q = fresh();
       const payload = { n: 1.5, s: 'ü', list: [null, true, { deep: [1] }], when: new Date(0) };

@@ -23,7 +23,11 @@ describe('On a full Redis (maxmemory, noeviction)', () => {
   beforeAll(async () => {
     server = await startRedisServer(['--maxmemory-policy', 'noeviction']);
     admin = new Redis(server.url);
-    lock = await createRedisLock({ redis: server.url, keyPrefix: prefix });
+    lock = await createRedisLock({
+      redis: server.url,
+      keyPrefix: prefix,
+      queue: { keepCompleted: { ageMs: 50, count: 1_000 } },
+    });
   });
   afterAll(async () => {
     await lock?.close();
@@ -84,6 +88,38 @@ describe('On a full Redis (maxmemory, noeviction)', () => {
     await expect(lock.queues.enqueue('old', 'd')).rejects.toThrow(/OOM command not allowed/);
     await lock.queues.obliterate('old', { force: true });
     expect(await lock.queues.stats('old')).toMatchObject({ ready: 0, leased: 0 });
+  });
+
+  it('refuses enqueues that first drop something: an id added again (dead, cancelled, kept completed past its window), a deduplicated one with stale entries, a replace', async () => {
+    const q = 'again';
+    await lock.queues.enqueue(q, ['d1', 'k1']);
+    const claimed = await lock.queues.claim(q, 2);
+    await lock.queues.nack(
+      claimed.find((t) => t.id === 'd1')!,
+      { maxAttempts: 1 },
+    );
+    await lock.queues.ack(claimed.find((t) => t.id === 'k1')!);
+    await lock.queues.enqueue(q, 'c1', { delayMs: 60_000 });
+    await lock.queues.cancel(q, 'c1');
+    // A deduplication entry whose task finished: stale, dropped by the next call that sees it.
+    await lock.queues.enqueue(q, 'dd1', { deduplication: { id: 'once' } });
+    await lock.queues.ack((await lock.queues.claim(q, 1))[0]);
+    await lock.queues.enqueue(q, 'r2', { delayMs: 60_000 });
+    // k1's keepCompleted window (50 ms) ended.
+    await new Promise((r) => setTimeout(r, 60));
+    await fill();
+    const big = { payload: 'p'.repeat(20_000) };
+    const calls = [
+      lock.queues.enqueue(q, 'd1', big),
+      lock.queues.enqueue(q, 'c1', big),
+      lock.queues.enqueue(q, 'k1', big),
+      lock.queues.enqueue(q, 'dd2', { ...big, deduplication: { id: 'twice' } }),
+      lock.queues.enqueue(q, 'r2', { ...big, replace: true }),
+    ];
+    for (const call of calls) await expect(call).rejects.toThrow(/OOM command not allowed/);
+    expect(await lock.queues.get(q, 'd1')).toMatchObject({ state: 'dead' });
+    expect(await lock.queues.get(q, 'c1')).toMatchObject({ state: 'cancelled' });
+    expect(await lock.queues.get(q, 'dd2')).toBeUndefined();
   });
 
   it('refuses the task of a schedule tick (the warning says OOM) and adds nothing', async () => {

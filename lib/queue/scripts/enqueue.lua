@@ -31,8 +31,10 @@
 -- KEYS[26] dedup     hash: deduplication id -> 'taskId|expiresAt' (0: until that task finishes)
 -- KEYS[27] dnext     hash: running task id -> JSON {dd, i, d, p?, o?} of the last call it
 --                    deduplicated with keepLastIfActive (claim.lua adds it when the task ends)
+-- KEYS[28] wchildren zset: flow parent id -> children still unfinished (read only with replace)
 -- ARGV[1] delayMs     due time = Redis TIME + delayMs
--- ARGV[2] replace     '1': an id already queued (not leased) is placed again with the new due
+-- ARGV[2] replace     '1': an id already queued (not leased, not a flow parent waiting for its
+--                     children) is placed again with the new due
 --                     time (and payload when given); with the call's priority and group when it
 --                     names one, else with its own; its own options merged with the call's
 --                     (mergedOpts)
@@ -58,6 +60,10 @@
 -- ARGV[13..] ids; with ARGV[3] '2', segments instead: concurrent plain calls of one process
 --                     (the same options but their ids and payloads; QueueStore merges them), each
 --                     as n, hasPayload, payload, then its n ids
+--
+-- Under maxmemory, Redis refuses a script's writes for OOM only at its first deny-oom command
+-- (HSET, ZADD, …) and only while it has written nothing: on every path, what adds data writes first
+-- with such a command, and the removals it needs (HDEL, ZREM) come after it.
 --
 -- Returns the number of ids newly added, or {size, maxSize} when the call would take the queue
 -- past its bound: then nothing is added (all or nothing). With segments, two values per segment,
@@ -228,10 +234,12 @@ local function dedupHolds(v)
   end
   return owner
 end
+-- The stale entries seen, dropped once the call wrote (after its first deny-oom write).
+local staleDedup = {}
 if dedupId ~= '' then
   local seen = redis.call('HRANDFIELD', KEYS[26], 4, 'WITHVALUES')
   for i = 1, #seen, 2 do
-    if seen[i] ~= dedupId and not dedupHolds(seen[i + 1]) then redis.call('HDEL', KEYS[26], seen[i]) end
+    if seen[i] ~= dedupId and not dedupHolds(seen[i + 1]) then staleDedup[#staleDedup + 1] = seen[i] end
   end
   local holder = dedupHolds(redis.call('HGET', KEYS[26], dedupId))
   if holder then
@@ -242,6 +250,7 @@ if dedupId ~= '' then
       redis.call('HSET', KEYS[27], holder, cjson.encode(kept))
     end
     emit(KEYS[10], eventsMaxLen, 'deduplicated', ARGV[13], 'k', holder)
+    variadic('HDEL', KEYS[26], staleDedup)
     return 0
   end
 end
@@ -292,14 +301,15 @@ local function addIds(first, last)
     if doneUntil and tonumber(doneUntil) > now then
       -- completed within its keepCompleted window: refused
     else
-      if doneUntil then
-        -- its window ended (no ack trimmed it yet): forgotten, then added as a new task
+      -- Its window ended (no ack trimmed it yet): forgotten, then added as a new task. Its info
+      -- entry is written first (HSET, deny-oom), the run's leftovers removed after it.
+      local fresh = doneUntil and redis.call('HSET', KEYS[7], id, nowText) >= 0
+      if fresh then
         redis.call('ZREM', KEYS[9], id)
-        redis.call('HDEL', KEYS[7], id)
         redis.call('HDEL', KEYS[3], id)
         forgetRun(id)
       end
-      if plain and redis.call('HSETNX', KEYS[7], id, nowText) == 1 then
+      if plain and (fresh or redis.call('HSETNX', KEYS[7], id, nowText) == 1) then
         if lifo then
           setPayload(id)
           redis.call('ZADD', KEYS[1], lifoScore(), id)
@@ -318,46 +328,52 @@ local function addIds(first, last)
         added = added + 1
         changed = true
         enqueued(id, name)
-      elseif not redis.call('ZSCORE', KEYS[2], id) then
-        local queued = redis.call('ZSCORE', KEYS[1], id) ~= false
-        local info = (replace or not queued) and redis.call('HGET', KEYS[7], id)
+      elseif fresh or not redis.call('ZSCORE', KEYS[2], id) then
+        local queued = not fresh and redis.call('ZSCORE', KEYS[1], id) ~= false
+        local info = not fresh and (replace or not queued) and redis.call('HGET', KEYS[7], id)
+        -- A dead, cancelled or expired id: added again as a new task, its run forgotten below.
+        local ended = false
         if not queued and info then
-          if redis.call('ZREM', KEYS[5], id) + redis.call('ZREM', KEYS[14], id)
-              + redis.call('ZREM', KEYS[18], id) > 0 then
-            forgetRun(id)
-            info = false
-          else
-            queued = true
-          end
+          ended = redis.call('ZSCORE', KEYS[5], id) or redis.call('ZSCORE', KEYS[14], id)
+            or redis.call('ZSCORE', KEYS[18], id)
+          queued = not ended
         end
-        if queued then
-          if replace then
-            -- A call that names neither a priority nor a group keeps the task's own (replace
-            -- moves the due time and the payload only); one that names them places it with those.
-            local m = unplace(id, info)
-            if hasPayload then redis.call('HSET', KEYS[3], id, payloadText) end
-            -- Its own options likewise: those the call gives, merged with its own (mergedOpts).
-            local own = redis.call('HGET', KEYS[12], id)
-            if opts ~= '' then
-              own = mergedOpts(own)
-              redis.call('HSET', KEYS[12], id, own)
-              local x = expiryOf(own)
-              if x then redis.call('ZADD', KEYS[19], x, id) end
-            end
-            if m and priority == 0 and group == '' then
-              place(id, m.prio, m.group)
-            else
-              place(id, priority, group)
-            end
-            changed = true
-            enqueued(id, nameOf(own))
-          end
-        else
-          setPayload(id)
+        if not queued then
+          -- New, or added again: the HSET of its info entry (place) is the first write, and what
+          -- an ended run left is removed after it.
           place(id, priority, group)
+          if ended then
+            redis.call('ZREM', KEYS[5], id)
+            redis.call('ZREM', KEYS[14], id)
+            redis.call('ZREM', KEYS[18], id)
+            forgetRun(id)
+          end
+          setPayload(id)
           added = added + 1
           changed = true
           enqueued(id, name)
+        elseif replace and not redis.call('ZSCORE', KEYS[28], id) then
+          -- (A flow parent waiting for its children is left as it is, as a leased task: placed,
+          -- it would be claimed before them.) A call that names neither a priority nor a group
+          -- keeps the task's own (replace moves the due time and the payload only); one that
+          -- names them places it with those. What adds data is written before the unplacing.
+          if hasPayload then redis.call('HSET', KEYS[3], id, payloadText) end
+          -- Its own options likewise: those the call gives, merged with its own (mergedOpts).
+          local own = redis.call('HGET', KEYS[12], id)
+          if opts ~= '' then
+            own = mergedOpts(own)
+            redis.call('HSET', KEYS[12], id, own)
+            local x = expiryOf(own)
+            if x then redis.call('ZADD', KEYS[19], x, id) end
+          end
+          local m = unplace(id, info)
+          if m and priority == 0 and group == '' then
+            place(id, m.prio, m.group)
+          else
+            place(id, priority, group)
+          end
+          changed = true
+          enqueued(id, nameOf(own))
         end
       end
     end
@@ -404,5 +420,6 @@ if dedupId ~= '' and added > 0 then
   local ttl = tonumber(ARGV[12])
   redis.call('HSET', KEYS[26], dedupId, ARGV[13] .. '|' .. (ttl > 0 and now + ttl or 0))
 end
+variadic('HDEL', KEYS[26], staleDedup)
 finishCall()
 return added
