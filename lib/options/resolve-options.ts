@@ -39,6 +39,7 @@ import {
   checkOneOf,
   checkPrefix,
   invalidOption,
+  LONE_SURROGATE,
   utf8BytesOver,
   type InvalidValue,
 } from './validate';
@@ -815,20 +816,22 @@ function perQueue<T>(
 }
 
 /**
- * A task or handler name (`enqueue`'s and a worker's `name`): a non-empty string without NUL, at
- * most 512 UTF-8 bytes; throws what `invalid` makes (`RedisLockOptionsError` by default).
+ * A task or handler name (`enqueue`'s and a worker's `name`): a non-empty string without NUL or a
+ * lone surrogate, at most 512 UTF-8 bytes; throws what `invalid` makes (`RedisLockOptionsError` by default).
  */
 export function checkTaskName(option: string, value: unknown, invalid?: InvalidValue): string {
   if (
     typeof value !== 'string' ||
     value.length === 0 ||
     value.includes('\0') ||
-    utf8BytesOver(value, MAX_QUEUE_NAME_BYTES) !== undefined
+    utf8BytesOver(value, MAX_QUEUE_NAME_BYTES) !== undefined ||
+    // Redis's cjson refuses a lone surrogate in the task's options: the enqueue would fail raw.
+    LONE_SURROGATE.test(value)
   ) {
     throw (invalid ?? invalidOption)(
       option,
       value,
-      `a non-empty string without NUL of at most ${MAX_QUEUE_NAME_BYTES} bytes`,
+      `a non-empty, well-formed string without NUL of at most ${MAX_QUEUE_NAME_BYTES} bytes`,
     );
   }
   return value;
