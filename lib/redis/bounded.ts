@@ -8,10 +8,12 @@ import { RedisUnavailableError } from '../errors/redis-unavailable.error';
  * while resharding moves a slot (`MIGRATING`), a script touched a key it names after a given one
  * (a lock's line) that is not on the node; Redis ends the script at that command. Once the slot
  * has moved, the same call works. And "Command timed out": ioredis's own `commandTimeout`, set on
- * a user's client, is no answer in time as the module's `commandTimeoutMs` is.
+ * a user's client, is no answer in time as the module's `commandTimeoutMs` is. And `BUSY`: another
+ * client's script has run past `busy-reply-threshold`, and Redis refuses every command until it
+ * ends or is killed (`SCRIPT KILL`), as while `LOADING`; the refused call had no effect.
  */
 const CONNECTION_FAILURE =
-  /Connection is closed|ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|EHOSTUNREACH|Stream isn't writeable|enableOfflineQueue|max retries per request|MaxRetriesPerRequest|CLUSTERDOWN|TRYAGAIN|LOADING|READONLY|MASTERDOWN|Failed to refresh slots cache|None of startup nodes|Too many Cluster redirections|attempted to access a non local key|Command timed out/i;
+  /Connection is closed|ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|EHOSTUNREACH|Stream isn't writeable|enableOfflineQueue|max retries per request|MaxRetriesPerRequest|CLUSTERDOWN|TRYAGAIN|LOADING|READONLY|MASTERDOWN|Failed to refresh slots cache|None of startup nodes|Too many Cluster redirections|attempted to access a non local key|Command timed out|^BUSY /i;
 
 /**
  * Turns whatever a Redis call rejected with into a typed error of this library (whose message and

@@ -184,6 +184,8 @@ export class SemaphoreLine {
       if (attempt.granted) this.granted(request, attempt.fence, attempt.expiresAt);
       else if ('redisNow' in attempt) request.last = attempt;
     } catch (err) {
+      // Nothing to undo: the caller keeps waiting with this token (the heartbeat finds a grant
+      // the check made), and giving up leaves the line behind it on the same connection.
       this.host.warn(`semaphore ${this.key.name}: checking the line failed`, err);
     }
   }

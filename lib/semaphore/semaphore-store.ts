@@ -45,22 +45,38 @@ export class SemaphoreStore {
     return this.connection.isCluster ? 1 : 0;
   }
 
+  /**
+   * One acquisition attempt of `token`: granted, or (with `wait`) in line.
+   * @param fresh `token` is new and known only to this call (a caller's first attempt): when the
+   *   call fails or answers after its bound, the token leaves the line, giving back what it was
+   *   granted. Not for a waiter's token: a grant message may have given its permits to the caller.
+   */
   async acquire(
     k: SemaphoreRedisKeys,
     token: string,
     o: ResolvedSemaphoreOptions,
     wait: boolean,
+    fresh = false,
   ): Promise<SemaphoreAttempt> {
     const sentAt = Date.now();
-    const reply = (await this.connection.run(SEMAPHORE_SCRIPTS.acquire, semaphoreScriptKeys(k), [
-      token,
-      o.permits,
-      o.limit,
-      o.ttlMs,
-      wait ? 1 : 0,
-      LINE_ENTRY_TTL_MS,
-      this.sharded,
-    ])) as number[];
+    // The attempt may still run later (once a stall ends, or from the client's offline queue after
+    // a reconnect) and grant permits, or a place in line, to a token nobody has: the permits would
+    // be held for their whole TTL. Leaving the line, queued behind it on the same connection, undoes
+    // exactly that; and once more when its late reply comes, in case Redis ran the two out of order
+    // (an attempt answered NOSCRIPT is sent again after what was sent behind it).
+    const undo = fresh ? () => void this.leaveLine(k, token).catch(() => undefined) : undefined;
+    let reply: number[];
+    try {
+      reply = (await this.connection.run(
+        SEMAPHORE_SCRIPTS.acquire,
+        semaphoreScriptKeys(k),
+        [token, o.permits, o.limit, o.ttlMs, wait ? 1 : 0, LINE_ENTRY_TTL_MS, this.sharded],
+        undo,
+      )) as number[];
+    } catch (err) {
+      undo?.();
+      throw err;
+    }
     if (reply[0] === 1) {
       return { granted: true, fence: reply[1], expiresAt: this.deadline(sentAt, reply[2]), sentAt };
     }

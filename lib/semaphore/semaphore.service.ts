@@ -205,7 +205,7 @@ export class SemaphoreService implements PermitOwner, BeforeApplicationShutdown 
     if (this.closing) throw shuttingDown();
     const started = Date.now();
     const token = newToken();
-    const first = await this.store.acquire(k, token, o, o.waitMs > 0);
+    const first = await this.store.acquire(k, token, o, o.waitMs > 0, true);
     // Shut down during the first attempt: what it was granted, or its place in line, goes back.
     if (this.closing) {
       try {
