@@ -99,6 +99,13 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
   /** The token of this process's entry in the Redis line, while it stands there. */
   private lineToken?: string;
   /**
+   * Line tokens given up lately (`leaveLineLocally`), no caller got a lock for them: a call with
+   * one that Redis runs after its leave (an attempt answered NOSCRIPT is sent again behind it)
+   * puts it back in line or grants it the lock, and is undone by leaving again (`leftAgain`). A
+   * few: such a reply comes within a round trip or two of the leave.
+   */
+  private readonly givenUp = new Set<string>();
+  /**
    * The TTL and fencing every write of the line entry asked for (the join, checks again, the
    * heartbeat's renewals, each with the first local caller's options then), undefined once they
    * differed: what a grant to the entry is made with, when nothing more exact is known.
@@ -411,8 +418,6 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
   /** Puts the process in the Redis line for its first local caller (`o`). */
   private async join(o: ResolvedLockOptions): Promise<void> {
     const token = this.host.newToken();
-    /** The attempt failed with the token still in line: no caller got a lock for it. */
-    let abandoned = false;
     let attempt: LockAttempt | undefined;
     try {
       attempt = await this.roundTrip(async () => {
@@ -424,23 +429,20 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
         this.lineSpec = o;
         this.lastAttempt = undefined;
         this.joinSentAt = Date.now();
-        // Answered late: Redis ran it after all, maybe after the leave sent on its failure (an
-        // attempt answered NOSCRIPT is sent again behind it): leave once more.
-        return this.host.store.attempt([this.key], token, o, 'line', () => {
-          if (abandoned) this.abandonLine(token);
-        });
+        // Answered late: Redis ran it after all, maybe after the leave sent on its failure.
+        return this.host.store.attempt([this.key], token, o, 'line', () => this.leftAgain(token));
       });
     } catch (err) {
       // Every caller of the cohort would meet the same failure: tell them all. A lock a message
       // handed the token before the failure went to a caller, who keeps it.
       if (token === this.lineToken) {
-        abandoned = true;
         this.leaveLineLocally();
         this.abandonLine(token);
       }
       this.line?.rejectAll(err);
     }
-    // Handed over already (by a message that beat the reply), or given up: nothing to do.
+    // Handed over already (by a message that beat the reply), or given up meanwhile.
+    if (attempt && token !== this.lineToken) this.leftAgain(token);
     if (attempt && token === this.lineToken) {
       if (attempt.granted) {
         this.obtained(token, attempt.fences[0], attempt.expiresAt, attempt.others === true);
@@ -469,14 +471,20 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
     let attempt: LockAttempt | undefined;
     try {
       attempt = await this.roundTrip(() =>
-        this.host.store.attempt([this.key], token, first.options, 'line'),
+        this.host.store.attempt([this.key], token, first.options, 'line', () =>
+          this.leftAgain(token),
+        ),
       );
     } catch (err) {
       // The token keeps its place (the heartbeat renews it): a grant by a late run of this check,
-      // or by a message meanwhile, is found by the next check or renewal. It is not released.
+      // or by a message meanwhile, is found by the next check or renewal. It is not released,
+      // unless the process gave its place up by then (`leftAgain`, on the late reply).
       this.host.warn(`lock ${this.key.name}: checking the line failed`, err);
     }
-    if (token !== this.lineToken) return this.drive();
+    if (token !== this.lineToken) {
+      if (attempt) this.leftAgain(token);
+      return this.drive();
+    }
     if (attempt?.granted) {
       this.obtained(token, attempt.fences[0], attempt.expiresAt, attempt.others === true);
     } else if (attempt) {
@@ -644,22 +652,17 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
     this.lineToken = token;
     this.lineSpec = o;
     this.joinSentAt = Date.now();
-    /** As in `join`: the rejoin failed with the token still in line. */
-    let abandoned = false;
     let r: LockRejoin;
     try {
       r = await this.host.store.rejoin(
         this.key,
         heldToken,
         { key: this.key, token, spec: entrySpec(o) },
-        () => {
-          if (abandoned) this.abandonLine(token);
-        },
+        () => this.leftAgain(token),
       );
     } catch (err) {
       // It may still run late, putting the token in line or granting it the lock: both undone.
       if (token === this.lineToken) {
-        abandoned = true;
         this.leaveLineLocally();
         this.abandonLine(token);
       }
@@ -669,8 +672,11 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
       if (token === this.lineToken) this.leaveLineLocally();
       return false;
     }
-    // Handed over already by a message that beat the reply.
-    if (token !== this.lineToken) return true;
+    // Handed over already by a message that beat the reply, or given up meanwhile.
+    if (token !== this.lineToken) {
+      this.leftAgain(token);
+      return true;
+    }
     this.localHandoffs = 0;
     this.lastAttempt = {
       granted: false,
@@ -717,7 +723,20 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
     });
   }
 
+  /**
+   * A reply to a call with `token` came after the process gave that token up: the call may have
+   * run after the leave (see `givenUp`), so it leaves once more. Nothing for a token a caller got.
+   */
+  private leftAgain(token: string): void {
+    if (this.givenUp.delete(token)) this.abandonLine(token);
+  }
+
+  /** The process gives its place up: no caller gets a lock for its token (`givenUp`). */
   private leaveLineLocally(): void {
+    if (this.lineToken !== undefined) {
+      if (this.givenUp.size >= 8) this.givenUp.delete(this.givenUp.values().next().value!);
+      this.givenUp.add(this.lineToken);
+    }
     this.lineToken = undefined;
     this.lineSpec = undefined;
     this.lastAttempt = undefined;

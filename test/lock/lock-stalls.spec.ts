@@ -165,6 +165,33 @@ describe('LockService under Redis stalls (the undo of a call made with a line to
     expect(await admin.get(keys.value)).toBeNull();
   });
 
+  it('leaves the line again when a check of its place runs after the process gave it up (answered NOSCRIPT, sent again behind the leave): the lock is not taken for nobody', async () => {
+    const prefix = uniquePrefix('stall-recheck');
+    const keys = lockRedisKeys(prefix, 'k');
+    const b = await instance(prefix, 300);
+    // A holder that will crash; B waits in line (its acquire script sent, its leave-line not yet).
+    await admin.set(keys.value, 'crashed-holder', 'PX', 20_000);
+    const waiting = settled(b.acquire('k', { ttlMs: 20_000, waitMs: 600 }));
+    await waitForLine(admin, prefix, 'k');
+    // The holder's lock goes, a wake-up tells B to check again, and Redis stalls with its script
+    // cache empty: B's check times out, its caller gives up during the stall and B leaves the
+    // line; then the check is answered NOSCRIPT and sent again after the leave.
+    await admin
+      .multi()
+      .script('FLUSH')
+      .del(keys.value)
+      .publish(keys.channel, 'f')
+      .call('CLIENT', 'PAUSE', '1200', 'ALL')
+      .exec();
+    expect(await waiting).toBeInstanceOf(LockTimeoutError);
+    await waitFor('the stall to end', async () => (await admin.ping()) === 'PONG');
+    // The check's NOSCRIPT reply, its EVAL sent again, and the leave its late reply sends.
+    await new Promise((r) => setTimeout(r, 300));
+    await b.isLocked('k');
+    expect(await admin.get(keys.value)).toBeNull();
+    expect(await admin.zrange(keys.line, 0, -1)).toEqual([]);
+  });
+
   it('takes a joining process out of the line when its join times out', async () => {
     const prefix = uniquePrefix('stall-join');
     const keys = lockRedisKeys(prefix, 'k');
