@@ -4,7 +4,7 @@ import { WaitingRoomTimeoutError } from '../errors/waiting-room-timeout.error';
 import { MAX_TIMER_MS } from '../options/validate';
 import { RedactingLogger } from '../redaction/redacting-logger';
 import type { PubSubHub } from '../redis/pubsub-hub';
-import type { WaitingRoomStatus } from './waiting-room-options';
+import { MIN_ABSENT_MS, type WaitingRoomStatus } from './waiting-room-options';
 import {
   CHANNEL,
   messageClock,
@@ -65,6 +65,20 @@ export class RoomWatch {
   /** Visitors that stopped waiting unadmitted, to unpark in one call. */
   private unparking: string[] = [];
   /**
+   * Visitors whose unpark failed (Redis out of reach, or `BUSY`: it had no effect): sent again
+   * with the next unparks and before each lease renewal, which would otherwise keep them parked
+   * (and admit one in its turn: a pass to nobody) for as long as other visitors wait here.
+   */
+  private owed: string[] = [];
+  /** Unpark calls in flight: the watch does not end before they do (one may fail, owed). */
+  private flushing = 0;
+  /** Local ms since the watch has had no visitor but unparks owed (0: not idle). */
+  private idleSince = 0;
+  /** Tries the owed unparks again while the watch has no visitor. */
+  private retryTimer?: NodeJS.Timeout;
+  /** `onEmpty` was called: the service made a new watch for any later wait. */
+  private ended = false;
+  /**
    * `wait` calls between `listen` and `park` (or their end), by visitor: the channel stays
    * subscribed, and a visitor joining again is not unparked by an earlier wait's end.
    */
@@ -113,6 +127,7 @@ export class RoomWatch {
    */
   listen(visitor: string): Promise<void> {
     this.pending++;
+    this.idleSince = 0;
     this.joining.set(visitor, (this.joining.get(visitor) ?? 0) + 1);
     this.listening ??= this.hub
       .listen(
@@ -203,8 +218,9 @@ export class RoomWatch {
           resolve(status);
         },
         reject: (err) => {
-          waiter.end();
+          // Queued before the waiter goes: the watch then stays until the unpark is answered.
           this.unpark(visitor);
+          waiter.end();
           reject(err);
         },
         end: () => {
@@ -263,14 +279,23 @@ export class RoomWatch {
   private async flushUnpark(): Promise<void> {
     // A visitor that waits here again (a page that reconnected) stays parked: its other wait
     // keeps its place, and ends it in turn.
-    const visitors = [...new Set(this.unparking)].filter(
+    const visitors = [...new Set([...this.owed, ...this.unparking])].filter(
       (v) => !this.waiters.has(v) && !this.joining.has(v),
     );
+    this.owed = [];
     this.unparking = [];
-    if (visitors.length === 0) return;
-    // Not unparked (Redis out of reach): the visitor stays parked under this instance's lease
-    // until it is admitted, or this instance stops renewing the lease.
-    await this.store.unpark(this.keys, this.instance, visitors).catch(() => undefined);
+    if (visitors.length > 0) {
+      this.flushing++;
+      try {
+        await this.store.unpark(this.keys, this.instance, visitors);
+      } catch {
+        // Refused or not answered (it may still run: sending it again is harmless).
+        this.owed.push(...visitors);
+      } finally {
+        this.flushing--;
+      }
+    }
+    this.endIfIdle();
   }
 
   private start(): void {
@@ -282,10 +307,11 @@ export class RoomWatch {
   }
 
   private stop(): void {
+    clearTimeout(this.retryTimer);
     clearTimeout(this.advanceTimer);
     clearInterval(this.presenceTimer);
     clearInterval(this.progressTimer);
-    this.advanceTimer = this.presenceTimer = this.progressTimer = undefined;
+    this.advanceTimer = this.presenceTimer = this.progressTimer = this.retryTimer = undefined;
     this.unlisten?.();
     this.unlisten = undefined;
     this.listening = undefined;
@@ -299,8 +325,25 @@ export class RoomWatch {
   }
 
   private endIfIdle(): void {
-    if (this.waiters.size > 0 || this.pending > 0) return;
+    if (this.waiters.size > 0 || this.pending > 0 || this.ended) return;
     this.stop();
+    // An unpark to send this tick, or in flight: its end looks again.
+    if (this.unparking.length > 0 || this.flushing > 0) return;
+    if (this.owed.length > 0 && !this.closed) {
+      // The lease is no longer renewed and runs out within `absentMs`; until then a wait that
+      // comes here would renew it for the owed visitors too: the watch stays and tries again.
+      const absent = this.clock?.absent ?? MIN_ABSENT_MS;
+      this.idleSince ||= Date.now();
+      if (Date.now() - this.idleSince <= absent) {
+        this.retryTimer = setTimeout(() => void this.flushUnpark(), Math.floor(absent / 3));
+        this.retryTimer.unref();
+        return;
+      }
+      // The lease ran out: the room's next call ends their parking (seen a third of `absentMs`
+      // after its last renewal), as for an instance that crashed.
+      this.owed = [];
+    }
+    this.ended = true;
     this.onEmpty();
   }
 
@@ -404,6 +447,11 @@ export class RoomWatch {
   /** Renews this instance's lease, which keeps every local visitor's place. */
   private async renewLease(): Promise<void> {
     if (this.waiters.size === 0) return;
+    if (this.owed.length > 0) {
+      // First: this renewal would keep them parked.
+      await this.flushUnpark();
+      if (this.waiters.size === 0) return;
+    }
     try {
       const { clock, held } = await this.store.lease(this.room, this.keys, this.instance);
       this.setClock(clock);
@@ -422,9 +470,15 @@ export class RoomWatch {
     if (this.syncing || this.waiters.size === 0) return;
     this.syncing = true;
     try {
-      const { clock, presence } = await this.store.presence(this.room, this.keys, this.instance, [
-        ...this.waiters.keys(),
-      ]);
+      // A visitor whose wait ends meanwhile (between two batches of 1,000) is left out of the
+      // later batches: its unpark, sent at once, would run first, and it would be parked again.
+      const { clock, presence } = await this.store.presence(
+        this.room,
+        this.keys,
+        this.instance,
+        [...this.waiters.keys()],
+        (visitor) => this.waiters.has(visitor),
+      );
       this.setClock(clock);
       for (const [visitor, p] of presence) this.apply(visitor, p, clock.redisNow);
     } catch (err) {

@@ -155,18 +155,21 @@ export class WaitingRoomStore {
 
   /**
    * Parks `visitors` on `instance` again and says where each stands, in batches of 1,000 visitors
-   * per script call; resolves with the last reply's clock.
+   * per script call; resolves with the last reply's clock. A visitor for which `still` is false
+   * when its batch is sent is left out (not parked, not in the map).
    */
   async presence(
     room: string,
     keys: string[],
     instance: string,
     visitors: string[],
+    still: (visitor: string) => boolean = () => true,
   ): Promise<{ clock: RoomClock; presence: Map<string, Presence> }> {
     const presence = new Map<string, Presence>();
     let clock: RoomClock | undefined;
     for (let i = 0; i === 0 || i < visitors.length; i += PRESENCE_BATCH) {
-      const batch = visitors.slice(i, i + PRESENCE_BATCH);
+      const batch = visitors.slice(i, i + PRESENCE_BATCH).filter(still);
+      if (i > 0 && batch.length === 0) continue;
       const r = await this.run(room, WAITING_ROOM_SCRIPTS.presence, keys, [instance, ...batch]);
       clock = clockOf(r);
       batch.forEach((visitor, j) => {
