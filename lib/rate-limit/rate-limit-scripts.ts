@@ -15,3 +15,14 @@ export const CONSUME_SCRIPT = new LuaScript(
   includes('sliding-window.lua'),
   includes('token-bucket.lua'),
 );
+
+/**
+ * Gives back what the checks of a consume call counted when its reply came after the bound (its
+ * callers were told `RedisUnavailableError`). Read once per process.
+ */
+export const REFUND_SCRIPT = new LuaScript(
+  'rate limit refund',
+  join(__dirname, 'scripts', 'refund.lua'),
+  TIME_MICROS_PRELUDE,
+  includes('redis-time.lua'),
+);

@@ -11,7 +11,7 @@ import {
   type RateLimitOptions,
   type RateLimitResult,
 } from './rate-limit-options';
-import { CONSUME_SCRIPT } from './rate-limit-scripts';
+import { CONSUME_SCRIPT, REFUND_SCRIPT } from './rate-limit-scripts';
 import { setImmediateUnfaked } from '../redis/unfaked-ticks';
 
 /** One consume's part of a script call: its key and its 5 arguments (consume.lua). */
@@ -35,8 +35,11 @@ const DENY_CACHE_MS = 1_000;
 /** Refusals remembered at most (the oldest go first). */
 const MAX_DENIED = 10_000;
 
-/** A refusal of cost 1 answered by Redis: until when the same call is refused for sure. */
+/** A refusal of cost 1 answered by Redis: until when this instance refuses the same call itself. */
 interface Denied {
+  /** The call's limit and window: a call with others asks Redis. */
+  limit: number;
+  windowMs: number;
   /** `performance.now()` until which this instance answers it (no unit is free before). */
   until: number;
   /** `performance.now()` when a unit may be free (`retryAfterMs` from the refusal). */
@@ -66,7 +69,7 @@ export class RateLimiterService {
     MAX_UNITS,
   );
 
-  /** Refusals of cost 1 by key, limit and window (see `consume`). */
+  /** The last refusal of cost 1 by Redis key (see `consume`). */
   private readonly denied = new Map<string, Denied>();
 
   constructor(private readonly connection: RedisLockConnection) {}
@@ -80,15 +83,17 @@ export class RateLimiterService {
    * The key's state expires once it no longer counts. Consumes made in the same tick go to Redis
    * in one script call (per Cluster slot), each counted exactly as if alone, in call order. After
    * a refusal of cost 1, the same call (key, limit, window) is refused by this instance without
-   * Redis until the unit it waits for is free, at most 1 s: nothing in Redis frees one sooner,
-   * so the answer is the one Redis would give (a flood on one key then costs Redis one call per
-   * second per instance).
+   * Redis until the unit it waits for is free, at most 1 s (a flood on one key then costs Redis
+   * one call per second per instance). Only time frees that unit, unless a call with another
+   * limit or window is admitted on the key (a faster refill, a shorter window's trim): made by
+   * this instance, it ends the refusal; made by another, it is not seen within that second.
    * @param key the rate limit's name (a non-empty string of at most 512 bytes; `{tag}` rules as
    *   for lock keys)
    * @throws LockKeyError for an invalid key
    * @throws RedisLockOptionsError for an invalid option, naming it
-   * @throws RedisUnavailableError when Redis does not answer within `commandTimeoutMs`, or at
-   *   once while the connection is down (reconnecting: the call is not sent, so it counts nothing)
+   * @throws RedisUnavailableError when Redis does not answer within `commandTimeoutMs` (what the
+   *   call counted is given back if its reply comes later), or at once while the connection is
+   *   down (reconnecting: the call is not sent, so it counts nothing)
    * @example
    * const r = await rateLimiter.consume(`api:${clientId}`, { limit: 100, windowMs: 60_000 });
    * if (!r.allowed) throw new TooManyRequestsException(`retry in ${r.retryAfterMs} ms`);
@@ -96,9 +101,8 @@ export class RateLimiterService {
   async consume(key: string, options: RateLimitOptions): Promise<RateLimitResult> {
     const o = resolveRateLimitOptions(options);
     const redisKey = rateLimitRedisKey(this.connection.options.keyPrefix, o.algorithm, key);
-    const denyKey = o.cost === 1 ? `${redisKey}\n${o.limit}\n${o.windowMs}` : undefined;
-    if (denyKey !== undefined) {
-      const refused = this.refusedLocally(denyKey);
+    if (o.cost === 1 && this.denied.size !== 0) {
+      const refused = this.refusedLocally(redisKey, o.limit, o.windowMs);
       // Answered after the event loop's turn, as a Redis reply would be: a caller that loops
       // until admitted does not hold the process.
       if (refused) return new Promise((resolve) => setImmediateUnfaked(resolve, refused));
@@ -115,17 +119,27 @@ export class RateLimiterService {
       { key: redisKey, args: [sliding ? 's' : 't', o.limit, o.windowMs, o.cost, id] },
       sliding ? o.cost : 1,
     );
-    if (denyKey !== undefined && !result.allowed) this.remember(denyKey, sentAt, result);
+    if (result.allowed) {
+      // Admitted, so it may have freed units for a refusal remembered with another limit or
+      // window: a token bucket refilled at this call's rate, a log trimmed by its window.
+      if (this.denied.size !== 0) this.denied.delete(redisKey);
+    } else if (o.cost === 1) {
+      this.remember(redisKey, o.limit, o.windowMs, sentAt, result);
+    }
     return result;
   }
 
   /** The refusal Redis would give now, when a remembered one still holds. */
-  private refusedLocally(denyKey: string): RateLimitResult | undefined {
-    const denied = this.denied.get(denyKey);
-    if (!denied) return undefined;
+  private refusedLocally(
+    redisKey: string,
+    limit: number,
+    windowMs: number,
+  ): RateLimitResult | undefined {
+    const denied = this.denied.get(redisKey);
+    if (!denied || denied.limit !== limit || denied.windowMs !== windowMs) return undefined;
     const now = performance.now();
     if (now >= denied.until) {
-      this.denied.delete(denyKey);
+      this.denied.delete(redisKey);
       return undefined;
     }
     const retryAfterMs = Math.max(1, Math.ceil(denied.retryAt - now));
@@ -141,14 +155,26 @@ export class RateLimiterService {
    * Remembers a refusal of cost 1. Redis answered at its time T >= `sentAt` that no unit is free
    * before T + retryAfterMs (rounded up to whole ms): so none is before sentAt + retryAfterMs - 1.
    */
-  private remember(denyKey: string, sentAt: number, result: RateLimitResult): void {
+  private remember(
+    redisKey: string,
+    limit: number,
+    windowMs: number,
+    sentAt: number,
+    result: RateLimitResult,
+  ): void {
     const retryAt = sentAt + result.retryAfterMs;
     const until = Math.min(retryAt - 1, performance.now() + DENY_CACHE_MS);
     if (until <= performance.now()) return;
-    if (this.denied.size >= MAX_DENIED) {
+    if (this.denied.size >= MAX_DENIED && !this.denied.has(redisKey)) {
       this.denied.delete(this.denied.keys().next().value as string);
     }
-    this.denied.set(denyKey, { until, retryAt, resetAt: sentAt + result.resetMs });
+    this.denied.set(redisKey, {
+      limit,
+      windowMs,
+      until,
+      retryAt,
+      resetAt: sentAt + result.resetMs,
+    });
   }
 
   private async send(checks: Check[]): Promise<(RateLimitResult | Error)[]> {
@@ -161,6 +187,8 @@ export class RateLimiterService {
       CONSUME_SCRIPT,
       checks.map((c) => c.key),
       checks.flatMap((c) => c.args),
+      // Too late: the callers were told RedisUnavailableError (a 503), so nothing may count.
+      (late) => this.giveBack(checks, late as (number | string)[]),
     )) as (number | string)[];
     return checks.map((_, i) => {
       const [allowed, remaining, retryAfterMs, resetMs] = reply.slice(4 * i, 4 * i + 4);
@@ -172,5 +200,26 @@ export class RateLimiterService {
         resetMs: resetMs as number,
       };
     });
+  }
+
+  /**
+   * Gives back what a consume call counted when its reply came after `commandTimeoutMs` (Redis ran
+   * it once a stall ended, or ioredis sent it again after a reconnect): else the key stayed locked
+   * out for a window by calls nobody was admitted by. Not awaited, bounded as every call; if it
+   * fails, those units stay counted.
+   */
+  private giveBack(checks: Check[], reply: (number | string)[]): void {
+    const keys: string[] = [];
+    const args: (string | number)[] = [`${this.idPrefix}${(this.calls++).toString(36)}`];
+    checks.forEach((check, i) => {
+      if (reply[4 * i] !== 1) return;
+      keys.push(check.key);
+      args.push(...check.args);
+      // Units freed: a refusal remembered for the key may no longer be Redis's answer.
+      this.denied.delete(check.key);
+    });
+    if (keys.length > 0) {
+      this.connection.run(REFUND_SCRIPT, keys, args).catch(() => undefined);
+    }
   }
 }

@@ -8,7 +8,7 @@ import {
   RedisLockOptionsError,
   type RateLimitOptions,
 } from '../../lib';
-import { CONSUME_SCRIPT } from '../../lib/rate-limit/rate-limit-scripts';
+import { CONSUME_SCRIPT, REFUND_SCRIPT } from '../../lib/rate-limit/rate-limit-scripts';
 import {
   commandCalls,
   createLockApp,
@@ -136,6 +136,80 @@ describe('RateLimiterService.consume', () => {
     expect(await limiter().consume('api:old', o)).toMatchObject({ allowed: true, remaining: 2 });
     // Written back with this call's id as a third field.
     expect((await redis.get(key))!.split(' ')).toHaveLength(3);
+  });
+
+  it('token bucket: a script call of several checks of one key, run twice, takes each admitted one once', async () => {
+    const key = `${prefix}bucket:{api:twice}`;
+    // consume.lua's arguments per check: algorithm, limit, windowMs, cost, call id. A bucket of
+    // 10 (refilling 10 an hour), 4 checks of it in one call (the consumes of one tick).
+    const check = (cost: number, id: string) => ['t', 10, 3_600_000, cost, id];
+    const run = async () => {
+      const reply = (await CONSUME_SCRIPT.run(
+        redis,
+        [key, key, key, key],
+        [...check(3, 'tw1'), ...check(9, 'tw2'), ...check(1, 'tw3'), ...check(1, 'tw4')],
+      )) as number[];
+      return [0, 1, 2, 3].map((i) => reply[4 * i]);
+    };
+    const tokens = async () => Math.floor(Number((await redis.get(key))!.split(' ')[0]));
+    expect(await run()).toEqual([1, 0, 1, 1]);
+    expect(await tokens()).toBe(5);
+    // Run again (ioredis sent it twice): the admitted checks take nothing, the refused one is
+    // counted as if alone (still refused).
+    expect(await run()).toEqual([1, 0, 1, 1]);
+    expect(await tokens()).toBe(5);
+    // Refilled meanwhile (by hand): the check refused the first time takes its 9, once.
+    const [, at, last] = (await redis.get(key))!.split(' ');
+    await redis.set(key, `9 ${at} ${last}`, 'PX', 3_600_000);
+    expect(await run()).toEqual([1, 1, 1, 1]);
+    expect(await run()).toEqual([1, 1, 1, 1]);
+    expect(await tokens()).toBe(0);
+  });
+
+  it('gives back what a late call counted once, even when the give-back runs twice', async () => {
+    const bucket = `${prefix}bucket:{api:late}`;
+    const log = `${prefix}rate:{api:late}`;
+    const tokens = async () => Math.floor(Number((await redis.get(bucket))!.split(' ')[0]));
+    await CONSUME_SCRIPT.run(redis, [bucket], ['t', 10, 3_600_000, 5, 'lt1']);
+    // The late call: 4 checks, all admitted (4 tokens, 4 entries).
+    const late = ['t', 10, 3_600_000, 3, 'lt2', 's', 10, 60_000, 1, 'lt3'];
+    late.push('s', 10, 60_000, 3, 'lt4', 't', 10, 3_600_000, 1, 'lt5');
+    const keys = [bucket, log, log, bucket];
+    await CONSUME_SCRIPT.run(redis, keys, late);
+    expect(await tokens()).toBe(1);
+    expect(await redis.zcard(log)).toBe(4);
+    // refund.lua: a mark unique to the call, then the late call's checks as sent.
+    expect(await REFUND_SCRIPT.run(redis, keys, ['lt6', ...late])).toBe(4);
+    expect(await tokens()).toBe(5);
+    expect(await redis.zcard(log)).toBe(0);
+    // Sent twice by ioredis: nothing more given back.
+    expect(await REFUND_SCRIPT.run(redis, keys, ['lt6', ...late])).toBe(0);
+    expect(await tokens()).toBe(5);
+  });
+
+  it('a call admitted on the key with another limit or window ends a refusal remembered for it', async () => {
+    // Token bucket: a call refilling 100,000 tokens per ms writes back what it refilled.
+    const slow: RateLimitOptions = { limit: 1, windowMs: 60_000, algorithm: 'token-bucket' };
+    const fast: RateLimitOptions = { limit: 100_000, windowMs: 1, algorithm: 'token-bucket' };
+    expect((await limiter().consume('raised', slow)).allowed).toBe(true);
+    expect((await limiter().consume('raised', slow)).allowed).toBe(false);
+    await waitFor(
+      'the faster call admitted',
+      async () => (await limiter().consume('raised', fast)).allowed,
+    );
+    // Redis admits the slow call now: this instance asks it instead of answering the refusal.
+    expect(await limiter().consume('raised', slow)).toMatchObject({ allowed: true, remaining: 0 });
+    // Sliding window: a call with a 1 ms window trims the entries older than that.
+    const long = { limit: 2, windowMs: 60_000 };
+    await limiter().consume('trimmed', long);
+    await limiter().consume('trimmed', long);
+    expect((await limiter().consume('trimmed', long)).allowed).toBe(false);
+    await waitFor(
+      'the short window admitted',
+      async () => (await limiter().consume('trimmed', { limit: 2, windowMs: 1 })).allowed,
+    );
+    // (The log may have expired too: the short call set its TTL to 1 ms.)
+    expect((await limiter().consume('trimmed', long)).allowed).toBe(true);
   });
 
   it('takes a changed limit at once, on every instance, without resetting what was counted', async () => {
