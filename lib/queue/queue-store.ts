@@ -415,7 +415,11 @@ export class QueueStore {
     const late =
       onLate &&
       ((r: unknown) => {
-        if (!this.connection.closed) void this.ended(k.name, settles, parents, r as ClaimReply);
+        if (!this.connection.closed) {
+          const reply = r as ClaimReply;
+          this.ended(k.name, settles, reply);
+          if (reply[3] === 1) void this.flows.applyOutboxes([k.name, ...parents]);
+        }
         onLate(r);
       });
     const { reply, shortfall } = (
@@ -427,7 +431,8 @@ export class QueueStore {
     if (shortfall && count === 0) throw shortfall;
     const now = Number(reply[0]);
     const next = Number(reply[1]);
-    const settled = await this.ended(k.name, settles, parents, reply);
+    const settled = this.ended(k.name, settles, reply);
+    if (reply[3] === 1) await this.flows.applyOutboxes([k.name, ...parents]);
     return {
       tasks: toLeasedTasks<P>(k.name, reply, 6 + settled.length, options.leaseMs),
       nextInMs: next < 0 ? -1 : next - now,
@@ -445,18 +450,12 @@ export class QueueStore {
   }
 
   /**
-   * What a claim's reply says Redis ended: counted in the metrics, and the outcomes of flow
-   * children passed on to their parents. Resolves with the settles' codes. Never rejects.
+   * What a claim's reply says Redis ended, counted in the metrics (`countEnded`): returns the
+   * settles' codes. The caller applies the flow outcomes the reply reports (`reply[3]`).
    */
-  private async ended(
-    queue: string,
-    settles: readonly SettleStep[],
-    parents: readonly string[],
-    reply: ClaimReply,
-  ): Promise<number[]> {
+  private ended(queue: string, settles: readonly SettleStep[], reply: ClaimReply): number[] {
     const settled = reply.slice(6, 6 + Number(reply[2])).map(Number);
     this.countEnded(queue, settles, settled, Number(reply[4]), Number(reply[5]));
-    if (reply[3] === 1) await this.flows.applyOutboxes([queue, ...parents]);
     return settled;
   }
 
