@@ -148,7 +148,8 @@ export class LuaScript {
     timeoutMs: number,
     onRan?: () => void,
   ): Promise<[reply: unknown, acknowledged: number]> {
-    if (!isCluster(client)) return this.sendThenWait(client, keys, args, replicas, timeoutMs, onRan);
+    if (!isCluster(client))
+      return this.sendThenWait(client, keys, args, replicas, timeoutMs, onRan);
     const node = clusterMasterOf(client, keys[0]);
     if (node !== undefined) {
       let retried = false;
