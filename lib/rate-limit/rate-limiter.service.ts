@@ -218,8 +218,12 @@ export class RateLimiterService {
       // Units freed: a refusal remembered for the key may no longer be Redis's answer.
       this.denied.delete(check.key);
     });
-    if (keys.length > 0) {
-      this.connection.run(REFUND_SCRIPT, keys, args).catch(() => undefined);
-    }
+    if (keys.length === 0) return;
+    // A refusal answered meanwhile (a call sent before this give-back, which the late call's count
+    // refused) is remembered after the lines above: once the give-back ran, it is not Redis's answer.
+    this.connection.run(REFUND_SCRIPT, keys, args).then(
+      () => keys.forEach((key) => this.denied.delete(key)),
+      () => undefined,
+    );
   }
 }

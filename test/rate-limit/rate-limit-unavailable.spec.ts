@@ -70,6 +70,30 @@ describe('RateLimiterService when Redis is down (dedicated redis-server)', () =>
     }
   });
 
+  it('a refusal answered while a late consume still counted is not remembered past its give-back', async () => {
+    const once = { limit: 1, windowMs: 60_000 };
+    expect(await limiter.consume('warm-up:dave', once)).toMatchObject({ allowed: true });
+    const own = new Redis(server.url);
+    try {
+      await own.call('CLIENT', 'PAUSE', '700', 'ALL');
+      // C outlives commandTimeoutMs; D, sent near the end of the stall, is answered in time and
+      // refused: C counted. C's give-back is sent after D.
+      const late = limiter.consume('login:dave', once).catch((err: unknown) => err);
+      await new Promise((r) => setTimeout(r, 500));
+      const refused = await limiter.consume('login:dave', once);
+      expect(await late).toBeInstanceOf(RedisUnavailableError);
+      expect(refused).toMatchObject({ allowed: false });
+      await waitFor(
+        'the give-back',
+        async () => (await own.exists(`${prefix}rate:{login:dave}`)) === 0,
+      );
+      // Redis admits the next call: this instance asks it, instead of repeating D's refusal.
+      expect(await limiter.consume('login:dave', once)).toMatchObject({ allowed: true });
+    } finally {
+      own.disconnect();
+    }
+  });
+
   it('a consume that failed while Redis was down counts nothing once Redis is back', async () => {
     const login = { limit: 3, windowMs: 60_000 };
     expect(await limiter.consume('warm-up', login)).toMatchObject({ allowed: true });
