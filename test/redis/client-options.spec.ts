@@ -12,7 +12,8 @@ import {
   type RunningTask,
 } from '../../lib';
 import { toRedisError } from '../../lib/redis/bounded';
-import { createLockApp, redisClient, uniquePrefix, waitFor } from '../support/helpers';
+import { createLockApp, uniquePrefix } from '../support/helpers';
+import { whileBusy } from '../support/busy-script';
 import { startRedisServer, type RedisServer } from '../support/redis-server';
 
 /**
@@ -113,37 +114,20 @@ describe("a user's client options and the module's own connections", () => {
     const locks = app.get(LockService);
     const semaphores = app.get(SemaphoreService);
     const held = await locks.acquire('held');
-    const spinner = redisClient(server.url);
-    const admin = redisClient(server.url);
-    try {
-      await admin.config('SET', 'busy-reply-threshold', '50');
-      const spinning = spinner.eval('while true do end', 0).catch(() => undefined);
-      await waitFor('the script past its threshold', () =>
-        admin.ping().then(
-          () => false,
-          (err: Error) => err.message.startsWith('BUSY '),
-        ),
-      );
-      // Before: RedisCommandError (a 500 through LockInterceptor instead of a 503).
-      const refused = await Promise.allSettled([
+    // Before: RedisCommandError (a 500 through LockInterceptor instead of a 503).
+    const refused = await whileBusy(server.url, () =>
+      Promise.allSettled([
         locks.tryAcquire('k'),
         locks.isLocked('k'),
         held.extend(),
         semaphores.tryAcquire('s', { limit: 1 }),
-      ]);
-      expect(refused.map((r) => r.status === 'rejected' && r.reason.name)).toEqual(
-        Array(4).fill('RedisUnavailableError'),
-      );
-      await admin.script('KILL');
-      await spinning;
-      expect(await locks.isLocked('held')).toBe(true);
-      expect(await held.release()).toBe(true);
-    } finally {
-      await admin.script('KILL').catch(() => undefined);
-      await admin.config('SET', 'busy-reply-threshold', '5000');
-      spinner.disconnect();
-      admin.disconnect();
-    }
+      ]),
+    );
+    expect(refused.map((r) => r.status === 'rejected' && r.reason.name)).toEqual(
+      Array(4).fill('RedisUnavailableError'),
+    );
+    expect(await locks.isLocked('held')).toBe(true);
+    expect(await held.release()).toBe(true);
     // Only BUSY itself: BUSYGROUP (XGROUP CREATE of a group that exists) is an answer.
     expect(
       toRedisError('queue', new Error('BUSYGROUP Consumer Group name already exists')),

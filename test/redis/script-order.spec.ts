@@ -9,6 +9,7 @@ import { LockService, RedisUnavailableError } from '../../lib';
 import { lockRedisKeys } from '../../lib/lock/lock-keys';
 import { LuaScript } from '../../lib/redis/lua-script';
 import { createLockApp, redisClient, uniquePrefix, waitFor } from '../support/helpers';
+import { whileBusy } from '../support/busy-script';
 import { startRedisServer, type RedisServer } from '../support/redis-server';
 
 /**
@@ -77,22 +78,16 @@ describe('scripts run in the order they were sent', () => {
 
   it('an EVAL refused before it ran (BUSY) is sent by EVAL again, so the call behind it cannot overtake it', async () => {
     const client = new Redis(server.url, { maxRetriesPerRequest: 1 });
-    const spinner = redisClient(server.url);
     const admin = redisClient(server.url);
     try {
-      await admin.config('SET', 'busy-reply-threshold', '50');
       await admin.script('FLUSH');
-      const spinning = spinner.eval('while true do end', 0).catch(() => undefined);
-      await new Promise((resolve) => setTimeout(resolve, 200));
       // The server runs another script past its threshold: this first call is refused unrun.
-      await expect(setScript.run(client, ['k4'], ['v'])).rejects.toThrow(/^BUSY/);
-      await admin.script('KILL');
-      await spinning;
+      await whileBusy(server.url, () =>
+        expect(setScript.run(client, ['k4'], ['v'])).rejects.toThrow(/^BUSY/),
+      );
       expect(await setThenDelete(client, 'k5')).toBe(0);
     } finally {
-      await admin.config('SET', 'busy-reply-threshold', '5000');
       client.disconnect();
-      spinner.disconnect();
       admin.disconnect();
     }
   });

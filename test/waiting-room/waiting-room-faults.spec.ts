@@ -8,6 +8,7 @@ import {
   type WaitingRoomStore,
 } from '../../lib/waiting-room/waiting-room-store';
 import { createLockApp, redisClient, uniquePrefix, waitFor } from '../support/helpers';
+import { whileBusy } from '../support/busy-script';
 import { startRedisServer, type RedisServer } from '../support/redis-server';
 import { roomKeys } from './support';
 
@@ -85,29 +86,12 @@ describe('WaitingRoomService.wait: an ended wait is not kept parked', () => {
       );
       return call;
     });
-    const spinner = redisClient(server.url);
-    const admin = redisClient(server.url);
-    try {
-      await admin.config('SET', 'busy-reply-threshold', '50');
-      const spinning = spinner.eval('while true do end', 0).catch(() => undefined);
-      await waitFor('the script past its threshold', () =>
-        admin.ping().then(
-          () => false,
-          (err: Error) => err.message.startsWith('BUSY '),
-        ),
-      );
+    await whileBusy(server.url, async () => {
       closing.abort(new Error('page closed'));
       expect(await ends).toMatchObject({ message: 'page closed' });
       await waitFor('the unpark sent', () => unparks.length > 0);
       expect(await unparks[0]).toBe('RedisUnavailableError');
-      await admin.script('KILL');
-      await spinning;
-    } finally {
-      await admin.script('KILL').catch(() => undefined);
-      await admin.config('SET', 'busy-reply-threshold', '5000');
-      spinner.disconnect();
-      admin.disconnect();
-    }
+    });
     return unparks;
   }
 
