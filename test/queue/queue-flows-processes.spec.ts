@@ -26,6 +26,8 @@ describe('QueueService.enqueueFlow with workers in 3 processes, one SIGKILLed mi
       'test/fixtures/queue-flow-child.ts',
     );
   const hash = async (name: string) => ctx.redis.hgetall(`${prefix}obs:${name}`);
+  /** The live worker processes a test leaves behind, for the next to use. */
+  const running: QueueWorkerChild[] = [];
 
   it(`${FLOWS} flows of 1 parent x ${KIDS} children over 3 queues and ${TREES} trees 3 levels deep: every parent runs after all its children, with their results; none lost`, async () => {
     const { queues, redis: obs } = ctx;
@@ -92,7 +94,7 @@ describe('QueueService.enqueueFlow with workers in 3 processes, one SIGKILLed mi
     victim!.child.kill('SIGKILL');
     expect(await exited(victim!.child)).toBe('SIGKILL');
     const inFlightAtKill = new Set(await obs.smembers(`${prefix}obs:inflight:${victim!.pid}`));
-    await spawnWorker();
+    running.push(...alive.filter((w) => w !== victim), await spawnWorker());
 
     await waitFor(
       'every parent done',
@@ -124,4 +126,63 @@ describe('QueueService.enqueueFlow with workers in 3 processes, one SIGKILLed mi
       expect((await queues.stats(q)).dead).toBe(0);
     }
   }, 120_000);
+
+  it("a flow parent with a deadline on a paused queue, its children run by the worker processes: it expires once its children finished, the queue still paused; after resume one whose deadline is ahead runs with its children's results", async () => {
+    const { queues } = ctx;
+    // The processes the test above left running, else two of this test's own.
+    if (running.length < 2) running.push(...(await Promise.all([spawnWorker(), spawnWorker()])));
+    await queues.pause(PARENTS);
+    try {
+      const flow = (id: string, expiresInMs: number): FlowNode => {
+        const children = Array.from({ length: 6 }, (_, i) => ({
+          queue: i % 2 === 0 ? CHILDREN_A : CHILDREN_B,
+          id: `${id}-k${i}`,
+        }));
+        return {
+          queue: PARENTS,
+          id,
+          payload: { kids: children.map((c) => `${c.queue}:${c.id}`) },
+          options: { expiresInMs },
+          children,
+        };
+      };
+      await queues.enqueueFlow(flow('dl-soon', 300));
+      await queues.enqueueFlow(flow('dl-later', 60_000));
+      await waitFor(
+        'every child run',
+        async () => (await queues.get(PARENTS, 'dl-later'))?.state === 'ready',
+        10_000,
+        20,
+      );
+      // Made ready, its deadline was indexed in the same script.
+      const expiries = `${prefix}queue:{${PARENTS}}:expiries`;
+      expect(await ctx.redis.zscore(expiries, 'dl-later')).not.toBeNull();
+      // Within a round trip once its children finished (before, it stayed ready until resumed).
+      await waitFor(
+        'the parent whose deadline passed expired',
+        async () => (await queues.get(PARENTS, 'dl-soon'))?.state === 'expired',
+        5_000,
+        20,
+      );
+      expect(await queues.stats(PARENTS)).toMatchObject({
+        paused: true,
+        ready: 1,
+        waitingChildren: 0,
+        expired: 1,
+      });
+      expect(await queues.get(PARENTS, 'dl-later')).toMatchObject({
+        state: 'ready',
+        children: { total: 6, completed: 6, failed: 0 },
+      });
+    } finally {
+      await queues.resume(PARENTS);
+    }
+    await expect(queues.waitFor(PARENTS, 'dl-later', { timeoutMs: 10_000 })).resolves.toMatchObject(
+      { state: 'completed' },
+    );
+    const runs = await hash('runs');
+    expect([runs[`${PARENTS}:dl-soon`], runs[`${PARENTS}:dl-later`]]).toEqual([undefined, '1']);
+    expect(Object.keys(await hash('bad'))).toEqual([]);
+    expect(await ctx.redis.zcard(`${prefix}queue:{${PARENTS}}:expiries`)).toBe(0);
+  }, 30_000);
 });

@@ -1,6 +1,10 @@
 import 'reflect-metadata';
+import type { INestApplicationContext } from '@nestjs/common';
+import { Redis } from 'ioredis';
+import { QueueService } from '../../lib';
 import { exited, lineFrom } from '../support/child';
 import {
+  createLockApp,
   queueAppAndClient,
   queueStats,
   testRedisUrl,
@@ -8,6 +12,7 @@ import {
   waitFor,
 } from '../support/helpers';
 import { spawnQueueWorker, waitQueueDrained, type QueueWorkerChild } from '../support/queue-crash';
+import { startRedisServer, type RedisServer } from '../support/redis-server';
 
 /** A task of the test: its id, name, and the number in its payload. */
 interface Named {
@@ -24,10 +29,17 @@ describe('Named handlers across OS processes (test/fixtures/queue-named-child.ts
   const prefix = uniquePrefix('queue-named-proc');
   const ctx = queueAppAndClient(prefix);
 
-  /** A worker process with the handlers `names` ('a:2,b:1': name 'a' concurrency 2, 'b' 1). */
-  const spawnNamed = (queue: string, names: string): Promise<QueueWorkerChild> =>
+  /**
+   * A worker process with the handlers `names` ('a:2,b:1': name 'a' concurrency 2, 'b' 1), on the
+   * test server or on the one at `url`.
+   */
+  const spawnNamed = (
+    queue: string,
+    names: string,
+    url = testRedisUrl(),
+  ): Promise<QueueWorkerChild> =>
     spawnQueueWorker(
-      { REDIS_URL: testRedisUrl(), PREFIX: prefix, QUEUE: queue, NAMES: names },
+      { REDIS_URL: url, PREFIX: prefix, QUEUE: queue, NAMES: names },
       'test/fixtures/queue-named-child.ts',
     );
   /** Stops a worker process gracefully (SIGTERM: it drains), as a deploy does. */
@@ -188,4 +200,150 @@ describe('Named handlers across OS processes (test/fixtures/queue-named-child.ts
 
     await stop(next);
   }, 120_000);
+
+  /**
+   * Two worker processes on a server of their own (FLUSHALL would empty the other test files'
+   * data), on queue 'pair': X with handler 'a' only, Y with 'b' only; one slot each. This test's
+   * module enqueues there. The fixture's holds (`holdUntil`) end when the test sets the name's
+   * peak (`release`).
+   */
+  describe('two processes, X with handler a and Y with handler b', () => {
+    const queue = 'pair';
+    let server: RedisServer;
+    let app: INestApplicationContext;
+    let queues: QueueService;
+    let obs: Redis;
+    let x: QueueWorkerChild;
+    let y: QueueWorkerChild;
+    const peaks = () => `${prefix}obs:${queue}:peaks`;
+    /** Ends the holds of `name` (the fixture waits for the name's peak to reach holdUntil). */
+    const release = (name: string) => obs.hset(peaks(), `*:${name}`, 1_000);
+    /** The pid of the process that ran `id` last. */
+    const ranIn = async (id: string) =>
+      (await obs.hget(`${prefix}obs:${queue}:ran`, id))?.split(' ').pop();
+
+    beforeAll(async () => {
+      server = await startRedisServer();
+      app = await createLockApp({ redis: server.url, keyPrefix: prefix });
+      queues = app.get(QueueService);
+      obs = new Redis(server.url);
+      [x, y] = await Promise.all([
+        spawnNamed(queue, 'a:1', server.url),
+        spawnNamed(queue, 'b:1', server.url),
+      ]);
+    }, 60_000);
+    afterAll(async () => {
+      // Killed: a graceful stop drains, which these tests need not wait for.
+      await Promise.all(
+        [x, y].map(async (w) => {
+          if (!w) return;
+          const done = exited(w.child);
+          w.child.kill('SIGKILL');
+          await done;
+        }),
+      );
+      obs?.disconnect();
+      await app?.close();
+      await server?.stop();
+    });
+    // Holds wait again; a test's tasks are not left holding a slot for the next.
+    beforeEach(() => obs.del(peaks()));
+    afterEach(() => Promise.all([release('a'), release('b')]));
+
+    it("a replace from one instance keeps the options another gave that it does not give: a worker process runs the task in its name's handler with the merged timeout and attempts, and ends expired the one whose deadline passed", async () => {
+      const backoff = { type: 'fixed', delayMs: 5 } as const;
+      // Another instance, which replaces what this module enqueues.
+      const replacerApp = await createLockApp({
+        redis: server.url,
+        keyPrefix: prefix,
+        instanceId: 'replacer',
+      });
+      try {
+        // Both with their own options, due in a minute. r1 holds its handler (its holdUntil is
+        // not reached) until its run times out.
+        await queues.enqueue(queue, 'r1', {
+          name: 'a',
+          payload: { name: 'a', n: 1, holdUntil: 1_000 },
+          delayMs: 60_000,
+          maxAttempts: 2,
+          backoff,
+          timeoutMs: 60_000,
+          expiresAt: Number.MAX_SAFE_INTEGER,
+        });
+        await queues.enqueue(queue, 'r2', {
+          name: 'a',
+          payload: { name: 'a', n: 2 },
+          delayMs: 60_000,
+          expiresInMs: 600,
+        });
+        // Replaced each with one option: r1 due now, r2 after its deadline.
+        const replacer = replacerApp.get(QueueService);
+        expect(await replacer.enqueue(queue, 'r1', { replace: true, timeoutMs: 200 })).toBe(0);
+        expect(
+          await replacer.enqueue(queue, 'r2', { replace: true, name: 'a', delayMs: 1_200 }),
+        ).toBe(0);
+      } finally {
+        await replacerApp.close();
+      }
+      const ended = async (id: string) =>
+        ['completed', 'dead', 'expired'].includes((await queues.get(queue, id))?.state ?? '');
+      await waitFor(
+        'r1 and r2 ended',
+        async () => (await ended('r1')) && (await ended('r2')),
+        10_000,
+        20,
+      );
+      // r1 ran in X's handler 'a' (its name, kept), timed out after the replace's 200 ms each
+      // time, and died after its own two attempts. (A task without its name dies at its first
+      // claim: no worker without a name runs here.)
+      expect(await queues.get(queue, 'r1')).toMatchObject({
+        state: 'dead',
+        name: 'a',
+        attempts: 2,
+        error: { name: 'TaskTimeoutError' },
+      });
+      expect(await obs.hgetall(`${prefix}obs:${queue}:runs`)).toEqual({ r1: '2' });
+      expect(await ranIn('r1')).toBe(x.pid);
+      // r2 kept its deadline: it never ran.
+      expect(await queues.get(queue, 'r2')).toMatchObject({
+        state: 'expired',
+        name: 'a',
+        attempts: 0,
+      });
+    }, 30_000);
+
+    it("after Redis lost everything (FLUSHALL), the process without a name's handler leaves that name's tasks to the process that has one instead of burying them, and writes its own registry entry again at once", async () => {
+      // Each process's one slot taken, X's first: X never read the registry for a name.
+      await queues.enqueue(queue, 'a1', {
+        name: 'a',
+        payload: { name: 'a', n: 1, holdUntil: 1_000 },
+      });
+      await waitFor('a1 running in X', async () => (await ranIn('a1')) === x.pid);
+      await queues.enqueue(queue, 'b1', {
+        name: 'b',
+        payload: { name: 'b', n: 1, holdUntil: 1_000 },
+      });
+      await waitFor('b1 running in Y', async () => (await ranIn('b1')) === y.pid);
+      await obs.flushall();
+      await queues.enqueue(queue, 'b2', { name: 'b', payload: { name: 'b', n: 2 } });
+      // X's slot frees: X claims b2 and reads a registry without Y's entry (nor its own).
+      await release('a');
+      await waitFor('b2 handled by X', async () =>
+        ['delayed', 'dead'].includes((await queues.get(queue, 'b2'))?.state ?? ''),
+      );
+      expect(await queues.get(queue, 'b2')).toMatchObject({ state: 'delayed', attempts: 0 });
+      expect((await queues.workers(queue)).map((w) => w.pid)).toContain(Number(x.pid));
+      // Y's slot frees: b2 runs there, once.
+      await release('b');
+      await waitFor(
+        'b2 completed',
+        async () => (await queues.get(queue, 'b2'))?.state === 'completed',
+        10_000,
+        20,
+      );
+      expect(await ranIn('b2')).toBe(y.pid);
+      expect(await obs.hget(`${prefix}obs:${queue}:runs`, 'b2')).toBe('1');
+      expect(await queues.stats(queue)).toMatchObject({ dead: 0, completed: 1 });
+    }, 30_000);
+  });
 });

@@ -61,6 +61,21 @@ describe('QueueService.enqueueFlow on a Redis Cluster (3 masters + 3 replicas)',
     }
     apart = [...byMaster.values()];
   }, 90_000);
+
+  /** Two queue names of `stem`, used by no other test, whose slots two different masters serve. */
+  const onTwoMasters = async (stem: string): Promise<[string, string]> => {
+    const names: string[] = [];
+    const masters = new Set<number>();
+    for (let i = 0; names.length < 2; i++) {
+      const name = `${stem}-q${i}`;
+      const master = await cluster.masterOfSlot(clusterKeySlot(`{${name}}`));
+      if (!masters.has(master)) {
+        masters.add(master);
+        names.push(name);
+      }
+    }
+    return [names[0], names[1]];
+  };
   /** Undoes what a test changed, after it (passed or not). */
   let afterThis: (() => Promise<unknown>) | undefined;
   afterEach(async () => {
@@ -318,4 +333,89 @@ describe('QueueService.enqueueFlow on a Redis Cluster (3 masters + 3 replicas)',
       queues.enqueueFlow({ queue: a, id: 'other', children: [{ queue: b, id: 'resent-b' }] }),
     ).rejects.toBeInstanceOf(FlowError);
   }, 60_000);
+
+  it("across slots, a parent's deadline counts once its children finished: on a paused queue it expires, and one whose deadline is ahead runs after resume", async () => {
+    const [parents, kids] = await onTwoMasters('deadline');
+    await queues.pause(parents);
+    afterThis = () => queues.resume(parents);
+    work(parents);
+    work(kids);
+    const flow = (id: string, expiresInMs: number): FlowNode => ({
+      queue: parents,
+      id,
+      options: { expiresInMs },
+      children: [
+        { queue: kids, id: `${id}-1` },
+        { queue: kids, id: `${id}-2` },
+      ],
+    });
+    await queues.enqueueFlow(flow('soon', 300));
+    await queues.enqueueFlow(flow('later', 60_000));
+    // The children's outcomes reach the parents through the outbox of the kids' queue.
+    await waitFor('every child', async () => (await state(parents, 'later')) === 'ready', 10_000);
+    // Made ready by the outcome applied in its slot, its deadline indexed in the same script.
+    const expiries = queueRedisKeys(prefix, parents).expiries;
+    expect(await direct.zscore(expiries, 'later')).not.toBeNull();
+    // Within a round trip once its children finished (before, it stayed ready until resumed).
+    await waitFor('expired, paused', async () => (await state(parents, 'soon')) === 'expired');
+    expect(await queues.stats(parents)).toMatchObject({
+      paused: true,
+      ready: 1,
+      waitingChildren: 0,
+      expired: 1,
+    });
+    expect(await direct.zrange(expiries, 0, -1)).toEqual(['later']);
+    await queues.resume(parents);
+    await waitFor('the later one', async () => (await state(parents, 'later')) === 'completed');
+    expect((await queues.get(parents, 'later'))?.result).toEqual({
+      [`${kids}:later-1`]: `${kids}:later-1`,
+      [`${kids}:later-2`]: `${kids}:later-2`,
+    });
+    expect(await direct.exists(expiries)).toBe(0);
+    expect(await direct.exists(queueRedisKeys(prefix, kids).outbox)).toBe(0);
+  }, 30_000);
+
+  it('a replace keeps the options it does not give, and leaves a parent waiting for its children in another slot as it is', async () => {
+    const [parents, kids] = await onTwoMasters('replace');
+    const backoff = { type: 'fixed', delayMs: 5 } as const;
+    // 16 digits: more than cjson.encode writes.
+    const far = Number.MAX_SAFE_INTEGER;
+    await queues.enqueue(kids, 'own', {
+      name: 'welcome',
+      delayMs: 60_000,
+      maxAttempts: 1,
+      backoff,
+      timeoutMs: 500,
+      expiresAt: far,
+    });
+    expect(await queues.enqueue(kids, 'own', { replace: true, timeoutMs: 700 })).toBe(0);
+    const [own] = await queues.claim(kids);
+    expect(own).toMatchObject({
+      id: 'own',
+      name: 'welcome',
+      options: { maxAttempts: 1, backoff, timeoutMs: 700, expiresAt: far },
+    });
+    await queues.ack(own);
+
+    await queues.enqueueFlow({
+      queue: parents,
+      id: 'p',
+      payload: 'old',
+      children: [{ queue: kids, id: 'p-kid' }],
+    });
+    expect(await queues.enqueue(parents, 'p', { replace: true, payload: 'new' })).toBe(0);
+    expect(await queues.get(parents, 'p')).toMatchObject({
+      state: 'waiting-children',
+      payload: 'old',
+    });
+    expect(await queues.claim(parents)).toEqual([]);
+    const [kid] = await queues.claim(kids);
+    await queues.ack(kid, 'done');
+    expect(await queues.get(parents, 'p')).toMatchObject({
+      state: 'ready',
+      payload: 'old',
+      children: { total: 1, completed: 1, failed: 0 },
+    });
+    expect((await queues.claim(parents)).map((t) => t.id)).toEqual(['p']);
+  }, 30_000);
 });
