@@ -9,9 +9,10 @@ const CLAIM_TTL_MS = 10_000;
 
 /**
  * Taken when the embedded database opens (no `DATABASE_URL`; `npm run sample` opens it before it
- * listens), and held for the app's whole life, so that a second instance on the same Redis and key
- * prefix fails with `EmbeddedDatabaseSharedError` instead of silently keeping half of the orders
- * in a database of its own. `withLock` extends the lock while the app runs; a crashed instance's
+ * listens), once its engine has started (that start blocks the event loop for seconds), and held
+ * for the app's whole life, so that a second instance on the same Redis and key prefix fails
+ * with `EmbeddedDatabaseSharedError` instead of silently keeping half of the orders in a database
+ * of its own. `withLock` extends the lock while the app runs; a crashed instance's
  * claim lapses after `CLAIM_TTL_MS`. An app that never writes an order never takes it.
  */
 @Injectable()

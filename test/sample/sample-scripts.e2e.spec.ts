@@ -88,8 +88,8 @@ function within<T>(
 ): Promise<T> {
   return withTimeout(promise, ms, what).catch((err: Error) => {
     throw new Error(
-      `${err.message}; the sample's last output:\n${out.stdout().slice(-2_000)}\n` +
-        `--- stderr ---\n${out.stderr().slice(-2_000)}`,
+      `${err.message}; the sample's last output:\n${out.stdout().slice(-4_000)}\n` +
+        `--- stderr ---\n${out.stderr().slice(-4_000)}`,
     );
   });
 }
@@ -160,9 +160,12 @@ describe('npm run sample (sample/main.ts)', () => {
         DATABASE_URL: '',
       });
       const secondOut = output(second);
-      expect(await within(60_000, 'the second instance to exit', exited(second), secondOut)).toBe(
-        1,
-      );
+      // On a failure, what the first instance printed too: a claim it lost says so there.
+      const bothOut = {
+        stdout: () => `${secondOut.stdout().slice(-2_000)}\n--- the first's ---\n${out.stdout()}`,
+        stderr: () => `${secondOut.stderr().slice(-2_000)}\n--- the first's ---\n${out.stderr()}`,
+      };
+      expect(await within(60_000, 'the second instance to exit', exited(second), bothOut)).toBe(1);
       expect(secondOut.stderr()).toContain(
         "EmbeddedDatabaseSharedError: another sample instance on this Redis (key prefix 'sample:') keeps " +
           'its orders in its own embedded PostgreSQL',
