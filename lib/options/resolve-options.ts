@@ -201,7 +201,33 @@ function checkRedisOption(option: string, value: unknown): RedisConnectionOption
   checkClusterNodes(option, value);
   checkNoClientKeyPrefix(option, value);
   checkDatabaseIndex(option, value);
+  if (typeof value === 'object') checkClientUsable(option, value);
   return value as RedisConnectionOption;
+}
+
+/**
+ * Throws when a client passed in cannot send the library's commands: one already quit or
+ * disconnected (ioredis status `'end'`: it does not reconnect by itself), or one in subscriber or
+ * monitor mode (ioredis refuses every other command there). Such a client was accepted, and
+ * every call of the module then failed.
+ */
+function checkClientUsable(option: string, value: object): void {
+  const v = value as { evalsha?: unknown; duplicate?: unknown; status?: unknown; mode?: unknown };
+  // A client passed in (duck-typed as RedisLockConnection does).
+  if (typeof v.evalsha !== 'function' || typeof v.duplicate !== 'function') return;
+  const state =
+    v.status === 'end'
+      ? "closed (ioredis status 'end')"
+      : v.mode === 'subscriber' || v.mode === 'monitor'
+        ? `in ${v.mode} mode`
+        : undefined;
+  if (state === undefined) return;
+  throw new RedisLockOptionsError(
+    option,
+    `a client ${state}`,
+    'a client that can send commands (not quit or disconnected, not in subscriber or monitor ' +
+      'mode): give the module a client of its own, or connection options',
+  );
 }
 
 /**

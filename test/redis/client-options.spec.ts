@@ -7,6 +7,7 @@ import {
   QueueService,
   RedisCommandError,
   RedisLockEvents,
+  RedisLockOptionsError,
   RedisUnavailableError,
   SemaphoreService,
   type RunningTask,
@@ -144,6 +145,45 @@ describe("a user's client options and the module's own connections", () => {
       expect(await started.locks.isLocked('x')).toBe(false);
     } finally {
       await started.close();
+    }
+  });
+
+  it('a client in subscriber mode, or already quit, is refused at start with RedisLockOptionsError (each call failed after a start that said nothing)', async () => {
+    const refusal = async (redis: Redis) => {
+      const err = await createRedisLock({ redis, keyPrefix: uniquePrefix('state') }).then(
+        async (started) => {
+          await started.close();
+          return undefined;
+        },
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(RedisLockOptionsError);
+      return { option: (err as RedisLockOptionsError).option, message: (err as Error).message };
+    };
+    client = new Redis(server.url);
+    await client.subscribe('anything');
+    expect(await refusal(client)).toEqual({
+      option: 'redis',
+      message: expect.stringContaining("got 'a client in subscriber mode'") as string,
+    });
+    client.disconnect();
+    client = new Redis(server.url);
+    await client.ping();
+    const ended = new Promise((resolve) => client!.once('end', resolve));
+    await client.quit();
+    await ended;
+    expect(await refusal(client)).toEqual({
+      option: 'redis',
+      message: expect.stringContaining("got 'a client closed (ioredis status 'end')'") as string,
+    });
+    // A client that has not connected yet (lazyConnect) is fine: its first command connects it.
+    const lazy = new Redis(server.url, { lazyConnect: true });
+    const started = await createRedisLock({ redis: lazy, keyPrefix: uniquePrefix('lazy') });
+    try {
+      expect(await started.locks.isLocked('x')).toBe(false);
+    } finally {
+      await started.close();
+      lazy.disconnect();
     }
   });
 });
