@@ -1,6 +1,7 @@
 import { RedisLockError } from '../errors/redis-lock.error';
 import { RedisCommandError } from '../errors/redis-command.error';
 import { RedisUnavailableError } from '../errors/redis-unavailable.error';
+import { MAX_TIMER_MS } from '../options/validate';
 
 /**
  * Failures of the connection or of the topology, which pass: `RedisUnavailableError` (the call
@@ -86,9 +87,12 @@ class DeadlineQueue {
       if (queues.get(this.ms) === this) queues.delete(this.ms);
       return;
     }
+    // At most MAX_TIMER_MS: Node fires a longer timer after 1 ms (and warns), and a bound near
+    // the largest `commandTimeoutMs` plus a blocking read's block time is longer; `expire` arms
+    // the timer again while the deadline is ahead.
     this.timer = setTimeout(
       () => this.expire(),
-      Math.max(0, this.items[this.head].deadline - Date.now()),
+      Math.min(MAX_TIMER_MS, Math.max(0, this.items[this.head].deadline - Date.now())),
     );
     this.timer.unref();
   }

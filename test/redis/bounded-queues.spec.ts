@@ -66,4 +66,25 @@ describe('bounded(): one deadline queue per bound in use, not per bound ever use
     await expect(slow).rejects.toThrow('no answer within 50 ms');
     expect(await settledCount(base, 2_000)).toBe(base);
   });
+
+  it("a bound past Node's largest timer (the largest commandTimeoutMs plus a block time) arms no timer Node would fire after 1 ms, and the call is not cut short", async () => {
+    const timers = jest.spyOn(global, 'setTimeout');
+    try {
+      let answer!: (value: string) => void;
+      const call = bounded(
+        'idle read',
+        new Promise<string>((r) => (answer = r)),
+        2_147_483_647 + 5_000,
+      );
+      // Before, the delay overflowed: Node fired it after 1 ms, and it was armed again each time.
+      await sleep(50);
+      answer('late but within its bound');
+      await expect(call).resolves.toBe('late but within its bound');
+      const delays = timers.mock.calls.map((args) => args[1] ?? 0);
+      expect(delays.filter((ms) => ms > 2_147_483_647)).toEqual([]);
+      expect(delays.length).toBeLessThan(5);
+    } finally {
+      timers.mockRestore();
+    }
+  });
 });
