@@ -406,7 +406,10 @@ export class QueueEventReader {
     }
   }
 
-  /** After a lost connection: events may have been trimmed meanwhile, so look every waiter up. */
+  /**
+   * After a lost connection, or entries trimmed before the reader read them: a waiter's ending
+   * event may be gone, so look every waiter up.
+   */
   private recheck(): void {
     this.needsRecheck = false;
     for (const set of this.waiters.values()) {
@@ -512,8 +515,18 @@ export class QueueEventReader {
         if (this.stopped) return;
         this.errorPause = 0;
         const entries = reply?.[0]?.[1];
+        const from = this.position!;
         if (entries && entries.length > 0) this.dispatch(entries);
         this.caughtUp = !entries || entries.length < READ_COUNT;
+        // An XREAD continues after `from` whatever was trimmed since: when more than eventsMaxLen
+        // events were written before it ran (this process busy for a moment, a script writing
+        // many), it returned the entries left, and a waited task's end may have been among the
+        // others. Only a read that returned entries can follow such a gap (a trim keeps the
+        // newest), and only waiters need to know: they look their tasks up again.
+        if (entries && entries.length > 0 && this.waiterCount > 0) {
+          if (await this.trimmedAfter(from)) this.needsRecheck = true;
+          if (this.stopped) return;
+        }
         if (this.needsRecheck) this.recheck();
       } catch (err) {
         if (this.stopped) return;
@@ -534,6 +547,32 @@ export class QueueEventReader {
         this.wake = undefined;
       }
     }
+  }
+
+  /**
+   * Whether entries after `id` may have been trimmed before the reader read them: the stream's
+   * first entry is newer than `id` (or the stream is gone). Conservative: it says yes too when
+   * only `id` itself was trimmed, which takes at least eventsMaxLen newer entries, and when the
+   * look-up fails.
+   */
+  private async trimmedAfter(id: string): Promise<boolean> {
+    let first: RawEntry[];
+    try {
+      first = (await this.ctx.connection.call('queue events XRANGE', (c) =>
+        c.xrange(this.key, '-', '+', 'COUNT', 1),
+      )) as RawEntry[];
+    } catch (err) {
+      this.ctx.warn(
+        `queue '${this.queue}': checking for events trimmed before they were read failed (${(err as Error).message}); every waitFor looks its task up again`,
+      );
+      return true;
+    }
+    if (first.length > 0 && compareEventIds(first[0][0], id) <= 0) return false;
+    const oldest = first.length > 0 ? `its oldest event is ${first[0][0]}` : 'the stream is empty';
+    this.ctx.warn(
+      `queue '${this.queue}': events after ${id} may have been trimmed before this process read them (${oldest}: more than queue.eventsMaxLen written meanwhile?); every waitFor looks its task up again`,
+    );
+    return true;
   }
 
   private openBlocker(): Client {

@@ -559,6 +559,77 @@ describe('QueueEventReaders (dedicated redis-server, events written by hand)', (
       await expect(k2).resolves.toEqual({ state: 'completed', result: 'k2' });
     });
 
+    it('looks every waiter up again when the events after its position were trimmed before it read them', async () => {
+      const q = queueOf();
+      readers = newReaders(q);
+      await q.add('x', 'leased');
+      const x = readers.waitFor(q.name, 'x', { timeoutMs: 1_500 });
+      await waitFor('looked up', () => q.lookups === 1);
+      await waitFor('the reader blocked', async () => (await xreadClients(redis)).length === 1);
+      const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+      // In one go, as a busy moment of this process or one script writing many would have it: an
+      // event for the reader, x's end, then 300 events trimmed as the scripts trim (MAXLEN ~ 10).
+      // x's event is trimmed before the reader reads it; no connection drops.
+      const m = redis
+        .multi()
+        .xadd(q.eventsKey, '*', 't', 'progress', 'i', 'other', 'p', '1')
+        .hset(q.stateKey, 'x', JSON.stringify({ state: 'completed', result: 'trimmed' }))
+        .xadd(q.eventsKey, '*', 't', 'completed', 'i', 'x', 'r', '"trimmed"');
+      for (let i = 0; i < 300; i++) {
+        m.xadd(q.eventsKey, 'MAXLEN', '~', 10, '*', 't', 'enqueued', 'i', `burst-${i}`);
+      }
+      const replies = (await m.exec())!;
+      const ended = replies[2][1] as string;
+      const [[oldest]] = await redis.xrange(q.eventsKey, '-', '+', 'COUNT', 1);
+      expect(compareEventIds(oldest, ended)).toBeGreaterThan(0);
+      try {
+        await expect(x).resolves.toEqual({ state: 'completed', result: 'trimmed' });
+        expect(q.lookups).toBeGreaterThanOrEqual(2);
+        expect(warn).toHaveBeenCalledWith(
+          expect.stringMatching(
+            new RegExp(
+              `^queue '${q.name}': events after \\d+-\\d+ may have been trimmed before this process read them .*; every waitFor looks its task up again$`,
+            ),
+          ),
+        );
+      } finally {
+        warn.mockRestore();
+      }
+    });
+
+    it('checks for trimmed events only while a waitFor is pending: one XRANGE per read that returned events', async () => {
+      const q = queueOf();
+      readers = newReaders(q);
+      const seen = collect(readers.events(q.name));
+      await primed(q, seen.events);
+      const xranges = async () => (await commandCalls(redis)).get('xrange') ?? 0;
+      // Three events, each read on its own (the reader blocked again before the next).
+      const threeReads = async (tag: string) => {
+        for (let i = 0; i < 3; i++) {
+          await q.emit('t', 'enqueued', 'i', `${tag}${i}`);
+          await waitFor('read', () => seen.events.some((e) => e.taskId === `${tag}${i}`));
+          await waitFor(
+            'the reader blocked again',
+            async () => (await blockedClients(redis)) === 1,
+          );
+        }
+      };
+      let before = await xranges();
+      await threeReads('subscribed-');
+      expect((await xranges()) - before).toBe(0);
+      await q.add('w', 'leased');
+      const w = readers.waitFor(q.name, 'w');
+      await waitFor('looked up', () => q.lookups === 1);
+      await waitFor('the reader blocked', async () => (await blockedClients(redis)) === 1);
+      before = await xranges();
+      await threeReads('waited-');
+      expect((await xranges()) - before).toBe(3);
+      expect(q.lookups).toBe(1);
+      await q.finish('w', { state: 'completed', result: 'w' });
+      await expect(w).resolves.toEqual({ state: 'completed', result: 'w' });
+      seen.subscription.unsubscribe();
+    });
+
     it('costs at most one command per 5 s with 1,000 waiters and nothing happening (INFO commandstats)', async () => {
       const q = queueOf();
       readers = newReaders(q);
