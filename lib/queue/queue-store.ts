@@ -40,6 +40,15 @@ const KEY_CACHE_SIZE = 1_000;
 export const SETTLED = { stale: 0, done: 1, dead: 2, cancelled: 3 } as const;
 
 /**
+ * The settle step of a task given back before its handler started (a claim answered late, a name
+ * another instance runs, a worker closing): unattempted, and its start taken back from the queue's
+ * limiter and its group's window (claim.lua), unlike the start of a `task.delay()`.
+ */
+export function unstartedRelease(task: LeasedTask, delayMs = 0): SettleStep {
+  return { kind: 'release', task, delayMs, data: `u${task.fence}` };
+}
+
+/**
  * claim.lua's reply: now, next due, settles count, outbox written, expired, buried, the settles'
  * codes, then the leased tasks.
  */
@@ -411,17 +420,16 @@ export class QueueStore {
     // Only acks are waited for (waitForReplicas): a lost claim or nack just runs a task again.
     const acks = settles.some((s) => s.kind === 'ack');
     const script = claimScript(settles);
-    // A reply after the bound: the call rejected, but Redis settled and expired all the same.
-    const late =
-      onLate &&
-      ((r: unknown) => {
-        if (!this.connection.closed) {
-          const reply = r as ClaimReply;
-          this.ended(k.name, settles, reply);
-          if (reply[3] === 1) void this.flows.applyOutboxes([k.name, ...parents]);
-        }
-        onLate(r);
-      });
+    // A reply after the bound: the call rejected, but Redis settled and expired all the same. It
+    // is counted whoever called (a manual ack, nack or release too), so the history matches Redis.
+    const late = (r: unknown) => {
+      if (!this.connection.closed) {
+        const reply = r as ClaimReply;
+        this.ended(k.name, settles, reply);
+        if (reply[3] === 1) void this.flows.applyOutboxes([k.name, ...parents]);
+      }
+      onLate?.(r);
+    };
     const { reply, shortfall } = (
       acks
         ? await this.writeWaited(script, keys, args, k.name, 'ack', waitForReplicas, late)
@@ -539,6 +547,16 @@ export class QueueStore {
     const keep = this.defaults.keepDead;
     // Read first: the script may forget a cancelled parent's record (keepDead).
     const record = await this.flows.record(k, id);
+    // A reply after the bound (the caller was told RedisUnavailableError): Redis cancelled all the
+    // same, so it is counted and the task's flow told, as for a reply in time. A failure there is
+    // left to the next claim of the queue (its outbox).
+    const late = (outcome: unknown) => {
+      if (this.connection.closed) return;
+      if (outcome === 'cancelled') this.metrics.count(k.name, 'cancelled');
+      if (outcome === 'cancelled' || outcome === 'signalled') {
+        this.flows.ended(k, record, reason).catch(() => undefined);
+      }
+    };
     const outcome = (await this.connection.run(
       QUEUE_SCRIPTS.cancel,
       [
@@ -554,6 +572,7 @@ export class QueueStore {
         k.expiries,
       ],
       [id, reason, this.eventsMaxLen, keep.ageMs, keep.count, this.connection.isCluster ? 1 : 0],
+      late,
     )) as 'cancelled' | 'signalled' | 'finished' | 'not-found';
     if (outcome === 'cancelled') this.metrics.count(k.name, 'cancelled');
     if (outcome === 'cancelled' || outcome === 'signalled') {

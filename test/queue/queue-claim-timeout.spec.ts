@@ -1,7 +1,8 @@
 import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
-import { QueueService, RedisLockEvents } from '../../lib';
-import { createLockApp, deferred, uniquePrefix, waitFor } from '../support/helpers';
+import { QueueService, RedisLockEvents, RedisUnavailableError } from '../../lib';
+import { queueRedisKeys } from '../../lib/queue/queue-keys';
+import { createLockApp, deferred, redisClient, uniquePrefix, waitFor } from '../support/helpers';
 import { startRedisServer, type RedisServer } from '../support/redis-server';
 
 /**
@@ -127,6 +128,72 @@ describe('QueueWorker: a claim answered after commandTimeoutMs', () => {
     }
     const points = await queues.metrics(queue);
     expect(points.reduce((sum, p) => sum + p.completed, 0)).toBe(10);
+  });
+
+  it("takes the given-back tasks' starts out of the rate limiter: a rate-limited queue runs them after the stall", async () => {
+    const queue = 'late-limited';
+    const redis = redisClient(server.url);
+    await queues.enqueue(queue, ['l0', 'l1', 'l2', 'l3']);
+    const ran: string[] = [];
+    const claims = failedClaims(queue);
+    server.process.kill('SIGSTOP');
+    // 4 starts per 10 minutes: the late claims' leases alone would fill the window.
+    const worker = queues.process(queue, async (task) => void ran.push(task.id), {
+      concurrency: 4,
+      leaseMs: 30_000,
+      limiter: { max: 4, durationMs: 600_000 },
+    });
+    try {
+      await waitFor('a claim given up', () => claims.count >= 1);
+      server.process.kill('SIGCONT');
+      await waitFor('the 4 tasks ran', () => ran.length === 4);
+      // The window holds the 4 starts that ran, none of the leases given back unstarted.
+      expect(await redis.zcard(queueRedisKeys(prefix, queue).limiter)).toBe(4);
+    } finally {
+      server.process.kill('SIGCONT');
+      claims.off();
+      await worker.close();
+      redis.disconnect();
+    }
+  });
+
+  it("counts acks, nacks and cancels made through QueueService and answered late in the queue's metrics", async () => {
+    const queue = 'late-manual';
+    // An instance of its own: closing it writes its metrics.
+    const own = await createLockApp({
+      redis: server.url,
+      keyPrefix: prefix,
+      commandTimeoutMs: 300,
+    });
+    const ownQueues = own.get(QueueService);
+    const admin = redisClient(server.url);
+    try {
+      await ownQueues.enqueue(queue, ['m1', 'm2', 'm3']);
+      const [t1, t2] = await ownQueues.claim(queue, 2);
+      // Writes (scripts) wait longer than commandTimeoutMs; the cancel's read of a flow record,
+      // sent first, goes through. Redis runs the three once the pause ends.
+      await admin.call('CLIENT', 'PAUSE', '1000', 'WRITE');
+      const outcomes = await Promise.allSettled([
+        ownQueues.cancel(queue, 'm3'),
+        ownQueues.ack(t1, 'done'),
+        ownQueues.nack(t2, { maxAttempts: 1 }),
+      ]);
+      for (const o of outcomes) {
+        expect((o as PromiseRejectedResult).reason).toBeInstanceOf(RedisUnavailableError);
+      }
+      // On the same connection: answered after the three late replies.
+      await waitFor('Redis to run them', async () => {
+        const s = await ownQueues.stats(queue).catch(() => undefined);
+        return s?.completed === 1 && s.dead === 1 && s.cancelled === 1;
+      });
+    } finally {
+      admin.disconnect();
+      await own.close();
+    }
+    const points = await queues.metrics(queue);
+    const sum = (field: 'completed' | 'dead' | 'cancelled') =>
+      points.reduce((n, p) => n + p[field], 0);
+    expect([sum('completed'), sum('dead'), sum('cancelled')]).toEqual([1, 1, 1]);
   });
 
   it('gives them back also when the worker was closed before the reply came', async () => {

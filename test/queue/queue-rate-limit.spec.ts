@@ -10,7 +10,7 @@ import {
   type WorkerRateLimit,
 } from '../../lib';
 import { queueRedisKeys } from '../../lib/queue/queue-keys';
-import { createLockApp, redisClient, uniquePrefix, waitFor } from '../support/helpers';
+import { createLockApp, deferred, redisClient, uniquePrefix, waitFor } from '../support/helpers';
 
 describe('QueueService: rate limits at runtime (BullMQ rateLimit / RateLimitError)', () => {
   const prefix = uniquePrefix('queue-rate');
@@ -161,6 +161,87 @@ describe('QueueService: rate limits at runtime (BullMQ rateLimit / RateLimitErro
     expect(await queues.rateLimitTtl(q)).toBeGreaterThan(500_000);
     await queues.setRateLimit(q, null);
     await waitFor('all 6 run', () => runs.length === 6);
+  });
+
+  /**
+   * Runs `body` while a worker without a name (it runs every task) is busy with the task
+   * 'blocker' until `gate` opens, and a worker of name 'a' on the same queue claims the tasks of
+   * name 'b' and passes them on unstarted (the documented rolling-deploy pass-on).
+   */
+  async function withPassOn(
+    q: string,
+    options: { groupLimiter?: WorkerRateLimit },
+    body: (ran: string[], gate: () => void, closeA: () => Promise<void>) => Promise<void>,
+  ): Promise<void> {
+    const gate = deferred();
+    const ran: string[] = [];
+    const other = queues.process(
+      q,
+      async (task: RunningTask) => {
+        if (task.id === 'blocker') await gate.promise;
+        ran.push(task.id);
+      },
+      { concurrency: 1, ...options },
+    );
+    let a: { close(): Promise<void> } | undefined;
+    try {
+      await queues.enqueue(q, 'blocker');
+      await waitFor('blocker running', async () => (await queues.stats(q)).leased === 1);
+      await waitFor('the other worker registered', async () =>
+        (await queues.workers(q)).some((w) => w.names.length === 0),
+      );
+      a = queues.process(q, (task) => void ran.push(`a:${task.id}`), {
+        name: 'a',
+        concurrency: 3,
+        ...options,
+      });
+      await body(ran, gate.resolve, async () => a?.close());
+    } finally {
+      gate.resolve();
+      await Promise.all([a?.close(), other.close()]);
+    }
+  }
+
+  it('a task passed on unstarted to the workers of its name takes its start back: the window holds max starts that ran', async () => {
+    const q = fresh();
+    const limiter = queueRedisKeys(prefix, q).limiter;
+    await queues.setRateLimit(q, { max: 4, durationMs: 600_000 });
+    await withPassOn(q, {}, async (ran, openGate, closeA) => {
+      await queues.enqueue(q, ['b1', 'b2', 'b3'], { name: 'b' });
+      await waitFor('the 3 passed on', async () => (await queues.stats(q)).delayed === 3);
+      // Only the blocker started: the 3 leases 'a' gave back left the window (4 entries before).
+      expect(await redis.zcard(limiter)).toBe(1);
+      expect(await queues.rateLimitTtl(q)).toBe(0);
+      await closeA();
+      openGate();
+      await waitFor('the b tasks ran', () => ran.length === 4);
+      expect(ran.sort()).toEqual(['b1', 'b2', 'b3', 'blocker']);
+      expect(await redis.zcard(limiter)).toBe(4);
+    });
+  });
+
+  it("a grouped task passed on unstarted takes its start back from its group's window (groupLimiter)", async () => {
+    const q = fresh();
+    const k = queueRedisKeys(prefix, q);
+    const groupLimiter = { max: 1, durationMs: 600_000 };
+    await withPassOn(q, { groupLimiter }, async (ran, openGate, closeA) => {
+      await queues.enqueue(q, 'g1', { name: 'b', group: 'g' });
+      // Passed on: only the blocker leased, and the group waiting (parked) for g1's due time.
+      await waitFor(
+        'g1 passed on',
+        async () =>
+          (await queues.stats(q)).leased === 1 && (await redis.zscore(k.gpark, 'g')) !== null,
+      );
+      // The window of 'g' counts no start, and the group waits for the pass-on's delay only, not
+      // for the end of a full window (600 s).
+      expect(await redis.hget(k.glimit, 'g')).toMatch(/\|0$/);
+      const parkedFor = Number(await redis.zscore(k.gpark, 'g')) - Date.now();
+      expect(parkedFor).toBeLessThan(60_000);
+      await closeA();
+      openGate();
+      await waitFor('g1 ran', () => ran.includes('g1'));
+      expect(await redis.hget(k.glimit, 'g')).toMatch(/\|1$/);
+    });
   });
 
   it('setRateLimit refuses a bad limit with a QueueError naming the field', async () => {

@@ -75,7 +75,9 @@
 --            (ms), data. kind: 'ack' (data: result JSON or ''), 'nack' (failed: due again
 --            `delay` later, or dead once out of attempts; data: error JSON), 'fail' (dead at once,
 --            no retry; data: error JSON), 'release' (given back unattempted, due `delay` later;
---            data: '' or, for a QueueRateLimitError, the ms no task of the queue is taken).
+--            data: '' or, for a QueueRateLimitError, the ms no task of the queue is taken, or 'u'
+--            and the lease's fence for a task given back before its handler started: its start
+--            is taken back from the queue limiter and its group's window).
 --            A task a cancel was asked for ends cancelled on anything but an ack.
 --
 -- Expiry (includes/expiry.lua): a task whose deadline passed is never leased: it ends `expired`
@@ -354,6 +356,30 @@ local settles = (#ARGV - 15) / 6
 if count > 0 then freedGroups = {} end
 local result = {now, now, settles, 0, 0, 0}
 local freedSlot = false
+-- A task given back before its handler started (a claim answered late, a name another instance
+-- runs, a worker closing) did not start: its lease's start leaves the queue limiter's log, and its
+-- group's window counts one start fewer when the lease was counted in it (leased since the window
+-- opened: a fence is the Redis time of its lease in µs, or just above it). Else a short stall, or
+-- every pass-on, would spend starts of a window that may last an hour. `task.delay()` and a
+-- QueueRateLimitError keep their start: their handler ran.
+local function unstart(id, token, fence)
+  redis.call('ZREM', KEYS[17], token)
+  if groupLimiterMax == 0 then return end
+  local m = meta(id)
+  if not m or m.group == '' then return end
+  local e, c = string.match(redis.call('HGET', KEYS[16], m.group) or '', '^(%d+)|(%d+)$')
+  if not e or tonumber(e) <= now or math.floor(fence / 1000) < tonumber(e) - groupLimiterMs then
+    return
+  end
+  c = tonumber(c)
+  if c < 1 then return end
+  redis.call('HSET', KEYS[16], m.group, e .. '|' .. (c - 1))
+  -- A full window parked the group until it ends (leaseFromGroup): it has room again.
+  if c >= groupLimiterMax
+      and tonumber(redis.call('ZSCORE', KEYS[15], m.group) or '0') == tonumber(e) then
+    redis.call('ZREM', KEYS[15], m.group)
+  end
+end
 -- `queues.rateLimit` / `QueueRateLimitError`: no task is taken before `untilMs` (a later limit
 -- already set stays).
 local function rateLimitQueue(untilMs)
@@ -401,6 +427,11 @@ if settles > 0 then
         end
       else
         if redis.call('HINCRBY', KEYS[4], id, -1) <= 0 then redis.call('HDEL', KEYS[4], id) end
+        local fence = string.match(data, '^u(%d+)$')
+        if fence then
+          unstart(id, ARGV[at + 2], tonumber(fence))
+          data = ''
+        end
         requeue(id, now + tonumber(ARGV[at + 4]))
         if data ~= '' then
           -- QueueRateLimitError: no task is taken until then, on any instance.

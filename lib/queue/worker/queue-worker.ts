@@ -23,7 +23,13 @@ import {
   storedPayload,
 } from '../queue-arguments';
 import type { QueueRedisKeys } from '../queue-keys';
-import { SETTLED, type ClaimStepResult, type QueueStore, type SettleStep } from '../queue-store';
+import {
+  SETTLED,
+  unstartedRelease,
+  type ClaimStepResult,
+  type QueueStore,
+  type SettleStep,
+} from '../queue-store';
 import type { ResolvedWorkerOptions } from '../queue-worker-options';
 import { checkInt, utf8BytesOver } from '../../options/validate';
 import {
@@ -599,7 +605,15 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
       `queue '${this.queue}': task '${task.id}' (${task.name === undefined ? 'no name' : `name '${task.name}'`}) ` +
         `left to the workers that handle it, due in ${PASS_ON_DELAY_MS} ms`,
     );
-    await this.giveBack([task], PASS_ON_DELAY_MS);
+    // A give-back refused or unanswered: the task stays this worker's (its lease renewed) and is
+    // given back again after a pause, until that holds or the lease is lost (a give-back Redis
+    // ran late); once the worker closes, tried once more.
+    while (!(await this.giveBack([task], PASS_ON_DELAY_MS)) && !this.stop.signal.aborted) {
+      entry.released = false;
+      await this.pauseAfterError();
+      if (entry.ended) return true;
+      entry.released = true;
+    }
     this.passedOnUntil = performance.now() + PASS_ON_DELAY_MS + PASS_ON_GRACE_MS;
     return true;
   }
@@ -754,9 +768,18 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
     if (!entry || entry.released || entry.ended) throw this.leaseLost(task);
     entry.released = true;
     entry.delayed = true;
-    const { settled } = await this.backend.claim(this.queue, 0, this.options, [
-      { kind: 'release', task, delayMs },
-    ]);
+    let settled: number[];
+    try {
+      ({ settled } = await this.backend.claim(this.queue, 0, this.options, [
+        { kind: 'release', task, delayMs },
+      ]));
+    } catch (err) {
+      // Refused or unanswered: the task is still this worker's, renewed and settled by what its
+      // handler does next (when Redis ran it after all, that settle finds the lease stale).
+      entry.released = false;
+      entry.delayed = undefined;
+      throw err;
+    }
     if (settled[0] === SETTLED.stale) throw this.leaseLost(task);
   }
 
@@ -982,7 +1005,14 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
         new QueueError(`queue '${this.queue}': ${why}; task '${entry.task.id}' was given back`),
       );
     }
-    await this.giveBack(back.map((entry) => entry.task));
+    // Those whose handler started keep their start in the limiters; the others take it back.
+    const tasks = back.map((entry) => entry.task);
+    const started = new Set(back.filter((entry) => !entry.pending).map((entry) => entry.task));
+    if (!(await this.giveBack(tasks, 0, started))) {
+      // Refused or unanswered: still this worker's, settled by what their handlers do next.
+      for (const entry of back) entry.released = false;
+      return;
+    }
     // No longer this worker's: their slots are free now, not when their handlers return (a
     // closed name's handler that ignores its signal would hold the loop's slots of the names
     // that stay). A task given back by `task.delay()` stays: its `update`/`progress` still apply.
@@ -995,12 +1025,12 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
    * their name, a batch filling): they must not run. Given back unattempted, they are ended
    * `expired` by the claim that finds them (claim.lua checks every deadline it leases).
    */
-  private giveBackLate(entries: Running[]): Promise<void> {
+  private async giveBackLate(entries: Running[]): Promise<void> {
     for (const entry of entries) {
       entry.released = true;
       entry.ended = true;
     }
-    return this.giveBack(entries.map((entry) => entry.task));
+    await this.giveBack(entries.map((entry) => entry.task));
   }
 
   /**
@@ -1030,15 +1060,28 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
     void this.giveBack(tasks);
   };
 
-  /** Returns tasks to the queue without counting the attempt, in one call. Never rejects. */
-  private async giveBack(tasks: readonly LeasedTask[], delayMs = 0): Promise<void> {
-    if (tasks.length === 0) return;
+  /**
+   * Returns tasks to the queue without counting the attempt, in one call; those not in `started`
+   * (their handler never ran) without counting their start in the limiters either. Never
+   * rejects: false when the call failed.
+   */
+  private async giveBack(
+    tasks: readonly LeasedTask[],
+    delayMs = 0,
+    started?: ReadonlySet<LeasedTask>,
+  ): Promise<boolean> {
+    if (tasks.length === 0) return true;
     try {
-      const steps = tasks.map((task): SettleStep => ({ kind: 'release', task, delayMs }));
+      const steps = tasks.map((task): SettleStep =>
+        started?.has(task) ? { kind: 'release', task, delayMs } : unstartedRelease(task, delayMs),
+      );
       await this.backend.claim(this.queue, 0, this.options, steps);
+      return true;
     } catch (err) {
-      // Their leases run out and a later claim returns them (counting the attempt).
+      // Unless the caller keeps them, their leases run out and a later claim returns them
+      // (counting the attempt).
       this.logFailure('release', err);
+      return false;
     }
   }
 
