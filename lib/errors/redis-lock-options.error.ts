@@ -1,10 +1,11 @@
 import { RedisLockError } from './redis-lock.error';
 import { describeValue } from './describe-value';
-import { redactCredentials } from '../redaction/redact-credentials';
+import { isSecretOption, REDACTED, redactCredentials } from '../redaction/redact-credentials';
 
 /**
  * An option (module option or per-call option) has an invalid value. `value` is the value given,
- * without its credentials (a URL's password, a `password` key's string: `***`).
+ * without its credentials (a URL's password, a `password` key's string, the value of an option
+ * named as a credential: `***`).
  */
 export class RedisLockOptionsError extends RedisLockError {
   readonly value: unknown;
@@ -14,7 +15,12 @@ export class RedisLockOptionsError extends RedisLockError {
     value: unknown,
     readonly expected: string,
   ) {
-    const redacted = redactCredentials(value);
+    // A string under a credential's name is one, even where the option is unknown (a password
+    // given one level too high): it is not shown.
+    const redacted =
+      isSecretOption(option) && typeof value === 'string' && value !== ''
+        ? REDACTED
+        : redactCredentials(value);
     super(`invalid option '${option}': expected ${expected}, got ${describeValue(redacted)}`);
     this.value = redacted;
   }

@@ -14,6 +14,15 @@ export const MIN_SCRUBBED_SECRET_LENGTH = 4;
 const SECRET_KEY = /pass(word|phrase)|secret/i;
 
 /**
+ * Whether an option path names a credential by its last part (`password`, `options.password`,
+ * `sentinelPassword`): its value is shown as `***` in errors, also where the option is unknown (a
+ * password given at the wrong level).
+ */
+export function isSecretOption(path: string): boolean {
+  return SECRET_KEY.test(path.slice(path.lastIndexOf('.') + 1));
+}
+
+/**
  * `scheme://user:password@` in a text: the password goes, up to the last `@` before the host (a
  * password may hold an unencoded `@`, which ioredis accepts as the URL parser does), whatever it
  * holds but the `/`, `?` or `#` that ends a URL's authority: the URL parser takes a space or a

@@ -8,6 +8,7 @@ import {
   LockService,
   QueueService,
   RedisCommandError,
+  RedisLockDashboardModule,
   RedisLockError,
   RedisLockEvents,
   RedisLockModule,
@@ -273,6 +274,33 @@ describe('credentials in errors and logs', () => {
       }
     },
   );
+
+  it('a password given under an unknown option (one level too high, or to the dashboard) is shown as ***', () => {
+    const refusals = [
+      () => resolveModuleOptions({ redis: 'redis://127.0.0.1:6379', password: SECRET } as never),
+      () => resolveModuleOptions({ redis: 'redis://h:1', sentinelPassword: SECRET } as never),
+      () => RedisLockDashboardModule.forRoot({ password: SECRET } as never),
+    ].map((refused) => {
+      try {
+        refused();
+      } catch (err) {
+        return err;
+      }
+      return undefined;
+    });
+    for (const err of refusals) {
+      expect(err).toBeInstanceOf(RedisLockOptionsError);
+      expect((err as RedisLockOptionsError).value).toBe('***');
+      expect((err as Error).message).toMatch(
+        /Password'?: expected a known option .*, got '\*\*\*'$|password': expected a known option .*, got '\*\*\*'$/,
+      );
+      expectNoSecret(err);
+    }
+    // A mistyped option that is no credential still shows what was given.
+    expect(() => resolveModuleOptions({ ttlms: 5_000 } as never)).toThrow(
+      /invalid option 'ttlms': expected a known option .*, got 5000$/,
+    );
+  });
 
   it('an options object whose db is not a whole number is refused, naming redis.db', async () => {
     const err = (await boot({ redis: { host: 'h', db: 'abc' } } as never).catch(
