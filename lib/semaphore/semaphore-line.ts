@@ -42,6 +42,13 @@ class PermitRequest implements RenewedPlace<PermitEntry, PermitEntryStatus> {
   /** When the request that put the token in line was sent (dates a message before its reply). */
   joinSentAt = 0;
   waiting = false;
+  /**
+   * The caller gave up (deadline, signal, shutdown) and its token left the line. A check of its
+   * place answered after that may have run after the leave (a check answered NOSCRIPT is sent again
+   * behind what was sent meanwhile), putting the token back in line or granting it permits that
+   * nobody holds: each such reply, in time or late, leaves once more (`leftAgain`).
+   */
+  gaveUp = false;
 
   constructor(
     readonly line: SemaphoreLine,
@@ -127,6 +134,7 @@ export class SemaphoreLine {
       const request = w.options;
       if (!request.waiting) continue;
       request.waiting = false;
+      request.gaveUp = true;
       this.host.renewal.delete(request);
       leaving.push(request);
       w.reject(reason);
@@ -179,13 +187,21 @@ export class SemaphoreLine {
   private async check(request: PermitRequest): Promise<void> {
     if (!request.waiting) return;
     try {
-      const attempt = await this.host.store.acquire(this.key, request.token, request.o, true);
-      if (!request.waiting) return;
+      const attempt = await this.host.store.acquire(
+        this.key,
+        request.token,
+        request.o,
+        true,
+        false,
+        () => this.leftAgain(request),
+      );
+      if (!request.waiting) return this.leftAgain(request);
       if (attempt.granted) this.granted(request, attempt.fence, attempt.expiresAt);
       else if ('redisNow' in attempt) request.last = attempt;
     } catch (err) {
       // Nothing to undo: the caller keeps waiting with this token (the heartbeat finds a grant
-      // the check made), and giving up leaves the line behind it on the same connection.
+      // the check made), and giving up leaves the line behind it on the same connection; a late
+      // reply after that (Redis may have run the check after the leave) leaves once more.
       this.host.warn(`semaphore ${this.key.name}: checking the line failed`, err);
     }
   }
@@ -223,12 +239,27 @@ export class SemaphoreLine {
   private giveUp(request: PermitRequest): void {
     if (!request.waiting) return;
     request.waiting = false;
+    request.gaveUp = true;
     this.host.renewal.delete(request);
-    this.host.store.leaveLine(this.key, request.token).catch((err: unknown) => {
+    this.leave(request.token);
+    this.maybeDispose();
+  }
+
+  /**
+   * A check of `request`'s place was answered (in time or late): after its caller gave up, Redis
+   * may have run it after the leave (see `PermitRequest.gaveUp`), so the token leaves once more.
+   * Nothing for a caller that still waits or was granted.
+   */
+  private leftAgain(request: PermitRequest): void {
+    if (request.gaveUp) this.leave(request.token);
+  }
+
+  /** Takes `token` out of the line, giving back permits handed to it meanwhile (best effort). */
+  private leave(token: string): void {
+    this.host.store.leaveLine(this.key, token).catch((err: unknown) => {
       // Unreachable: the entry lapses by its deadline, permits handed to it by their TTL.
       this.host.warn(`semaphore ${this.key.name}: leaving the line failed`, err);
     });
-    this.maybeDispose();
   }
 
   private maybeDispose(): void {

@@ -50,6 +50,8 @@ export class SemaphoreStore {
    * @param fresh `token` is new and known only to this call (a caller's first attempt): when the
    *   call fails or answers after its bound, the token leaves the line, giving back what it was
    *   granted. Not for a waiter's token: a grant message may have given its permits to the caller.
+   * @param onLate not `fresh`: called when the reply comes after the bound (see `bounded`); only
+   *   the waiter's line knows whether its caller gave the token up meanwhile
    */
   async acquire(
     k: SemaphoreRedisKeys,
@@ -57,6 +59,7 @@ export class SemaphoreStore {
     o: ResolvedSemaphoreOptions,
     wait: boolean,
     fresh = false,
+    onLate?: () => void,
   ): Promise<SemaphoreAttempt> {
     const sentAt = Date.now();
     // The attempt may still run later (once a stall ends, or from the client's offline queue after
@@ -71,7 +74,7 @@ export class SemaphoreStore {
         SEMAPHORE_SCRIPTS.acquire,
         semaphoreScriptKeys(k),
         [token, o.permits, o.limit, o.ttlMs, wait ? 1 : 0, LINE_ENTRY_TTL_MS, this.sharded],
-        undo,
+        undo ?? onLate,
       )) as number[];
     } catch (err) {
       undo?.();
