@@ -37,9 +37,10 @@ export interface LockOptions {
    */
   waitMs?: number;
   /**
-   * Fallback poll interval while waiting, in ms (jittered between 50 % and 100 %). Waiters are
-   * woken by pub/sub on release; the poll only bounds what a lost message can cost, and keeps a
-   * fair waiter's place in line alive.
+   * Poll interval of waiters outside any line, in ms (jittered between 50 % and 100 %): a
+   * multi-key lock's and quorum mode's (each wakes on pub/sub too; the poll bounds what a lost
+   * message costs). A single-key waiter never polls: it is woken by pub/sub, and its process
+   * renews its place in line once a second.
    * @default 100
    */
   retryIntervalMs?: number;

@@ -87,7 +87,11 @@ export interface RedisLockModuleOptions {
   ttlMs?: number;
   /** Default wait for a lock in ms (`0`: try once), at most one day (86,400,000). @default 0 */
   waitMs?: number;
-  /** Default fallback poll interval while waiting for a lock, in ms. @default 100 */
+  /**
+   * Default poll interval, in ms, of lock waiters outside any line (multi-key locks, quorum
+   * mode); single-key waiters are woken by pub/sub and never poll (`LockOptions.retryIntervalMs`).
+   * @default 100
+   */
   retryIntervalMs?: number;
   /** Default fairness (FIFO line with direct handoff). @default true */
   fair?: boolean;
