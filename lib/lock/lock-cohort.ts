@@ -433,13 +433,15 @@ export class LockCohort implements RenewedPlace<LineEntry, LineStatus>, LockCoho
         return this.host.store.attempt([this.key], token, o, 'line', () => this.leftAgain(token));
       });
     } catch (err) {
-      // Every caller of the cohort would meet the same failure: tell them all. A lock a message
-      // handed the token before the failure went to a caller, who keeps it.
+      // Still in line on it: every caller of the cohort would meet the same failure, tell them
+      // all. A lock a message handed the token before the failure went to a caller, who keeps
+      // it, and the place is no longer needed: the callers behind that holder keep waiting for
+      // its release (or their waitMs), as they would had the reply come on time.
       if (token === this.lineToken) {
         this.leaveLineLocally();
         this.abandonLine(token);
+        this.line?.rejectAll(err);
       }
-      this.line?.rejectAll(err);
     }
     // Handed over already (by a message that beat the reply), or given up meanwhile.
     if (attempt && token !== this.lineToken) this.leftAgain(token);

@@ -8,7 +8,7 @@ import {
 } from 'node:net';
 import type { INestApplicationContext } from '@nestjs/common';
 import type { Redis } from 'ioredis';
-import { type Lock, LockService, LockTimeoutError, RedisUnavailableError } from '../../lib';
+import { Lock, LockService, LockTimeoutError, RedisUnavailableError } from '../../lib';
 import { lockRedisKeys } from '../../lib/lock/lock-keys';
 import {
   createLockApp,
@@ -306,6 +306,39 @@ describe('LockService under Redis stalls (the undo of a call made with a line to
       expect(await admin.get(keys.value)).toBe(bLock.token);
       expect(bLock.signal.aborted).toBe(false);
       expect(await a.tryAcquire('k', { waitMs: 0 })).toBeNull();
+    });
+
+    it("keeps the process's other callers waiting when its join times out after a message handed the lock to its first caller: the holder's release hands it on", async () => {
+      const prefix = uniquePrefix('stall-late-join-cohort');
+      const keys = lockRedisKeys(prefix, 'k');
+      const a = await instance(prefix);
+      const b = await instance(prefix, 500, proxy.url);
+      const o = { ttlMs: 30_000, waitMs: 10_000 };
+      const held = await a.acquire('k', o);
+      proxy.delayOnSubscribe(1_000);
+      const waiting = b.acquire('k', o);
+      await waitForLine(admin, prefix, 'k');
+      // A second caller of B waits behind the first, in B's cohort (one place in the line).
+      const next = settled(b.acquire('k', o));
+      await waitForLocalWaiters(b, 'k', 2);
+
+      // Handed to B's line token; the message (not delayed) gives it to B's first caller.
+      await held.release();
+      const bLock = await waiting;
+      // The join's reply (the first held back) comes after the join timed out (500 ms).
+      await waitFor('the join reply', () => proxy.delivered >= 1);
+      proxy.delay(0, true);
+
+      // The failed join was for a place B no longer needs: its second caller still waits.
+      expect(b.localWaiters('k')).toBe(1);
+      expect(bLock.signal.aborted).toBe(false);
+      expect(await admin.get(keys.value)).toBe(bLock.token);
+      expect(await bLock.release()).toBe(true);
+      const nextLock = await next;
+      expect(nextLock).toBeInstanceOf(Lock);
+      expect(await admin.get(keys.value)).toBe((nextLock as Lock).token);
+      expect(await (nextLock as Lock).release()).toBe(true);
+      expect(await admin.zrange(keys.line, 0, -1)).toEqual([]);
     });
 
     it('gives back a lock handed to a waiter that gives up while its leaving is answered late', async () => {
