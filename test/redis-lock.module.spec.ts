@@ -169,6 +169,10 @@ describe('RedisLockModule', () => {
     [{ maxLocalHandoffs: 1.5 }, "invalid option 'maxLocalHandoffs'"],
     [{ fenceTtlMs: 999 }, "invalid option 'fenceTtlMs'"],
     [{ fenceTtlMs: '1h' }, "invalid option 'fenceTtlMs'"],
+    // Only `false` opts out of the queue's replica wait, as for the lock's option.
+    [{ queue: { waitForReplicas: null } }, "invalid option 'queue.waitForReplicas'"],
+    [{ queue: { waitForReplicas: 0 } }, "'queue.waitForReplicas': expected an object, got 0"],
+    [{ queue: { waitForReplicas: '' } }, "invalid option 'queue.waitForReplicas'"],
   ])('fails at bootstrap on bad options %p', async (options, message) => {
     const err = await Test.createTestingModule({
       imports: [RedisLockModule.forRoot({ redis: testRedisUrl(), ...(options as object) })],

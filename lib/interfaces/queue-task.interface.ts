@@ -55,14 +55,15 @@ export interface LeasedTask<P = unknown> extends Task<P> {
 
 /**
  * Delay before a failed task is tried again: `fixed` waits `delayMs` every time; `exponential`
- * waits `delayMs * 2^(attempt - 1)`, at most `maxDelayMs` (default one hour). `jitter: true`
- * draws each delay between 50 % and 100 % of that (tasks that failed together come back apart).
+ * waits `delayMs * 2^(attempt - 1)`, at most `maxDelayMs` (default one hour, or `delayMs` when
+ * longer). `jitter: true` draws each delay between 50 % and 100 % of that (tasks that failed
+ * together come back apart).
  */
 export interface BackoffOptions {
   type: 'fixed' | 'exponential';
   /** An integer from 0 to 86,400,000 (a day). */
   delayMs: number;
-  /** From `delayMs` to 86,400,000. @default 3600000 (exponential) */
+  /** From `delayMs` to 86,400,000. @default max(3600000, delayMs) (exponential) */
   maxDelayMs?: number;
   /** @default false */
   jitter?: boolean;

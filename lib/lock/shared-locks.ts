@@ -41,6 +41,7 @@ export class SharedLocks {
 
   /** Throws `RedisLockOptionsError` when shared mode cannot serve these keys. */
   check(keys: readonly LockRedisKeys[], o: ResolvedLockOptions): void {
+    // The call's own option only: resolveLockOptions leaves the module's default out of them.
     if (o.waitForReplicas) {
       throw new RedisLockOptionsError(
         'waitForReplicas',

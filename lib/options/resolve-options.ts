@@ -437,16 +437,21 @@ export const DEFAULT_REPLICA_WAIT: Readonly<WaitForReplicasOptions> = Object.fre
   timeoutMs: 500,
 });
 
+/**
+ * Validates a `{ replicas, timeoutMs }` or `false` named `option`; `invalid` makes the error (a
+ * queue call's: `QueueError.invalid`).
+ */
 export function checkWaitForReplicas(
   option: string,
   value: unknown,
+  invalid?: InvalidValue,
 ): WaitForReplicasOptions | false | undefined {
   if (value === undefined || value === false) return value;
-  checkKnownKeys(option, value, WAIT_FOR_REPLICAS_KEYS);
+  checkKnownKeys(option, value, WAIT_FOR_REPLICAS_KEYS, invalid);
   const w = value as Partial<WaitForReplicasOptions>;
   return {
-    replicas: checkInt(`${option}.replicas`, w.replicas, 1, 1_000),
-    timeoutMs: checkInt(`${option}.timeoutMs`, w.timeoutMs, 1, MAX_LOCK_MS),
+    replicas: checkInt(`${option}.replicas`, w.replicas, 1, 1_000, invalid),
+    timeoutMs: checkInt(`${option}.timeoutMs`, w.timeoutMs, 1, MAX_LOCK_MS, invalid),
   };
 }
 
@@ -573,10 +578,14 @@ export function resolveLockOptions(
     label: o.label === undefined ? defaults.label : checkLabel(o.label),
     signal,
     mode: o.mode === undefined ? defaults.mode : checkMode(o.mode),
+    // Shared holds cannot wait for replicas (shared-locks.ts refuses the call's own option): the
+    // module's default is for exclusive locks and must not make every read lock fail.
     waitForReplicas:
-      o.waitForReplicas === undefined
-        ? defaults.waitForReplicas
-        : checkWaitForReplicas('waitForReplicas', o.waitForReplicas),
+      o.waitForReplicas !== undefined
+        ? checkWaitForReplicas('waitForReplicas', o.waitForReplicas)
+        : (o.mode ?? defaults.mode) === 'shared'
+          ? undefined
+          : defaults.waitForReplicas,
   };
 }
 
@@ -747,14 +756,16 @@ export function resolveQueueOptions(
     workers:
       o.workers === undefined ? defaults.workers : resolveWorkersConfig(o.workers, name('workers')),
     ...(o.maxSize === undefined ? {} : { maxSize: checkMaxSize(name('maxSize'), o.maxSize) }),
-    ...(o.waitForReplicas
-      ? {
+    // Only `false` opts out, as for the lock's option: `null`, `0` or `''` (an unset config
+    // value) is refused, not read as "no wait".
+    ...(o.waitForReplicas === undefined || o.waitForReplicas === false
+      ? {}
+      : {
           waitForReplicas: checkWaitForReplicas(
             name('waitForReplicas'),
             o.waitForReplicas,
           ) as WaitForReplicasOptions,
-        }
-      : {}),
+        }),
   };
 }
 

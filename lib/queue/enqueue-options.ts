@@ -29,8 +29,8 @@ import { MAX_ATTEMPTS, MAX_DELAY_MS } from './queue.constants';
  * given besides the ids, with the payload's JSON text as `payload` (undefined for none), which the
  * caller replaces by the stored field (`storedPayload`, with its trace context). One object of one
  * shape on every call: enqueue's hot path reads it (no rest/spread copies, measured 3 µs per task).
- * @throws QueueError naming the offending option (its own options: `RedisLockOptionsError`);
- *   PayloadTooLargeError past the queue's `maxPayloadBytes`
+ * @throws QueueError naming the offending option; PayloadTooLargeError past the queue's
+ *   `maxPayloadBytes`
  */
 export function resolveEnqueueOptions(
   defaults: ResolvedQueueDefaults,
@@ -62,7 +62,11 @@ export function resolveEnqueueOptions(
       ? undefined
       : checkDedup(o.deduplication, ids, priority === 0 && group === '' && !replace && !lifo);
   const opts = storedOwnOptions(checkOwnOptions(o));
-  const waitForReplicas = checkWaitForReplicas('waitForReplicas', o.waitForReplicas);
+  const waitForReplicas = checkWaitForReplicas(
+    'waitForReplicas',
+    o.waitForReplicas,
+    QueueError.invalid,
+  );
   const json = serializePayload(o.payload);
   if (json !== undefined) checkPayloadBytes(defaults, queue, 'payload', json);
   return { delayMs, replace, payload: json, priority, group, opts, waitForReplicas, lifo, dedup };
@@ -125,8 +129,8 @@ function checkDedup(
 }
 
 /**
- * A task's name, own failure policy, timeout and deadline from enqueue (or flow node) options (the name:
- * `QueueError`; the others: `RedisLockOptionsError`).
+ * A task's name, own failure policy, timeout and deadline from enqueue (or flow node) options;
+ * throws `QueueError` naming the option, as every other argument of a queue call (docs/queue.md).
  */
 export function checkOwnOptions(o: {
   name?: unknown;
@@ -144,12 +148,15 @@ export function checkOwnOptions(o: {
     maxAttempts:
       o.maxAttempts === undefined
         ? undefined
-        : checkInt('maxAttempts', o.maxAttempts, 1, MAX_ATTEMPTS),
+        : checkInt('maxAttempts', o.maxAttempts, 1, MAX_ATTEMPTS, QueueError.invalid),
     backoff:
       o.backoff === undefined
         ? undefined
-        : (checkBackoff('backoff', o.backoff) as TaskOwnOptions['backoff']),
-    timeoutMs: o.timeoutMs === undefined ? undefined : checkTimeoutMs('timeoutMs', o.timeoutMs),
+        : (checkBackoff('backoff', o.backoff, QueueError.invalid) as TaskOwnOptions['backoff']),
+    timeoutMs:
+      o.timeoutMs === undefined
+        ? undefined
+        : checkTimeoutMs('timeoutMs', o.timeoutMs, QueueError.invalid),
   };
 }
 

@@ -244,7 +244,7 @@ export class QueueService implements BeforeApplicationShutdown {
   async enqueueFlow(flow: FlowNode, options?: EnqueueFlowOptions): Promise<FlowTaskIds> {
     const plan = planFlow(flow, this.defaults);
     const o = checkOptionKeys(options, ['waitForReplicas']);
-    const wait = checkWaitForReplicas('waitForReplicas', o.waitForReplicas);
+    const wait = checkWaitForReplicas('waitForReplicas', o.waitForReplicas, QueueError.invalid);
     return this.store.flows.add(plan, wait);
   }
 
@@ -336,7 +336,7 @@ export class QueueService implements BeforeApplicationShutdown {
   ): Promise<boolean> {
     const t = checkLeasedTask(task);
     const o = checkOptionKeys(options, ['waitForReplicas']);
-    const wait = checkWaitForReplicas('waitForReplicas', o.waitForReplicas);
+    const wait = checkWaitForReplicas('waitForReplicas', o.waitForReplicas, QueueError.invalid);
     const data = result === undefined ? '' : serializeJson('result', result);
     const bytes = utf8BytesOver(data, this.defaults.maxResultBytes);
     if (bytes !== undefined) {

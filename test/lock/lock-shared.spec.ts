@@ -2,6 +2,7 @@ import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
 import { Redis } from 'ioredis';
 import {
+  LockReplicationError,
   LockService,
   LockUpgradeError,
   RedisLockOptionsError,
@@ -158,6 +159,25 @@ describe("LockService mode: 'shared' (read-write lock)", () => {
     const err = await locks.acquire('bad', options as never).catch((e) => e);
     expect(err).toBeInstanceOf(RedisLockOptionsError);
     expect(err.option).toBe(option);
+  });
+
+  it('a module-wide waitForReplicas applies to exclusive locks only: shared locks are granted', async () => {
+    // No replica on the test server: an exclusive lock fails its wait, a shared one never waits.
+    const waiting = await createLockApp({
+      keyPrefix: prefix,
+      waitForReplicas: { replicas: 1, timeoutMs: 10 },
+    });
+    try {
+      const waitingLocks = waiting.get(LockService);
+      const r = await waitingLocks.acquire('mw', { mode: 'shared' });
+      expect(await r.extend(5_000)).toBe(true);
+      expect(await r.release()).toBe(true);
+      const err = await waitingLocks.acquire('mw').catch((e) => e);
+      expect(err).toBeInstanceOf(LockReplicationError);
+      expect(await locks.isLocked('mw')).toBe(false);
+    } finally {
+      await waiting.close();
+    }
   });
 
   it('rejects shared mode on a multi-key lock', async () => {

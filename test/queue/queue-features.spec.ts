@@ -449,5 +449,33 @@ describe('QueueService features', () => {
       await invalid(() => queues.list(q, 'running' as never), QueueError, 'state');
       await invalid(() => queues.list(q, 'ready', { limit: 0 }), QueueError, 'limit');
     });
+
+    it("rejects enqueue's own maxAttempts, timeoutMs, backoff and waitForReplicas with QueueError naming them", async () => {
+      const q = fresh();
+      for (const [options, argument] of [
+        [{ maxAttempts: 0 }, 'maxAttempts'],
+        [{ timeoutMs: 0 }, 'timeoutMs'],
+        [{ backoff: { type: 'linear', delayMs: 10 } }, 'backoff.type'],
+        [{ backoff: 'fast' }, 'backoff'],
+        [{ waitForReplicas: { replicas: 0, timeoutMs: 10 } }, 'waitForReplicas.replicas'],
+        [{ waitForReplicas: null }, 'waitForReplicas'],
+      ] as const) {
+        const err = await queues.enqueue(q, 'a', options as never).catch((e: unknown) => e);
+        expect([argument, err]).toEqual([argument, expect.any(QueueError)]);
+        expect((err as QueueError).argument).toBe(argument);
+        expect((err as Error).message).toContain(`invalid argument '${argument}'`);
+      }
+      expect(await queues.get(q, 'a')).toBeUndefined();
+      // The same option of enqueueFlow and ack.
+      const flow = queues.enqueueFlow({ queue: q, id: 'f' }, { waitForReplicas: null as never });
+      await expect(flow).rejects.toMatchObject({ name: 'QueueError', argument: 'waitForReplicas' });
+      expect(await queues.get(q, 'f')).toBeUndefined();
+      await queues.enqueue(q, 'b');
+      const [task] = await queues.claim(q);
+      await expect(
+        queues.ack(task, undefined, { waitForReplicas: { replicas: 1 } as never }),
+      ).rejects.toMatchObject({ name: 'QueueError', argument: 'waitForReplicas.timeoutMs' });
+      expect(await queues.ack(task)).toBe(true);
+    });
   });
 });

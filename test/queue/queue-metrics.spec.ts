@@ -229,6 +229,20 @@ describe('QueueService.metrics: per-minute history of every queue', () => {
     await r.close();
   }, 60_000);
 
+  it('resolves [] for a range that starts after tomorrow, without a round trip', async () => {
+    const q = fresh();
+    const call = jest.spyOn(connection, 'call');
+    try {
+      for (const days of [2, 30]) {
+        const from = Date.now() + days * 86_400_000;
+        expect(await queues.metrics(q, { from, to: from + 86_400_000 })).toEqual([]);
+      }
+      expect(call.mock.calls.filter(([what]) => what === 'MGET (queue metrics)')).toHaveLength(0);
+    } finally {
+      call.mockRestore();
+    }
+  });
+
   it('refuses a bad range, naming the option', async () => {
     const q = fresh();
     for (const [options, name] of [

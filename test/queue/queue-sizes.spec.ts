@@ -329,8 +329,8 @@ describe('QueueService bounds on what one call may store', () => {
       const q = fresh();
       expect(await queues.enqueue(q, 'max', { maxAttempts: max })).toBe(1);
       const err = await refusedUnwritten(() => queues.enqueue(q, 'over', { maxAttempts: max + 1 }));
-      expect(err).toBeInstanceOf(RedisLockOptionsError);
-      expect((err as RedisLockOptionsError).option).toBe('maxAttempts');
+      expect(err).toBeInstanceOf(QueueError);
+      expect((err as QueueError).argument).toBe('maxAttempts');
       expect(err.message).toContain(`an integer from 1 to ${max}`);
       // A task with the largest limit is retried, not dead, after a failed attempt.
       const [task] = await queues.claim(q);

@@ -125,6 +125,15 @@ describe('QueueService workers', () => {
       }
     });
 
+    it('caps an exponential backoff without maxDelayMs at one hour, or at delayMs when longer', () => {
+      // A default cap below delayMs made a 2-hour exponential backoff retry after one hour.
+      const twoHours = { type: 'exponential', delayMs: 7_200_000 } as const;
+      expect(backoffDelayMs(twoHours, 1)).toBe(7_200_000);
+      expect(backoffDelayMs(twoHours, 5)).toBe(7_200_000);
+      expect(backoffDelayMs({ ...twoHours, maxDelayMs: 86_400_000 }, 3)).toBe(28_800_000);
+      expect(backoffDelayMs({ type: 'exponential', delayMs: 1_000 }, 40)).toBe(3_600_000);
+    });
+
     it('retries a failing task with backoff, dead-letters it after maxAttempts, and runs it again after requeueDead', async () => {
       const q = fresh();
       const attempts: Record<string, LeasedTask[]> = { flaky: [], bad: [] };

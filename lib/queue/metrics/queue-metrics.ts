@@ -126,6 +126,8 @@ export class QueueMetrics {
     const last = Math.min(Math.floor(to / DAY_MS), Math.floor(Date.now() / DAY_MS) + 1);
     const days: number[] = [];
     for (let day = Math.max(first, last - 16); day <= last; day++) days.push(day);
+    // A range that starts after tomorrow: no day can hold data (and an MGET of no key is an error).
+    if (days.length === 0) return [];
     const blobs = await this.connection.call('MGET (queue metrics)', (c) =>
       c.mgetBuffer(...days.map((day) => metricsDayKey(k, day))),
     );

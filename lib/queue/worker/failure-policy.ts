@@ -34,12 +34,15 @@ function doublings(attempt: number): number {
   return Math.min(52, Math.max(0, attempt - 1));
 }
 
-/** The delay of a `{ type, delayMs, maxDelayMs?, jitter? }` backoff after `attempt` failed. */
+/**
+ * The delay of a `{ type, delayMs, maxDelayMs?, jitter? }` backoff after `attempt` failed; an
+ * exponential one without `maxDelayMs` stops at one hour, or at `delayMs` when that is longer.
+ */
 export function backoffDelayMs(b: BackoffOptions, attempt: number, random = Math.random()): number {
-  const base =
-    b.type === 'fixed'
-      ? b.delayMs
-      : Math.min(b.maxDelayMs ?? MAX_BACKOFF_MS, b.delayMs * 2 ** doublings(attempt));
+  // The default cap is never below `delayMs` (up to a day): a cap of one hour made the first retry
+  // of a 2-hour exponential backoff come after one hour, before a fixed one of the same delayMs.
+  const cap = b.maxDelayMs ?? Math.max(MAX_BACKOFF_MS, b.delayMs);
+  const base = b.type === 'fixed' ? b.delayMs : Math.min(cap, b.delayMs * 2 ** doublings(attempt));
   return Math.round(b.jitter ? base / 2 + (base / 2) * random : base);
 }
 
