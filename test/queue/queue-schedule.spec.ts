@@ -7,6 +7,9 @@ import { queueRedisKeys } from '../../lib/queue/queue-keys';
 import { scheduleIndexKey, scheduleRedisKeys } from '../../lib/queue/schedule/schedule-keys';
 import { QUEUE_SCHEDULE_SCRIPTS } from '../../lib/queue/schedule/schedule-scripts';
 import { RedisLockConnection } from '../../lib/redis/redis-connection';
+import type { RedactingLogger } from '../../lib/redaction/redacting-logger';
+import { QueueScheduler } from '../../lib/queue/schedule/queue-scheduler';
+import * as ticksModule from '../../lib/queue/schedule/schedule-ticks';
 import { scheduleTicks } from '../../lib/queue/schedule/schedule-ticks';
 import { exited, lineFrom, spawnTs } from '../support/child';
 import {
@@ -28,6 +31,14 @@ function ticksOf(ids: string[], id: string): number[] {
 
 /** Differences between consecutive values. */
 const gaps = (ticks: number[]) => ticks.slice(1).map((t, i) => t - ticks[i]);
+
+/** The private parts of an app's scheduler the tests look at. */
+interface SchedulerInside {
+  timers: Map<string, Map<string, NodeJS.Timeout>>;
+  sync(): Promise<void>;
+}
+const schedulerOf = (app: INestApplicationContext) =>
+  (app.get(QueueService) as unknown as { scheduler: SchedulerInside }).scheduler;
 
 describe('Queue schedules', () => {
   let redis: Redis;
@@ -368,6 +379,153 @@ describe('Queue schedules', () => {
     }
   });
 
+  it("a schedule croner cannot compute (stored by an older version) is listed without nextTick; the queue's other schedules fire", async () => {
+    const prefix = uniquePrefix('queue-schedule-poisoned');
+    const k = scheduleRedisKeys(prefix, 'jobs');
+    // As versions that did not check startAt against croner stored it: every read of the queue
+    // threw, and its other schedules were armed on no instance.
+    const far = 8_640_000_000_000_000;
+    const spec = JSON.stringify({ cron: '* * * * *', startAt: far });
+    await redis.hset(k.definitions, 'far', JSON.stringify({ spec, rev: 1, anchor: far }));
+    await redis.sadd(scheduleIndexKey(prefix), 'jobs');
+    const app = await createLockApp({ keyPrefix: prefix });
+    try {
+      const queues = app.get(QueueService);
+      const startAt = (await redisTimeMs(redis)) + 50;
+      const every = await queues.schedule('jobs', 'every', { everyMs: 50, startAt, limit: 3 });
+      expect(every).toMatchObject({ id: 'every', nextTick: startAt });
+      const far = (await queues.schedules('jobs')).find((s) => s.id === 'far');
+      expect(far).toMatchObject({ id: 'far', count: 0 });
+      expect(far?.nextTick).toBeUndefined();
+      await waitFor('every enqueued its 3 ticks', async () => {
+        const ids = await redis.zrange(queueRedisKeys(prefix, 'jobs').due, 0, -1);
+        return ticksOf(ids, 'every').length === 3;
+      });
+      expect((await queues.schedules('jobs')).map((s) => s.id)).toEqual(['far']);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('schedule() returns the schedule it stored even when another instance fired its last tick and deleted it before the call ended', async () => {
+    const prefix = uniquePrefix('queue-schedule-gone');
+    const app = await createLockApp({ keyPrefix: prefix });
+    try {
+      const connection = app.get(RedisLockConnection);
+      const run = connection.run.bind(connection);
+      const k = scheduleRedisKeys(prefix, 'q');
+      // Another instance fires its only tick right after the upsert: the schedule is deleted.
+      jest.spyOn(connection, 'run').mockImplementation(async (script, keys, args) => {
+        const reply = await run(script, keys, args);
+        if (script === QUEUE_SCHEDULE_SCRIPTS.upsert) await redis.hdel(k.definitions, 's');
+        return reply;
+      });
+      const startAt = (await redisTimeMs(redis)) + 60_000;
+      const s = await app.get(QueueService).schedule('q', 's', { everyMs: 100, startAt, limit: 1 });
+      expect(s).toMatchObject({ queue: 'q', id: 's', everyMs: 100, startAt, limit: 1, count: 0 });
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('deletes at once a schedule with no tick left (endAt before its first tick, a limit lowered to its count); the queue leaves the index', async () => {
+    const prefix = uniquePrefix('queue-schedule-no-tick');
+    const app = await createLockApp({ keyPrefix: prefix });
+    try {
+      const queues = app.get(QueueService);
+      const now = await redisTimeMs(redis);
+      const past = await queues.schedule('none', 'past', { everyMs: 1_000, endAt: now - 1 });
+      expect(past).toMatchObject({ id: 'past', count: 0 });
+      expect(past.nextTick).toBeUndefined();
+      // Its first tick is its default startAt (now + everyMs), after endAt.
+      const early = await queues.schedule('none', 'early', { everyMs: 1_000, endAt: now + 500 });
+      expect(early.nextTick).toBeUndefined();
+      expect(await queues.schedules('none')).toEqual([]);
+
+      const startAt = now + 50;
+      await queues.schedule('none', 'lim', { everyMs: 200, startAt, limit: 5 });
+      await waitFor('two ticks', async () => (await queues.schedules('none'))[0]?.count >= 2);
+      const lowered = await queues.schedule('none', 'lim', { everyMs: 200, startAt, limit: 2 });
+      expect(lowered.nextTick).toBeUndefined();
+      expect(await queues.schedules('none')).toEqual([]);
+      const k = scheduleRedisKeys(prefix, 'none');
+      expect(await redis.exists(k.definitions, k.state)).toBe(0);
+      expect(await redis.smembers(scheduleIndexKey(prefix))).toEqual([]);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('a change is read and armed alone on every instance (no read of the whole queue), and the minute resync parses no unchanged definition', async () => {
+    const prefix = uniquePrefix('queue-schedule-one');
+    const [a, b] = [
+      await createLockApp({ keyPrefix: prefix }),
+      await createLockApp({ keyPrefix: prefix }),
+    ];
+    try {
+      const queues = a.get(QueueService);
+      await Promise.all(
+        Array.from({ length: 30 }, (_, i) => queues.schedule('many', `s${i}`, { everyMs: 60_000 })),
+      );
+      await waitFor('b armed the 30', () => schedulerOf(b).timers.get('many')?.size === 30);
+      // Whole-queue reads, per instance.
+      const full: string[] = [];
+      for (const [name, app] of [
+        ['a', a],
+        ['b', b],
+      ] as const) {
+        const connection = app.get(RedisLockConnection);
+        const run = connection.run.bind(connection);
+        jest.spyOn(connection, 'run').mockImplementation((script, keys, args) => {
+          if (script === QUEUE_SCHEDULE_SCRIPTS.read) full.push(name);
+          return run(script, keys, args);
+        });
+      }
+      const parsed = jest.spyOn(ticksModule, 'scheduleTicks');
+      await queues.schedule('many', 'new', { everyMs: 60_000 });
+      await waitFor(
+        'b armed the new one',
+        () => schedulerOf(b).timers.get('many')?.has('new') === true,
+      );
+      expect(full).toEqual([]);
+      // Once on a, once on b.
+      expect(parsed).toHaveBeenCalledTimes(2);
+      await schedulerOf(b).sync();
+      expect(full).toEqual(['b']);
+      expect(parsed).toHaveBeenCalledTimes(2);
+      expect(schedulerOf(b).timers.get('many')?.size).toBe(31);
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
+  it('a sync that keeps failing keeps one retry pending, backing off, instead of one more retry chain a minute', async () => {
+    // Timers only: Redis clients of the other tests keep reading the real clock.
+    jest.useFakeTimers({ doNotFake: ['Date', 'performance'] });
+    try {
+      const smembers = jest.fn(() => Promise.reject(new Error('read failed')));
+      const connection = {
+        options: { keyPrefix: 'x:' },
+        client: { status: 'ready' },
+        hub: { listen: () => Promise.resolve(() => undefined) },
+        call: () => smembers(),
+      } as unknown as RedisLockConnection;
+      const logger = { warn: jest.fn() } as unknown as RedactingLogger;
+      const scheduler = new QueueScheduler(connection, logger);
+      await scheduler.start();
+      await jest.advanceTimersByTimeAsync(10 * 60_000);
+      // At 0 s, then retries 1, 2, 4 … 32 s apart, then a minute apart: 15 reads in 10 minutes.
+      expect(smembers).toHaveBeenCalledTimes(15);
+      // The minute resync and one retry.
+      expect(jest.getTimerCount()).toBe(2);
+      scheduler.close();
+      expect(jest.getTimerCount()).toBe(0);
+    } finally {
+      jest.useRealTimers();
+    }
+  });
+
   describe('ticks (croner in a time zone)', () => {
     const utc = (iso: string) => Date.parse(iso);
     const iso = (ms: number | undefined) =>
@@ -432,6 +590,12 @@ describe('Queue schedules', () => {
       await bad({ cron: '* * * * *', tz: 'Nowhere/City' }, 'tz');
       await bad({ everyMs: 100, tz: 'UTC' }, 'tz');
       await bad({ everyMs: 100, startAt: 2_000, endAt: 1_000 }, 'endAt');
+      // Croner computes no tick from these (it threw near the largest Date): refused, not stored.
+      await bad({ cron: '* * * * *', startAt: 8_640_000_000_000_000 }, 'startAt');
+      await bad(
+        { cron: '0 9 * * *', tz: 'Asia/Tokyo', startAt: Date.parse('3001-01-01') },
+        'startAt',
+      );
       await bad({ everyMs: 100, limit: 0 }, 'limit');
       await bad({ everyMs: 100, payload: () => 1 }, 'payload');
       await bad({ every: 100 }, 'every');

@@ -15,7 +15,7 @@ import type { QueueSchedule, QueueScheduleOptions } from './schedule.interface';
 
 /** How often every instance re-reads all schedules, in case a change announcement was lost. */
 const RESYNC_MS = 60_000;
-/** Wait before trying again after Redis failed a scheduler call, in ms. */
+/** Wait before trying again after Redis failed a scheduler call, in ms (doubled per failed sync). */
 const RETRY_MS = 1_000;
 
 /** Digits of a tick time in ms at most. */
@@ -41,6 +41,34 @@ interface StoredSchedule {
 }
 
 /**
+ * Ticks that throw `err`: a definition croner cannot read on this instance (a time zone its ICU
+ * does not know) is listed and warned about, while the queue's other schedules go on.
+ */
+function failingTicks(err: unknown): ScheduleTicks {
+  const fail = (): never => {
+    throw err;
+  };
+  return { after: fail, atOrBefore: fail };
+}
+
+/** A change announcement: `[queue, scheduleId]` as JSON, or (older versions) the queue name. */
+function parseChange(message: string): [string, string] | undefined {
+  try {
+    const change: unknown = JSON.parse(message);
+    if (
+      Array.isArray(change) &&
+      change.length === 2 &&
+      change.every((v) => typeof v === 'string')
+    ) {
+      return change as [string, string];
+    }
+  } catch {
+    // A queue name.
+  }
+  return undefined;
+}
+
+/**
  * @internal Queue schedules (`QueueService.schedule`, `unschedule`, `schedules`). Definitions
  * live in Redis, per queue; every instance with the module fires each schedule's next tick with
  * one timer per schedule (fire-schedule.lua enqueues the tick's task once, whoever fires it).
@@ -49,10 +77,16 @@ interface StoredSchedule {
  */
 export class QueueScheduler {
   private readonly timers = new Map<string, Map<string, NodeJS.Timeout>>();
+  /** Per queue, per schedule: its ticks parsed from its revision `rev` (croner is costly). */
+  private readonly parsed = new Map<string, Map<string, { rev: number; ticks: ScheduleTicks }>>();
   private readonly failures: ThrottledWarning;
   private readonly index: string;
   private unlisten?: () => void;
   private resync?: NodeJS.Timeout;
+  /** The one retry of a failed sync, while pending. */
+  private retry?: NodeJS.Timeout;
+  private syncing = false;
+  private failedSyncs = 0;
   private closed = false;
 
   constructor(
@@ -87,17 +121,19 @@ export class QueueScheduler {
     // ran before this schedule was stored).
     const indexed = () => this.connection.call('SADD', (c) => c.sadd(this.index, name));
     await indexed();
-    const [changed] = (await this.connection.run(
+    const [changed, , now, definition, state] = (await this.connection.run(
       QUEUE_SCHEDULE_SCRIPTS.upsert,
-      [k.definitions],
+      [k.definitions, k.state],
       [id, JSON.stringify(spec), spec.everyMs ?? '', spec.startAt ?? ''],
-    )) as [number];
+    )) as [number, number, number, string, string | null];
     await indexed();
-    // Read before the others are told: a schedule whose only tick is due at once (limit 1, a
-    // past startAt) may be fired and deleted by another instance right after.
-    const schedules = await this.refresh(name);
-    if (changed === 1) await this.announce(name);
-    return schedules.find((s) => s.id === id)!;
+    // The schedule as the upsert stored it (a schedule whose only tick is due at once, limit 1 or
+    // a past startAt, may be fired and deleted by another instance right after): only it is
+    // armed, the queue's other schedules are unchanged.
+    const s = this.parse(name, id, definition, state);
+    await this.place(name, id, s, Number(now));
+    if (changed === 1) await this.announce(name, id);
+    return this.describe(name, s, Number(now));
   }
 
   async unschedule(queue: unknown, scheduleId: unknown): Promise<boolean> {
@@ -110,8 +146,8 @@ export class QueueScheduler {
       [id],
     )) as [number, number];
     if (left === 0) await this.unindex(name);
-    if (removed === 1) await this.announce(name);
-    await this.refresh(name);
+    if (removed === 1) await this.announce(name, id);
+    await this.refreshOne(name, id);
     return removed === 1;
   }
 
@@ -125,14 +161,16 @@ export class QueueScheduler {
   private async unindex(queue: string): Promise<void> {
     await this.connection.call('SREM', (c) => c.srem(this.index, queue));
     // A schedule added meanwhile keeps the queue in the index.
-    if ((await this.read(queue)).list.length > 0) {
+    const k = scheduleRedisKeys(this.connection.options.keyPrefix, queue);
+    if ((await this.connection.call('HLEN', (c) => c.hlen(k.definitions))) > 0) {
       await this.connection.call('SADD', (c) => c.sadd(this.index, queue));
     }
   }
 
   /** Starts firing the schedules of every queue, and following changes. */
   async start(): Promise<void> {
-    this.resync = setInterval(() => void this.sync(), RESYNC_MS);
+    // Not while a retry is pending: it reads everything anyway.
+    this.resync = setInterval(() => this.retry === undefined && void this.sync(), RESYNC_MS);
     this.resync.unref();
     const first = this.sync();
     // Redis out of reach (its commands wait for the connection, up to commandTimeoutMs): the
@@ -145,34 +183,100 @@ export class QueueScheduler {
   close(): void {
     this.closed = true;
     clearInterval(this.resync);
+    clearTimeout(this.retry);
     this.unlisten?.();
     for (const queue of this.timers.values())
       for (const timer of queue.values()) clearTimeout(timer);
     this.timers.clear();
+    this.parsed.clear();
   }
 
   /** Listens for changes (once) and re-reads the schedules of every indexed queue. */
   private async sync(): Promise<void> {
-    if (this.closed) return;
+    // One sync at a time, and one retry pending at most: each failed sync armed a retry of its
+    // own, and the minute's sync started one more chain, so a failure that persisted added a
+    // read of every queue per second each minute.
+    if (this.closed || this.syncing) return;
+    this.syncing = true;
     try {
-      this.unlisten ??= await this.connection.hub.listen(this.index, (queue) => {
-        this.refresh(queue).catch((err: unknown) => this.failed(`re-reading ${queue}`, err));
+      this.unlisten ??= await this.connection.hub.listen(this.index, (message) => {
+        const change = parseChange(message);
+        (change ? this.refreshOne(...change) : this.refresh(message)).catch((err: unknown) =>
+          this.failed(
+            change ? `re-reading schedule '${change[1]}' of ${change[0]}` : `re-reading ${message}`,
+            err,
+          ),
+        );
       });
       const queues = await this.connection.call('SMEMBERS', (c) => c.smembers(this.index));
       await Promise.all(queues.map((queue) => this.refresh(queue)));
+      this.failedSyncs = 0;
     } catch (err) {
       this.failed('reading the schedules', err);
-      const retry = setTimeout(() => void this.sync(), RETRY_MS);
-      retry.unref();
+      this.failedSyncs++;
+      if (!this.closed && this.retry === undefined) {
+        // Doubled per failure in a row, up to the resync period.
+        const delay = Math.min(RETRY_MS * 2 ** Math.min(this.failedSyncs - 1, 16), RESYNC_MS);
+        this.retry = setTimeout(() => {
+          this.retry = undefined;
+          void this.sync();
+        }, delay);
+        this.retry.unref();
+      }
+    } finally {
+      this.syncing = false;
     }
   }
 
-  private async announce(queue: string): Promise<void> {
+  /** Tells every instance that schedule `id` of `queue` changed (they re-read it alone). */
+  private async announce(queue: string, id: string): Promise<void> {
+    const message = JSON.stringify([queue, id]);
     await this.connection.call('PUBLISH', (c) =>
       this.connection.isCluster
-        ? (c as Cluster).spublish(this.index, queue)
-        : c.publish(this.index, queue),
+        ? (c as Cluster).spublish(this.index, message)
+        : c.publish(this.index, message),
     );
+  }
+
+  /**
+   * A schedule from its definition as stored (`{ spec, rev, anchor }`, `spec` as JSON text) and
+   * its state; its ticks parsed once per revision (croner is costly).
+   */
+  private parse(
+    queue: string,
+    id: string,
+    definition: string,
+    state: string | null | undefined,
+  ): StoredSchedule {
+    const {
+      spec: specText,
+      rev,
+      anchor,
+    } = JSON.parse(definition) as {
+      spec: string;
+      rev: number;
+      anchor: number;
+    };
+    const spec = JSON.parse(specText) as ScheduleSpec;
+    const [last, count] = (state ?? '').split(' ').map(Number);
+    const cached = this.parsed.get(queue)?.get(id);
+    let ticks = cached?.rev === rev ? cached.ticks : undefined;
+    if (!ticks) {
+      try {
+        ticks = scheduleTicks({ ...spec, anchor });
+      } catch (err) {
+        ticks = failingTicks(err);
+      }
+    }
+    return {
+      id,
+      spec,
+      rev,
+      anchor,
+      last: state ? last : undefined,
+      count: state ? count : 0,
+      ticks,
+    };
   }
 
   private async read(queue: string): Promise<{ list: StoredSchedule[]; now: number }> {
@@ -186,38 +290,114 @@ export class QueueScheduler {
     for (let i = 0; i < states.length; i += 2) state.set(states[i], states[i + 1]);
     const list: StoredSchedule[] = [];
     for (let i = 0; i < definitions.length; i += 2) {
-      const id = definitions[i];
-      const stored = JSON.parse(definitions[i + 1]) as {
-        spec: string;
-        rev: number;
-        anchor: number;
-      };
-      const spec = JSON.parse(stored.spec) as ScheduleSpec;
-      const [last, count] = (state.get(id) ?? '').split(' ').map(Number);
-      list.push({
-        id,
-        spec,
-        rev: stored.rev,
-        anchor: stored.anchor,
-        last: state.has(id) ? last : undefined,
-        count: state.has(id) ? count : 0,
-        ticks: scheduleTicks({ ...spec, anchor: stored.anchor }),
-      });
+      list.push(this.parse(queue, definitions[i], definitions[i + 1], state.get(definitions[i])));
     }
     return { list, now: Number(now) };
   }
 
-  /** Re-reads a queue's schedules and re-arms their timers. */
-  private async refresh(queue: string): Promise<QueueSchedule[]> {
+  /** Re-reads a queue's schedules and re-arms their timers (at start, and once a minute). */
+  private async refresh(queue: string): Promise<void> {
     const { list, now } = await this.read(queue);
     const offset = now - Date.now();
     const timers = this.timers.get(queue) ?? new Map<string, NodeJS.Timeout>();
     for (const timer of timers.values()) clearTimeout(timer);
     timers.clear();
-    if (list.length > 0 && !this.closed) this.timers.set(queue, timers);
-    else this.timers.delete(queue);
-    for (const s of list) this.arm(queue, s, this.nextTick(s, s.last ?? s.anchor - 1, now), offset);
-    return list.map((s) => this.describe(queue, s, now));
+    const parsed = new Map(list.map((s) => [s.id, { rev: s.rev, ticks: s.ticks }]));
+    if (list.length > 0 && !this.closed) {
+      this.timers.set(queue, timers);
+      this.parsed.set(queue, parsed);
+    } else {
+      this.timers.delete(queue);
+      this.parsed.delete(queue);
+    }
+    const ended = list.filter((s) => !this.armNext(queue, s, s.last ?? s.anchor - 1, now, offset));
+    await Promise.all(ended.map((s) => this.ended(queue, s)));
+  }
+
+  /** Re-reads one schedule of a queue and re-arms its timer (a change was announced). */
+  private async refreshOne(queue: string, id: string): Promise<void> {
+    const k = scheduleRedisKeys(this.connection.options.keyPrefix, queue);
+    const [now, definition, state] = (await this.connection.run(
+      QUEUE_SCHEDULE_SCRIPTS.readOne,
+      [k.definitions, k.state],
+      [id],
+    )) as [number, string | null, string | null];
+    const s = definition ? this.parse(queue, id, definition, state) : undefined;
+    await this.place(queue, id, s, Number(now));
+  }
+
+  /** Arms schedule `id` of `queue` as `s` (at Redis time `now`), or forgets it (`undefined`). */
+  private async place(
+    queue: string,
+    id: string,
+    s: StoredSchedule | undefined,
+    now: number,
+  ): Promise<void> {
+    const timers = this.timers.get(queue);
+    clearTimeout(timers?.get(id));
+    timers?.delete(id);
+    this.parsed.get(queue)?.delete(id);
+    if (!s || this.closed) {
+      if (timers?.size === 0) {
+        this.timers.delete(queue);
+        this.parsed.delete(queue);
+      }
+      return;
+    }
+    if (!timers) this.timers.set(queue, new Map());
+    let parsed = this.parsed.get(queue);
+    if (!parsed) this.parsed.set(queue, (parsed = new Map()));
+    parsed.set(id, { rev: s.rev, ticks: s.ticks });
+    if (!this.armNext(queue, s, s.last ?? s.anchor - 1, now, now - Date.now())) {
+      await this.ended(queue, s);
+    }
+  }
+
+  /**
+   * Arms the tick of `s` after `after` (see `nextTick`); `false` when it has none left. A
+   * schedule whose ticks croner cannot compute here is warned about and not armed.
+   */
+  private armNext(
+    queue: string,
+    s: StoredSchedule,
+    after: number,
+    now: number,
+    offset: number,
+  ): boolean {
+    let tick: number | undefined;
+    try {
+      tick = this.nextTick(s, after, now);
+    } catch (err) {
+      this.failed(`computing the next tick of schedule '${s.id}' of queue '${queue}'`, err);
+      return true;
+    }
+    if (tick === undefined) return false;
+    this.arm(queue, s, tick, offset);
+    return true;
+  }
+
+  /**
+   * Deletes a schedule with no tick left (an `endAt` before its first tick, a `limit` lowered to
+   * its count, a last tick skipped on a full queue): no script enqueues its last task, which is
+   * where an ended schedule is deleted, so it stayed for ever. Only its revision `s.rev`.
+   */
+  private async ended(queue: string, s: StoredSchedule): Promise<void> {
+    const k = scheduleRedisKeys(this.connection.options.keyPrefix, queue);
+    try {
+      const [removed, left] = (await this.connection.run(
+        QUEUE_SCHEDULE_SCRIPTS.remove,
+        [k.definitions, k.state],
+        [s.id, s.rev],
+      )) as [number, number];
+      if (removed === 1) {
+        this.timers.get(queue)?.delete(s.id);
+        this.parsed.get(queue)?.delete(s.id);
+      }
+      if (removed === 1 && left === 0) await this.unindex(queue);
+    } catch (err) {
+      // Deleted by the next sync.
+      this.failed(`deleting the ended schedule '${s.id}' of queue '${queue}'`, err);
+    }
   }
 
   /**
@@ -302,7 +482,9 @@ export class QueueScheduler {
     const offset = now - Date.now();
     if (result === -2) return this.arm(queue, s, tick, offset);
     if (result === -1 || result === 3) {
-      await this.refresh(queue).catch((err: unknown) => this.failed(`re-reading ${queue}`, err));
+      await this.refreshOne(queue, s.id).catch((err: unknown) =>
+        this.failed(`re-reading schedule '${s.id}' of ${queue}`, err),
+      );
       return;
     }
     if (result === 2) return;
@@ -321,12 +503,17 @@ export class QueueScheduler {
     }
     s.last = Math.max(s.last ?? tick, tick);
     if (result === 1) s.count++;
-    this.arm(queue, s, this.nextTick(s, tick, now), offset);
+    if (!this.armNext(queue, s, tick, now, offset)) await this.ended(queue, s);
   }
 
   private describe(queue: string, s: StoredSchedule, now: number): QueueSchedule {
     const payload = parsePayload(s.spec.payload);
-    const next = this.nextTick(s, s.last ?? s.anchor - 1, now);
+    let next: number | undefined;
+    try {
+      next = this.nextTick(s, s.last ?? s.anchor - 1, now);
+    } catch {
+      // Croner cannot compute its ticks here (warned about when armed): listed without one.
+    }
     return {
       queue,
       id: s.id,

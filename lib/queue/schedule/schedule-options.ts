@@ -96,6 +96,26 @@ export function checkScheduleOptions(options: unknown): ScheduleSpec {
   if (payload !== undefined) spec.payload = payload;
   const startAt = toTime('startAt', o.startAt);
   const endAt = toTime('endAt', o.endAt);
+  if (startAt !== undefined && spec.cron !== undefined) {
+    // Croner computes no tick after the year 3000 and throws near the largest Date: such a
+    // startAt, once stored, left the schedule without a tick, or made every read of the queue's
+    // schedules throw. Checked by computing its first tick, as every instance will.
+    let first: Date | null = null;
+    try {
+      first = new Cron(spec.cron, { paused: true, timezone: spec.tz ?? 'UTC' }).nextRun(
+        new Date(startAt - 1),
+      );
+    } catch {
+      // No tick: refused below.
+    }
+    if (!first) {
+      throw QueueError.invalid(
+        'startAt',
+        o.startAt,
+        'a time croner computes a tick after (before the year 3000)',
+      );
+    }
+  }
   if (startAt !== undefined) spec.startAt = startAt;
   if (endAt !== undefined) {
     if (startAt !== undefined && endAt < startAt) {

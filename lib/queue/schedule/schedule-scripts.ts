@@ -8,6 +8,7 @@ export const QUEUE_SCHEDULE_SCRIPTS = {
   upsert: new LuaScript('queue schedule', file('upsert-schedule')),
   remove: new LuaScript('queue unschedule', file('remove-schedule')),
   read: new LuaScript('queue schedules', file('read-schedules')),
+  readOne: new LuaScript('queue schedule read', file('read-schedule')),
   fire: new LuaScript(
     'queue schedule tick',
     file('fire-schedule'),

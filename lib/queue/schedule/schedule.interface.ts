@@ -19,7 +19,7 @@ export interface QueueScheduleOptions {
   tz?: string;
   /** JSON payload of every task the schedule enqueues. */
   payload?: unknown;
-  /** No tick before this time (a `Date` or ms since the epoch). */
+  /** No tick before this time (a `Date` or ms since the epoch; with `cron`, before the year 3000). */
   startAt?: Date | number;
   /** No tick after this time; the schedule is deleted once it enqueued its last tick. */
   endAt?: Date | number;
@@ -65,7 +65,8 @@ export interface QueueSchedule {
   readonly lastTick?: number;
   /**
    * The time of its next tick (ms), or `undefined` when none is left (`endAt`). A schedule is
-   * deleted once it enqueued its last task (`limit` reached, or its last tick before `endAt`).
+   * deleted once it enqueued its last task (`limit` reached, or its last tick before `endAt`), or
+   * as soon as it is found with no tick left (`schedule()` then returns it without `nextTick`).
    */
   readonly nextTick?: number;
 }
