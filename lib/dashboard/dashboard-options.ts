@@ -2,6 +2,7 @@ import type { CanActivate, Type } from '@nestjs/common';
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
 import { checkBoolean, checkInt, checkKnownKeys } from '../options/validate';
 import { MAX_QUEUE_NAME_BYTES } from '../queue/queue.constants';
+import { checkQueueName } from '../queue/queue-keys';
 
 /** Options of `RedisLockDashboardModule.forRoot`. */
 export interface RedisLockDashboardOptions {
@@ -30,6 +31,7 @@ export interface RedisLockDashboardOptions {
   guards?: Array<Type<CanActivate> | CanActivate>;
   /**
    * Queues always shown, besides those with a worker in this app and those found by the key scan.
+   * Each must be a name the queue accepts (else `RedisLockOptionsError` naming `queues[i]`).
    * @default []
    */
   queues?: string[];
@@ -110,15 +112,15 @@ export function resolveDashboardOptions(options: unknown): ResolvedDashboardOpti
   const queues = o.queues ?? [];
   if (!Array.isArray(queues)) throw new RedisLockOptionsError('queues', queues, 'an array');
   queues.forEach((queue, i) => {
-    if (
-      typeof queue !== 'string' ||
-      queue.length === 0 ||
-      Buffer.byteLength(queue) > MAX_QUEUE_NAME_BYTES
-    ) {
+    // The queue's own check (also refusing a lone surrogate): a name every queue call refuses
+    // would make every overview fail, locks included.
+    try {
+      checkQueueName(queue);
+    } catch {
       throw new RedisLockOptionsError(
         `queues[${i}]`,
         queue,
-        `a queue name (a non-empty string of at most ${MAX_QUEUE_NAME_BYTES} bytes)`,
+        `a queue name (a non-empty, well-formed string of at most ${MAX_QUEUE_NAME_BYTES} bytes)`,
       );
     }
   });

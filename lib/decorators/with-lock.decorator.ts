@@ -2,7 +2,11 @@ import { Observable, throwError } from 'rxjs';
 import { RedisLockError } from '../errors/redis-lock.error';
 import type { WithLockOptions } from '../interfaces/lock-options.interface';
 import type { LockService } from '../lock/lock.service';
-import { resolveLockOptions, type ResolvedLockOptions } from '../options/resolve-options';
+import {
+  MAX_LABEL_LENGTH,
+  resolveLockOptions,
+  type ResolvedLockOptions,
+} from '../options/resolve-options';
 import { lockServiceRegistry } from './lock-service.registry';
 import { heldCall, runLockedStream } from './locked-stream';
 import { decoratedMethod, rejectSignalOption, replaceMethod } from './method-wrapper';
@@ -114,7 +118,7 @@ export function WithLock(key: WithLockKey, options?: WithLockDecoratorOptions): 
       options:
         typeof key === 'function' || lockOptions?.label !== undefined
           ? lockOptions
-          : { ...lockOptions, label: typeof key === 'string' ? key : key.join(',') },
+          : { ...lockOptions, label: templateLabel(typeof key === 'string' ? key : key.join(',')) },
       where,
       className,
     };
@@ -175,6 +179,19 @@ function checkDecoratorOptions(
   rejectSignalOption('@WithLock', 'LockService.withLock', options);
   resolveLockOptions(VALIDATION_BASE, options);
   return options === undefined ? undefined : Object.freeze({ ...options });
+}
+
+/**
+ * The metrics label of a template (or of templates joined with `,`): the template itself, cut to
+ * `MAX_LABEL_LENGTH` characters ending in `…` when longer. A key template may be up to 512 bytes,
+ * and the label is not an option the user set: refusing it would fail every call of a valid
+ * lock on a name only metrics show. The cut keeps a surrogate pair whole.
+ * @example templateLabel('report:' + 'x'.repeat(300)) // 'report:xxx…' (200 characters)
+ */
+function templateLabel(template: string): string {
+  if (template.length <= MAX_LABEL_LENGTH) return template;
+  const cut = template.slice(0, MAX_LABEL_LENGTH - 1);
+  return `${/[\uD800-\uDBFF]$/.test(cut) ? cut.slice(0, -1) : cut}…`;
 }
 
 /** @internal Whether a method's declared return type is an Observable. */

@@ -982,9 +982,16 @@ function checkInstanceId(value: unknown): string {
 }
 
 /** A metrics label: 1 to 200 characters. */
+/** Longest lock `label`, in characters (a metrics attribute). */
+export const MAX_LABEL_LENGTH = 200;
+
 function checkLabel(value: unknown): string {
-  if (typeof value !== 'string' || value.length === 0 || value.length > 200) {
-    throw new RedisLockOptionsError('label', value, 'a string of 1 to 200 characters');
+  if (typeof value !== 'string' || value.length === 0 || value.length > MAX_LABEL_LENGTH) {
+    throw new RedisLockOptionsError(
+      'label',
+      value,
+      `a string of 1 to ${MAX_LABEL_LENGTH} characters`,
+    );
   }
   return value;
 }

@@ -1,5 +1,6 @@
 import { Inject, Module, type DynamicModule, type OnApplicationShutdown } from '@nestjs/common';
 import type { Redis } from 'ioredis';
+import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
 import type { RedisLockModuleOptions } from '../interfaces/redis-lock-module-options.interface';
 import { RedisLockModule } from '../redis-lock.module';
 import { MemoryRedis } from './memory/memory-redis';
@@ -40,6 +41,9 @@ export class RedisLockTestingModule implements OnApplicationShutdown {
 
   static forRoot(options: RedisLockTestingOptions = {}): DynamicModule {
     const { server = new MemoryRedisServer(), isGlobal, ...moduleOptions } = options;
+    if (!(server instanceof MemoryRedisServer)) {
+      throw new RedisLockOptionsError('server', server, 'a MemoryRedisServer');
+    }
     const client = new MemoryRedis(server);
     return {
       module: RedisLockTestingModule,

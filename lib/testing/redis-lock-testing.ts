@@ -1,11 +1,15 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type {
   QueueName,
+  QueueStats,
   QueueTaskInfo,
   QueueTaskState,
   TypedQueue,
 } from '../queue/interfaces/task.interface';
-import { MAX_IDLE_MS } from '../queue/queue.constants';
+import { RedisLockError } from '../errors/redis-lock.error';
+import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
+import { checkBoolean, checkInt, checkKnownKeys } from '../options/validate';
+import { MAX_IDLE_MS, MAX_QUEUE_NAME_BYTES } from '../queue/queue.constants';
 import { checkQueueName, queueRedisKeys } from '../queue/queue-keys';
 import { QueueService } from '../queue/queue.service';
 import { RedisLockConnection } from '../redis/redis-connection';
@@ -35,7 +39,10 @@ export interface RunUntilIdleOptions {
    * @default true with `advance`, false without
    */
   delayed?: boolean;
-  /** Looks at the queues at most this many times, then rejects naming what is left. @default 10000 */
+  /**
+   * Looks at the queues at most this many times (an integer from 1), then rejects naming what is
+   * left. @default 10000
+   */
   maxSteps?: number;
 }
 
@@ -85,24 +92,21 @@ export class RedisLockTesting {
   /**
    * Lets the workers run until their queues are idle: no task ready, leased or waiting for its
    * children, and (with `advance`) none delayed either, the clock moved to each due time. Rejects
-   * after `maxSteps` looks, naming the counts left (e.g. a handler that never returns).
+   * with a `RedisLockError` after `maxSteps` looks, naming the counts left (e.g. a handler that
+   * never returns).
    * @returns how many times the queues were looked at
+   * @throws RedisLockOptionsError naming the option for an invalid option, or for no `advance`
+   * under fake timers
    */
   async runUntilIdle(options: RunUntilIdleOptions = {}): Promise<number> {
-    const { advance, maxSteps = 10_000 } = options;
-    const delayed = options.delayed ?? advance !== undefined;
-    const queues = options.queues ?? this.queues.workerQueues();
-    // Fake timers (Jest's and vitest's come from @sinonjs/fake-timers, which marks its fakes with
-    // `clock`): a real wait between looks would never end.
-    if (!advance && (setTimeout as { clock?: unknown }).clock !== undefined) {
-      throw new Error(
-        'RedisLockTesting.runUntilIdle: timers are fake; pass advance, e.g. { advance: (ms) => jest.advanceTimersByTimeAsync(ms) }',
-      );
-    }
+    const { advance, delayed, queues, maxSteps } = checkRunUntilIdleOptions(options, () =>
+      this.queues.workerQueues(),
+    );
     let last = '';
     let waited = false;
+    let stats: QueueStats[] = [];
     for (let step = 1; step <= maxSteps; step++) {
-      const stats = await Promise.all(queues.map((q) => this.queues.stats(q)));
+      stats = await Promise.all(queues.map((q) => this.queues.stats(q)));
       const busy = stats.some((s) => s.ready + s.leased + s.waitingChildren > 0);
       const waiting = delayed && stats.some((s) => s.delayed > 0);
       if (!busy && !waiting) return step;
@@ -129,16 +133,13 @@ export class RedisLockTesting {
         waited = busy && ms >= MAX_IDLE_MS;
         await advance(ms);
       }
-      if (step === maxSteps) {
-        const left = queues.map(
-          (q, i) => `${typeof q === 'string' ? q : q.name}: ${JSON.stringify(stats[i])}`,
-        );
-        throw new Error(
-          `RedisLockTesting.runUntilIdle: not idle after ${maxSteps} steps (${left.join('; ')})`,
-        );
-      }
     }
-    return maxSteps;
+    const left = queues.map(
+      (q, i) => `${typeof q === 'string' ? q : q.name}: ${JSON.stringify(stats[i])}`,
+    );
+    throw new RedisLockError(
+      `RedisLockTesting.runUntilIdle: not idle after ${maxSteps} steps (${left.join('; ')})`,
+    );
   }
 
   /** Deletes every key of the in-memory Redis (e.g. in `afterEach`). */
@@ -178,4 +179,68 @@ export class RedisLockTesting {
     );
     return Math.min(...firsts.flat());
   }
+}
+
+/**
+ * Validates `runUntilIdle`'s options and applies the defaults (`workerQueues` gives the default
+ * queues). A `maxSteps` that is not a positive integer would end the loop before its first look
+ * (0, negative, NaN) or past its last (a fraction) and report queues idle that are not.
+ * @throws RedisLockOptionsError naming the option and its value
+ */
+function checkRunUntilIdleOptions(
+  options: RunUntilIdleOptions,
+  workerQueues: () => readonly QueueName[],
+): {
+  advance: RunUntilIdleOptions['advance'];
+  delayed: boolean;
+  queues: readonly QueueName[];
+  maxSteps: number;
+} {
+  const o = checkKnownKeys('', options, [
+    'queues',
+    'advance',
+    'delayed',
+    'maxSteps',
+  ]) as RunUntilIdleOptions;
+  const { advance } = o;
+  if (advance !== undefined && typeof advance !== 'function') {
+    throw new RedisLockOptionsError(
+      'advance',
+      advance,
+      'a function (ms) => … that moves the clock',
+    );
+  }
+  // Fake timers (Jest's and vitest's come from @sinonjs/fake-timers, which marks its fakes with
+  // `clock`): a real wait between looks would never end.
+  if (!advance && (setTimeout as { clock?: unknown }).clock !== undefined) {
+    throw new RedisLockOptionsError(
+      'advance',
+      advance,
+      'a function under fake timers (a real wait between looks would never end), e.g. { advance: (ms) => jest.advanceTimersByTimeAsync(ms) }',
+    );
+  }
+  const queues = o.queues ?? workerQueues();
+  if (!Array.isArray(queues)) {
+    throw new RedisLockOptionsError('queues', queues, 'an array of queue names or typed queues');
+  }
+  queues.forEach((q: unknown, i) => {
+    try {
+      checkQueueName(typeof q === 'object' && q !== null ? (q as TypedQueue<unknown>).name : q);
+    } catch {
+      throw new RedisLockOptionsError(
+        `queues[${i}]`,
+        q,
+        `a queue name or typed queue (a non-empty, well-formed string of at most ${MAX_QUEUE_NAME_BYTES} bytes)`,
+      );
+    }
+  });
+  return {
+    advance,
+    delayed: o.delayed === undefined ? advance !== undefined : checkBoolean('delayed', o.delayed),
+    queues,
+    maxSteps:
+      o.maxSteps === undefined
+        ? 10_000
+        : checkInt('maxSteps', o.maxSteps, 1, Number.MAX_SAFE_INTEGER),
+  };
 }

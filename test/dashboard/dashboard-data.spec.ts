@@ -58,6 +58,7 @@ describe('RedisLockDashboardModule.forRoot options', () => {
     ['guards[1]', [class {}, { notAGuard: true }]],
     ['queues', 'orders'],
     ['queues[0]', ['']],
+    ['queues[1]', ['orders', 'orders-\uD83D']], // half an emoji: every queue call refuses it
     ['maxScanKeys', 10],
     ['maxLocks', 0],
     ['maxLocks', 1.5],

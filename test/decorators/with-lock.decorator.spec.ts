@@ -288,6 +288,31 @@ describe('@WithLock', () => {
       expect(fromModule).toBeLessThanOrEqual(7_000);
     });
 
+    it('labels a template (or template list) over 200 characters with its first 199 and an ellipsis; every call runs', async () => {
+      const long = `reports:${'segment:'.repeat(30)}<0>`;
+      const many = Array.from({ length: 12 }, (_, i) => `ledger-account-${i}:<0>`);
+      class Reports {
+        @WithLock(long)
+        async run(id: string): Promise<string> {
+          return `ran ${id}`;
+        }
+
+        @WithLock(many)
+        async settle(id: string): Promise<string> {
+          return `settled ${id}`;
+        }
+      }
+      const withLock = jest.spyOn(locks, 'withLock');
+      try {
+        expect(await new Reports().run('1')).toBe('ran 1');
+        expect(await new Reports().settle('2')).toBe('settled 2');
+        const labels = withLock.mock.calls.map(([, , options]) => options?.label);
+        expect(labels).toEqual([`${long.slice(0, 199)}…`, `${many.join(',').slice(0, 199)}…`]);
+      } finally {
+        withLock.mockRestore();
+      }
+    });
+
     it('uses keyPrefix from the decorator', async () => {
       const other = uniquePrefix('with-lock-own-prefix');
       class Prefixed {

@@ -5,11 +5,18 @@ import {
   LockTimeoutError,
   QueueService,
   QueueWorker,
+  RedisLockError,
+  RedisLockOptionsError,
   SemaphoreService,
   WithLock,
   type RunningTask,
 } from '../../lib';
-import { RedisLockTesting, RedisLockTestingModule, MemoryRedisServer } from '../../lib/testing';
+import {
+  RedisLockTesting,
+  RedisLockTestingModule,
+  MemoryRedisServer,
+  type RunUntilIdleOptions,
+} from '../../lib/testing';
 import { deferred } from '../support/helpers';
 
 // RedisLockTestingModule: the module on the in-memory Redis, driven by Jest's fake timers. The
@@ -187,6 +194,13 @@ describe('RedisLockTestingModule (fake timers)', () => {
     expect(runs).toEqual(['a']);
   });
 
+  it('runUntilIdle without advance refuses at once with RedisLockOptionsError naming advance', async () => {
+    const error: unknown = await testing.runUntilIdle().catch((err: unknown) => err);
+    expect(error).toBeInstanceOf(RedisLockOptionsError);
+    expect((error as RedisLockOptionsError).option).toBe('advance');
+    expect((error as Error).message).toContain('jest.advanceTimersByTimeAsync');
+  });
+
   it('@WithLock: a second caller waits for the holder and times out after waitMs', async () => {
     const inventory = app.get(Inventory);
     const release = deferred();
@@ -290,9 +304,48 @@ describe('RedisLockTestingModule (real timers)', () => {
     }).compile();
     const app = await moduleRef.init();
     await app.get(QueueService).enqueue('orphans', 'x');
-    await expect(
-      app.get(RedisLockTesting).runUntilIdle({ queues: ['orphans'], maxSteps: 3 }),
-    ).rejects.toThrow(/not idle after 3 steps \(orphans: .*"ready":1/);
+    const error: unknown = await app
+      .get(RedisLockTesting)
+      .runUntilIdle({ queues: ['orphans'], maxSteps: 3 })
+      .catch((err: unknown) => err);
+    expect(error).toBeInstanceOf(RedisLockError);
+    expect((error as Error).message).toMatch(/not idle after 3 steps \(orphans: .*"ready":1/);
+    await app.close();
+  });
+
+  it('refuses a maxSteps that is not a positive integer and every other bad option, naming it, instead of reporting ready tasks idle', async () => {
+    const moduleRef = await Test.createTestingModule({
+      imports: [RedisLockTestingModule.forRoot()],
+    }).compile();
+    const app = await moduleRef.init();
+    await app.get(QueueService).enqueue('orphans', 'x');
+    const cases: Array<[string, unknown]> = [
+      ['maxSteps', { maxSteps: 0 }],
+      ['maxSteps', { maxSteps: -1 }],
+      ['maxSteps', { maxSteps: Number.NaN }],
+      ['maxSteps', { maxSteps: 2.5 }],
+      ['advance', { advance: 5 }],
+      ['delayed', { delayed: 'yes' }],
+      ['queues', { queues: 'orphans' }],
+      ['queues[1]', { queues: ['orphans', 'half-\uD83D'] }],
+      ['maxStep', { maxStep: 3 }],
+    ];
+    const refused: string[] = [];
+    for (const [, options] of cases) {
+      const error: unknown = await app
+        .get(RedisLockTesting)
+        .runUntilIdle({ queues: ['orphans'], maxSteps: 3, ...(options as RunUntilIdleOptions) })
+        .then(
+          () => undefined,
+          (err: unknown) => err,
+        );
+      refused.push(error instanceof RedisLockOptionsError ? error.option : String(error));
+    }
+    expect(refused).toEqual(cases.map(([option]) => option));
+    expect(await app.get(QueueService).stats('orphans')).toMatchObject({ ready: 1 });
+    expect(() => RedisLockTestingModule.forRoot({ server: {} as MemoryRedisServer })).toThrow(
+      new RedisLockOptionsError('server', {}, 'a MemoryRedisServer'),
+    );
     await app.close();
   });
 });
