@@ -173,6 +173,15 @@ describe('RedisLockModule', () => {
     [{ queue: { waitForReplicas: null } }, "invalid option 'queue.waitForReplicas'"],
     [{ queue: { waitForReplicas: 0 } }, "'queue.waitForReplicas': expected an object, got 0"],
     [{ queue: { waitForReplicas: '' } }, "invalid option 'queue.waitForReplicas'"],
+    // node-redis's form: ioredis ignores `url` and connected to 127.0.0.1:6379 without a word.
+    [
+      { redis: { url: 'redis://:S3cret-pw@10.0.0.9:6380' } },
+      "invalid option 'redis.url': expected no 'url' in ioredis options (ioredis ignores it and connects to 127.0.0.1:6379): give the URL itself as 'redis' (e.g. redis: process.env.REDIS_URL), got 'redis://:***@10.0.0.9:6380'",
+    ],
+    [
+      { nodes: ['redis://a:1', 'redis://b:1', { url: 'redis://c:1' }] },
+      "invalid option 'nodes[2].url'",
+    ],
   ])('fails at bootstrap on bad options %p', async (options, message) => {
     const err = await Test.createTestingModule({
       imports: [RedisLockModule.forRoot({ redis: testRedisUrl(), ...(options as object) })],

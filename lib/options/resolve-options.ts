@@ -198,11 +198,27 @@ function checkRedisOption(option: string, value: unknown): RedisConnectionOption
     );
   }
   if (typeof value === 'string') checkUrl(option, value, value);
+  else checkNoUrlKey(option, value);
   checkClusterNodes(option, value);
   checkNoClientKeyPrefix(option, value);
   checkDatabaseIndex(option, value);
   if (typeof value === 'object') checkClientUsable(option, value);
   return value as RedisConnectionOption;
+}
+
+/**
+ * Throws when ioredis options carry a `url` (node-redis's form): ioredis has no such option and
+ * connected to 127.0.0.1:6379 without a word, whichever server the URL named.
+ */
+function checkNoUrlKey(option: string, value: object): void {
+  const v = value as { url?: unknown; evalsha?: unknown; cluster?: unknown };
+  if (v.url === undefined || typeof v.evalsha === 'function' || v.cluster !== undefined) return;
+  throw new RedisLockOptionsError(
+    `${option}.url`,
+    v.url,
+    `no 'url' in ioredis options (ioredis ignores it and connects to 127.0.0.1:6379): give the URL ` +
+      `itself as '${option}' (e.g. ${option}: process.env.REDIS_URL)`,
+  );
 }
 
 /**
