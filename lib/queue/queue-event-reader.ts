@@ -552,8 +552,8 @@ export class QueueEventReader {
   /**
    * Whether entries after `id` may have been trimmed before the reader read them: the stream's
    * first entry is newer than `id` (or the stream is gone). Conservative: it says yes too when
-   * only `id` itself was trimmed, which takes at least eventsMaxLen newer entries, and when the
-   * look-up fails.
+   * only `id` itself was trimmed, which takes at least eventsMaxLen newer entries, when `id` is
+   * '0-0' (silently), and when the look-up fails.
    */
   private async trimmedAfter(id: string): Promise<boolean> {
     let first: RawEntry[];
@@ -568,6 +568,9 @@ export class QueueEventReader {
       return true;
     }
     if (first.length > 0 && compareEventIds(first[0][0], id) <= 0) return false;
+    // From '0-0' (the stream was empty or new when the reader started) every first entry is newer:
+    // the waiters look their tasks up once, without a warning that would mostly be false.
+    if (id === '0-0') return true;
     const oldest = first.length > 0 ? `its oldest event is ${first[0][0]}` : 'the stream is empty';
     this.ctx.warn(
       `queue '${this.queue}': events after ${id} may have been trimmed before this process read them (${oldest}: more than queue.eventsMaxLen written meanwhile?); every waitFor looks its task up again`,

@@ -597,6 +597,35 @@ describe('QueueEventReaders (dedicated redis-server, events written by hand)', (
       }
     });
 
+    it('on a stream that was empty when the reader started (position 0-0), the first read warns of no trim', async () => {
+      const q = queueOf();
+      readers = newReaders(q);
+      // A dashboard's subscription on a queue whose stream does not exist yet: the reader starts
+      // at 0-0. Then a task is enqueued (its event) and waited for.
+      const seen = collect(readers.events(q.name));
+      await waitFor('the reader blocked', async () => (await xreadClients(redis)).length === 1);
+      expect(await redis.exists(q.eventsKey)).toBe(0);
+      const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+      try {
+        // Running, with no event yet (the stream stays empty until one ends); z still runs when
+        // y's end is read.
+        for (const id of ['y', 'z']) {
+          await redis.hset(q.stateKey, id, JSON.stringify({ state: 'leased', enqueuedAt: 1 }));
+        }
+        const y = readers.waitFor(q.name, 'y', { timeoutMs: 3_000 });
+        const z = readers.waitFor(q.name, 'z', { timeoutMs: 3_000 });
+        await waitFor('looked up', () => q.lookups === 2);
+        await q.finish('y', { state: 'completed', result: 'y' });
+        await expect(y).resolves.toEqual({ state: 'completed', result: 'y' });
+        await q.finish('z', { state: 'completed', result: 'z' });
+        await expect(z).resolves.toEqual({ state: 'completed', result: 'z' });
+        expect(warn).not.toHaveBeenCalled();
+      } finally {
+        warn.mockRestore();
+        seen.subscription.unsubscribe();
+      }
+    });
+
     it('checks for trimmed events only while a waitFor is pending: one XRANGE per read that returned events', async () => {
       const q = queueOf();
       readers = newReaders(q);
