@@ -15,10 +15,12 @@ export class RedisLockOptionsError extends RedisLockError {
     value: unknown,
     readonly expected: string,
   ) {
-    // A string under a credential's name is one, even where the option is unknown (a password
-    // given one level too high): it is not shown.
+    // A string (or number: a numeric password) under a credential's name is one, even where the
+    // option is unknown (a password given one level too high): it is not shown.
     const redacted =
-      isSecretOption(option) && typeof value === 'string' && value !== ''
+      isSecretOption(option) &&
+      (typeof value === 'string' || typeof value === 'number' || typeof value === 'bigint') &&
+      value !== ''
         ? REDACTED
         : redactCredentials(value);
     super(`invalid option '${option}': expected ${expected}, got ${describeValue(redacted)}`);

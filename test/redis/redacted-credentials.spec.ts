@@ -280,6 +280,8 @@ describe('credentials in errors and logs', () => {
       () => resolveModuleOptions({ redis: 'redis://127.0.0.1:6379', password: SECRET } as never),
       () => resolveModuleOptions({ redis: 'redis://h:1', sentinelPassword: SECRET } as never),
       () => RedisLockDashboardModule.forRoot({ password: SECRET } as never),
+      // A numeric password (a config value read as a number).
+      () => resolveModuleOptions({ redis: 'redis://h:1', password: 80_417_265 } as never),
     ].map((refused) => {
       try {
         refused();
