@@ -435,12 +435,14 @@ export class QueueStore {
         ? await this.writeWaited(script, keys, args, k.name, 'ack', waitForReplicas, late)
         : { reply: await this.connection.run(script, keys, args, late) }
     ) as { reply: ClaimReply; shortfall?: QueueReplicationError };
+    // Counted and applied before a shortfall is thrown: the acks are on the master, and the
+    // history counts what Redis holds.
+    const settled = this.ended(k.name, settles, reply);
+    if (reply[3] === 1) await this.flows.applyOutboxes([k.name, ...parents]);
     // Nothing leased: the caller learns that its acks may not survive a failover, as `write`'s.
     if (shortfall && count === 0) throw shortfall;
     const now = Number(reply[0]);
     const next = Number(reply[1]);
-    const settled = this.ended(k.name, settles, reply);
-    if (reply[3] === 1) await this.flows.applyOutboxes([k.name, ...parents]);
     return {
       tasks: toLeasedTasks<P>(k.name, reply, 6 + settled.length, options.leaseMs),
       nextInMs: next < 0 ? -1 : next - now,

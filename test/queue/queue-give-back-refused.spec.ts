@@ -1,6 +1,7 @@
 import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
 import { QueueService, RedisUnavailableError } from '../../lib';
+import type { QueueStore } from '../../lib/queue/queue-store';
 import { whileBusy } from '../support/busy-script';
 import { createLockApp, deferred, uniquePrefix, waitFor } from '../support/helpers';
 import { startRedisServer, type RedisServer } from '../support/redis-server';
@@ -66,6 +67,132 @@ describe('QueueWorker: a give-back refused by Redis (dedicated redis-server)', (
       state: 'completed',
       attempts: 1,
       result: 'finished after the refused delay',
+    });
+  });
+
+  /**
+   * Holds every `task.delay()` call of queue `q` unanswered for `ms`, then has a busy Redis refuse
+   * it: the run timeout of that length, armed before the call, fires while the call is in flight.
+   */
+  const delayHeldThenRefused = (q: string, ms: number) => {
+    const store: QueueStore = queues.store;
+    const claim = store.claim.bind(store);
+    return jest
+      .spyOn(store, 'claim')
+      .mockImplementation((queue, count, options, settles, ...rest) =>
+        queue === q && settles?.[0]?.kind === 'release'
+          ? new Promise((resolve) => setTimeout(resolve, ms)).then(() =>
+              whileBusy(server.url, () => claim(queue, count, options, settles, ...rest)),
+            )
+          : claim(queue, count, options, settles, ...rest),
+      );
+  };
+
+  it('task.delay() in flight when the run timeout fires, then refused: the task fails with its TaskTimeoutError (not left leased to nobody)', async () => {
+    const q = 'delay-refused-timeout';
+    const spy = delayHeldThenRefused(q, 50);
+    let refused: unknown;
+    const worker = queues.process(
+      q,
+      async (task) => {
+        refused = await task.delay(200).then(
+          () => 'delayed',
+          (err: unknown) => err,
+        );
+        return 'too late: the attempt timed out';
+      },
+      // A lease far longer than the test: a task leased to nobody would stay leased in it.
+      { timeoutMs: 50, leaseMs: 30_000, maxAttempts: 1 },
+    );
+    try {
+      await queues.enqueue(q, 't1');
+      await waitFor('the delay refused', () => refused !== undefined);
+      await waitFor(
+        't1 settled',
+        async () => (await queues.get(q, 't1'))?.state !== 'leased',
+        1_000,
+      ).catch(() => undefined);
+    } finally {
+      await worker.close();
+      spy.mockRestore();
+    }
+    expect(refused).toBeInstanceOf(RedisUnavailableError);
+    expect(await queues.get(q, 't1')).toMatchObject({
+      state: 'dead',
+      attempts: 1,
+      error: { name: 'TaskTimeoutError' },
+    });
+  });
+
+  it('task.delay() in flight when the run timeout fires, then run by Redis: the task is delayed, its attempt not spent', async () => {
+    const q = 'delay-late-timeout';
+    const store: QueueStore = queues.store;
+    const claim = store.claim.bind(store);
+    // Answered after the run timeout (of the same length, armed before the call), not refused.
+    const spy = jest
+      .spyOn(store, 'claim')
+      .mockImplementation((queue, count, options, settles, ...rest) =>
+        queue === q && settles?.[0]?.kind === 'release'
+          ? new Promise((resolve) => setTimeout(resolve, 50)).then(() =>
+              claim(queue, count, options, settles, ...rest),
+            )
+          : claim(queue, count, options, settles, ...rest),
+      );
+    let delayed: unknown;
+    const worker = queues.process(
+      q,
+      async (task) => {
+        delayed = await task.delay(60_000).then(
+          () => 'delayed',
+          (err: unknown) => err,
+        );
+        return 'ignored: the task was given back';
+      },
+      { timeoutMs: 50, leaseMs: 30_000, maxAttempts: 1 },
+    );
+    try {
+      await queues.enqueue(q, 'l1');
+      await waitFor('the delay answered', () => delayed !== undefined);
+    } finally {
+      await worker.close();
+      spy.mockRestore();
+    }
+    expect(delayed).toBe('delayed');
+    expect(await queues.get(q, 'l1')).toMatchObject({ state: 'delayed', attempts: 0 });
+  });
+
+  it('a batch: task.delay() in flight when the run timeout fires, then refused: that task fails with its TaskTimeoutError', async () => {
+    const q = 'delay-refused-timeout-batch';
+    const spy = delayHeldThenRefused(q, 50);
+    let refused: unknown;
+    const worker = queues.process(
+      q,
+      async (tasks) => {
+        refused = await tasks[0].delay(200).then(
+          () => 'delayed',
+          (err: unknown) => err,
+        );
+        return tasks.map(() => 'too late');
+      },
+      { batch: { size: 1, maxWaitMs: 10 }, timeoutMs: 50, leaseMs: 30_000, maxAttempts: 1 },
+    );
+    try {
+      await queues.enqueue(q, 'b1');
+      await waitFor('the delay refused', () => refused !== undefined);
+      await waitFor(
+        'b1 settled',
+        async () => (await queues.get(q, 'b1'))?.state !== 'leased',
+        1_000,
+      ).catch(() => undefined);
+    } finally {
+      await worker.close();
+      spy.mockRestore();
+    }
+    expect(refused).toBeInstanceOf(RedisUnavailableError);
+    expect(await queues.get(q, 'b1')).toMatchObject({
+      state: 'dead',
+      attempts: 1,
+      error: { name: 'TaskTimeoutError' },
     });
   });
 

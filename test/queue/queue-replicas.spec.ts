@@ -182,6 +182,21 @@ describe('QueueService replicated writes (waitForReplicas) on a real master and 
     });
   });
 
+  it('on a master without replicas, an ack that throws QueueReplicationError (sent) counts in the history as completed', async () => {
+    const lonely = loneApp.get(QueueService);
+    await lonely.enqueue('counted', ['c1', 'c2'], { waitForReplicas: false });
+    const [first, second] = await lonely.claim('counted', 2);
+    expect(await lonely.ack(first, 'ok', { waitForReplicas: false })).toBe(true);
+    await expect(lonely.ack(second, 'ok')).rejects.toMatchObject({
+      name: 'QueueReplicationError',
+      sent: true,
+    });
+    expect(await lonely.get('counted', 'c2')).toMatchObject({ state: 'completed' });
+    await lonely.store.metrics.flush(true);
+    const points = await lonely.metrics('counted');
+    expect(points.reduce((n, p) => n + p.completed, 0)).toBe(2);
+  });
+
   it('rejects a bad waitForReplicas naming the option', async () => {
     for (const bad of [{ replicas: 0, timeoutMs: 10 }, { replicas: 1 }, 'yes']) {
       await expect(

@@ -63,6 +63,11 @@ interface Running {
   released: boolean;
   /** Given back by its handler with `task.delay()`: `update`/`progress` apply while it waits. */
   delayed?: boolean;
+  /**
+   * Its `task.delay()` call in flight: `true` once Redis answered it, `false` when it was refused
+   * or unanswered (the task is still this worker's: `released` goes back to `false`).
+   */
+  delaying?: Promise<boolean>;
   /** Claimed, its handler not started yet (a batch filling, a slot of its name awaited). */
   pending: boolean;
   /** When it was claimed, epoch ms by this process's clock (`pastDeadline`). */
@@ -383,11 +388,14 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
     }
     const runMs = performance.now() - entries[0].started;
     const each = Array.isArray(results) && results.length === tasks.length ? results : undefined;
+    const settle = (entry: Running, i: number) =>
+      this.finish(entry.task, runMs, entry.task.failure ?? failure, each?.[i]);
     await Promise.all(
       entries.map((entry, i) => {
         entry.ended = true;
-        if (entry.released) return undefined;
-        return this.finish(entry.task, runMs, entry.task.failure ?? failure, each?.[i]);
+        if (!entry.released) return settle(entry, i);
+        // A `task.delay()` still in flight that Redis refuses leaves the task this worker's.
+        return entry.delaying?.then((held) => (held ? undefined : settle(entry, i)));
       }),
     );
   }
@@ -583,7 +591,9 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
       if (named) this.named!.release(named);
     }
     entry.ended = true;
-    if (entry.released) return;
+    // Given back, unless by a `task.delay()` still in flight that Redis then refuses: the task is
+    // still this worker's, settled here (with its `TaskTimeoutError` when the timeout came first).
+    if (entry.released && (await entry.delaying) !== false) return;
     await this.finish(task, performance.now() - entry.started, task.failure ?? failure, result);
   }
 
@@ -662,8 +672,9 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
       timer = setTimeout(() => {
         let first: unknown;
         for (const entry of entries) {
-          // Given back (`task.delay()`, a drain): its outcome is not settled here.
-          if (entry.released) continue;
+          // Given back (`task.delay()`, a drain): its outcome is not settled here. A delay still
+          // in flight may yet be refused, the task then still this worker's: it times out as usual.
+          if (entry.released && entry.delaying === undefined) continue;
           if (entry.task.aborted) {
             const why = entry.task.signal.reason as unknown;
             entry.task.fail(why);
@@ -768,17 +779,27 @@ export class QueueWorkerRunner implements QueueWorkerHandle, TaskControl {
     if (!entry || entry.released || entry.ended) throw this.leaseLost(task);
     entry.released = true;
     entry.delayed = true;
+    const call = this.backend.claim(this.queue, 0, this.options, [
+      { kind: 'release', task, delayMs },
+    ]);
+    // The run timeout or the handler's end may come while the call is in flight: `execute` waits
+    // for it then, as a refused delay leaves the task this worker's to settle.
+    entry.delaying = call.then(
+      () => true,
+      () => false,
+    );
     let settled: number[];
     try {
-      ({ settled } = await this.backend.claim(this.queue, 0, this.options, [
-        { kind: 'release', task, delayMs },
-      ]));
+      ({ settled } = await call);
     } catch (err) {
       // Refused or unanswered: the task is still this worker's, renewed and settled by what its
-      // handler does next (when Redis ran it after all, that settle finds the lease stale).
+      // handler does next, or by its run timeout (when Redis ran it after all, that settle finds
+      // the lease stale).
       entry.released = false;
       entry.delayed = undefined;
       throw err;
+    } finally {
+      entry.delaying = undefined;
     }
     if (settled[0] === SETTLED.stale) throw this.leaseLost(task);
   }
