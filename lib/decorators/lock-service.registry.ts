@@ -12,13 +12,15 @@ export interface LockServiceSource {
 
 /**
  * @internal Which `LockService` a `@WithLock` method uses, per instance. Explorers bind the
- * instances Nest manages at bootstrap; a call on any other `this` falls back to the class's last
- * binding, then to the only running `LockService` of the process.
+ * instances Nest manages at bootstrap; a call on any other `this` falls back to the class's
+ * binding, then to the only running `LockService` of the process. A class bound by two running
+ * modules (provided in two features with their own `RedisLockModule`, or in two applications of one
+ * process) has no class binding to fall back to: such a call fails rather than lock elsewhere.
  */
 class LockServiceRegistry {
   private readonly sources = new Set<LockServiceSource>();
   private readonly instances = new WeakMap<object, LockService>();
-  private readonly classes = new WeakMap<object, LockService>();
+  private readonly classes = new WeakMap<object, Set<LockService>>();
 
   join(source: LockServiceSource): void {
     this.sources.add(source);
@@ -35,10 +37,18 @@ class LockServiceRegistry {
 
   /** Binds the instances of a class Nest creates per request or per consumer. */
   bindClass(type: object, service: LockService): void {
-    this.classes.set(type, service);
+    const bound = this.classes.get(type) ?? new Set<LockService>();
+    // Forget the modules that have shut down, so that the set stays as small as the live ones.
+    for (const old of bound) if (!this.isLive(old)) bound.delete(old);
+    bound.add(service);
+    this.classes.set(type, bound);
   }
 
-  /** The `LockService` serving `self`, or `undefined` when none can be told. */
+  /**
+   * The `LockService` serving `self`, or `undefined` when none can be told.
+   * @throws RedisLockError naming the class when `self` has no binding of its own and its class is
+   * bound by several running modules
+   */
   find(self: unknown): LockService | undefined {
     if (self !== null && (typeof self === 'object' || typeof self === 'function')) {
       let found = this.instances.get(self);
@@ -49,8 +59,23 @@ class LockServiceRegistry {
       }
       if (found) return found;
       const type = typeof self === 'function' ? self : self.constructor;
-      found = type ? this.classes.get(type) : undefined;
-      if (found && this.isLive(found)) return found;
+      let live = 0;
+      for (const service of (type && this.classes.get(type)) || []) {
+        if (this.isLive(service)) {
+          found = service;
+          live++;
+        }
+      }
+      if (live === 1) return found;
+      if (live > 1) {
+        const name = (type as { name?: string }).name || 'anonymous class';
+        throw new RedisLockError(
+          `${name} is provided under ${live} running RedisLockModules, and this instance ` +
+            'is not one Nest created at bootstrap (request-scoped, resolved with ModuleRef.resolve, ' +
+            'created with new, or a static method): which one to lock with cannot be told — ' +
+            `provide ${name} under one RedisLockModule only, or make it a singleton`,
+        );
+      }
     }
     if (this.sources.size === 1) return [...this.sources][0].lockService;
     return undefined;

@@ -55,6 +55,13 @@ export class WithLockExplorer implements LockServiceSource, OnModuleInit, OnAppl
       const target = decoratedTarget(w);
       if (target?.instance) lockServiceRegistry.bindInstance(target.instance, this.lockService);
       if (target?.type) lockServiceRegistry.bindClass(target.type, this.lockService);
+      // A transient provider's instances made at bootstrap (one per consumer) belong to this
+      // module: bound one by one, they need not the class binding another module may share.
+      if (target?.type && w.isTransient) {
+        for (const t of w.getStaticTransientInstances()) {
+          if (t?.instance) lockServiceRegistry.bindInstance(t.instance as object, this.lockService);
+        }
+      }
     }
   }
 }

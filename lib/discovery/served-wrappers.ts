@@ -62,8 +62,8 @@ export interface DecoratedMethod<M> {
 
 /**
  * @internal The methods carrying `metadataKey` on the providers and controllers `explorer` serves
- * (`wrappersServedBy`). A request-scoped provider's methods are skipped with a warning naming
- * `decorator`: there is no single instance to call.
+ * (`wrappersServedBy`). A request-scoped or transient provider's methods are skipped with a warning
+ * naming `decorator`: there is no single instance to call.
  */
 export function decoratedMethods<M>(
   discovery: DiscoveryService,
@@ -89,6 +89,12 @@ export function decoratedMethods<M>(
       const name = `${wrapper.name}.${method}`;
       if (!wrapper.isDependencyTreeStatic()) {
         logger.warn(`${decorator} on ${name} ignored: the provider is request-scoped`);
+        continue;
+      }
+      // A transient provider's `instance` is only a placeholder made from its prototype (its
+      // constructor never ran); the real instances are one per consumer, none of them "the" one.
+      if (wrapper.isTransient) {
+        logger.warn(`${decorator} on ${name} ignored: the provider is transient`);
         continue;
       }
       found.push({ name, instance, method, registrations });

@@ -659,4 +659,67 @@ describe('@WithLock finds its LockService', () => {
       await app.close();
     }
   });
+
+  describe('a class provided in two features, each with its own RedisLockModule', () => {
+    @Injectable({ scope: Scope.TRANSIENT })
+    class TransientProbe extends Probe {}
+    @Injectable({ scope: Scope.REQUEST })
+    class RequestProbe extends Probe {}
+    @Injectable()
+    class ConsumerA {
+      constructor(readonly probe: TransientProbe) {}
+    }
+    @Injectable()
+    class ConsumerB {
+      constructor(readonly probe: TransientProbe) {}
+    }
+    @Module({
+      imports: [RedisLockModule.forRoot({ redis: testRedisUrl(), keyPrefix: prefixA })],
+      providers: [TransientProbe, RequestProbe, ConsumerA],
+    })
+    class TwinA {}
+    @Module({
+      imports: [RedisLockModule.forRoot({ redis: testRedisUrl(), keyPrefix: prefixB })],
+      providers: [TransientProbe, RequestProbe, ConsumerB],
+    })
+    class TwinB {}
+
+    it("locks a transient provider's instance through its own feature's module", async () => {
+      const app = await (
+        await Test.createTestingModule({ imports: [TwinA, TwinB] }).compile()
+      ).init();
+      try {
+        const a = app.get(ConsumerA).probe;
+        const b = app.get(ConsumerB).probe;
+        expect(await a.where(redis, [prefixA, prefixB])).toEqual([prefixA]);
+        expect(await b.where(redis, [prefixA, prefixB])).toEqual([prefixB]);
+      } finally {
+        await app.close();
+      }
+    });
+
+    it('fails, naming the class, on an instance neither module can claim (never locks elsewhere)', async () => {
+      const app = await (
+        await Test.createTestingModule({ imports: [TwinA, TwinB] }).compile()
+      ).init();
+      try {
+        const perRequest = await app.select(TwinA).resolve(RequestProbe);
+        const err = await perRequest.where(redis, [prefixA, prefixB]).catch((e: unknown) => e);
+        expect(err).toBeInstanceOf(RedisLockError);
+        expect((err as Error).message).toMatch(
+          /^RequestProbe is provided under 2 running RedisLockModules, .*provide RequestProbe under one RedisLockModule only/,
+        );
+      } finally {
+        await app.close();
+      }
+      // Once the application is closed, its bindings no longer count.
+      const alone = await (await Test.createTestingModule({ imports: [TwinB] }).compile()).init();
+      try {
+        const perRequest = await alone.resolve(RequestProbe);
+        expect(await perRequest.where(redis, [prefixA, prefixB])).toEqual([prefixB]);
+      } finally {
+        await alone.close();
+      }
+    });
+  });
 });

@@ -1,8 +1,8 @@
 import 'reflect-metadata';
-import { Injectable, Module } from '@nestjs/common';
+import { Injectable, Logger, Module, Scope } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import type { Redis } from 'ioredis';
-import { QueueService, QueueWorker, RedisLockModule } from '../../lib';
+import { OnQueueEvent, QueueService, QueueWorker, RedisLockModule } from '../../lib';
 import { blockedClients, redisClient, sleep, uniquePrefix, waitFor } from '../support/helpers';
 import { startRedisServer, type RedisServer } from '../support/redis-server';
 
@@ -56,5 +56,43 @@ describe('@QueueWorker with RedisLockModule imported in several modules', () => 
       started.mockRestore();
     }
     await waitFor('the worker to stop', async () => (await blockedClients(redis)) === 0);
+  });
+
+  it('skips the methods of a transient provider with a warning (its instance is a placeholder)', async () => {
+    const prefix = uniquePrefix('worker-modules');
+    @Injectable({ scope: Scope.TRANSIENT })
+    class TransientWorker {
+      @QueueWorker('orders')
+      async handle(): Promise<void> {}
+
+      @OnQueueEvent('orders', 'completed')
+      completed(): void {}
+    }
+    @Injectable()
+    class Consumer {
+      constructor(readonly worker: TransientWorker) {}
+    }
+
+    const started = jest.spyOn(QueueService.prototype, 'process');
+    const warnings = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+    try {
+      const app = await (
+        await Test.createTestingModule({
+          imports: [RedisLockModule.forRoot({ redis: server.url, keyPrefix: prefix })],
+          providers: [TransientWorker, Consumer],
+        }).compile()
+      ).init();
+      await app.close();
+      expect(started).not.toHaveBeenCalled();
+      expect(warnings).toHaveBeenCalledWith(
+        '@QueueWorker on TransientWorker.handle ignored: the provider is transient',
+      );
+      expect(warnings).toHaveBeenCalledWith(
+        '@OnQueueEvent on TransientWorker.completed ignored: the provider is transient',
+      );
+    } finally {
+      started.mockRestore();
+      warnings.mockRestore();
+    }
   });
 });
