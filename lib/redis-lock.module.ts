@@ -73,9 +73,17 @@ export class RedisLockModule extends ConfigurableModuleClass implements OnApplic
     @Inject(RedisLockConnection) private readonly connection: RedisLockConnection,
     @Inject(RedisLockEvents) events: RedisLockEvents,
     @Inject(QueueService) queues: QueueService,
+    @Inject(LockService) locks: LockService,
+    @Inject(SemaphoreService) semaphores: SemaphoreService,
+    @Inject(WaitingRoomService) waitingRoom: WaitingRoomService,
   ) {
     super();
     this.stopMetrics = observeModule(events, queues);
+    // Nest calls the providers' beforeApplicationShutdown all at once: the workers must drain
+    // (their handlers may take locks and permits until they finish) before the others refuse
+    // new callers and release what they hold.
+    const drained = () => queues.beforeApplicationShutdown();
+    for (const service of [locks, semaphores, waitingRoom]) service.shutdownAfter = drained;
   }
 
   /** Closes the connections the module opened (never a client passed in by the user). */

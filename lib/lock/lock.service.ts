@@ -334,8 +334,18 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown {
     if (this.store.lines) this.inspector.register();
   }
 
+  /**
+   * @internal What must end before this instance refuses callers and releases its locks at
+   * shutdown: the module's queue workers draining (set by `RedisLockModule`). Nest calls the
+   * shutdown hooks of one module's providers all at once, and a handler given `drainTimeoutMs`
+   * to finish must still be able to take and keep locks meanwhile.
+   */
+  shutdownAfter?: () => Promise<unknown>;
+
   /** Nest lifecycle hook: releases what this instance holds when the application shuts down. */
   async beforeApplicationShutdown(): Promise<void> {
+    // Its failure is the queue's to report (Nest awaits that hook too): the locks go all the same.
+    await this.shutdownAfter?.().catch(() => undefined);
     // Waiting callers are told, and this instance leaves every line it stands in, before its
     // locks are released: a lock must not be handed to an instance that is going away.
     const stopping = new RedisUnavailableError('lock acquire', 'the module is shutting down');

@@ -2,12 +2,14 @@ import {
   Injectable,
   type OnApplicationBootstrap,
   type OnApplicationShutdown,
+  type OnModuleInit,
 } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import type { Observable, Subscription } from 'rxjs';
 import { RedactingLogger } from '../redaction/redacting-logger';
 import { QueueError } from '../errors/queue.error';
 import { decoratedMethods } from '../discovery/served-wrappers';
+import { RedisLockConnection } from '../redis/redis-connection';
 import type { QueueEvent, QueueEventType } from './interfaces/queue-event.interface';
 import { QUEUE_EVENT_METADATA, type QueueEventMetadata } from './on-queue-event.decorator';
 import { QueueService } from './queue.service';
@@ -21,24 +23,35 @@ interface EventHandler {
 
 /**
  * Finds `@OnQueueEvent` methods on the providers and controllers its `RedisLockModule` serves
- * (`decoratedMethods`) when the application bootstraps, and subscribes once per queue (from
- * `'now'`) through that module's `QueueService.events`: one reader per queue and process, whatever
- * the number of methods. Unsubscribes on shutdown.
+ * (`decoratedMethods`) when the module initialises, and subscribes once per queue (from `'now'`)
+ * when the application bootstraps, through that module's `QueueService.events`: one reader per
+ * queue and process, whatever the number of methods. Unsubscribes on shutdown.
  */
 @Injectable()
-export class QueueEventExplorer implements OnApplicationBootstrap, OnApplicationShutdown {
+export class QueueEventExplorer
+  implements OnModuleInit, OnApplicationBootstrap, OnApplicationShutdown
+{
   private readonly logger = new RedactingLogger('QueueService');
   private readonly handlers = new Map<string, EventHandler[]>();
   private readonly subscriptions: Subscription[] = [];
+  /** The queues' events, from `onModuleInit` until they are subscribed at bootstrap. */
+  private readonly streams: { events: Observable<QueueEvent>; handlers: EventHandler[] }[] = [];
   private readonly registered = new WeakMap<object, Set<string>>();
 
   constructor(
     private readonly discovery: DiscoveryService,
     private readonly scanner: MetadataScanner,
     private readonly queues: QueueService,
+    private readonly connection: RedisLockConnection,
   ) {}
 
-  onApplicationBootstrap(): void {
+  /**
+   * Finds the methods and checks that their queues' events are on. Done before the application
+   * bootstraps: a start that fails here (`queue.eventsMaxLen: 0`) fails before any `@QueueWorker`
+   * runs, and Nest calls no shutdown hook after a failed start, so the connections the module
+   * opened are closed here.
+   */
+  async onModuleInit(): Promise<void> {
     const methods = decoratedMethods<QueueEventMetadata>(
       this.discovery,
       this.scanner,
@@ -52,14 +65,21 @@ export class QueueEventExplorer implements OnApplicationBootstrap, OnApplication
       this.register(instance, name, method, registrations);
     }
     for (const [queue, handlers] of this.handlers) {
-      let events: Observable<QueueEvent>;
       try {
-        events = this.queues.events(queue, { from: 'now' });
+        // Reads nothing until subscribed (at bootstrap); throws now when events are off.
+        this.streams.push({ events: this.queues.events(queue, { from: 'now' }), handlers });
       } catch (err) {
+        await this.connection.close();
         throw new QueueError(
           `@OnQueueEvent('${queue}') on ${handlers.map((h) => h.name).join(', ')}: ${(err as Error).message}`,
         );
       }
+    }
+  }
+
+  /** Subscribes once per queue, from `'now'`. */
+  onApplicationBootstrap(): void {
+    for (const { events, handlers } of this.streams.splice(0)) {
       this.subscriptions.push(
         events.subscribe((event) => {
           for (const handler of handlers) {

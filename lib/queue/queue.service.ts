@@ -129,6 +129,7 @@ export class QueueService implements BeforeApplicationShutdown {
   /** This instance's workers in the registry of every instance's (`workers`). */
   private readonly registry: WorkerRegistry;
   private shuttingDown = false;
+  private stopping?: Promise<void>;
 
   constructor(
     private readonly connection: RedisLockConnection,
@@ -814,8 +815,16 @@ export class QueueService implements BeforeApplicationShutdown {
     return worker;
   }
 
-  /** Nest lifecycle hook: stops every worker (no new claims, drain, give back unfinished tasks). */
-  async beforeApplicationShutdown(): Promise<void> {
+  /**
+   * Nest lifecycle hook: stops every worker (no new claims, drain, give back unfinished tasks).
+   * Calling it again returns the same promise: the module's locks, semaphores and waiting rooms
+   * await it before they refuse callers (their handlers may still take locks while they drain).
+   */
+  beforeApplicationShutdown(): Promise<void> {
+    return (this.stopping ??= this.stop());
+  }
+
+  private async stop(): Promise<void> {
     this.shuttingDown = true;
     // Named handlers added in this very tick: their loop would start after this snapshot.
     this.namedLoops.stop();

@@ -137,6 +137,9 @@ export class SemaphoreService implements PermitOwner, BeforeApplicationShutdown 
     return results.filter((r) => r.status === 'fulfilled' && r.value).length;
   }
 
+  /** @internal What must end before the shutdown starts (see `LockService.shutdownAfter`). */
+  shutdownAfter?: () => Promise<unknown>;
+
   /**
    * Nest lifecycle hook: refuses new acquisitions, tells waiting callers (`RedisUnavailableError`),
    * leaves every line (giving back permits handed meanwhile), then releases what this instance
@@ -144,6 +147,8 @@ export class SemaphoreService implements PermitOwner, BeforeApplicationShutdown 
    * is going away.
    */
   async beforeApplicationShutdown(): Promise<void> {
+    // As LockService's: the queue workers drain first, and their handlers may take permits.
+    await this.shutdownAfter?.().catch(() => undefined);
     this.closing = true;
     this.renewal.close();
     const lines = [...this.lines.values()];

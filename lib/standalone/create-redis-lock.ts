@@ -29,10 +29,11 @@ export interface RedisLock {
   readonly events: RedisLockEvents;
   /**
    * Shuts down as the module does when a Nest application closes: stops firing schedules, stops
-   * the workers started with `queues.process` (they finish or give back their tasks), takes this
-   * process's waiters out of every line, releases every lock and permit it holds, and closes the
-   * connections it opened (never a client passed in `redis`). Resolves once all of that is done;
-   * calling it again returns the same promise.
+   * the workers started with `queues.process` (they finish or give back their tasks; meanwhile
+   * their handlers can still take locks and permits), then takes this process's waiters out of
+   * every line, releases every lock and permit it holds, and closes the connections it opened
+   * (never a client passed in `redis`). Resolves once all of that is done; calling it again
+   * returns the same promise.
    */
   close(): Promise<void>;
 }
@@ -72,9 +73,11 @@ export async function createRedisLock(
   let closing: Promise<void> | undefined;
   const close = async () => {
     queues.onModuleDestroy();
+    // The workers drain first: their handlers may take locks, permits and places until they
+    // finish, and only then are new callers refused and what this process holds released.
+    await queues.beforeApplicationShutdown();
     await Promise.all([
       waitingRoom.beforeApplicationShutdown(),
-      queues.beforeApplicationShutdown(),
       locks.beforeApplicationShutdown(),
       semaphores.beforeApplicationShutdown(),
     ]);

@@ -144,11 +144,16 @@ export class WaitingRoomService implements BeforeApplicationShutdown {
     return this.watches.get(this.store.keys(room)[0])?.size ?? 0;
   }
 
+  /** @internal What must end before the shutdown starts (see `LockService.shutdownAfter`). */
+  shutdownAfter?: () => Promise<unknown>;
+
   /**
    * Ends the waits parked on this instance: they reject, and their visitors keep their places
    * for `absentMs` (a page that reconnects to another instance finds its place).
    */
   async beforeApplicationShutdown(): Promise<void> {
+    // As LockService's: the queue workers drain first, and their handlers may join or wait.
+    await this.shutdownAfter?.().catch(() => undefined);
     this.closing = true;
     const watches = [...this.watches.values()];
     this.watches.clear();

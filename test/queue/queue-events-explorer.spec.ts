@@ -109,6 +109,8 @@ describe('@OnQueueEvent and QueueEventExplorer', () => {
       providers: [
         QueueEventExplorer,
         { provide: QueueService, useValue: queuesOver(eventReaders) },
+        // Closed by the explorer when the start fails (the readers' connection is the test's).
+        { provide: RedisLockConnection, useValue: { close: () => Promise.resolve() } },
         ...(providers as never[]),
       ],
     }).compile();
