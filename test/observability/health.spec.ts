@@ -167,6 +167,25 @@ describe('RedisLockHealthIndicator in quorum mode, and with bad input', () => {
     }
   });
 
+  it('is down within timeoutMs when Redis answers PING but the queue checks hang', async () => {
+    const app = await createLockApp({ keyPrefix: uniquePrefix('health-slow') });
+    const queues = app.get(QueueService);
+    const health = new RedisLockHealthIndicator(app.get(RedisLockConnection), queues);
+    // A Redis slow to read queues (each call alone waits up to commandTimeoutMs, 5 s).
+    const stats = jest.spyOn(queues, 'stats').mockReturnValue(new Promise(() => undefined));
+    try {
+      expect(await health.isHealthy('q', { timeoutMs: 200, queues: ['jobs'] })).toEqual({
+        q: {
+          status: 'down',
+          message: 'Redis unavailable: Redis queue checks (health) failed: no answer within 200 ms',
+        },
+      });
+    } finally {
+      stats.mockRestore();
+      await app.close();
+    }
+  });
+
   it("counts a queue's named handlers as the workers they are, as localWorkers does", async () => {
     const app = await createLockApp({ keyPrefix: uniquePrefix('health-named') });
     const queues = app.get(QueueService);

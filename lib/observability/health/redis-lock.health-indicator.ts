@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { QueueService } from '../../queue/queue.service';
 import { RedisLockConnection } from '../../redis/redis-connection';
 import { queueBacklog } from '../queue-backlog';
+import { bounded } from '../../redis/bounded';
 import { RedisLockOptionsError } from '../../errors/redis-lock-options.error';
 import { checkKnownKeys, checkMs, checkInt } from '../../options/validate';
 import { checkQueueName } from '../../options/queue-limits';
@@ -9,7 +10,7 @@ import { checkQueueName } from '../../options/queue-limits';
 /** What `RedisLockHealthIndicator.isHealthy` checks besides the connections. */
 export interface RedisLockHealthOptions {
   /**
-   * Bound of each PING, in ms.
+   * Bound of each PING, and of the queue checks together, in ms.
    * @default 1000
    */
   timeoutMs?: number;
@@ -58,7 +59,8 @@ export class RedisLockHealthIndicator {
 
   /**
    * Resolves `{ [key]: { status: 'up' | 'down', ... } }`; never rejects for an unhealthy Redis
-   * (the reason is in `message`), so terminus answers 503 within `timeoutMs` per PING.
+   * (the reason is in `message`), so terminus answers 503 within `timeoutMs` per PING (and once
+   * more for the queue checks).
    * @param key the name of the check in terminus's report
    * @default key 'redis-lock'
    */
@@ -89,7 +91,13 @@ export class RedisLockHealthIndicator {
         );
       }
       const queues: Record<string, unknown> = {};
-      const backlogs = await Promise.all(names.map((queue) => queueBacklog(this.queues, queue)));
+      // Within `timeoutMs` too (each call alone is bounded by the longer commandTimeoutMs): a
+      // Redis that answers PING but is slow to read queues must not keep the probe waiting.
+      const backlogs = await bounded(
+        'queue checks (health)',
+        Promise.all(names.map((queue) => queueBacklog(this.queues, queue))),
+        ms,
+      );
       for (const [i, queue] of names.entries()) {
         const workers = this.queues.workerCount(queue);
         const { stats, oldestReadyMs } = backlogs[i];
