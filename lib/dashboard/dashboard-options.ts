@@ -1,8 +1,7 @@
 import type { CanActivate, Type } from '@nestjs/common';
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
 import { checkBoolean, checkInt, checkKnownKeys } from '../options/validate';
-import { MAX_QUEUE_NAME_BYTES } from '../queue/queue.constants';
-import { checkQueueName } from '../queue/queue-keys';
+import { checkQueueNameOption } from '../options/queue-limits';
 
 /** Options of `RedisLockDashboardModule.forRoot`. */
 export interface RedisLockDashboardOptions {
@@ -111,19 +110,9 @@ export function resolveDashboardOptions(options: unknown): ResolvedDashboardOpti
   });
   const queues = o.queues ?? [];
   if (!Array.isArray(queues)) throw new RedisLockOptionsError('queues', queues, 'an array');
-  queues.forEach((queue, i) => {
-    // The queue's own check (also refusing a lone surrogate): a name every queue call refuses
-    // would make every overview fail, locks included.
-    try {
-      checkQueueName(queue);
-    } catch {
-      throw new RedisLockOptionsError(
-        `queues[${i}]`,
-        queue,
-        `a queue name (a non-empty, well-formed string of at most ${MAX_QUEUE_NAME_BYTES} bytes)`,
-      );
-    }
-  });
+  // The queue's own check (also refusing a lone surrogate): a name every queue call refuses
+  // would make every overview fail, locks included.
+  queues.forEach((queue, i) => checkQueueNameOption(`queues[${i}]`, queue));
   return {
     path: trimmed,
     // Actions are opt-in: guards in front of the page, or `readOnly: false` said explicitly.

@@ -2,6 +2,7 @@
 // share with the queue (lib/queue re-exports them from queue.constants.ts and queue-keys.ts), here
 // below both, so that the module options never import the queue folder.
 import { describeValue } from '../errors/describe-value';
+import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
 import { QueueError } from '../errors/queue.error';
 import { notWellFormed, utf8BytesOver } from './validate';
 
@@ -23,6 +24,22 @@ export function checkQueueName(name: unknown): string {
     throw QueueError.invalid('queue', name, 'a non-empty string');
   }
   return checkNameBytes('queue', name);
+}
+
+/**
+ * `checkQueueName` for an option that lists queues (the dashboard's `queues`, `runUntilIdle`'s):
+ * a name every queue call would refuse is a `RedisLockOptionsError` naming `option`.
+ */
+export function checkQueueNameOption(option: string, name: unknown): string {
+  try {
+    return checkQueueName(name);
+  } catch {
+    throw new RedisLockOptionsError(
+      option,
+      name,
+      `a queue name (a non-empty, well-formed string of at most ${MAX_QUEUE_NAME_BYTES} bytes)`,
+    );
+  }
 }
 
 /**

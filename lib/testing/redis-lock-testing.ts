@@ -9,7 +9,8 @@ import type {
 import { RedisLockError } from '../errors/redis-lock.error';
 import { RedisLockOptionsError } from '../errors/redis-lock-options.error';
 import { checkBoolean, checkInt, checkKnownKeys } from '../options/validate';
-import { MAX_IDLE_MS, MAX_QUEUE_NAME_BYTES } from '../queue/queue.constants';
+import { checkQueueNameOption } from '../options/queue-limits';
+import { MAX_IDLE_MS } from '../queue/queue.constants';
 import { checkQueueName, queueRedisKeys } from '../queue/queue-keys';
 import { QueueService } from '../queue/queue.service';
 import { RedisLockConnection } from '../redis/redis-connection';
@@ -223,17 +224,12 @@ function checkRunUntilIdleOptions(
   if (!Array.isArray(queues)) {
     throw new RedisLockOptionsError('queues', queues, 'an array of queue names or typed queues');
   }
-  queues.forEach((q: unknown, i) => {
-    try {
-      checkQueueName(typeof q === 'object' && q !== null ? (q as TypedQueue<unknown>).name : q);
-    } catch {
-      throw new RedisLockOptionsError(
-        `queues[${i}]`,
-        q,
-        `a queue name or typed queue (a non-empty, well-formed string of at most ${MAX_QUEUE_NAME_BYTES} bytes)`,
-      );
-    }
-  });
+  queues.forEach((q: unknown, i) =>
+    checkQueueNameOption(
+      `queues[${i}]`,
+      typeof q === 'object' && q !== null ? (q as TypedQueue<unknown>).name : q,
+    ),
+  );
   return {
     advance,
     delayed: o.delayed === undefined ? advance !== undefined : checkBoolean('delayed', o.delayed),
